@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// The engine's entry point: feed every TCP segment of a capture in capture order, once; results
+// arrive through a Sink as soon as they are known (a command when its status is seen, a finding
+// when its evidence is complete), so memory depends on open commands, not on capture length.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "iscsi_doctor/results.hpp"
+#include "iscsi_doctor/segment.hpp"
+
+namespace iscsi_doctor {
+
+struct Options {
+  std::vector<uint16_t> ports{3260};  // iSCSI target ports
+  bool detect_ports = true;           // also follow connections on other ports that speak iSCSI
+  double delayed_ack_min_ms = 10;     // an ACK later than this (beyond the RTT) counts as delayed
+  double think_min_ms = 2;            // target think time below this is never a finding
+  size_t max_connections = 65536;     // caps: when hit, the reason is reported as a Notice
+  size_t max_open_commands = 65536;   // per connection
+  size_t max_out_of_order_bytes = 4u << 20;  // per direction
+};
+
+class Sink {
+public:
+  virtual ~Sink() = default;
+  virtual void on_command(const CommandResult&) {}
+  virtual void on_finding(const Finding&) {}
+  virtual void on_notice(const Notice&) {}
+  // A connection's facts are final (FIN/RST seen, or finish()).
+  virtual void on_connection(const ConnectionInfo&) {}
+};
+
+class Analyzer {
+public:
+  Analyzer(Options options, Sink& sink);
+  ~Analyzer();
+  Analyzer(const Analyzer&) = delete;
+  Analyzer& operator=(const Analyzer&) = delete;
+
+  // Segments must come in capture order. Non-iSCSI segments are ignored cheaply.
+  void feed(const Segment& segment);
+  // End of capture: reports still-open commands (completed = false) and every connection.
+  void finish();
+
+  std::vector<ConnectionInfo> connections() const;
+  std::vector<SessionInfo> sessions() const;
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace iscsi_doctor

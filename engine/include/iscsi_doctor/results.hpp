@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// What the engine reports. Names here (finding kinds, breakdown parts) are contracts: the CLI's
+// JSON keys, the Wireshark fields and the Lua plugin all use them verbatim.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "iscsi_doctor/segment.hpp"
+
+namespace iscsi_doctor {
+
+enum class Side : uint8_t { initiator, target };
+std::string_view side_name(Side);
+
+enum class FindingKind : uint8_t {
+  nagle_hold,      // a sub-MSS segment released only by the ACK of the previous sub-MSS segment
+  delayed_ack,     // an ACK held by the receiver's delayed-ACK timer while the other side waited
+  r2t_round_trip,  // a write that paid an R2T round trip ImmediateData/InitialR2T could avoid
+  cwnd_limited,    // sender stalled on its congestion window (slow start, also after idle)
+  rwnd_limited,    // sender stalled on the receiver's advertised window
+  retransmission,  // a segment sent again (loss recovery)
+  target_think,    // the target itself was slow, not the network
+  serialized,      // queue depth 1 with the link idle between commands (session level)
+  lost_data,       // bytes missing from the capture: verdicts around them are not guessed
+  count_
+};
+inline constexpr size_t finding_kind_count = static_cast<size_t>(FindingKind::count_);
+std::string_view finding_name(FindingKind);
+std::optional<FindingKind> finding_from_name(std::string_view);
+
+enum class Vantage : uint8_t { unknown, initiator, target, midpath };
+std::string_view vantage_name(Vantage);
+
+// Where a command's latency went, in milliseconds (see docs/rules.md for each part).
+struct Breakdown {
+  double request_ms = 0;      // command PDU (and immediate/unsolicited data) crossing to the target
+  double think_ms = 0;        // target's own time between the complete request and its first reply
+  double data_ms = 0;         // data transfer (Data-In / Data-Out) not otherwise explained
+  double nagle_ms = 0;        // segments held by Nagle's algorithm
+  double delayed_ack_ms = 0;  // part of a Nagle hold spent waiting for a delayed ACK
+  double r2t_ms = 0;          // R2T round trips
+  double window_ms = 0;       // cwnd / rwnd stalls
+  double loss_ms = 0;         // loss recovery (retransmissions)
+  double response_ms = 0;     // status crossing back to the initiator
+};
+
+struct CommandResult {
+  uint32_t session = 0;     // Analyzer-assigned session number (from 1)
+  uint32_t connection = 0;  // Analyzer-assigned connection number (from 1)
+  uint32_t itt = 0;
+  uint32_t cmdsn = 0;
+  uint8_t iscsi_opcode = 0;        // 0x01 for SCSI commands; task management etc. are also tracked
+  std::string op;                  // "READ(10)", "WRITE(16)", "INQUIRY", "NOP-Out", ...
+  char kind = 'o';                 // 'r' read, 'w' write, 'o' other
+  std::optional<uint64_t> lba;
+  uint32_t bytes = 0;              // expected data transfer length
+  uint64_t first_frame = 0;        // first segment of the command PDU
+  uint64_t status_frame = 0;       // segment completing the Response / status-bearing Data-In; 0 if none
+  int64_t first_ns = 0, status_ns = 0;
+  double latency_ms = 0;           // status_ns - first_ns as seen at the capture point
+  int round_trips = 0;             // see docs/rules.md "Round trips"
+  int ideal_round_trips = 0;
+  std::optional<uint8_t> scsi_status;
+  std::optional<uint8_t> iscsi_response;
+  std::optional<uint8_t> sense_key, asc, ascq;
+  std::vector<FindingKind> findings;  // distinct kinds, in order of first evidence
+  Breakdown breakdown;
+  bool completed = false;          // false: no status seen (capture ended, aborted, lost)
+  bool data_incomplete = false;    // part of its PDUs was missing from the capture
+};
+
+struct Finding {
+  FindingKind kind{};
+  Side side{};
+  uint32_t session = 0, connection = 0;
+  uint64_t frame = 0;                    // the evidence frame (the held segment, the late ACK, ...)
+  std::vector<std::pair<std::string, uint64_t>> related;  // e.g. {"released_by", 123}, {"acks", 120}
+  double lost_ms = 0;                    // time this finding cost the command(s)
+  std::optional<uint32_t> itt;           // the command it delayed, if one
+  uint64_t command_first_frame = 0;
+  std::string detail;                    // one line for people
+};
+
+struct Notice {
+  enum class Level : uint8_t { info, warning, error } level = Level::warning;
+  uint64_t frame = 0;
+  uint32_t connection = 0;
+  std::string message;
+};
+
+struct ConnectionInfo {
+  uint32_t id = 0, session = 0;
+  Endpoint initiator, target;
+  bool saw_handshake = false, saw_login = false, mid_session_start = false;
+  uint16_t mss_initiator = 0, mss_target = 0;  // largest segment each side may send
+  bool mss_inferred = false;
+  double rtt_ms = -1;             // full path round trip
+  double rtt_initiator_ms = -1;   // capture point <-> initiator and back
+  double rtt_target_ms = -1;      // capture point <-> target and back
+  Vantage vantage = Vantage::unknown;
+  std::vector<std::pair<std::string, std::string>> keys;  // negotiated operational values in effect
+  bool header_digest = false, data_digest = false;
+  uint64_t frames = 0, pdus = 0, commands = 0, resyncs = 0, digest_errors = 0;
+  uint64_t bytes_missing = 0;
+  uint32_t max_outstanding = 0;   // largest number of commands in flight at once
+};
+
+struct SessionInfo {
+  uint32_t id = 0;
+  std::string initiator_name, target_name, session_type;
+  std::string isid;  // hex
+  uint16_t tsih = 0;
+  std::vector<uint32_t> connections;
+};
+
+}  // namespace iscsi_doctor

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// What a front-end hands the engine for each TCP segment: plain values only, so the CLI
+// (libtins), the Wireshark plugin (epan) and tests can all feed it alike.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace iscsi_doctor {
+
+struct Address {
+  std::array<uint8_t, 16> bytes{};  // IPv4 uses the first 4 bytes
+  bool v6 = false;
+
+  static Address ipv4(uint32_t host_order);
+  static Address ipv6(const uint8_t (&b)[16]);
+  std::string str() const;
+  friend bool operator==(const Address&, const Address&) = default;
+  friend auto operator<=>(const Address&, const Address&) = default;
+};
+
+struct Endpoint {
+  Address addr;
+  uint16_t port = 0;
+  std::string str() const;  // "10.0.0.1:3260", "[fe80::1]:3260"
+  friend bool operator==(const Endpoint&, const Endpoint&) = default;
+  friend auto operator<=>(const Endpoint&, const Endpoint&) = default;
+};
+
+namespace tcp_flag {
+inline constexpr uint8_t fin = 0x01, syn = 0x02, rst = 0x04, psh = 0x08, ack = 0x10, urg = 0x20;
+}
+
+struct Segment {
+  uint64_t frame = 0;   // 1-based, as Wireshark counts
+  int64_t time_ns = 0;  // capture timestamp, nanoseconds since the epoch
+  Endpoint src, dst;
+  uint32_t seq = 0, ack = 0;
+  uint8_t flags = 0;          // tcp_flag bits
+  uint16_t window = 0;        // as on the wire (unscaled)
+  uint16_t mss_option = 0;    // 0 when absent
+  int8_t wscale_option = -1;  // -1 when absent
+  std::span<const uint8_t> payload;  // valid only during Analyzer::feed
+  uint32_t payload_wire_len = 0;     // TCP payload length on the wire; > payload.size() when the
+                                     // capture's snaplen cut the packet short
+};
+
+}  // namespace iscsi_doctor

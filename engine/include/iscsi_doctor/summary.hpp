@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// Aggregates a capture's results into what a person acts on: per finding kind, the commands it
+// cost, the time lost, the fix, and the latency expected after the fix, computed from the capture.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "iscsi_doctor/analyzer.hpp"
+
+namespace iscsi_doctor {
+
+struct Advice {
+  FindingKind kind{};
+  Side side{};
+  uint64_t commands = 0;            // commands that carry this finding
+  uint64_t occurrences = 0;         // findings of this kind
+  double lost_ms = 0;               // sum of lost_ms
+  double median_latency_ms = 0;     // of the affected commands, as captured
+  double median_fixed_ms = 0;       // of the same commands without the time this kind cost
+  std::string fix;                  // what to change, for people
+  std::vector<uint64_t> example_frames;  // a few evidence frames
+};
+
+// Latency statistics of one command class (op kind + transfer size).
+struct ClassStats {
+  char kind = 'o';
+  uint32_t bytes = 0;
+  uint64_t commands = 0;
+  double median_ms = 0, p90_ms = 0, max_ms = 0;
+  double median_round_trips = 0;
+  int ideal_round_trips = 0;
+};
+
+class Summary : public Sink {
+public:
+  explicit Summary(size_t worst_kept = 10) : worst_kept_(worst_kept) {}
+  void on_command(const CommandResult&) override;
+  void on_finding(const Finding&) override;
+  void on_notice(const Notice&) override;
+  void on_connection(const ConnectionInfo&) override;
+
+  std::vector<Advice> advice() const;              // ranked by time lost
+  std::vector<ClassStats> classes() const;
+  const std::vector<CommandResult>& worst() const { return worst_; }  // slowest, by excess round trips then latency
+  const std::vector<Notice>& notices() const { return notices_; }
+  const std::vector<ConnectionInfo>& connections() const { return connections_; }
+  uint64_t commands() const { return commands_; }
+  uint64_t completed() const { return completed_; }
+  uint64_t excess_round_trips() const { return excess_round_trips_; }
+  std::array<uint64_t, finding_kind_count> finding_counts() const { return counts_; }
+
+private:
+  struct PerKind {
+    Side side{};
+    uint64_t commands = 0, occurrences = 0;
+    double lost_ms = 0;
+    std::vector<float> latency, fixed;
+    std::vector<uint64_t> examples;
+  };
+  struct PerClass {
+    std::vector<float> latency;
+    std::vector<uint16_t> round_trips;
+    int ideal = 0;
+  };
+  size_t worst_kept_;
+  std::array<PerKind, finding_kind_count> kinds_{};
+  std::array<uint64_t, finding_kind_count> counts_{};
+  std::map<std::pair<char, uint32_t>, PerClass> classes_;
+  std::vector<CommandResult> worst_;
+  std::vector<Notice> notices_;
+  std::vector<ConnectionInfo> connections_;
+  uint64_t commands_ = 0, completed_ = 0, excess_round_trips_ = 0;
+  uint64_t notices_dropped_ = 0;
+};
+
+// The fix text for a finding kind and side (also used by the Wireshark and Lua plugins).
+std::string fix_for(FindingKind kind, Side side);
+
+}  // namespace iscsi_doctor
