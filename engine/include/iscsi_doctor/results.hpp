@@ -25,8 +25,7 @@ enum class FindingKind : uint8_t {
   rwnd_limited,    // sender stalled on the receiver's advertised window
   retransmission,  // a segment sent again (loss recovery)
   target_think,    // the target itself was slow, not the network
-  serialized,      // queue depth 1 with the link idle between commands (session level)
-  lost_data,       // bytes missing from the capture: verdicts around them are not guessed
+  serialized,      // queue depth 1 with the link idle between commands (connection level)
   count_
 };
 inline constexpr size_t finding_kind_count = static_cast<size_t>(FindingKind::count_);

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// The connection table: finds or starts the iSCSI connection each segment belongs to.
+#include "iscsi_doctor/analyzer.hpp"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+#include "iscsi/pdu.hpp"
+#include "session/connection.hpp"
+#include "session/sessions.hpp"
+
+namespace iscsi_doctor {
+
+using session::Connection;
+
+struct Analyzer::Impl {
+  Impl(Options o, Sink& s) : options(std::move(o)), sink(s) {}
+
+  bool is_target_port(uint16_t port) const {
+    return std::find(options.ports.begin(), options.ports.end(), port) != options.ports.end();
+  }
+
+  // A Login Request (immediate bit set) at the start of a segment: iSCSI on any port.
+  static bool looks_like_login(const Segment& seg) {
+    if (seg.payload.size() < iscsi::kBhsLength || seg.payload[0] != 0x43) return false;
+    auto bhs = iscsi::parse_bhs(seg.payload);
+    return bhs && iscsi::plausible_bhs(*bhs, true);
+  }
+
+  void finish_connection(Connection& c) {
+    c.finish();
+    infos.push_back(c.info());
+  }
+
+  Options options;
+  Sink& sink;
+  using Key = std::pair<Endpoint, Endpoint>;
+  std::map<Key, std::unique_ptr<Connection>> live;
+  std::vector<ConnectionInfo> infos;  // finished connections
+  session::SessionRegistry sessions;
+  uint32_t next_id = 1;
+  bool cap_reported = false;
+};
+
+Analyzer::Analyzer(Options options, Sink& sink) : impl_(std::make_unique<Impl>(std::move(options), sink)) {}
+Analyzer::~Analyzer() = default;
+
+void Analyzer::feed(const Segment& seg) {
+  Impl& m = *impl_;
+  Impl::Key key = seg.src < seg.dst ? Impl::Key{seg.src, seg.dst} : Impl::Key{seg.dst, seg.src};
+  auto it = m.live.find(key);
+  bool syn = (seg.flags & tcp_flag::syn) && !(seg.flags & tcp_flag::ack);
+  if (it != m.live.end() && syn && it->second->closed()) {
+    // The 4-tuple is reused by a new connection.
+    m.finish_connection(*it->second);
+    m.live.erase(it);
+    it = m.live.end();
+  }
+  if (it == m.live.end()) {
+    if (!syn && seg.payload_wire_len == 0) return;  // stray ACKs, FINs: nothing to frame
+    const Endpoint *initiator = nullptr, *target = nullptr;
+    if (m.is_target_port(seg.dst.port)) initiator = &seg.src, target = &seg.dst;
+    else if (m.is_target_port(seg.src.port)) initiator = &seg.dst, target = &seg.src;
+    else if (m.options.detect_ports && !syn && Impl::looks_like_login(seg))
+      initiator = &seg.src, target = &seg.dst;
+    if (!initiator) return;
+    if (m.live.size() >= m.options.max_connections) {
+      if (!m.cap_reported)
+        m.sink.on_notice({Notice::Level::error, seg.frame, 0,
+                          "connection cap (" + std::to_string(m.options.max_connections) +
+                              ") hit: further connections are not analysed"});
+      m.cap_reported = true;
+      return;
+    }
+    auto conn = std::make_unique<Connection>(m.next_id++, *initiator, *target, m.options, m.sink,
+                                             m.sessions);
+    it = m.live.emplace(key, std::move(conn)).first;
+  }
+  Connection& c = *it->second;
+  int dir = seg.src == c.info_initiator() ? session::kI2T : session::kT2I;
+  c.on_segment(seg, dir);
+}
+
+void Analyzer::finish() {
+  Impl& m = *impl_;
+  for (auto& [key, conn] : m.live) m.finish_connection(*conn);
+  m.live.clear();
+}
+
+std::vector<ConnectionInfo> Analyzer::connections() const {
+  std::vector<ConnectionInfo> out = impl_->infos;
+  for (auto& [key, conn] : impl_->live) out.push_back(conn->info());
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.id < b.id; });
+  return out;
+}
+
+std::vector<SessionInfo> Analyzer::sessions() const { return impl_->sessions.all(); }
+
+}  // namespace iscsi_doctor

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// A SCSI command while it is open: its result so far and the state of its critical path.
+#pragma once
+
+#include <cstdint>
+
+#include "iscsi_doctor/results.hpp"
+
+namespace iscsi_doctor::session {
+
+struct OpenCommand {
+  bool used = false;
+  CommandResult r;
+  bool write = false;
+  uint32_t unsolicited_expected = 0;
+
+  // Half trips: crossings of the network along the critical path (docs/rules.md). The command
+  // PDU arrives at the target with 1; round trips = ceil(h_target / 2) at the status.
+  int h_initiator = 1, h_target = 0;
+  int64_t last_event_t = 0;      // latest segment on the critical path, either side
+  int64_t last_seg_t[2] = {0, 0};  // latest segment carrying this command's bytes, per direction
+  bool has_seg[2] = {false, false};
+  int64_t needed_t = 0;          // when the bytes the target waits for were complete (capture time)
+  bool request_done = false;
+  uint32_t r2ts = 0;
+  uint64_t first_r2t_frame = 0;
+  int64_t last_r2t_t = 0;
+  int h_at_r2t = 0;
+  uint64_t first_reply_frame = 0;
+  bool solicited_data = false;
+  uint32_t data_out_bytes = 0, data_in_bytes = 0;
+  double loss_pending_ms = 0;
+  double hold_ms = 0;  // Nagle/window holds on its path, for the serialized rule
+};
+
+}  // namespace iscsi_doctor::session

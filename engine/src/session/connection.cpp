@@ -1,0 +1,853 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+#include "session/connection.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "iscsi/pdu.hpp"
+#include "scsi/cdb.hpp"
+
+namespace iscsi_doctor::session {
+
+namespace {
+constexpr double ms(int64_t ns) { return double(ns) / 1e6; }
+constexpr uint32_t kReservedTag = 0xffffffffu;
+constexpr uint64_t kMaxNoticesPerConnection = 50;
+constexpr size_t kMaxUnackedRecords = 1 << 16;
+
+std::string hex2(uint8_t v) {
+  const char* d = "0123456789abcdef";
+  return {d[v >> 4], d[v & 15]};
+}
+}  // namespace
+
+Connection::Connection(uint32_t id, const Endpoint& initiator, const Endpoint& target,
+                       const Options& options, Sink& sink, SessionRegistry& sessions)
+    : id_(id), sessions_(sessions), initiator_(initiator), target_(target), options_(options),
+      sink_(sink), pdus_{PduStream(true), PduStream(false)} {
+  slots_.resize(1);
+}
+
+uint32_t Connection::session_id() const {
+  if (session_) return session_;
+  std::string key = login_done_ ? "login:" + initiator_name_ + "|" + isid_ + "|" + target_name_ +
+                                      "|" + std::to_string(tsih_)
+                                : "connection:" + std::to_string(id_);
+  session_ = sessions_.resolve(key);
+  SessionInfo& s = sessions_.info(session_);
+  s.connections.push_back(id_);
+  if (login_done_) {
+    s.initiator_name = initiator_name_;
+    s.target_name = target_name_;
+    s.session_type = session_type_;
+    s.isid = isid_;
+    s.tsih = tsih_;
+  }
+  return session_;
+}
+
+// ---------------------------------------------------------------------------------------------
+// TCP
+
+void Connection::on_segment(const Segment& seg, int dir) {
+  ++frames_;
+  if (seg.flags & tcp_flag::syn) handle_handshake(seg, dir);
+  if (seg.flags & tcp_flag::ack) handle_ack(seg, dir);
+  if (seg.payload_wire_len > 0 && !(seg.flags & tcp_flag::syn)) handle_payload(seg, dir);
+  tcp::Flow& f = flow_[dir];
+  if (seg.flags & (tcp_flag::fin | tcp_flag::rst)) {
+    f.fin_seen = true;
+    if ((seg.flags & tcp_flag::rst) || flow_[dir ^ 1].fin_seen) closed_ = true;
+  }
+  uint32_t win = seg.window;
+  int8_t scale = flow_[dir].wscale_offered;
+  if (!(seg.flags & tcp_flag::syn) && scale >= 0 && flow_[dir ^ 1].wscale_offered >= 0)
+    win <<= std::min<int>(scale, 14);
+  // The window this side advertises limits what the other side may send.
+  tcp::Flow& other = flow_[dir ^ 1];
+  if (other.peer_window != win) other.prev_peer_window = other.peer_window_known ? other.peer_window : win;
+  other.peer_window = win;
+  other.peer_window_known = true;
+}
+
+void Connection::handle_handshake(const Segment& seg, int dir) {
+  tcp::Flow& f = flow_[dir];
+  if (f.syn_seen && f.started && f.unwrap(seg.seq) == f.next - 1) return;  // SYN retransmitted
+  f.anchor(seg.seq + 1);
+  f.syn_seen = true;
+  f.wscale_offered = seg.wscale_option;
+  // A side's MSS option says what it can receive: it bounds what the other side sends.
+  if (seg.mss_option) {
+    flow_[dir ^ 1].mss = seg.mss_option;
+    flow_[dir ^ 1].mss_from_syn = true;
+  }
+  if (!(seg.flags & tcp_flag::ack)) {
+    saw_syn_ = true;
+    syn_t_ = seg.time_ns;
+  } else if (saw_syn_ && !saw_synack_) {
+    saw_synack_ = true;
+    synack_t_ = seg.time_ns;
+    rtt_[kT2I].sample(seg.time_ns - syn_t_, true);
+  }
+}
+
+void Connection::handle_ack(const Segment& seg, int dir) {
+  tcp::Flow& peer = flow_[dir ^ 1];  // the direction whose data this segment acknowledges
+  if (!peer.started) return;
+  if (saw_synack_ && dir == kI2T && !rtt_[kI2T].from_handshake() && !(seg.flags & tcp_flag::syn)) {
+    rtt_[kI2T].sample(seg.time_ns - synack_t_, true);
+  }
+  uint64_t ack = peer.unwrap(seg.ack);
+  if (ack > peer.max_end + (uint64_t(1) << 30)) return;  // nonsense ack
+  // An ACK for the segment that ended exactly here: a round-trip sample for this side.
+  if (!peer.unacked.empty() && (!peer.una_known || ack > peer.una)) {
+    for (auto it = peer.unacked.rbegin(); it != peer.unacked.rend(); ++it) {
+      if (it->end == ack) {
+        rtt_[dir].sample(seg.time_ns - it->t);
+        break;
+      }
+      if (it->end < ack) break;
+    }
+  }
+  if (ack > peer.next && peer.started) {
+    // The receiver has bytes the capture never showed: lost at the capture point.
+    declare_gap(dir ^ 1, std::min(ack, peer.max_end > peer.next ? peer.max_end : ack), seg.frame,
+                "acknowledged by the receiver but missing from the capture");
+  }
+  peer.acked(ack, seg.time_ns, seg.frame);
+}
+
+void Connection::handle_payload(const Segment& seg, int dir) {
+  tcp::Flow& f = flow_[dir];
+  uint32_t len = seg.payload_wire_len;
+  if (!f.started) {
+    // The capture starts in the middle of this byte stream: frame from a plausible BHS.
+    f.anchor(seg.seq);
+    mid_session_ = true;
+    pdus_[dir].start_unsynced();
+  }
+  f.largest_payload = std::max(f.largest_payload, len);
+  uint64_t start = f.unwrap(seg.seq);
+  uint64_t end = start + len;
+  if (end <= f.next) {
+    bool keepalive = len <= 1 && start + 1 >= f.next;
+    if (!keepalive) note_retransmission(dir, seg, start, end);
+    return;
+  }
+  if (start > f.next) {
+    // Beyond a hole: keep it until the hole fills, the receiver acknowledges past it, or the
+    // buffer cap is hit (then the hole is declared lost).
+    ++out_of_order_;
+    if (f.out_of_order.empty()) f.hole_since = seg.time_ns;
+    auto& held = f.out_of_order[start];
+    if (held.bytes.size() < seg.payload.size()) {
+      f.out_of_order_bytes += seg.payload.size() - held.bytes.size();
+      held.bytes.assign(seg.payload.begin(), seg.payload.end());
+      held.t = seg.time_ns;
+      held.frame = seg.frame;
+    }
+    f.max_end = std::max(f.max_end, end);
+    f.move_ref(end);
+    if (f.out_of_order_bytes > options_.max_out_of_order_bytes)
+      declare_gap(dir, f.out_of_order.begin()->first, seg.frame,
+                  "out-of-order buffer cap hit; hole declared lost");
+    return;
+  }
+  bool filled_hole = !f.out_of_order.empty();
+  if (filled_hole) {
+    ++retransmissions_;
+    Finding fd;
+    fd.kind = FindingKind::retransmission;
+    fd.side = side_of(dir);
+    fd.session = session_id();
+    fd.connection = id_;
+    fd.frame = seg.frame;
+    fd.lost_ms = ms(seg.time_ns - f.hole_since);
+    fd.detail = "retransmission fills a hole: the original was lost before the capture point";
+    uint32_t slot = current_pdu_slot_[dir];
+    if (slot && slots_[slot].used) {
+      fd.itt = slots_[slot].r.itt;
+      fd.command_first_frame = slots_[slot].r.first_frame;
+      slots_[slot].loss_pending_ms += fd.lost_ms;
+      slots_[slot].h_initiator += dir == kI2T ? 2 : 0;
+      slots_[slot].h_target += dir == kT2I ? 2 : 0;
+      add_finding_kind(slots_[slot], FindingKind::retransmission);
+    }
+    emit_finding(std::move(fd));
+  }
+  // Overlap with bytes already delivered is trimmed; the rest is new, in order.
+  size_t skip = size_t(f.next - start);
+  std::span<const uint8_t> bytes = seg.payload;
+  uint32_t wire_rest = len - uint32_t(skip);
+  bytes = skip < bytes.size() ? bytes.subspan(skip) : std::span<const uint8_t>{};
+  tcp::SentSegment rec{start, end, seg.time_ns, seg.frame, 0, f.is_small(len)};
+  deliver(dir, bytes, wire_rest, seg);
+  rec.owner = current_pdu_slot_[dir];
+  if (f.unacked.size() < kMaxUnackedRecords) f.unacked.push_back(rec);
+  if (rec.small) {
+    f.has_small = true;
+    f.last_small = {end, seg.time_ns, seg.frame, false, 0, 0};
+  }
+  f.max_end = std::max(f.max_end, end);
+  f.has_last_data = true;
+  f.last_data_t = seg.time_ns;
+  f.last_data_frame = seg.frame;
+  drain_out_of_order(dir, seg);
+}
+
+void Connection::deliver(int dir, std::span<const uint8_t> bytes, uint32_t wire_len,
+                         const Segment& seg) {
+  tcp::Flow& f = flow_[dir];
+  bool began_mid_pdu = pdus_[dir].mid_pdu();
+  uint32_t mid_slot = began_mid_pdu ? current_pdu_slot_[dir] : 0;
+  auto& events = pdus_[dir].feed(bytes, seg.frame, seg.time_ns);
+  if (bytes.size() < wire_len) {
+    // The capture's snaplen cut this packet: the bytes exist, we just cannot see them.
+    uint64_t missing = wire_len - bytes.size();
+    f.bytes_missing += missing;
+    pdus_[dir].gap(missing);
+    if (notices_ < kMaxNoticesPerConnection)
+      notice(Notice::Level::warning, seg.frame,
+             "packet cut short by the capture's snaplen: " + std::to_string(missing) +
+                 " bytes of iSCSI data not captured");
+  }
+  f.next += wire_len;
+  f.move_ref(f.next);
+  on_pdus(dir, seg, events, began_mid_pdu, mid_slot);
+  for (auto& m : pdus_[dir].take_messages()) notice(Notice::Level::warning, seg.frame, m);
+}
+
+void Connection::drain_out_of_order(int dir, const Segment& seg) {
+  tcp::Flow& f = flow_[dir];
+  while (!f.out_of_order.empty()) {
+    auto it = f.out_of_order.begin();
+    uint64_t start = it->first;
+    if (start > f.next) break;
+    auto held = std::move(it->second);
+    f.out_of_order.erase(it);
+    f.out_of_order_bytes -= held.bytes.size();
+    uint64_t end = start + held.bytes.size();
+    if (end <= f.next) continue;
+    size_t skip = size_t(f.next - start);
+    Segment s = seg;
+    s.frame = held.frame;
+    s.time_ns = held.t;
+    auto bytes = std::span<const uint8_t>(held.bytes).subspan(skip);
+    s.payload_wire_len = uint32_t(bytes.size());
+    deliver(dir, bytes, uint32_t(bytes.size()), s);
+  }
+}
+
+void Connection::declare_gap(int dir, uint64_t upto, uint64_t frame, const char* why) {
+  tcp::Flow& f = flow_[dir];
+  while (f.next < upto || (!f.out_of_order.empty() && f.out_of_order.begin()->first <= upto)) {
+    uint64_t hole_end = upto;
+    if (!f.out_of_order.empty()) hole_end = std::min(hole_end, f.out_of_order.begin()->first);
+    if (hole_end > f.next) {
+      uint64_t lost = hole_end - f.next;
+      f.bytes_missing += lost;
+      pdus_[dir].gap(lost);
+      f.next = hole_end;
+      f.move_ref(f.next);
+      if (current_pdu_slot_[dir] && slots_[current_pdu_slot_[dir]].used)
+        slots_[current_pdu_slot_[dir]].r.data_incomplete = true;
+      if (notices_ < kMaxNoticesPerConnection)
+        notice(Notice::Level::warning, frame,
+               std::to_string(lost) + " bytes missing from the " +
+                   std::string(side_name(side_of(dir))) + "'s stream (" + why + ")");
+      for (auto& m : pdus_[dir].take_messages()) notice(Notice::Level::warning, frame, m);
+    }
+    if (f.out_of_order.empty()) break;
+    Segment s{};
+    s.frame = f.out_of_order.begin()->second.frame;
+    s.time_ns = f.out_of_order.begin()->second.t;
+    drain_out_of_order(dir, s);
+    if (f.out_of_order.empty() || f.next >= upto) break;
+  }
+}
+
+void Connection::note_retransmission(int dir, const Segment& seg, uint64_t start, uint64_t end) {
+  tcp::Flow& f = flow_[dir];
+  ++retransmissions_;
+  const tcp::SentSegment* orig = nullptr;
+  for (auto& s : f.unacked)
+    if (s.start <= start && s.end > start) {
+      orig = &s;
+      break;
+    }
+  if (f.una_known && end <= f.una && !orig) return;  // spurious, already acknowledged
+  Finding fd;
+  fd.kind = FindingKind::retransmission;
+  fd.side = side_of(dir);
+  fd.session = session_id();
+  fd.connection = id_;
+  fd.frame = seg.frame;
+  if (orig) {
+    fd.related.emplace_back("original", orig->frame);
+    fd.lost_ms = ms(seg.time_ns - orig->t);
+    if (orig->owner && slots_[orig->owner].used) {
+      OpenCommand& c = slots_[orig->owner];
+      fd.itt = c.r.itt;
+      fd.command_first_frame = c.r.first_frame;
+      c.loss_pending_ms += fd.lost_ms;
+      (dir == kI2T ? c.h_initiator : c.h_target) += 2;
+      add_finding_kind(c, FindingKind::retransmission);
+    }
+  }
+  fd.detail = "segment sent again after " + std::to_string(int(fd.lost_ms + 0.5)) + " ms";
+  emit_finding(std::move(fd));
+}
+
+int64_t Connection::rtt_ns(int side_dir) const { return rtt_[side_dir].ns(); }
+
+int64_t Connection::full_rtt_ns() const { return rtt_[kI2T].ns() + rtt_[kT2I].ns(); }
+
+int64_t Connection::tolerance_ns() const {
+  // Jitter allowance when matching a release to the ACK that caused it.
+  return 300'000 + full_rtt_ns() / 10;
+}
+
+// ---------------------------------------------------------------------------------------------
+// iSCSI PDUs and commands
+
+uint32_t Connection::find_slot(uint32_t itt) const {
+  auto it = by_itt_.find(itt);
+  return it == by_itt_.end() ? 0 : it->second;
+}
+
+void Connection::release_slot(uint32_t slot) {
+  OpenCommand& c = slots_[slot];
+  auto it = by_itt_.find(c.r.itt);
+  if (it != by_itt_.end() && it->second == slot) by_itt_.erase(it);
+  for (int d = 0; d < 2; ++d)
+    if (current_pdu_slot_[d] == slot) current_pdu_slot_[d] = 0;
+  c = OpenCommand{};
+  free_slots_.push_back(slot);
+  if (outstanding_) --outstanding_;
+}
+
+void Connection::add_finding_kind(OpenCommand& c, FindingKind k) {
+  if (std::find(c.r.findings.begin(), c.r.findings.end(), k) == c.r.findings.end())
+    c.r.findings.push_back(k);
+}
+
+void Connection::on_pdus(int dir, const Segment& seg, std::vector<PduEvent>& events,
+                         bool began_mid_pdu, uint32_t mid_slot) {
+  // Which commands this segment carries bytes of, and why each was sendable only now.
+  Touch touches[8];
+  size_t n = 0;
+  if (began_mid_pdu && mid_slot && slots_[mid_slot].used) touches[n++] = {mid_slot, Touch::Role::cont};
+  for (auto& ev : events) {
+    if (ev.type != PduEvent::Type::start) continue;
+    Touch::Role role = Touch::Role::cont;
+    uint32_t slot = touch_for_start(dir, ev, seg, role);
+    current_pdu_slot_[dir] = slot;
+    if (slot && n < 8 && role != Touch::Role::start) {
+      bool dup = false;
+      for (size_t i = 0; i < n; ++i) dup |= touches[i].slot == slot;
+      if (!dup) touches[n++] = {slot, role};
+    }
+  }
+  HoldVerdict verdict;
+  for (size_t i = 0; i < n; ++i) analyse_touch(dir, seg, touches[i], verdict);
+  for (auto& ev : events)
+    if (ev.type == PduEvent::Type::end) on_pdu_end(dir, seg, ev);
+}
+
+uint32_t Connection::touch_for_start(int dir, const PduEvent& ev, const Segment& seg,
+                                     Touch::Role& role) {
+  const iscsi::Bhs& b = ev.bhs;
+  auto op = static_cast<iscsi::Opcode>(b.opcode);
+  if (dir == kI2T && op == iscsi::Opcode::ScsiCommand) {
+    if (b.itt == kReservedTag) return 0;
+    if (uint32_t old = find_slot(b.itt)) {
+      notice(Notice::Level::warning, seg.frame,
+             "ITT " + std::to_string(b.itt) + " reused while its command was still open");
+      emit_command(slots_[old]);
+      release_slot(old);
+    }
+    if (by_itt_.size() >= options_.max_open_commands) {
+      notice(Notice::Level::error, seg.frame,
+             "open-command cap (" + std::to_string(options_.max_open_commands) +
+                 ") hit: command not tracked");
+      return 0;
+    }
+    uint32_t slot;
+    if (!free_slots_.empty()) {
+      slot = free_slots_.back();
+      free_slots_.pop_back();
+    } else {
+      slot = uint32_t(slots_.size());
+      slots_.emplace_back();
+    }
+    OpenCommand& c = slots_[slot];
+    c.used = true;
+    c.r.session = session_id();
+    c.r.connection = id_;
+    c.r.itt = b.itt;
+    c.r.cmdsn = b.w24;
+    c.r.iscsi_opcode = b.opcode;
+    c.r.bytes = b.w20;
+    c.r.first_frame = ev.first_frame ? ev.first_frame : seg.frame;
+    c.r.first_ns = ev.first_frame ? ev.first_t : seg.time_ns;
+    bool w = (b.flags & 0x20) != 0, r = (b.flags & 0x40) != 0;
+    c.write = w;
+    if (auto cdb = scsi::decode_cdb(std::span<const uint8_t>(b.cdb.data(), b.cdb.size()))) {
+      c.r.op = std::string(cdb->name);
+      c.r.lba = cdb->is_read_write() ? cdb->lba : std::nullopt;
+      c.r.kind = cdb->dir == scsi::Direction::read && cdb->lba ? 'r'
+                 : cdb->dir == scsi::Direction::write && cdb->lba ? 'w'
+                                                                 : 'o';
+    } else {
+      c.r.op = "?";
+    }
+    if (keys_.from_login == false && w && b.data_length > 0) keys_.immediate_data = true;
+    c.unsolicited_expected = w ? std::min<uint32_t>(b.w20, keys_.initial_r2t ? 0 : keys_.first_burst)
+                               : 0;
+    c.r.ideal_round_trips = keys_.ideal_round_trips(w, w ? b.w20 : 0);
+    (void)r;
+    c.h_initiator = 1;
+    c.last_event_t = c.r.first_ns;
+    c.last_seg_t[kI2T] = seg.time_ns;
+    c.has_seg[kI2T] = true;
+    by_itt_[b.itt] = slot;
+    ++commands_;
+    ++outstanding_;
+    max_outstanding_ = std::max(max_outstanding_, outstanding_);
+    if (!first_command_frame_) first_command_frame_ = c.r.first_frame;
+    role = Touch::Role::start;
+    return slot;
+  }
+  uint32_t slot = (b.itt == kReservedTag) ? 0 : find_slot(b.itt);
+  if (!slot) return 0;
+  OpenCommand& c = slots_[slot];
+  switch (op) {
+    case iscsi::Opcode::DataOut:
+      if (b.w20 != kReservedTag) {
+        role = c.solicited_data ? Touch::Role::cont : Touch::Role::solicited;
+        c.solicited_data = true;
+      } else {
+        role = Touch::Role::cont;  // unsolicited: sent right behind the command
+        if (keys_.initial_r2t && !keys_.from_login) {
+          keys_.initial_r2t = false;  // seen on the wire, so InitialR2T=No is in effect
+          keys_.initial_r2t_inferred = true;
+        }
+      }
+      break;
+    case iscsi::Opcode::R2T:
+      role = Touch::Role::reply;
+      c.solicited_data = false;
+      break;
+    case iscsi::Opcode::DataIn:
+    case iscsi::Opcode::ScsiResponse:
+      role = c.has_seg[kT2I] ? Touch::Role::cont : Touch::Role::reply;
+      if (op == iscsi::Opcode::ScsiResponse && c.write && c.r2ts) role = Touch::Role::reply;
+      break;
+    default:
+      return 0;
+  }
+  return slot;
+}
+
+void Connection::analyse_touch(int dir, const Segment& seg, const Touch& t, HoldVerdict& verdict) {
+  OpenCommand& c = slots_[t.slot];
+  if (!c.used) return;
+  int64_t now = seg.time_ns;
+  int64_t rtt_side = rtt_ns(dir);  // capture point <-> this segment's sender
+  int64_t ready;
+  if (t.role == Touch::Role::cont) {
+    ready = c.has_seg[dir] ? c.last_seg_t[dir] : c.last_event_t;
+  } else if (t.role == Touch::Role::solicited) {
+    ready = c.last_r2t_t + rtt_side;
+  } else {
+    ready = c.needed_t + rtt_side;
+  }
+  tcp::Flow& f = flow_[dir];
+  (void)f;
+  int64_t interval = std::max<int64_t>(0, now - c.last_event_t);
+  int64_t crossing = std::clamp<int64_t>(ready - c.last_event_t, 0, interval);
+  int64_t rest = interval - crossing;
+  Breakdown& bd = c.r.breakdown;
+  bool reply = t.role == Touch::Role::reply;
+  bool solicited = t.role == Touch::Role::solicited;
+
+  // The crossing part: the network between the capture point and the sender, and back.
+  if (crossing > 0) {
+    if (solicited || (reply && c.r2ts > 0)) bd.r2t_ms += ms(crossing);
+    else bd.request_ms += ms(crossing);
+  }
+
+  int64_t wait_min = std::max<int64_t>(500'000, full_rtt_ns() / 4);
+  double loss = std::min(c.loss_pending_ms, ms(rest));
+  if (loss > 0) {
+    bd.loss_ms += loss;
+    c.loss_pending_ms -= loss;
+    rest -= int64_t(loss * 1e6);
+  }
+  if (rest > wait_min) {
+    if (!verdict.reported) {
+      verdict = classify_hold(dir, seg, ready);
+      verdict.reported = true;
+      if (verdict.held) {
+        Finding fd;
+        fd.kind = verdict.kind;
+        fd.side = side_of(dir);
+        fd.session = session_id();
+        fd.connection = id_;
+        fd.frame = seg.frame;
+        fd.related.emplace_back("released_by", verdict.release_frame);
+        if (verdict.acked_frame) fd.related.emplace_back("previous_small", verdict.acked_frame);
+        fd.lost_ms = ms(rest);
+        fd.itt = c.r.itt;
+        fd.command_first_frame = c.r.first_frame;
+        fd.detail = verdict.kind == FindingKind::nagle_hold
+                        ? "sub-MSS segment held until the peer acknowledged the previous one"
+                        : verdict.kind == FindingKind::rwnd_limited
+                              ? "sender waited for the receiver's window to open"
+                              : "sender waited for ACKs to grow its congestion window";
+        emit_finding(fd);
+        if (verdict.delayed_ack_ms > 0) {
+          Finding da;
+          da.kind = FindingKind::delayed_ack;
+          da.side = side_of(dir ^ 1);
+          da.session = session_id();
+          da.connection = id_;
+          da.frame = verdict.release_frame;
+          da.related.emplace_back("acks", verdict.acked_frame);
+          da.related.emplace_back("released", seg.frame);
+          da.lost_ms = std::min(verdict.delayed_ack_ms, ms(rest));
+          da.itt = c.r.itt;
+          da.command_first_frame = c.r.first_frame;
+          da.detail = "ACK sent " + std::to_string(int(verdict.delayed_ack_ms + 0.5)) +
+                      " ms late by the delayed-ACK timer while the peer waited";
+          emit_finding(da);
+        }
+      }
+    }
+    if (verdict.held) {
+      double held_ms = ms(rest);
+      double dack = std::min(verdict.delayed_ack_ms, held_ms);
+      if (verdict.kind == FindingKind::nagle_hold) {
+        bd.delayed_ack_ms += dack;
+        bd.nagle_ms += held_ms - dack;
+      } else {
+        bd.window_ms += held_ms;
+      }
+      c.hold_ms += held_ms;
+      add_finding_kind(c, verdict.kind);
+      if (dack > 0) add_finding_kind(c, FindingKind::delayed_ack);
+      (dir == kI2T ? c.h_initiator : c.h_target) += 2;
+      rest = 0;
+    }
+  }
+  if (rest > 0) {
+    if (dir == kT2I && (reply || rest > wait_min)) bd.think_ms += ms(rest);
+    else if (solicited) bd.r2t_ms += ms(rest);
+    else if (dir == kI2T) bd.request_ms += ms(rest);
+    else if (c.has_seg[kT2I]) bd.data_ms += ms(rest);
+    else bd.request_ms += ms(rest);
+  }
+  if (reply && !c.first_reply_frame) c.first_reply_frame = seg.frame;
+
+  // Half trips: a reply or solicited data is one crossing after what it answers.
+  if (reply) c.h_target = std::max(c.h_target, c.h_initiator + 1);
+  if (solicited) c.h_initiator = std::max(c.h_initiator, c.h_at_r2t + 1);
+  c.last_event_t = std::max(c.last_event_t, now);
+  c.last_seg_t[dir] = now;
+  c.has_seg[dir] = true;
+}
+
+Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, int64_t ready) {
+  // A segment that was ready earlier and shows up one capture-to-sender round trip after an
+  // ACK from the peer was released by that ACK (docs/rules.md "Holds").
+  HoldVerdict v;
+  tcp::Flow& f = flow_[dir];
+  if (!rtt_[dir].known()) return v;
+  int64_t rtt_side = rtt_ns(dir);
+  auto released_by = [&](int64_t ack_t) {
+    return std::llabs(seg.time_ns - (ack_t + rtt_side)) <= tolerance_ns() && ack_t + rtt_side >= ready;
+  };
+  uint32_t len = seg.payload_wire_len;
+  const tcp::SmallSegment& small = f.last_small;
+  if (f.has_small && small.acked && small.frame != seg.frame && len <= f.effective_mss() &&
+      released_by(small.ack_t)) {
+    // Nagle (Minshall's variant, as in Linux): a partial segment waits while the previous
+    // partial segment is unacknowledged.
+    v.held = true;
+    v.kind = FindingKind::nagle_hold;
+    v.release_frame = small.ack_frame;
+    v.release_t = small.ack_t;
+    v.acked_frame = small.frame;
+    // Delayed ACK: the receiver sat on the ACK beyond its round trip from the capture point.
+    int64_t ack_delay = small.ack_t - small.t - rtt_ns(dir ^ 1);
+    if (ms(ack_delay) >= options_.delayed_ack_min_ms) v.delayed_ack_ms = ms(ack_delay);
+    return v;
+  }
+  if (!f.una_known || !released_by(f.una_t)) return v;
+  v.held = true;
+  v.release_frame = f.una_frame;
+  v.release_t = f.una_t;
+  // The window in force before the release: flight that filled it means the receiver, not
+  // the congestion window, held the sender.
+  if (f.peer_window_known && (f.max_end - f.prev_una) + f.effective_mss() > f.prev_peer_window)
+    v.kind = FindingKind::rwnd_limited;
+  else
+    v.kind = FindingKind::cwnd_limited;
+  return v;
+}
+
+void Connection::on_pdu_end(int dir, const Segment& seg, const PduEvent& ev) {
+  const iscsi::Bhs& b = ev.bhs;
+  auto op = static_cast<iscsi::Opcode>(b.opcode);
+  if (ev.header_digest_bad || ev.data_digest_bad) ++digest_errors_;
+  if (op == iscsi::Opcode::LoginRequest || op == iscsi::Opcode::LoginResponse ||
+      op == iscsi::Opcode::TextRequest || op == iscsi::Opcode::TextResponse) {
+    on_login(dir, ev, seg);
+    return;
+  }
+  if (op == iscsi::Opcode::Reject) {
+    notice(Notice::Level::warning, seg.frame,
+           "target rejected a PDU (reason 0x" + hex2(b.byte2) + ")");
+    return;
+  }
+  if (op == iscsi::Opcode::TaskMgmtResponse || op == iscsi::Opcode::LogoutResponse) return;
+  uint32_t slot = (b.itt == kReservedTag) ? 0 : find_slot(b.itt);
+  if (!slot) return;
+  OpenCommand& c = slots_[slot];
+  if (ev.data_incomplete) c.r.data_incomplete = true;
+  switch (op) {
+    case iscsi::Opcode::ScsiCommand:
+      c.needed_t = seg.time_ns;
+      if (b.data_length > 0) c.data_out_bytes += b.data_length;
+      if (c.unsolicited_expected <= c.data_out_bytes) c.request_done = true;
+      break;
+    case iscsi::Opcode::DataOut:
+      c.data_out_bytes += b.data_length;
+      if (b.flags & 0x80) {  // F: end of this burst; the target can act on it
+        c.needed_t = seg.time_ns;
+        c.request_done = true;
+      }
+      break;
+    case iscsi::Opcode::R2T:
+      ++c.r2ts;
+      if (!c.first_r2t_frame) c.first_r2t_frame = seg.frame;
+      c.last_r2t_t = seg.time_ns;
+      c.h_at_r2t = c.h_target;
+      break;
+    case iscsi::Opcode::DataIn:
+      c.data_in_bytes += b.data_length;
+      if (b.flags & 0x01) {  // S: status travels in this Data-In ("phase collapse")
+        c.r.scsi_status = b.byte3;
+        complete(slot, seg);
+      }
+      break;
+    case iscsi::Opcode::ScsiResponse:
+      c.r.iscsi_response = b.byte2;
+      c.r.scsi_status = b.byte3;
+      if (auto sense = scsi::parse_iscsi_sense(ev.data)) {
+        c.r.sense_key = sense->key;
+        if (sense->has_asc) {
+          c.r.asc = sense->asc;
+          c.r.ascq = sense->ascq;
+        }
+      }
+      complete(slot, seg);
+      break;
+    default:
+      break;
+  }
+}
+
+void Connection::complete(uint32_t slot, const Segment& seg) {
+  OpenCommand& c = slots_[slot];
+  c.r.completed = true;
+  c.r.status_frame = seg.frame;
+  c.r.status_ns = seg.time_ns;
+  emit_command(c);
+  release_slot(slot);
+}
+
+void Connection::emit_command(OpenCommand& c) {
+  CommandResult& r = c.r;
+  if (r.completed) {
+    r.latency_ms = ms(r.status_ns - r.first_ns);
+    r.round_trips = std::max(1, (c.h_target + 1) / 2);
+    ++completed_;
+    if (c.write && c.r2ts > 0 && r.bytes <= 16777215u) {
+      Finding f;
+      f.kind = FindingKind::r2t_round_trip;
+      f.side = Side::target;
+      f.session = session_id();
+      f.connection = id_;
+      f.frame = c.first_r2t_frame;
+      f.lost_ms = r.breakdown.r2t_ms;
+      f.itt = r.itt;
+      f.command_first_frame = r.first_frame;
+      f.detail = std::to_string(c.r2ts) + " R2T round trip(s) for a " + std::to_string(r.bytes) +
+                 "-byte write";
+      add_finding_kind(c, FindingKind::r2t_round_trip);
+      emit_finding(std::move(f));
+    }
+    double think = r.breakdown.think_ms;
+    if (think >= options_.think_min_ms && think >= 0.5 * r.latency_ms) {
+      Finding f;
+      f.kind = FindingKind::target_think;
+      f.side = Side::target;
+      f.session = session_id();
+      f.connection = id_;
+      f.frame = c.first_reply_frame ? c.first_reply_frame : r.status_frame;
+      f.related.emplace_back("command", r.first_frame);
+      f.lost_ms = think;
+      f.itt = r.itt;
+      f.command_first_frame = r.first_frame;
+      f.detail = "the target took " + std::to_string(int(think + 0.5)) +
+                 " ms to answer: the target, not the network";
+      add_finding_kind(c, FindingKind::target_think);
+      emit_finding(std::move(f));
+    }
+    // Time the command spent waiting on the network with nothing else in flight.
+    if (max_outstanding_ <= 1) {
+      const Breakdown& b = r.breakdown;
+      ++serial_commands_;
+      serial_latency_ms_ += r.latency_ms;
+      serial_wait_ms_ += b.request_ms + b.r2t_ms + b.nagle_ms + b.delayed_ack_ms + b.window_ms +
+                         b.response_ms;
+    }
+  }
+  sink_.on_command(r);
+}
+
+void Connection::on_login(int dir, const PduEvent& ev, const Segment& seg) {
+  (void)dir;
+  const iscsi::Bhs& b = ev.bhs;
+  bool login = b.opcode == uint8_t(iscsi::Opcode::LoginRequest) ||
+               b.opcode == uint8_t(iscsi::Opcode::LoginResponse);
+  if (login) {
+    saw_login_ = true;
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%012llx", static_cast<unsigned long long>(b.isid()));
+    isid_ = buf;
+    if (b.opcode == uint8_t(iscsi::Opcode::LoginResponse)) tsih_ = b.tsih();
+  }
+  login_.add_pdu(b, ev.data, ev.data_incomplete);
+  const iscsi::Negotiated& k = login_.result();
+  if (k.failed && login)
+    notice(Notice::Level::warning, seg.frame,
+           "login failed: status class " + std::to_string(k.status_class) + ", detail " +
+               std::to_string(k.status_detail));
+  if (!k.complete || login_done_) return;
+  login_done_ = true;
+  keys_.immediate_data = k.immediate_data.value;
+  keys_.initial_r2t = k.initial_r2t.value;
+  keys_.first_burst = k.first_burst_length.value;
+  keys_.max_burst = k.max_burst_length.value;
+  keys_.target_mrdsl = k.target_max_recv_data_segment.value;
+  keys_.initiator_mrdsl = k.initiator_max_recv_data_segment.value;
+  keys_.max_outstanding_r2t = k.max_outstanding_r2t.value;
+  keys_.from_login = true;
+  header_digest_ = k.header_digest.value == iscsi::Digest::CRC32C;
+  data_digest_ = k.data_digest.value == iscsi::Digest::CRC32C;
+  pdus_[kI2T].set_digests(header_digest_, data_digest_);
+  pdus_[kT2I].set_digests(header_digest_, data_digest_);
+  initiator_name_ = k.initiator_name.value;
+  target_name_ = k.target_name.value;
+  session_type_ = k.session_type.value;
+  session_id();
+}
+
+void Connection::emit_finding(Finding f) { sink_.on_finding(f); }
+
+void Connection::notice(Notice::Level level, uint64_t frame, std::string message) {
+  if (++notices_ > kMaxNoticesPerConnection) {
+    if (notices_ == kMaxNoticesPerConnection + 1)
+      sink_.on_notice({Notice::Level::info, frame, id_,
+                       "further notices for this connection suppressed"});
+    return;
+  }
+  sink_.on_notice({level, frame, id_, std::move(message)});
+}
+
+void Connection::finish() {
+  for (int d = 0; d < 2; ++d) {
+    tcp::Flow& f = flow_[d];
+    if (!f.out_of_order.empty())
+      declare_gap(d, f.max_end, f.out_of_order.begin()->second.frame,
+                  "the capture ended before the hole was filled");
+  }
+  for (int d = 0; d < 2; ++d) {
+    Segment s{};
+    s.frame = flow_[d].last_data_frame;
+    s.time_ns = flow_[d].last_data_t;
+    pdus_[d].finish();
+    std::vector<PduEvent> events = std::move(pdus_[d].events());
+    on_pdus(d, s, events, false, 0);
+    for (auto& m : pdus_[d].take_messages()) notice(Notice::Level::info, s.frame, m);
+  }
+  for (uint32_t s = 1; s < slots_.size(); ++s)
+    if (slots_[s].used) {
+      emit_command(slots_[s]);
+      release_slot(s);
+    }
+  if (serial_commands_ >= 8 && max_outstanding_ <= 1 && serial_wait_ms_ >= 0.25 * serial_latency_ms_) {
+    Finding f;
+    f.kind = FindingKind::serialized;
+    f.side = Side::initiator;
+    f.session = session_id();
+    f.connection = id_;
+    f.frame = first_command_frame_;
+    f.lost_ms = serial_wait_ms_;
+    f.detail = std::to_string(serial_commands_) +
+               " commands issued one at a time; the link sat idle waiting on round trips for " +
+               std::to_string(int(serial_wait_ms_ + 0.5)) + " ms";
+    emit_finding(std::move(f));
+  }
+  sink_.on_connection(info());
+}
+
+ConnectionInfo Connection::info() const {
+  ConnectionInfo i;
+  i.id = id_;
+  i.session = session_id();
+  i.initiator = initiator_;
+  i.target = target_;
+  i.saw_handshake = saw_syn_;
+  i.saw_login = saw_login_;
+  i.mid_session_start = mid_session_;
+  i.mss_initiator = uint16_t(std::min<uint32_t>(flow_[kI2T].effective_mss(), 65535));
+  i.mss_target = uint16_t(std::min<uint32_t>(flow_[kT2I].effective_mss(), 65535));
+  i.mss_inferred = !flow_[kI2T].mss_from_syn || !flow_[kT2I].mss_from_syn;
+  if (rtt_[kI2T].known()) i.rtt_initiator_ms = ms(rtt_[kI2T].ns());
+  if (rtt_[kT2I].known()) i.rtt_target_ms = ms(rtt_[kT2I].ns());
+  if (rtt_[kI2T].known() && rtt_[kT2I].known()) {
+    i.rtt_ms = ms(full_rtt_ns());
+    double share = full_rtt_ns() > 0 ? double(rtt_[kI2T].ns()) / double(full_rtt_ns()) : 0.5;
+    if (full_rtt_ns() < 200'000) i.vantage = Vantage::unknown;  // too close to call
+    else if (share < 0.2) i.vantage = Vantage::initiator;
+    else if (share > 0.8) i.vantage = Vantage::target;
+    else i.vantage = Vantage::midpath;
+  }
+  auto b = [](bool v) { return std::string(v ? "Yes" : "No"); };
+  i.keys = {{"ImmediateData", b(keys_.immediate_data)},
+            {"InitialR2T", b(keys_.initial_r2t)},
+            {"FirstBurstLength", std::to_string(keys_.first_burst)},
+            {"MaxBurstLength", std::to_string(keys_.max_burst)},
+            {"MaxRecvDataSegmentLength(target)", std::to_string(keys_.target_mrdsl)},
+            {"MaxRecvDataSegmentLength(initiator)", std::to_string(keys_.initiator_mrdsl)},
+            {"MaxOutstandingR2T", std::to_string(keys_.max_outstanding_r2t)},
+            {"HeaderDigest", header_digest_ ? "CRC32C" : "None"},
+            {"DataDigest", data_digest_ ? "CRC32C" : "None"},
+            {"source", keys_.from_login ? "login" : (keys_.initial_r2t_inferred ? "inferred" : "default")}};
+  i.header_digest = header_digest_ || pdus_[kI2T].header_digest_on();
+  i.data_digest = data_digest_ || pdus_[kI2T].data_digest_on();
+  i.frames = frames_;
+  i.pdus = pdus_[0].pdus() + pdus_[1].pdus();
+  i.commands = commands_;
+  i.resyncs = pdus_[0].resyncs() + pdus_[1].resyncs();
+  i.digest_errors = digest_errors_;
+  i.bytes_missing = flow_[0].bytes_missing + flow_[1].bytes_missing;
+  i.max_outstanding = max_outstanding_;
+  return i;
+}
+
+}  // namespace iscsi_doctor::session

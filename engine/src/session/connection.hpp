@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// One iSCSI connection (one TCP connection): both byte streams, PDU framing, login keys, the
+// open commands, and the rules that explain each command's latency (docs/rules.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "iscsi_doctor/analyzer.hpp"
+#include "iscsi/login_keys.hpp"
+#include "session/command.hpp"
+#include "session/keys.hpp"
+#include "session/pdu_stream.hpp"
+#include "session/sessions.hpp"
+#include "tcp/flow.hpp"
+
+namespace iscsi_doctor::session {
+
+enum Dir : int { kI2T = 0, kT2I = 1 };
+inline Side side_of(int dir) { return dir == kI2T ? Side::initiator : Side::target; }
+
+class Connection {
+public:
+  Connection(uint32_t id, const Endpoint& initiator, const Endpoint& target,
+             const Options& options, Sink& sink, SessionRegistry& sessions);
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  void on_segment(const Segment& seg, int dir);
+  // End of capture (or of the connection): open commands are reported incomplete.
+  void finish();
+
+  ConnectionInfo info() const;
+  const std::string& initiator_name() const { return initiator_name_; }
+  const std::string& target_name() const { return target_name_; }
+  const std::string& session_type() const { return session_type_; }
+  const std::string& isid() const { return isid_; }
+  uint16_t tsih() const { return tsih_; }
+  uint32_t id() const { return id_; }
+  const Endpoint& info_initiator() const { return initiator_; }
+  bool closed() const { return closed_; }
+  bool login_done() const { return login_done_; }
+
+private:
+  struct Touch {
+    uint32_t slot = 0;
+    enum class Role : uint8_t { start, cont, reply, solicited } role = Role::cont;
+  };
+  struct HoldVerdict {
+    bool held = false;
+    FindingKind kind = FindingKind::cwnd_limited;
+    uint64_t release_frame = 0;
+    int64_t release_t = 0;
+    double delayed_ack_ms = 0;
+    uint64_t acked_frame = 0;
+    bool reported = false;
+  };
+
+  // TCP
+  void handle_handshake(const Segment& seg, int dir);
+  void handle_ack(const Segment& seg, int dir);
+  void handle_payload(const Segment& seg, int dir);
+  void deliver(int dir, std::span<const uint8_t> bytes, uint32_t wire_len, const Segment& seg);
+  void drain_out_of_order(int dir, const Segment& seg);
+  void declare_gap(int dir, uint64_t upto, uint64_t frame, const char* why);
+  void note_retransmission(int dir, const Segment& seg, uint64_t start, uint64_t end);
+  int64_t rtt_ns(int side_dir) const;  // capture point <-> the side that sends in side_dir
+  int64_t full_rtt_ns() const;
+  int64_t tolerance_ns() const;
+
+  // iSCSI
+  void on_pdus(int dir, const Segment& seg, std::vector<PduEvent>& events, bool began_mid_pdu,
+               uint32_t mid_pdu_slot);
+  uint32_t touch_for_start(int dir, const PduEvent& ev, const Segment& seg, Touch::Role& role);
+  void analyse_touch(int dir, const Segment& seg, const Touch& touch, HoldVerdict& verdict);
+  HoldVerdict classify_hold(int dir, const Segment& seg, int64_t ready);
+  void on_pdu_end(int dir, const Segment& seg, const PduEvent& ev);
+  void on_login(int dir, const PduEvent& ev, const Segment& seg);
+  void complete(uint32_t slot, const Segment& seg);
+  void emit_command(OpenCommand& c);
+  void emit_finding(Finding f);
+  void notice(Notice::Level level, uint64_t frame, std::string message);
+  uint32_t find_slot(uint32_t itt) const;
+  uint32_t session_id() const;  // resolved on first use: after login when there is one
+  void release_slot(uint32_t slot);
+  void add_finding_kind(OpenCommand& c, FindingKind k);
+
+  uint32_t id_;
+  mutable uint32_t session_ = 0;
+  SessionRegistry& sessions_;
+  Endpoint initiator_, target_;
+  const Options& options_;
+  Sink& sink_;
+
+  tcp::Flow flow_[2];
+  PduStream pdus_[2];
+  tcp::RttEstimate rtt_[2];  // capture point <-> initiator (index kI2T), <-> target (kT2I)
+  bool saw_syn_ = false, saw_synack_ = false, closed_ = false;
+  int64_t syn_t_ = 0, synack_t_ = 0;
+  bool mid_session_ = false;
+
+  OperationalKeys keys_;
+  iscsi::Negotiation login_;
+  bool login_done_ = false, saw_login_ = false;
+  std::string initiator_name_, target_name_, session_type_, isid_;
+  uint16_t tsih_ = 0;
+  bool header_digest_ = false, data_digest_ = false;
+
+  std::vector<OpenCommand> slots_;  // slot 0 unused
+  std::vector<uint32_t> free_slots_;
+  std::unordered_map<uint32_t, uint32_t> by_itt_;
+  uint32_t current_pdu_slot_[2] = {0, 0};  // command owning the PDU in progress per direction
+
+  // Statistics and the serialized-queue rule.
+  uint64_t frames_ = 0, commands_ = 0, completed_ = 0, resyncs_ = 0, digest_errors_ = 0;
+  uint32_t outstanding_ = 0, max_outstanding_ = 0;
+  uint64_t serial_commands_ = 0;
+  double serial_wait_ms_ = 0, serial_latency_ms_ = 0;
+  uint64_t first_command_frame_ = 0;
+  uint64_t notices_ = 0;
+  uint64_t retransmissions_ = 0, out_of_order_ = 0;
+};
+
+}  // namespace iscsi_doctor::session

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// One direction's PDU framer, with its events collected per TCP segment and each PDU's first
+// byte mapped back to the segment (frame, time) that carried it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <utility>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "iscsi/framer.hpp"
+
+namespace iscsi_doctor::session {
+
+struct PduEvent {
+  enum class Type : uint8_t { start, end } type = Type::start;
+  iscsi::Bhs bhs;
+  bool began_in_chunk = false;  // the PDU's first byte is in the segment being fed
+  uint64_t first_frame = 0;     // segment that carried the first byte (0 if lost)
+  int64_t first_t = 0;
+  std::vector<uint8_t> data;    // end: kept data (login/text keys, sense)
+  bool data_incomplete = false, truncated = false;
+  bool header_digest_bad = false, data_digest_bad = false;
+};
+
+class PduStream : private iscsi::FramerSink {
+public:
+  explicit PduStream(bool from_initiator) : framer_(from_initiator) {}
+
+  // Feeds one segment's new bytes; the events are valid until the next call.
+  std::vector<PduEvent>& feed(std::span<const uint8_t> bytes, uint64_t frame, int64_t t);
+  void gap(uint64_t lost_bytes);
+  void finish();
+  void start_unsynced() { framer_.start_unsynced(); }
+  void set_digests(bool header, bool data);
+
+  bool mid_pdu() const { return open_; }  // inside a PDU whose header has been seen
+  std::vector<PduEvent>& events() { return events_; }
+  std::vector<std::string> take_messages() { return std::exchange(messages_, {}); }
+
+  uint64_t pdus() const { return framer_.stats().pdus; }
+  uint64_t resyncs() const { return framer_.stats().resyncs; }
+  bool header_digest_on() const { return framer_.header_digest().value_or(false); }
+  bool data_digest_on() const { return framer_.data_digest().value_or(false); }
+
+private:
+  void on_pdu_start(const iscsi::PduStart&) override;
+  void on_pdu_end(const iscsi::PduEnd&) override;
+  void on_sync_lost(const iscsi::SyncLost&) override;
+  void on_resync(const iscsi::Resync&) override;
+  void locate(const iscsi::Position& p, PduEvent& ev) const;
+
+  iscsi::Framer framer_;
+  std::vector<PduEvent> events_;
+  std::vector<std::string> messages_;
+  bool open_ = false;
+  struct Chunk {
+    uint64_t abs = 0;
+    uint64_t frame = 0;
+    int64_t t = 0;
+  };
+  std::deque<Chunk> recent_;  // where recent chunks began in the stream
+  uint64_t abs_ = 0;
+  uint64_t cur_frame_ = 0;
+  int64_t cur_t_ = 0;
+};
+
+}  // namespace iscsi_doctor::session

@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// One direction of a TCP connection as seen at the capture point: sequence space (64-bit,
+// unwrapped), what the peer has acknowledged, the peer's window, the MSS, the segments still
+// unacknowledged, and the out-of-order buffer used to put the byte stream back in order.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <span>
+#include <vector>
+
+namespace iscsi_doctor::tcp {
+
+// What a segment was to its direction's byte stream (STYLE.md: every segment gets a status).
+enum class Status : uint8_t {
+  new_data,        // in order: delivered to the iSCSI framer
+  out_of_order,    // beyond a hole: buffered until the hole fills or is declared lost
+  retransmission,  // bytes already seen
+  keepalive,       // one byte (or none) just below the next expected byte
+  pure_ack,
+  window_update,
+  control,  // SYN, FIN, RST without data
+};
+
+struct SentSegment {
+  uint64_t start = 0, end = 0;  // absolute sequence numbers
+  int64_t t = 0;
+  uint64_t frame = 0;
+  uint32_t owner = 0;  // tracker slot of the command whose bytes came first (0: none)
+  bool small = false;  // shorter than the MSS
+};
+
+struct SmallSegment {
+  uint64_t end = 0;
+  int64_t t = 0;
+  uint64_t frame = 0;
+  bool acked = false;
+  int64_t ack_t = 0;
+  uint64_t ack_frame = 0;
+};
+
+class Flow {
+public:
+  // 32-bit wire sequence number to the 64-bit absolute space, relative to the latest position.
+  uint64_t unwrap(uint32_t seq) const {
+    return uint64_t(int64_t(ref_) + int32_t(seq - uint32_t(ref_)));
+  }
+  void anchor(uint32_t seq) {
+    ref_ = (uint64_t(1) << 32) + seq;
+    started = true;
+    next = max_end = una = ref_;
+  }
+  void move_ref(uint64_t abs) { ref_ = abs; }
+
+  bool started = false;  // we know where the byte stream is
+  bool syn_seen = false;
+  bool fin_seen = false;
+  uint64_t next = 0;     // next byte expected in order
+  uint64_t max_end = 0;  // highest sequence number sent + 1
+  uint64_t una = 0;      // highest cumulative ACK from the peer
+  bool una_known = false;
+  uint64_t prev_una = 0;  // before the latest advance
+  int64_t una_t = 0;      // capture time of the latest advancing ACK
+  uint64_t una_frame = 0;
+
+  uint32_t peer_window = 0;  // bytes the peer last advertised (scaled)
+  uint32_t prev_peer_window = 0;  // before the latest change
+  bool peer_window_known = false;
+  int8_t wscale_offered = -1;  // this side's own SYN option
+  uint16_t mss = 0;            // largest segment this side may send
+  bool mss_from_syn = false;
+  uint32_t largest_payload = 0;
+
+  bool has_small = false;
+  SmallSegment last_small;
+
+  int64_t last_data_t = 0;  // previous new-data segment from this side
+  uint64_t last_data_frame = 0;
+  bool has_last_data = false;
+
+  std::deque<SentSegment> unacked;  // bounded by the window, capped in acked()
+  struct Held {
+    std::vector<uint8_t> bytes;
+    int64_t t = 0;
+    uint64_t frame = 0;
+  };
+  std::map<uint64_t, Held> out_of_order;  // start -> bytes
+  size_t out_of_order_bytes = 0;
+  int64_t hole_since = 0;  // capture time the current hole was first seen
+
+  uint64_t bytes_missing = 0;
+
+  // MSS to judge "small" by: from the SYN, else the largest segment seen (at least 536).
+  uint32_t effective_mss() const {
+    if (mss) return mss;
+    return largest_payload > 536 ? largest_payload : 536;
+  }
+  bool is_small(uint32_t len) const { return len < effective_mss(); }
+
+  // The peer acknowledged up to `ack`: trims unacked segments; returns true if una advanced.
+  bool acked(uint64_t ack, int64_t t, uint64_t frame);
+
+private:
+  uint64_t ref_ = 0;
+};
+
+// Minimum-filtered round-trip estimate between the capture point and one side.
+class RttEstimate {
+public:
+  void sample(int64_t ns, bool from_handshake = false) {
+    if (ns < 0) return;
+    if (from_handshake) handshake_ = true;
+    if (!known_ || ns < min_) min_ = ns;
+    known_ = true;
+    ++samples_;
+  }
+  bool known() const { return known_; }
+  int64_t ns() const { return known_ ? min_ : 0; }
+  uint64_t samples() const { return samples_; }
+  bool from_handshake() const { return handshake_; }
+
+private:
+  int64_t min_ = 0;
+  bool known_ = false, handshake_ = false;
+  uint64_t samples_ = 0;
+};
+
+}  // namespace iscsi_doctor::tcp
