@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-or-later
+# Installs every Debian package iscsi-doctor needs to build and test (README "Dependencies" says
+# why each is there). Installs only what is missing; needs root (or sudo).
+set -euo pipefail
+
+packages=(
+  # build
+  build-essential cmake ninja-build pkg-config
+  libpcap-dev libtins-dev zlib1g-dev nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
+  # Wireshark plugin and the oracle for tests
+  tshark libwireshark-dev
+  # the capture lab: real iSCSI peers and a capture tool
+  tgt libiscsi-bin qemu-utils qemu-block-extra tcpdump iproute2
+  # fuzzing and sanitizers
+  clang
+  python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# pytest drives the integration tests; Debian's package where the system python is used.
+if ! python3 -m pytest --version >/dev/null 2>&1; then
+  if python3 -m pip --version >/dev/null 2>&1; then
+    python3 -m pip install -q pytest
+  else
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-pytest >/dev/null
+  fi
+fi
