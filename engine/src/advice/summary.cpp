@@ -20,7 +20,7 @@ double quantile(std::vector<T> v, double q) {
 
 double part_for(FindingKind k, const Breakdown& b) {
   switch (k) {
-    case FindingKind::nagle_hold: return b.nagle_ms;
+    case FindingKind::nagle_hold: return b.nagle_ms + b.delayed_ack_ms;  // no hold, no wait for the ACK
     case FindingKind::delayed_ack: return b.delayed_ack_ms;
     case FindingKind::r2t_round_trip: return b.r2t_ms;
     case FindingKind::cwnd_limited:

@@ -346,7 +346,7 @@ void Connection::on_pdus(int dir, const Segment& seg, std::vector<PduEvent>& eve
     if (slot && n < 8 && role != Touch::Role::start) {
       bool dup = false;
       for (size_t i = 0; i < n; ++i) dup |= touches[i].slot == slot;
-      if (!dup) touches[n++] = {slot, role};
+      if (!dup) touches[n++] = {slot, role, ev.bhs.opcode == uint8_t(iscsi::Opcode::ScsiResponse)};
     }
   }
   HoldVerdict verdict;
@@ -544,6 +544,7 @@ void Connection::analyse_touch(int dir, const Segment& seg, const Touch& t, Hold
   if (rest > 0) {
     if (dir == kT2I && (reply || rest > wait_min)) bd.think_ms += ms(rest);
     else if (solicited) bd.r2t_ms += ms(rest);
+    else if (t.response) bd.response_ms += ms(rest);
     else if (dir == kI2T) bd.request_ms += ms(rest);
     else if (c.has_seg[kT2I]) bd.data_ms += ms(rest);
     else bd.request_ms += ms(rest);

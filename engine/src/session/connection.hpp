@@ -47,6 +47,7 @@ private:
   struct Touch {
     uint32_t slot = 0;
     enum class Role : uint8_t { start, cont, reply, solicited } role = Role::cont;
+    bool response = false;  // the touch begins a SCSI Response
   };
   struct HoldVerdict {
     bool held = false;

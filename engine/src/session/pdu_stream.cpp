@@ -87,6 +87,7 @@ void PduStream::on_sync_lost(const iscsi::SyncLost& s) {
 }
 
 void PduStream::on_resync(const iscsi::Resync& r) {
+  if (r.bytes_skipped == 0) return;  // a mid-stream start that happened to begin on a PDU
   messages_.push_back("iSCSI framing found again after skipping " + std::to_string(r.bytes_skipped) +
                       " bytes");
 }
