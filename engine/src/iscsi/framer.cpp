@@ -344,17 +344,19 @@ size_t Framer::step_probe(std::span<const uint8_t> bytes, uint64_t abs, FramerSi
   const size_t take = std::min<size_t>(bytes.size(), kProbe - tail_.size());
   tail_.insert(tail_.end(), bytes.begin(), bytes.begin() + ptrdiff_t(take));
   const auto t = std::span<const uint8_t>(tail_);
+  auto plausible_at = [&](size_t at) {
+    if (t.size() < at + kBhsLength) return false;
+    const auto b = parse_bhs(t.subspan(at, kBhsLength));
+    return b && plausible_bhs(*b, from_initiator_, config_.max_data_segment, true);
+  };
   const bool crc_match = crc_valid_ && t.size() >= 4 && digest_from_wire(t) == crc32c_final(crc_);
-  if (!crc_match && t.size() < kProbe && !force) return take;
+  // Without a CRC match, a plausible BHS right after the data already settles it (no digest).
+  const bool at0 = !crc_match && plausible_at(0);
+  if (!crc_match && !at0 && t.size() < kProbe && !force) return take;
 
   bool on = crc_match, commit = true;
   if (!on) {
-    auto plausible_at = [&](size_t at) {
-      if (t.size() < at + kBhsLength) return false;
-      const auto b = parse_bhs(t.subspan(at, kBhsLength));
-      return b && plausible_bhs(*b, from_initiator_, config_.max_data_segment, true);
-    };
-    const bool at0 = plausible_at(0), at4 = plausible_at(4);
+    const bool at4 = plausible_at(4);
     on = at4 && !at0;
     commit = at0 != at4;  // neither (or both): assume none for this PDU, keep detecting
   }
