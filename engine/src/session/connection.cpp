@@ -76,6 +76,9 @@ void Connection::handle_handshake(const Segment& seg, int dir) {
   if (f.syn_seen && f.started && f.unwrap(seg.seq) == f.next - 1) return;  // SYN retransmitted
   f.anchor(seg.seq + 1);
   f.syn_seen = true;
+  // From the first byte on, a stream starts with Login PDUs, which never carry digests; the
+  // login's keys say what comes after (RFC 7143 §13.1), so no detection is needed.
+  pdus_[dir].set_digests(false, false);
   f.wscale_offered = seg.wscale_option;
   // A side's MSS option says what it can receive: it bounds what the other side sends.
   if (seg.mss_option) {
