@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// A run over one or more inputs: files and directories (walked recursively for captures), one
+// Analyzer per capture, up to `jobs` captures at once, output in argument order, a summary per
+// capture and one for all, the CI gate, and the exit code.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capture_reader.hpp"
+#include "iscsi_doctor/analyzer.hpp"
+#include "report.hpp"
+
+namespace iscsi_doctor::cli {
+
+// Exit codes (docs/cli.md).
+inline constexpr int kExitClean = 0;
+inline constexpr int kExitGate = 1;
+inline constexpr int kExitUnusable = 2;  // unusable input, or a usage error
+
+struct BatchOptions {
+  std::vector<std::string> inputs;
+  Options engine;
+  Format format = Format::text;
+  std::string output;  // empty: standard output
+  size_t jobs = 1;
+  size_t worst = 10;
+  bool quiet = false;
+  DecoderChoice decoder = DecoderChoice::fast;
+  std::vector<FindingKind> fail_on;
+  std::optional<uint64_t> max_excess_round_trips;
+};
+
+// Runs the whole batch; messages go to stderr. Returns the exit code.
+int run_batch(const BatchOptions&);
+
+// The capture files an input names: the file itself, or every capture under a directory (sorted,
+// recursively; files whose magic is not pcap, pcapng or gzip-compressed capture are skipped).
+// An input that does not exist is returned as is (reading it reports the error); a directory with
+// no capture in it is returned with an error, and so counts as an unusable input.
+struct Input {
+  std::string path;
+  std::string error;  // set: unusable before it is even opened
+};
+std::vector<Input> expand_inputs(const std::vector<std::string>& args);
+
+}  // namespace iscsi_doctor::cli

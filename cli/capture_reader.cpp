@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// libpcap reads the file (pcap and pcapng alike, timestamps scaled to nanoseconds); a gzip file is
+// decompressed by zlib behind a stdio FILE* (fopencookie) that libpcap reads like any other. The
+// pcap_t is owned by a libtins BaseSniffer, which closes it. Each packet goes to the decoder chosen
+// for the link type (packet_decoder.hpp) and, when it is TCP, to the caller as a Segment.
+#include "capture_reader.hpp"
+
+#include <fcntl.h>
+#include <pcap/pcap.h>
+#include <sys/stat.h>
+#include <tins/sniffer.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "packet_decoder.hpp"
+
+namespace iscsi_doctor::cli {
+namespace {
+
+constexpr uint32_t kPcapMagics[] = {0xa1b2c3d4, 0xd4c3b2a1, 0xa1b23c4d, 0x4d3cb2a1};
+constexpr uint32_t kPcapngMagic = 0x0a0d0d0a;  // section header block type
+constexpr size_t kGzipBuffer = 256 * 1024;
+constexpr uint64_t kProgressEvery = 1 << 16;   // packets between progress calls
+constexpr int kPacketNoticesShown = 5;         // per kind of packet problem, then only counted
+
+FileFormat format_of(const uint8_t* b, size_t n) {
+  if (n < 4) return FileFormat::unknown;
+  const uint32_t m = (uint32_t(b[0]) << 24) | (uint32_t(b[1]) << 16) | (uint32_t(b[2]) << 8) | b[3];
+  for (uint32_t magic : kPcapMagics)
+    if (m == magic) return FileFormat::pcap;
+  if (m == kPcapngMagic) return FileFormat::pcapng;
+  return FileFormat::unknown;
+}
+
+// zlib's gzFile behind a stdio FILE*, so that libpcap's pcap_fopen_offline can read it.
+struct GzCookie {
+  gzFile gz = nullptr;
+  std::string error;  // zlib's message when a read failed
+};
+
+ssize_t gz_read(void* cookie, char* buf, size_t size) {
+  auto* c = static_cast<GzCookie*>(cookie);
+  const unsigned chunk = size > (1u << 30) ? (1u << 30) : unsigned(size);
+  const int n = gzread(c->gz, buf, chunk);
+  if (n < 0) {
+    int code = 0;
+    c->error = gzerror(c->gz, &code);
+    errno = EIO;
+    return -1;
+  }
+  if (n == 0) {  // end of input: Z_BUF_ERROR means it ended inside a gzip stream
+    int code = 0;
+    const char* msg = gzerror(c->gz, &code);
+    if (code == Z_BUF_ERROR) c->error = fmt::format("gzip stream truncated ({})", msg);
+  }
+  return n;
+}
+
+int gz_close(void* cookie) {
+  auto* c = static_cast<GzCookie*>(cookie);
+  const int rc = gzclose(c->gz);
+  delete c;
+  return rc == Z_OK ? 0 : EOF;
+}
+
+// Owns the pcap_t (BaseSniffer's destructor closes it, and with it the FILE* and the gzFile).
+class OfflineHandle final : public Tins::BaseSniffer {
+public:
+  explicit OfflineHandle(pcap_t* handle) { set_pcap_handle(handle); }
+};
+
+std::string describe_errno(const std::string& path, int err) {
+  return fmt::format("{}: cannot open: {}", path, std::strerror(err));
+}
+
+}  // namespace
+
+std::string_view format_name(FileFormat f) {
+  switch (f) {
+    case FileFormat::pcap: return "pcap";
+    case FileFormat::pcapng: return "pcapng";
+    default: return "unknown";
+  }
+}
+
+FileProbe probe_file(const std::string& path) {
+  FileProbe p;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    p.error = describe_errno(path, errno);
+    return p;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    p.error = fmt::format("{}: is a directory", path);
+    return p;
+  }
+  p.size = uint64_t(st.st_size);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    p.error = describe_errno(path, errno);
+    return p;
+  }
+  std::array<uint8_t, 4> head{};
+  const ssize_t n = ::read(fd, head.data(), head.size());
+  ::close(fd);
+  if (n <= 0) {
+    p.error = n == 0 ? fmt::format("{}: empty file", path)
+                     : fmt::format("{}: cannot read: {}", path, std::strerror(errno));
+    return p;
+  }
+  if (n >= 2 && head[0] == 0x1f && head[1] == 0x8b) {
+    p.gzip = true;
+    gzFile gz = gzopen(path.c_str(), "rb");
+    int got = gz ? gzread(gz, head.data(), unsigned(head.size())) : -1;
+    if (gz) gzclose(gz);
+    if (got < 4) {
+      p.error = got < 0 ? fmt::format("{}: corrupt gzip data", path)
+                        : fmt::format("{}: gzip file holds no capture (too short)", path);
+      return p;
+    }
+    p.format = format_of(head.data(), 4);
+    if (p.format == FileFormat::unknown)
+      p.error = fmt::format("{}: gzip file does not hold a pcap or pcapng capture", path);
+  } else {
+    p.format = format_of(head.data(), size_t(n));
+    if (p.format == FileFormat::unknown)
+      p.error = fmt::format("{}: not a pcap, pcapng or gzip-compressed capture", path);
+  }
+  p.is_capture = p.format != FileFormat::unknown;
+  return p;
+}
+
+struct CaptureReader::Impl {
+  std::string path;
+  FileProbe probe;
+  std::unique_ptr<OfflineHandle> handle;
+  GzCookie* gz = nullptr;  // owned by the FILE* (gz_close), which pcap_close closes
+  DecodeFn decode = nullptr;
+  std::string_view decoder;
+
+  uint64_t bytes_done() {
+    if (gz) return uint64_t(std::max<z_off_t>(0, gzoffset(gz->gz)));
+    FILE* f = pcap_file(handle->get_pcap_handle());
+    const long pos = f ? std::ftell(f) : -1;
+    return pos < 0 ? 0 : uint64_t(pos);
+  }
+};
+
+CaptureReader::CaptureReader(const std::string& path, DecoderChoice decoder)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.path = path;
+  m.probe = probe_file(path);
+  if (!m.probe.is_capture) throw CaptureError(m.probe.error);
+
+  char errbuf[PCAP_ERRBUF_SIZE] = {};
+  pcap_t* p = nullptr;
+  if (m.probe.gzip) {
+    auto* cookie = new GzCookie;
+    cookie->gz = gzopen(path.c_str(), "rb");
+    if (!cookie->gz) {
+      delete cookie;
+      throw CaptureError(describe_errno(path, errno));
+    }
+    gzbuffer(cookie->gz, kGzipBuffer);
+    FILE* fp = fopencookie(cookie, "r", cookie_io_functions_t{gz_read, nullptr, nullptr, gz_close});
+    if (!fp) {
+      gzclose(cookie->gz);
+      delete cookie;
+      throw CaptureError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+    }
+    setvbuf(fp, nullptr, _IOFBF, kGzipBuffer);
+    p = pcap_fopen_offline_with_tstamp_precision(fp, PCAP_TSTAMP_PRECISION_NANO, errbuf);
+    if (!p) {
+      std::fclose(fp);
+      throw CaptureError(fmt::format("{}: not a readable capture: {}", path, errbuf));
+    }
+    m.gz = cookie;
+  } else {
+    p = pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_NANO, errbuf);
+    if (!p) throw CaptureError(fmt::format("{}: not a readable capture: {}", path, errbuf));
+  }
+  m.handle = std::make_unique<OfflineHandle>(p);
+
+  const int dlt = pcap_datalink(p);
+  if (decoder == DecoderChoice::fast) {
+    m.decode = fast_decoder(dlt);
+    m.decoder = "fast";
+  }
+  if (!m.decode) {
+    m.decode = tins_decoder(dlt);
+    m.decoder = "libtins";
+  }
+  if (!m.decode)
+    throw CaptureError(fmt::format("{}: link type {} ({}) is not supported", path, dlt,
+                                   link_type_name()));
+}
+
+CaptureReader::~CaptureReader() = default;
+
+const FileProbe& CaptureReader::probe() const { return impl_->probe; }
+int CaptureReader::link_type() const { return impl_->handle->link_type(); }
+std::string_view CaptureReader::decoder_name() const { return impl_->decoder; }
+
+std::string CaptureReader::link_type_name() const {
+  const int dlt = link_type();
+  const char* name = pcap_datalink_val_to_name(dlt);
+  return name ? name : fmt::format("DLT {}", dlt);
+}
+
+ReadStats CaptureReader::read_all(ReaderEvents& events) {
+  Impl& m = *impl_;
+  pcap_t* p = m.handle->get_pcap_handle();
+  const DecodeFn decode = m.decode;
+  ReadStats st;
+  Segment seg;
+  int shown_truncated = 0, shown_malformed = 0;
+  uint64_t first_fragment = 0;
+
+  for (;;) {
+    pcap_pkthdr* h = nullptr;
+    const u_char* data = nullptr;
+    const int rc = pcap_next_ex(p, &h, &data);
+    if (rc != 1) {
+      if (rc == PCAP_ERROR_BREAK) break;  // end of file
+      st.damaged = true;
+      std::string why = pcap_geterr(p);
+      if (m.gz && !m.gz->error.empty()) why = m.gz->error + "; " + why;
+      events.on_notice(Notice::Level::error, st.packets,
+                       st.packets == 0
+                           ? fmt::format("capture unreadable from its first packet: {}", why)
+                           : fmt::format("capture damaged after frame {}: {}; the analysis covers "
+                                         "frames 1-{}", st.packets, why, st.packets));
+      break;
+    }
+    const uint64_t frame = ++st.packets;
+    const int64_t t = int64_t(h->ts.tv_sec) * 1'000'000'000 + int64_t(h->ts.tv_usec);
+    if (frame == 1) st.first_ns = t;
+    st.last_ns = t;
+    const uint32_t caplen = h->caplen;
+    const Frame f{{data, caplen}, h->len > caplen ? h->len - caplen : 0};
+    std::string_view why;
+    switch (decode(f, seg, why)) {
+      case Decoded::tcp:
+        seg.frame = frame;
+        seg.time_ns = t;
+        ++st.tcp_segments;
+        if (seg.payload.size() < seg.payload_wire_len && st.snapped++ == 0)
+          events.on_notice(Notice::Level::info, frame,
+                           fmt::format("packet cut at {} of {} bytes by the capture's snaplen: "
+                                       "payload beyond it is missing from the capture",
+                                       caplen, h->len));
+        events.on_segment(seg);
+        break;
+      case Decoded::not_tcp: break;
+      case Decoded::fragment:
+        if (st.fragments++ == 0) {
+          first_fragment = frame;
+          events.on_notice(Notice::Level::warning, frame,
+                           fmt::format("{} skipped: IP fragments are not reassembled", why));
+        }
+        break;
+      case Decoded::truncated:
+        ++st.truncated;
+        if (shown_truncated++ < kPacketNoticesShown)
+          events.on_notice(Notice::Level::warning, frame,
+                           fmt::format("packet skipped: {} cut short ({} bytes captured)", why, caplen));
+        break;
+      case Decoded::malformed:
+        ++st.malformed;
+        if (shown_malformed++ < kPacketNoticesShown)
+          events.on_notice(Notice::Level::warning, frame, fmt::format("packet skipped: {}", why));
+        break;
+    }
+    if (frame % kProgressEvery == 0) events.on_progress(frame, m.bytes_done());
+  }
+  if (m.gz && !st.damaged && !m.gz->error.empty()) {
+    st.damaged = true;
+    events.on_notice(Notice::Level::error, st.packets,
+                     fmt::format("{} after frame {}", m.gz->error, st.packets));
+  }
+  if (st.fragments > 1)
+    events.on_notice(Notice::Level::warning, first_fragment,
+                     fmt::format("{} IP fragments skipped in all (first at frame {})", st.fragments,
+                                 first_fragment));
+  if (st.truncated > kPacketNoticesShown)
+    events.on_notice(Notice::Level::warning, 0,
+                     fmt::format("{} packets skipped in all because a header was cut short",
+                                 st.truncated));
+  if (st.malformed > kPacketNoticesShown)
+    events.on_notice(Notice::Level::warning, 0,
+                     fmt::format("{} malformed packets skipped in all", st.malformed));
+  if (st.packets == 0 && !st.damaged)
+    events.on_notice(Notice::Level::warning, 0, "the capture holds no packets");
+  events.on_progress(st.packets, m.bytes_done());
+  return st;
+}
+
+}  // namespace iscsi_doctor::cli

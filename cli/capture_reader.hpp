@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// Capture files in, TCP Segments out: pcap and pcapng (read by libpcap), either of them
+// gzip-compressed (detected by magic, decompressed by zlib on the fly), every link type one of the
+// decoders knows (packet_decoder.hpp). Frames are numbered from 1 over every packet in the file,
+// as Wireshark numbers them; timestamps are read at nanosecond precision.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "iscsi_doctor/results.hpp"
+#include "iscsi_doctor/segment.hpp"
+
+namespace iscsi_doctor::cli {
+
+enum class FileFormat : uint8_t { unknown, pcap, pcapng };
+
+// What the first bytes of a file say (looking through gzip when the file is compressed).
+struct FileProbe {
+  bool is_capture = false;  // pcap or pcapng, possibly gzip-compressed
+  bool gzip = false;
+  FileFormat format = FileFormat::unknown;
+  uint64_t size = 0;        // on disk
+  std::string error;        // set when !is_capture: "cannot open: ...", "empty file", ...
+};
+FileProbe probe_file(const std::string& path);
+std::string_view format_name(FileFormat);
+
+// A file that cannot be read as a capture at all (missing, not a capture, unknown link type).
+class CaptureError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class DecoderChoice : uint8_t { fast, libtins };
+
+class ReaderEvents {
+public:
+  virtual ~ReaderEvents() = default;
+  // A TCP segment; its payload span is valid only during the call.
+  virtual void on_segment(const Segment&) = 0;
+  // A problem with the file or a packet (frame 0: the file as a whole).
+  virtual void on_notice(Notice::Level, uint64_t frame, std::string message) = 0;
+  // Called every few thousand packets: bytes of the file consumed so far (compressed bytes for gzip).
+  virtual void on_progress(uint64_t /*packets*/, uint64_t /*bytes_done*/) {}
+};
+
+struct ReadStats {
+  uint64_t packets = 0;       // every packet in the file (the last frame number)
+  uint64_t tcp_segments = 0;  // handed to on_segment
+  uint64_t fragments = 0, truncated = 0, malformed = 0, snapped = 0;
+  int64_t first_ns = 0, last_ns = 0;
+  bool damaged = false;       // reading stopped before the end on a file error
+};
+
+class CaptureReader {
+public:
+  // Opens the file; throws CaptureError (whose message names the file) when it is unusable.
+  CaptureReader(const std::string& path, DecoderChoice decoder);
+  ~CaptureReader();
+  CaptureReader(const CaptureReader&) = delete;
+  CaptureReader& operator=(const CaptureReader&) = delete;
+
+  const FileProbe& probe() const;
+  int link_type() const;
+  std::string link_type_name() const;  // "EN10MB", "LINUX_SLL2", ...
+  std::string_view decoder_name() const;
+
+  // Reads every packet once, in file order. A file error part-way (truncated record, corrupt
+  // gzip stream) ends the read with stats.damaged and an error notice naming the last good frame.
+  ReadStats read_all(ReaderEvents& events);
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace iscsi_doctor::cli

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// iscsi-doctor: explains, per SCSI command in an iSCSI capture, why it was slow.
+// This file only turns the command line into BatchOptions (docs/cli.md); batch.cpp does the rest.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "batch.hpp"
+
+using namespace iscsi_doctor;
+using namespace iscsi_doctor::cli;
+
+namespace {
+
+std::string kind_list() {
+  std::string s;
+  for (size_t i = 0; i < finding_kind_count; ++i) s += fmt::format("{}{}", i ? ", " : "", finding_name(FindingKind(i)));
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"iscsi-doctor: explains, per SCSI command in an iSCSI capture, why it was slow\n"
+               "(Nagle holds, delayed ACKs, R2T round trips, window stalls, loss, slow targets).",
+               "iscsi-doctor"};
+  app.get_formatter()->column_width(34);
+
+  BatchOptions opt;
+  std::string format = "text", decoder = "fast";
+  std::vector<std::string> fail_on;
+  std::vector<uint16_t> ports;
+  bool no_detect = false;
+  double delayed_ack_ms = opt.engine.delayed_ack_min_ms;
+  uint64_t max_excess = 0;
+
+  app.add_option("CAPTURE", opt.inputs,
+                 "pcap or pcapng files, gzip-compressed or not, or directories (searched recursively)")
+      ->required();
+  app.add_option("--format", format, "report format: text (default), json or csv")
+      ->check(CLI::IsMember({"text", "json", "csv"}));
+  app.add_option("-o,--output", opt.output, "write the report to FILE instead of standard output");
+  app.add_option("--port", ports, "iSCSI target port (repeatable or comma-separated; default 3260)")
+      ->delimiter(',')
+      ->allow_extra_args(false)
+      ->check(CLI::Range(1, 65535));
+  app.add_flag("--no-detect-ports", no_detect,
+               "only follow the --port ports; do not detect iSCSI on other ports");
+  auto* fail_on_opt = app.add_option("--fail-on", fail_on,
+                                     "exit 1 if any finding of these kinds occurs (comma-separated: " +
+                                         kind_list() + ")")
+                          ->delimiter(',')
+                          ->allow_extra_args(false);
+  auto* excess_opt =
+      app.add_option("--max-excess-round-trips", max_excess,
+                     "exit 1 if the round trips taken beyond the ideal, summed over all commands, exceed N");
+  app.add_option("--delayed-ack-ms", delayed_ack_ms,
+                 "an ACK later than this beyond the RTT counts as delayed (default 10)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("-j,--jobs", opt.jobs, "captures analysed in parallel (default 1); output stays in argument order")
+      ->check(CLI::Range(size_t(1), size_t(1024)));
+  app.add_option("--worst", opt.worst, "how many of the worst commands the text report lists (default 10)");
+  app.add_flag("-q,--quiet", opt.quiet, "no progress and no notices on standard error, only errors");
+  app.add_option("--decoder", decoder,
+                 "packet decoder: fast (default) or libtins (slower; for cross-checking)")
+      ->check(CLI::IsMember({"fast", "libtins"}));
+  app.set_version_flag("--version", std::string("iscsi-doctor ") + ISCSI_DOCTOR_VERSION);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // prints the message and the usage hint
+    return kExitUnusable;
+  }
+
+  opt.format = format == "json" ? Format::json : format == "csv" ? Format::csv : Format::text;
+  opt.decoder = decoder == "libtins" ? DecoderChoice::libtins : DecoderChoice::fast;
+  if (!ports.empty()) opt.engine.ports = ports;
+  opt.engine.detect_ports = !no_detect;
+  opt.engine.delayed_ack_min_ms = delayed_ack_ms;
+  if (*excess_opt) opt.max_excess_round_trips = max_excess;
+  if (*fail_on_opt) {
+    for (const std::string& name : fail_on) {
+      const auto kind = finding_from_name(name);
+      if (!kind) {
+        std::fprintf(stderr, "iscsi-doctor: --fail-on: unknown finding kind '%s' (known: %s)\n", name.c_str(),
+                     kind_list().c_str());
+        return kExitUnusable;
+      }
+      opt.fail_on.push_back(*kind);
+    }
+  }
+  return run_batch(opt);
+}

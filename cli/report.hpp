@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// The three report formats behind one interface. Commands and findings are streamed as the engine
+// reports them (a capture may hold millions); everything else (sessions, summaries, notices) is
+// small and written when a capture, or the whole run, is done.
+//
+// Call order (batch.cpp): begin; then per capture, in argument order: command/finding calls (from
+// the thread analysing it, into that capture's streams), capture_done; finally end.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "capture_reader.hpp"
+#include "iscsi_doctor/summary.hpp"
+
+namespace iscsi_doctor::cli {
+
+enum class Format : uint8_t { text, json, csv };
+
+// Where streamed elements (JSON array items, CSV rows) of one capture go.
+struct ElementStream {
+  FILE* out = nullptr;
+  bool empty = true;  // nothing written yet: the next JSON item needs no leading comma
+};
+
+// Everything known about one input once it has been read.
+struct CaptureResult {
+  size_t index = 0;
+  std::string path;
+  bool usable = false;
+  std::string error;                  // why the input could not be read at all (!usable)
+  FileProbe probe;
+  std::string link_type;
+  std::string_view decoder;
+  ReadStats stats;
+  std::vector<ConnectionInfo> connections;
+  std::vector<SessionInfo> sessions;
+  std::unique_ptr<Summary> summary;   // null when !usable
+};
+
+struct GateResult {
+  bool requested = false;             // --fail-on or --max-excess-round-trips given
+  bool tripped = false;
+  bool unevaluable = false;           // requested, but no iSCSI command in any input
+  std::vector<std::string> fail_on;   // kind names
+  std::optional<uint64_t> max_excess_round_trips;
+  std::vector<std::string> reasons;   // one line per tripped condition
+};
+
+// The run as a whole, for the closing part of a report.
+struct Overall {
+  const Summary* summary = nullptr;   // every usable capture together
+  size_t captures = 0, usable = 0;
+  uint64_t packets = 0;
+  GateResult gate;
+};
+
+class Report {
+public:
+  virtual ~Report() = default;
+  virtual bool streams_commands() const { return false; }
+  virtual bool streams_findings() const { return false; }
+  // Written between two streamed elements when chunks of different captures are joined.
+  virtual std::string_view separator() const { return {}; }
+
+  virtual void begin(FILE* /*out*/) {}
+  // From the thread analysing capture `capture`; each capture has its own streams.
+  virtual void command(ElementStream&, const CommandResult&, size_t /*capture*/) {}
+  virtual void finding(ElementStream&, const Finding&, size_t /*capture*/) {}
+  // Main thread, in argument order, once the capture's commands are all in `out`.
+  virtual void capture_done(FILE* /*out*/, const CaptureResult&) {}
+  // Main thread, last. `findings` holds every streamed finding, to be copied into the output.
+  virtual void end(FILE* /*out*/, const Overall&, FILE* /*findings*/) {}
+};
+
+struct ReportOptions {
+  size_t worst = 10;
+  bool several = false;            // more than one input
+  std::vector<std::string> paths;  // the inputs, by capture index
+};
+std::unique_ptr<Report> make_text_report(const ReportOptions&);
+std::unique_ptr<Report> make_json_report(const ReportOptions&);
+std::unique_ptr<Report> make_csv_report(const ReportOptions&);
+
+// ---- Shared by the formats (report_common.cpp) ------------------------------------------------
+std::string hex32(uint32_t);                        // "0x0000002a"
+std::string_view command_kind_name(char kind);      // "read", "write", "other"
+std::string scsi_status_name(uint8_t status);       // "GOOD", "CHECK_CONDITION", ..., "0x1c"
+std::string_view sense_key_name(uint8_t key);       // "NOT_READY", ...
+std::string_view notice_level_name(Notice::Level);
+double round_ns(double ms);                         // milliseconds rounded to the nanosecond
+void write_json_string(std::string& out, std::string_view s);
+void copy_file(FILE* from, FILE* to);               // from its start to its end
+
+// Breakdown parts with their JSON names (without the _ms suffix), in report order.
+struct BreakdownPart {
+  std::string_view name;
+  double Breakdown::*field;
+};
+extern const BreakdownPart kBreakdownParts[9];
+
+nlohmann::json summary_json(const Summary&);        // commands, completed, advice, classes, ...
+nlohmann::json sessions_json(const CaptureResult&, bool with_capture);
+nlohmann::json ms_or_null(double ms);               // negative (unknown) -> null
+
+}  // namespace iscsi_doctor::cli

@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// Names and JSON fragments shared by the report formats.
+#include <array>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "report.hpp"
+
+namespace iscsi_doctor::cli {
+
+const BreakdownPart kBreakdownParts[9] = {
+    {"request", &Breakdown::request_ms}, {"think", &Breakdown::think_ms},
+    {"data", &Breakdown::data_ms},       {"nagle", &Breakdown::nagle_ms},
+    {"delayed_ack", &Breakdown::delayed_ack_ms}, {"r2t", &Breakdown::r2t_ms},
+    {"window", &Breakdown::window_ms},   {"loss", &Breakdown::loss_ms},
+    {"response", &Breakdown::response_ms},
+};
+
+std::string hex32(uint32_t v) { return fmt::format("0x{:08x}", v); }
+
+std::string_view command_kind_name(char kind) {
+  switch (kind) {
+    case 'r': return "read";
+    case 'w': return "write";
+    default: return "other";
+  }
+}
+
+// SAM-5 status codes.
+std::string scsi_status_name(uint8_t status) {
+  struct Entry {
+    uint8_t code;
+    const char* name;
+  };
+  static constexpr Entry kNames[] = {
+      {0x00, "GOOD"},           {0x02, "CHECK_CONDITION"},      {0x04, "CONDITION_MET"},
+      {0x08, "BUSY"},           {0x10, "INTERMEDIATE"},         {0x14, "INTERMEDIATE_CONDITION_MET"},
+      {0x18, "RESERVATION_CONFLICT"}, {0x22, "COMMAND_TERMINATED"}, {0x28, "TASK_SET_FULL"},
+      {0x30, "ACA_ACTIVE"},     {0x40, "TASK_ABORTED"},
+  };
+  for (const auto& e : kNames)
+    if (e.code == status) return e.name;
+  return fmt::format("0x{:02x}", status);
+}
+
+// SPC-5 sense keys.
+std::string_view sense_key_name(uint8_t key) {
+  static constexpr std::array<std::string_view, 16> kNames = {
+      "NO_SENSE",       "RECOVERED_ERROR", "NOT_READY",       "MEDIUM_ERROR",
+      "HARDWARE_ERROR", "ILLEGAL_REQUEST", "UNIT_ATTENTION",  "DATA_PROTECT",
+      "BLANK_CHECK",    "VENDOR_SPECIFIC", "COPY_ABORTED",    "ABORTED_COMMAND",
+      "RESERVED_0C",    "VOLUME_OVERFLOW", "MISCOMPARE",      "COMPLETED"};
+  return kNames[key & 0x0f];
+}
+
+std::string_view notice_level_name(Notice::Level level) {
+  switch (level) {
+    case Notice::Level::info: return "info";
+    case Notice::Level::warning: return "warning";
+    default: return "error";
+  }
+}
+
+double round_ns(double ms) {
+  if (!std::isfinite(ms)) return 0;
+  return std::round(ms * 1e6) / 1e6;
+}
+
+nlohmann::json ms_or_null(double ms) {
+  if (!std::isfinite(ms) || ms < 0) return nullptr;
+  return round_ns(ms);
+}
+
+void write_json_string(std::string& out, std::string_view s) {
+  out += '"';
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20 || c == 0x7f)
+          out += fmt::format("\\u{:04x}", c);
+        else
+          out += ch;  // UTF-8 passes through; engine strings are ASCII
+    }
+  }
+  out += '"';
+}
+
+void copy_file(FILE* from, FILE* to) {
+  std::fflush(from);
+  std::rewind(from);
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, from)) > 0) std::fwrite(buf, 1, n, to);
+}
+
+namespace {
+
+nlohmann::json counts_json(const Summary& s) {
+  nlohmann::json counts = nlohmann::json::object();
+  const auto c = s.finding_counts();
+  for (size_t i = 0; i < finding_kind_count; ++i)
+    counts[std::string(finding_name(FindingKind(i)))] = c[i];
+  return counts;
+}
+
+}  // namespace
+
+nlohmann::json summary_json(const Summary& s) {
+  nlohmann::json j;
+  j["commands"] = s.commands();
+  j["completed"] = s.completed();
+  j["excess_round_trips"] = s.excess_round_trips();
+  j["finding_counts"] = counts_json(s);
+  nlohmann::json advice = nlohmann::json::array();
+  for (const Advice& a : s.advice()) {
+    advice.push_back({{"kind", finding_name(a.kind)},
+                      {"side", side_name(a.side)},
+                      {"commands", a.commands},
+                      {"occurrences", a.occurrences},
+                      {"lost_ms", round_ns(a.lost_ms)},
+                      {"median_latency_ms", round_ns(a.median_latency_ms)},
+                      {"median_fixed_ms", round_ns(a.median_fixed_ms)},
+                      {"fix", a.fix},
+                      {"example_frames", a.example_frames}});
+  }
+  j["advice"] = std::move(advice);
+  nlohmann::json classes = nlohmann::json::array();
+  for (const ClassStats& c : s.classes()) {
+    classes.push_back({{"kind", command_kind_name(c.kind)},
+                       {"bytes", c.bytes},
+                       {"commands", c.commands},
+                       {"median_ms", round_ns(c.median_ms)},
+                       {"p90_ms", round_ns(c.p90_ms)},
+                       {"max_ms", round_ns(c.max_ms)},
+                       {"median_round_trips", c.median_round_trips},
+                       {"ideal_round_trips", c.ideal_round_trips}});
+  }
+  j["classes"] = std::move(classes);
+  return j;
+}
+
+namespace {
+
+nlohmann::json connection_json(const ConnectionInfo& c) {
+  nlohmann::json keys = nlohmann::json::object();
+  for (const auto& [k, v] : c.keys) keys[k] = v;
+  return {
+      {"connection", c.id},
+      {"initiator", c.initiator.str()},
+      {"target", c.target.str()},
+      {"vantage", vantage_name(c.vantage)},
+      {"rtt_ms", ms_or_null(c.rtt_ms)},
+      {"rtt_initiator_ms", ms_or_null(c.rtt_initiator_ms)},
+      {"rtt_target_ms", ms_or_null(c.rtt_target_ms)},
+      {"mss", {{"initiator", c.mss_initiator}, {"target", c.mss_target}, {"inferred", c.mss_inferred}}},
+      {"keys", std::move(keys)},
+      {"header_digest", c.header_digest},
+      {"data_digest", c.data_digest},
+      {"saw_handshake", c.saw_handshake},
+      {"saw_login", c.saw_login},
+      {"mid_session_start", c.mid_session_start},
+      {"counts",
+       {{"frames", c.frames},
+        {"pdus", c.pdus},
+        {"commands", c.commands},
+        {"resyncs", c.resyncs},
+        {"digest_errors", c.digest_errors},
+        {"bytes_missing", c.bytes_missing},
+        {"max_outstanding", c.max_outstanding}}},
+  };
+}
+
+}  // namespace
+
+nlohmann::json sessions_json(const CaptureResult& r, bool with_capture) {
+  // Sessions as the engine knows them, plus any connection whose session it did not list.
+  std::vector<SessionInfo> sessions = r.sessions;
+  for (const ConnectionInfo& c : r.connections) {
+    bool listed = false;
+    for (const SessionInfo& s : sessions)
+      for (uint32_t id : s.connections) listed |= id == c.id;
+    if (listed) continue;
+    auto it = std::find_if(sessions.begin(), sessions.end(),
+                           [&](const SessionInfo& s) { return s.id == c.session; });
+    if (it == sessions.end()) {
+      SessionInfo s;
+      s.id = c.session;
+      sessions.push_back(s);
+      it = sessions.end() - 1;
+    }
+    it->connections.push_back(c.id);
+  }
+
+  nlohmann::json out = nlohmann::json::array();
+  for (const SessionInfo& s : sessions) {
+    nlohmann::json conns = nlohmann::json::array();
+    const ConnectionInfo* lead = nullptr;
+    uint64_t frames = 0, pdus = 0, commands = 0, resyncs = 0, digest_errors = 0, missing = 0;
+    uint32_t outstanding = 0;
+    for (uint32_t id : s.connections) {
+      for (const ConnectionInfo& c : r.connections) {
+        if (c.id != id) continue;
+        if (!lead) lead = &c;
+        conns.push_back(connection_json(c));
+        frames += c.frames;
+        pdus += c.pdus;
+        commands += c.commands;
+        resyncs += c.resyncs;
+        digest_errors += c.digest_errors;
+        missing += c.bytes_missing;
+        outstanding = std::max(outstanding, c.max_outstanding);
+      }
+    }
+    nlohmann::json j;
+    if (with_capture) j["capture"] = r.index;
+    j["session"] = s.id;
+    j["initiator_name"] = s.initiator_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.initiator_name);
+    j["target_name"] = s.target_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.target_name);
+    j["session_type"] = s.session_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.session_type);
+    j["isid"] = s.isid.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.isid);
+    j["tsih"] = s.tsih;
+    if (lead) {
+      const nlohmann::json lj = connection_json(*lead);
+      j["peers"] = {{"initiator", lj["initiator"]}, {"target", lj["target"]}};
+      for (const char* k : {"vantage", "rtt_ms", "rtt_initiator_ms", "rtt_target_ms", "mss", "keys",
+                            "header_digest", "data_digest"})
+        j[k] = lj[k];
+    } else {
+      j["peers"] = nullptr;
+      j["vantage"] = "unknown";
+      for (const char* k : {"rtt_ms", "rtt_initiator_ms", "rtt_target_ms", "mss"}) j[k] = nullptr;
+      j["keys"] = nlohmann::json::object();
+      j["header_digest"] = j["data_digest"] = false;
+    }
+    j["counts"] = {{"connections", conns.size()}, {"frames", frames},   {"pdus", pdus},
+                   {"commands", commands},        {"resyncs", resyncs}, {"digest_errors", digest_errors},
+                   {"bytes_missing", missing},    {"max_outstanding", outstanding}};
+    j["connections"] = std::move(conns);
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+}  // namespace iscsi_doctor::cli

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// `--format csv`: one row per command with the fields of the JSON `commands` items (RFC 4180
+// quoting; findings joined by ';'; breakdown parts as breakdown_<part>_ms columns; empty cell for
+// null). Rows are written as commands arrive.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "report.hpp"
+
+namespace iscsi_doctor::cli {
+namespace {
+
+void cell(std::string& o, std::string_view v) {
+  if (v.find_first_of(",\"\r\n") == std::string_view::npos) {
+    o += v;
+    return;
+  }
+  o += '"';
+  for (char c : v) {
+    if (c == '"') o += '"';
+    o += c;
+  }
+  o += '"';
+}
+
+template <typename T>
+void opt_cell(std::string& o, const std::optional<T>& v) {
+  if (v) fmt::format_to(std::back_inserter(o), "{}", uint64_t(*v));
+}
+
+void ms_cell(std::string& o, double ms) {
+  if (std::isfinite(ms)) fmt::format_to(std::back_inserter(o), "{}", round_ns(ms));
+}
+
+class CsvReport final : public Report {
+public:
+  explicit CsvReport(const ReportOptions& o) : opt_(o) {}
+  bool streams_commands() const override { return true; }
+
+  void begin(FILE* out) override {
+    std::string h =
+        "capture,file,session,connection,itt,cmdsn,op,iscsi_opcode,kind,lba,bytes,first_frame,"
+        "status_frame,time_ns,latency_ms,round_trips,ideal_round_trips,findings";
+    for (const auto& p : kBreakdownParts) h += fmt::format(",breakdown_{}_ms", p.name);
+    h += ",status,response,sense_key,sense_key_name,sense_asc,sense_ascq,completed,data_incomplete\n";
+    std::fputs(h.c_str(), out);
+  }
+
+  // The file path is known to batch.cpp; rows carry it through set_path().
+  void command(ElementStream& s, const CommandResult& c, size_t capture) override {
+    thread_local std::string o;
+    o.clear();
+    fmt::format_to(std::back_inserter(o), "{},", capture);
+    cell(o, path_of(capture));
+    fmt::format_to(std::back_inserter(o), ",{},{},0x{:08x},{},", c.session, c.connection, c.itt, c.cmdsn);
+    cell(o, c.op);
+    fmt::format_to(std::back_inserter(o), ",{},{},", c.iscsi_opcode, command_kind_name(c.kind));
+    opt_cell(o, c.lba);
+    fmt::format_to(std::back_inserter(o), ",{},", c.bytes);
+    if (c.first_frame) fmt::format_to(std::back_inserter(o), "{}", c.first_frame);
+    o += ',';
+    if (c.status_frame) fmt::format_to(std::back_inserter(o), "{}", c.status_frame);
+    fmt::format_to(std::back_inserter(o), ",{},", c.first_ns);
+    if (c.completed) ms_cell(o, c.latency_ms);
+    fmt::format_to(std::back_inserter(o), ",{},{},", c.round_trips, c.ideal_round_trips);
+    for (size_t i = 0; i < c.findings.size(); ++i) {
+      if (i) o += ';';
+      o += finding_name(c.findings[i]);
+    }
+    for (const auto& p : kBreakdownParts) {
+      o += ',';
+      ms_cell(o, c.breakdown.*p.field);
+    }
+    o += ',';
+    if (c.scsi_status) o += scsi_status_name(*c.scsi_status);
+    o += ',';
+    opt_cell(o, c.iscsi_response);
+    o += ',';
+    opt_cell(o, c.sense_key);
+    o += ',';
+    if (c.sense_key) o += sense_key_name(*c.sense_key);
+    o += ',';
+    if (c.sense_key) opt_cell(o, c.asc);
+    o += ',';
+    if (c.sense_key) opt_cell(o, c.ascq);
+    fmt::format_to(std::back_inserter(o), ",{},{}\n", c.completed, c.data_incomplete);
+    std::fwrite(o.data(), 1, o.size(), s.out);
+    s.empty = false;
+  }
+
+  void set_paths(std::vector<std::string> paths) { paths_ = std::move(paths); }
+
+private:
+  std::string_view path_of(size_t capture) const {
+    return capture < paths_.size() ? std::string_view(paths_[capture]) : std::string_view();
+  }
+  ReportOptions opt_;
+  std::vector<std::string> paths_;
+};
+
+}  // namespace
+
+std::unique_ptr<Report> make_csv_report(const ReportOptions& o) {
+  auto r = std::make_unique<CsvReport>(o);
+  r->set_paths(o.paths);
+  return r;
+}
+
+}  // namespace iscsi_doctor::cli

@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// `--format json`: one JSON object (schema in docs/json-schema.md). The `commands` array is written
+// while the captures are read, one command at a time; findings go to a spool file and are copied in
+// after it; captures, sessions, summary and notices (small) close the object.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "report.hpp"
+
+namespace iscsi_doctor::cli {
+namespace {
+
+constexpr int kSchemaVersion = 1;
+constexpr size_t kNoticesKeptPerCapture = 1000;
+
+void append_ms(std::string& out, double ms) {
+  if (!std::isfinite(ms)) {
+    out += "null";
+    return;
+  }
+  fmt::format_to(std::back_inserter(out), "{}", round_ns(ms));
+}
+
+template <typename T>
+void append_opt(std::string& out, const std::optional<T>& v) {
+  if (v)
+    fmt::format_to(std::back_inserter(out), "{}", uint64_t(*v));
+  else
+    out += "null";
+}
+
+void append_frame(std::string& out, uint64_t frame) {
+  if (frame)
+    fmt::format_to(std::back_inserter(out), "{}", frame);
+  else
+    out += "null";
+}
+
+class JsonReport final : public Report {
+public:
+  explicit JsonReport(const ReportOptions& o) : opt_(o) {}
+  bool streams_commands() const override { return true; }
+  bool streams_findings() const override { return true; }
+  std::string_view separator() const override { return ","; }
+
+  void begin(FILE* out) override {
+    std::fputs(fmt::format("{{\"schema\":{},\"tool\":{{\"name\":\"iscsi-doctor\",\"version\":\"{}\"}},"
+                           "\n\"commands\":[",
+                           kSchemaVersion, ISCSI_DOCTOR_VERSION)
+                   .c_str(),
+               out);
+  }
+
+  void command(ElementStream& s, const CommandResult& c, size_t capture) override {
+    std::string& o = buf();
+    o += s.empty ? "\n{" : ",\n{";
+    s.empty = false;
+    fmt::format_to(std::back_inserter(o),
+                   "\"capture\":{},\"session\":{},\"connection\":{},\"itt\":\"0x{:08x}\",\"cmdsn\":{},"
+                   "\"op\":",
+                   capture, c.session, c.connection, c.itt, c.cmdsn);
+    write_json_string(o, c.op);
+    fmt::format_to(std::back_inserter(o), ",\"iscsi_opcode\":{},\"kind\":\"{}\",\"lba\":", c.iscsi_opcode,
+                   command_kind_name(c.kind));
+    append_opt(o, c.lba);
+    fmt::format_to(std::back_inserter(o), ",\"bytes\":{},\"first_frame\":", c.bytes);
+    append_frame(o, c.first_frame);
+    o += ",\"status_frame\":";
+    append_frame(o, c.status_frame);
+    fmt::format_to(std::back_inserter(o), ",\"time_ns\":{},\"latency_ms\":", c.first_ns);
+    if (c.completed)
+      append_ms(o, c.latency_ms);
+    else
+      o += "null";
+    fmt::format_to(std::back_inserter(o), ",\"round_trips\":{},\"ideal_round_trips\":{},\"findings\":[",
+                   c.round_trips, c.ideal_round_trips);
+    for (size_t i = 0; i < c.findings.size(); ++i) {
+      if (i) o += ',';
+      fmt::format_to(std::back_inserter(o), "\"{}\"", finding_name(c.findings[i]));
+    }
+    o += "],\"breakdown_ms\":{";
+    for (size_t i = 0; i < std::size(kBreakdownParts); ++i) {
+      fmt::format_to(std::back_inserter(o), "{}\"{}\":", i ? "," : "", kBreakdownParts[i].name);
+      append_ms(o, c.breakdown.*kBreakdownParts[i].field);
+    }
+    o += "},\"status\":";
+    if (c.scsi_status)
+      fmt::format_to(std::back_inserter(o), "\"{}\"", scsi_status_name(*c.scsi_status));
+    else
+      o += "null";
+    o += ",\"response\":";
+    append_opt(o, c.iscsi_response);
+    o += ",\"sense\":";
+    if (c.sense_key) {
+      fmt::format_to(std::back_inserter(o), "{{\"key\":{},\"key_name\":\"{}\",\"asc\":", *c.sense_key,
+                      sense_key_name(*c.sense_key));
+      append_opt(o, c.asc);
+      o += ",\"ascq\":";
+      append_opt(o, c.ascq);
+      o += '}';
+    } else {
+      o += "null";
+    }
+    fmt::format_to(std::back_inserter(o), ",\"completed\":{},\"data_incomplete\":{}}}",
+                   c.completed, c.data_incomplete);
+    std::fwrite(o.data(), 1, o.size(), s.out);
+  }
+
+  void finding(ElementStream& s, const Finding& f, size_t capture) override {
+    std::string& o = buf();
+    o += s.empty ? "\n{" : ",\n{";
+    s.empty = false;
+    fmt::format_to(std::back_inserter(o),
+                   "\"capture\":{},\"kind\":\"{}\",\"side\":\"{}\",\"session\":{},\"connection\":{},"
+                   "\"frame\":",
+                   capture, finding_name(f.kind), side_name(f.side), f.session, f.connection);
+    append_frame(o, f.frame);
+    o += ",\"related\":";
+    o += related_json(f).dump();
+    o += ",\"lost_ms\":";
+    append_ms(o, f.lost_ms);
+    o += ",\"itt\":";
+    if (f.itt)
+      fmt::format_to(std::back_inserter(o), "\"0x{:08x}\"", *f.itt);
+    else
+      o += "null";
+    o += ",\"command_first_frame\":";
+    append_frame(o, f.command_first_frame);
+    o += ",\"detail\":";
+    write_json_string(o, f.detail);
+    o += '}';
+    std::fwrite(o.data(), 1, o.size(), s.out);
+  }
+
+  void capture_done(FILE*, const CaptureResult& r) override {
+    nlohmann::json c;
+    c["index"] = r.index;
+    c["path"] = r.path;
+    c["usable"] = r.usable;
+    c["error"] = r.usable ? nlohmann::json(nullptr) : nlohmann::json(r.error);
+    c["format"] = r.probe.is_capture ? nlohmann::json(format_name(r.probe.format)) : nlohmann::json(nullptr);
+    c["gzip"] = r.probe.gzip;
+    c["size_bytes"] = r.probe.size;
+    c["link_type"] = r.link_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.link_type);
+    c["decoder"] = r.decoder.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.decoder);
+    c["packets"] = r.stats.packets;
+    c["tcp_segments"] = r.stats.tcp_segments;
+    c["damaged"] = r.stats.damaged;
+    c["first_time_ns"] = r.stats.packets ? nlohmann::json(r.stats.first_ns) : nlohmann::json(nullptr);
+    c["duration_s"] = r.stats.packets ? (r.stats.last_ns - r.stats.first_ns) / 1e9 : 0.0;
+    if (r.summary) {
+      c["commands"] = r.summary->commands();
+      c["summary"] = summary_json(*r.summary);
+    } else {
+      c["commands"] = 0;
+      c["summary"] = nullptr;
+    }
+    captures_.push_back(std::move(c));
+    if (r.summary) {
+      advice_examples_.emplace_back();
+      for (const Advice& a : r.summary->advice())
+        advice_examples_.back().push_back({a.kind, a.lost_ms, a.example_frames});
+      for (auto& s : sessions_json(r, true)) sessions_.push_back(std::move(s));
+      size_t kept = 0;
+      for (const Notice& n : r.summary->notices()) {
+        if (kept++ == kNoticesKeptPerCapture) break;
+        notices_.push_back({{"capture", r.index},
+                            {"file", r.path},
+                            {"level", notice_level_name(n.level)},
+                            {"frame", n.frame ? nlohmann::json(n.frame) : nlohmann::json(nullptr)},
+                            {"connection", n.connection ? nlohmann::json(n.connection) : nlohmann::json(nullptr)},
+                            {"message", n.message}});
+      }
+    } else {
+      advice_examples_.emplace_back();
+      notices_.push_back({{"capture", r.index},
+                          {"file", r.path},
+                          {"level", "error"},
+                          {"frame", nullptr},
+                          {"connection", nullptr},
+                          {"message", r.error}});
+    }
+  }
+
+  void end(FILE* out, const Overall& all, FILE* findings) override {
+    std::fputs("\n],\n\"findings\":[", out);
+    if (findings) copy_file(findings, out);
+    std::fputs("\n],\n", out);
+
+    nlohmann::json summary = all.summary ? summary_json(*all.summary) : nlohmann::json::object();
+    summary["captures"] = all.captures;
+    summary["usable_captures"] = all.usable;
+    summary["packets"] = all.packets;
+    // Example frames of the whole run come from the capture that lost the most time to the kind,
+    // named by `example_capture` (frame numbers are per capture).
+    if (summary.contains("advice")) {
+      for (auto& a : summary["advice"]) {
+        const auto kind = finding_from_name(a["kind"].get<std::string>());
+        double best = -1;
+        for (size_t i = 0; i < advice_examples_.size(); ++i)
+          for (const auto& e : advice_examples_[i])
+            if (kind && e.kind == *kind && e.lost_ms > best) {
+              best = e.lost_ms;
+              a["example_frames"] = e.frames;
+              a["example_capture"] = i;
+            }
+        if (!a.contains("example_capture")) a["example_capture"] = nullptr;
+      }
+    }
+    nlohmann::json gate;
+    gate["requested"] = all.gate.requested;
+    gate["tripped"] = all.gate.tripped;
+    gate["unevaluable"] = all.gate.unevaluable;
+    gate["fail_on"] = all.gate.fail_on;
+    gate["max_excess_round_trips"] = all.gate.max_excess_round_trips
+                                         ? nlohmann::json(*all.gate.max_excess_round_trips)
+                                         : nlohmann::json(nullptr);
+    gate["reasons"] = all.gate.reasons;
+    summary["gate"] = std::move(gate);
+
+    const auto tail = [&](std::string_view key, const nlohmann::json& v, bool last) {
+      std::fputs(fmt::format("\"{}\":{}{}\n", key,
+                             v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                             last ? "" : ",").c_str(), out);
+    };
+    tail("captures", captures_, false);
+    tail("sessions", sessions_, false);
+    tail("summary", summary, false);
+    tail("notices", notices_, true);
+    std::fputs("}\n", out);
+  }
+
+private:
+  struct Example {
+    FindingKind kind;
+    double lost_ms;
+    std::vector<uint64_t> frames;
+  };
+
+  // One buffer per thread: several captures may be written at once.
+  static std::string& buf() {
+    thread_local std::string b;
+    b.clear();
+    return b;
+  }
+
+  static nlohmann::json related_json(const Finding& f) {
+    nlohmann::json r = nlohmann::json::object();
+    for (const auto& [name, frame] : f.related) {
+      if (!r.contains(name)) {
+        r[name] = frame;
+      } else {  // a name given more than once maps to the list of its frames
+        if (!r[name].is_array()) r[name] = nlohmann::json::array({r[name]});
+        r[name].push_back(frame);
+      }
+    }
+    return r;
+  }
+
+  ReportOptions opt_;
+  nlohmann::json captures_ = nlohmann::json::array();
+  nlohmann::json sessions_ = nlohmann::json::array();
+  nlohmann::json notices_ = nlohmann::json::array();
+  std::vector<std::vector<Example>> advice_examples_;
+};
+
+}  // namespace
+
+std::unique_ptr<Report> make_json_report(const ReportOptions& o) { return std::make_unique<JsonReport>(o); }
+
+}  // namespace iscsi_doctor::cli
