@@ -87,10 +87,12 @@ std::optional<Cdb> decode_cdb(std::span<const uint8_t> cdb, DeviceType type) {
   c.name = hex_name(c.opcode);
   c.cdb_length = cdb_length_for_opcode(c.opcode);
   if (c.opcode == 0x7f) {
-    if (cdb.size() < 10) return std::nullopt;  // need the service action at bytes 8-9
-    c.cdb_length = uint8_t(8 + byte_at(cdb, 7));
+    // Name only: the first 10 bytes suffice (in iSCSI the rest of a long CDB is in the AHS).
+    if (cdb.size() < 10) return std::nullopt;
+    c.cdb_length = uint8_t(std::min(255, 8 + byte_at(cdb, 7)));
+  } else if (cdb.size() < c.cdb_length) {
+    return std::nullopt;
   }
-  if (cdb.size() < c.cdb_length) return std::nullopt;
 
   const uint8_t b1 = byte_at(cdb, 1);
   using D = Direction;
