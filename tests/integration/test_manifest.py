@@ -1,0 +1,156 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Every expectation in captures/MANIFEST.json holds for iscsi-doctor's JSON report.
+
+The manifest states what each fixture must show from how it was made (peers, Nagle settings,
+delay) and from tshark's timings — never from iscsi-doctor's own output — so these tests can fail
+when the engine's rules drift from reality. Also: on every fixture, the SCSI commands and their
+status frames agree with Wireshark's iSCSI dissector (the oracle for framing and pairing).
+"""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(os.environ.get("ISCSI_DOCTOR_ROOT", Path(__file__).resolve().parents[2]))
+BINARY = os.environ.get("ISCSI_DOCTOR", str(ROOT / "build" / "cli" / "iscsi-doctor"))
+MANIFEST = ROOT / "captures" / "MANIFEST.json"
+
+
+def manifest_entries():
+    if not MANIFEST.exists():
+        return []
+    return json.loads(MANIFEST.read_text())["captures"]
+
+
+def analyse(path):
+    out = subprocess.run([BINARY, "--format", "json", str(path)], capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode in (0, 1), f"{path}: exit {out.returncode}: {out.stderr[-2000:]}"
+    return json.loads(out.stdout)
+
+
+_reports = {}
+
+
+def report_for(entry):
+    path = ROOT / "captures" / entry["file"]
+    if path not in _reports:
+        _reports[path] = analyse(path)
+    return _reports[path]
+
+
+def findings_by_command(report):
+    """(connection, itt, first frame) -> set of (kind, side) from the report's findings list."""
+    found = {}
+    for f in report["findings"]:
+        if f.get("itt") is None:
+            continue
+        key = (f["connection"], f["itt"], f["command_first_frame"])
+        found.setdefault(key, set()).add((f["kind"], f["side"]))
+    return found
+
+
+def selected(report, select):
+    for c in report["commands"]:
+        if not c["completed"]:
+            continue
+        if "op" in select and c["kind"] != select["op"]:
+            continue
+        if "bytes" in select and c["bytes"] != select["bytes"]:
+            continue
+        yield c
+
+
+ENTRIES = [e for e in manifest_entries() if e.get("expect")]
+
+
+@pytest.mark.skipif(not ENTRIES, reason="no manifest expectations (captures/MANIFEST.json)")
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e["file"])
+def test_manifest_expectations(entry):
+    report = report_for(entry)
+    by_command = findings_by_command(report)
+    failures = []
+    for i, exp in enumerate(entry["expect"]):
+        cmds = list(selected(report, exp["select"]))
+        if not cmds:
+            failures.append(f"expect[{i}] {exp['select']}: no such completed command")
+            continue
+        ok = 0
+        bad_examples = []
+        for c in cmds:
+            kinds = {(k, s) for (k, s) in by_command.get((c["connection"], c["itt"], c["first_frame"]), set())}
+            problems = []
+            if "round_trips" in exp and c["round_trips"] != exp["round_trips"]:
+                problems.append(f"round_trips {c['round_trips']} != {exp['round_trips']}")
+            if "ideal_round_trips" in exp and c["ideal_round_trips"] != exp["ideal_round_trips"]:
+                problems.append(f"ideal {c['ideal_round_trips']} != {exp['ideal_round_trips']}")
+            for kind, side in exp.get("findings", {}).items():
+                if kind not in c["findings"]:
+                    problems.append(f"missing {kind}")
+                elif (kind, side) not in kinds:
+                    problems.append(f"{kind} not on the {side} side ({sorted(kinds)})")
+            for kind in exp.get("absent", []):
+                if kind in c["findings"]:
+                    problems.append(f"unexpected {kind}")
+            if problems:
+                if len(bad_examples) < 3:
+                    bad_examples.append(f"itt {c['itt']} frame {c['first_frame']}: {', '.join(problems)}")
+            else:
+                ok += 1
+        fraction = ok / len(cmds)
+        need = exp.get("min_fraction", 1.0)
+        if fraction < need:
+            failures.append(f"expect[{i}] {exp['select']}: {ok}/{len(cmds)} = {fraction:.2f} < {need}; "
+                            + "; ".join(bad_examples))
+    want_vantage = entry.get("session", {}).get("vantage")
+    if want_vantage:
+        vantages = {s["vantage"] for s in report["sessions"]}
+        if vantages != {want_vantage}:
+            failures.append(f"vantage {sorted(vantages)} != {want_vantage}")
+    assert not failures, "\n".join(failures)
+
+
+def tshark_pairs(path):
+    """(itt, command frame, response frame) for every SCSI command Wireshark pairs."""
+    out = subprocess.run(
+        ["tshark", "-r", str(path), "-Y", "iscsi.opcode == 0x01 && iscsi.response_frame",
+         "-T", "fields", "-E", "occurrence=a", "-e", "frame.number", "-e", "iscsi.opcode",
+         "-e", "iscsi.initiatortasktag", "-e", "iscsi.response_frame"],
+        capture_output=True, text=True, timeout=600, check=True)
+    pairs = set()
+    for line in out.stdout.splitlines():
+        frame, opcodes, itts, responses = (line.split("\t") + ["", "", ""])[:4]
+        # Several PDUs may share a frame: pair the SCSI Command PDUs in order.
+        ops, tags, resp = opcodes.split(","), itts.split(","), responses.split(",")
+        r = iter(resp)
+        for op, tag in zip(ops, tags):
+            if op == "0x01":
+                pairs.add((int(tag, 16), int(frame), int(next(r, "0") or 0)))
+    return pairs
+
+
+FIXTURES = [e for e in manifest_entries() if e["file"].startswith("fixtures/")]
+
+
+@pytest.mark.skipif(not FIXTURES, reason="no fixtures in captures/MANIFEST.json")
+@pytest.mark.parametrize("entry", FIXTURES, ids=lambda e: e["file"])
+def test_commands_agree_with_wireshark(entry):
+    path = ROOT / "captures" / entry["file"]
+    theirs = tshark_pairs(path)
+    report = report_for(entry)
+    ours = {(int(c["itt"], 16), c["first_frame"], c["status_frame"])
+            for c in report["commands"] if c["completed"] and c.get("iscsi_opcode", 1) == 1}
+    # Wireshark names the frame where the command PDU completes; we name its first segment.
+    theirs_by_key = {(itt, resp) for itt, _, resp in theirs}
+    ours_by_key = {(itt, status) for itt, _, status in ours}
+    assert theirs, "tshark paired no SCSI commands"
+    missing = theirs_by_key - ours_by_key
+    extra = ours_by_key - theirs_by_key
+    assert not missing and not extra, (
+        f"{len(missing)} pairs only in tshark (e.g. {sorted(missing)[:5]}), "
+        f"{len(extra)} only in iscsi-doctor (e.g. {sorted(extra)[:5]})")
+    for itt, first, status in ours:
+        match = [f for (t, f, r) in theirs if t == itt and r == status]
+        assert match and first <= match[0], f"itt {itt:#x}: first frame {first} after tshark's {match}"
