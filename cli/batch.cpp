@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 #include <fmt/format.h>
@@ -30,6 +31,84 @@ namespace fs = std::filesystem;
 
 constexpr size_t kNoticesEchoed = 10;  // per capture on stderr; the report has them all
 constexpr size_t kReadAhead = 4;       // captures finished ahead of the output, per job
+
+// ---- Replay spool: the overall summary is fed in argument order, whatever the jobs ---------------
+// With several jobs, each worker records its capture's commands and findings in a spool; the main
+// thread replays them into the overall Summary in argument order, so that its order-dependent parts
+// (example frames, ties) do not depend on thread timing.
+
+template <typename T>
+void put(FILE* f, const T& v) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  std::fwrite(&v, sizeof v, 1, f);
+}
+void put(FILE* f, const std::string& s) {
+  put(f, uint32_t(s.size()));
+  std::fwrite(s.data(), 1, s.size(), f);
+}
+template <typename T>
+bool get(FILE* f, T& v) {
+  return std::fread(&v, sizeof v, 1, f) == 1;
+}
+bool get(FILE* f, std::string& s) {
+  uint32_t n = 0;
+  if (!get(f, n)) return false;
+  s.resize(n);
+  return std::fread(s.data(), 1, n, f) == n;
+}
+
+void record(FILE* f, const CommandResult& c) {
+  put(f, 'C');
+  put(f, c.session), put(f, c.connection), put(f, c.itt), put(f, c.cmdsn), put(f, c.iscsi_opcode);
+  put(f, c.op), put(f, c.kind), put(f, c.lba), put(f, c.bytes), put(f, c.first_frame), put(f, c.status_frame);
+  put(f, c.first_ns), put(f, c.status_ns), put(f, c.latency_ms), put(f, c.round_trips);
+  put(f, c.ideal_round_trips), put(f, c.scsi_status), put(f, c.iscsi_response), put(f, c.sense_key);
+  put(f, c.asc), put(f, c.ascq), put(f, uint32_t(c.findings.size()));
+  for (auto k : c.findings) put(f, k);
+  put(f, c.breakdown), put(f, c.completed), put(f, c.data_incomplete);
+}
+
+void record(FILE* f, const Finding& x) {
+  put(f, 'F');
+  put(f, x.kind), put(f, x.side), put(f, x.session), put(f, x.connection), put(f, x.frame);
+  put(f, uint32_t(x.related.size()));
+  for (const auto& [name, frame] : x.related) put(f, name), put(f, frame);
+  put(f, x.lost_ms), put(f, x.itt), put(f, x.command_first_frame), put(f, x.detail);
+}
+
+void replay(FILE* f, Sink& sink) {
+  std::fflush(f);
+  std::rewind(f);
+  char tag;
+  while (get(f, tag)) {
+    bool ok = true;
+    if (tag == 'C') {
+      CommandResult c;
+      uint32_t n = 0;
+      ok = get(f, c.session) && get(f, c.connection) && get(f, c.itt) && get(f, c.cmdsn) &&
+           get(f, c.iscsi_opcode) && get(f, c.op) && get(f, c.kind) && get(f, c.lba) && get(f, c.bytes) &&
+           get(f, c.first_frame) && get(f, c.status_frame) && get(f, c.first_ns) && get(f, c.status_ns) &&
+           get(f, c.latency_ms) && get(f, c.round_trips) && get(f, c.ideal_round_trips) &&
+           get(f, c.scsi_status) && get(f, c.iscsi_response) && get(f, c.sense_key) && get(f, c.asc) &&
+           get(f, c.ascq) && get(f, n);
+      for (uint32_t i = 0; ok && i < n; ++i) ok = get(f, c.findings.emplace_back());
+      ok = ok && get(f, c.breakdown) && get(f, c.completed) && get(f, c.data_incomplete);
+      if (ok) sink.on_command(c);
+    } else {
+      Finding x;
+      uint32_t n = 0;
+      ok = get(f, x.kind) && get(f, x.side) && get(f, x.session) && get(f, x.connection) && get(f, x.frame) &&
+           get(f, n);
+      for (uint32_t i = 0; ok && i < n; ++i) {
+        auto& [name, frame] = x.related.emplace_back();
+        ok = get(f, name) && get(f, frame);
+      }
+      ok = ok && get(f, x.lost_ms) && get(f, x.itt) && get(f, x.command_first_frame) && get(f, x.detail);
+      if (ok) sink.on_finding(x);
+    }
+    if (!ok) throw std::runtime_error("temporary file read back short");
+  }
+}
 
 // ---- stderr: notices and the progress line share it ------------------------------------------
 
@@ -91,28 +170,31 @@ private:
 
 // ---- One capture: reader -> analyzer -> summaries and streamed output ---------------------------
 
+// Where a capture's results go besides its own summary: the overall summary directly (one job) or
+// a replay spool (several jobs), and the report's streams.
+struct Outlets {
+  Summary* overall = nullptr;
+  FILE* replay = nullptr;
+  ElementStream* commands = nullptr;
+  ElementStream* findings = nullptr;
+};
+
 class CaptureSink final : public Sink {
 public:
-  CaptureSink(CaptureResult& r, Summary* overall, std::mutex& overall_mu, Report& report,
-              ElementStream* commands, ElementStream* findings, Console& console)
-      : r_(r), overall_(overall), overall_mu_(overall_mu), report_(report), commands_(commands),
-        findings_(findings), console_(console) {}
+  CaptureSink(CaptureResult& r, const Outlets& out, Report& report, Console& console)
+      : r_(r), out_(out), report_(report), console_(console) {}
 
   void on_command(const CommandResult& c) override {
     r_.summary->on_command(c);
-    if (overall_) {
-      std::lock_guard lock(overall_mu_);
-      overall_->on_command(c);
-    }
-    if (commands_) report_.command(*commands_, c, r_.index);
+    if (out_.overall) out_.overall->on_command(c);
+    if (out_.replay) record(out_.replay, c);
+    if (out_.commands) report_.command(*out_.commands, c, r_.index);
   }
   void on_finding(const Finding& f) override {
     r_.summary->on_finding(f);
-    if (overall_) {
-      std::lock_guard lock(overall_mu_);
-      overall_->on_finding(f);
-    }
-    if (findings_) report_.finding(*findings_, f, r_.index);
+    if (out_.overall) out_.overall->on_finding(f);
+    if (out_.replay) record(out_.replay, f);
+    if (out_.findings) report_.finding(*out_.findings, f, r_.index);
   }
   void on_notice(const Notice& n) override {
     r_.summary->on_notice(n);
@@ -129,10 +211,8 @@ public:
 
 private:
   CaptureResult& r_;
-  Summary* overall_;
-  std::mutex& overall_mu_;
+  Outlets out_;
   Report& report_;
-  ElementStream *commands_, *findings_;
   Console& console_;
   size_t echoed_ = 0;
 };
@@ -161,12 +241,9 @@ struct Shared {
   const BatchOptions& opt;
   Report& report;
   Console& console;
-  Summary* overall;  // null with a single input: its own summary is the overall one
-  std::mutex overall_mu;
 };
 
-CaptureResult analyze(Shared& sh, const Input& in, size_t index, ElementStream* commands,
-                      ElementStream* findings) {
+CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& outlets) {
   CaptureResult r;
   r.index = index;
   r.path = in.path;
@@ -180,7 +257,7 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, ElementStream* 
     r.link_type = reader.link_type_name();
     r.decoder = reader.decoder_name();
     r.summary = std::make_unique<Summary>(sh.opt.worst);
-    CaptureSink sink(r, sh.overall, sh.overall_mu, sh.report, commands, findings, sh.console);
+    CaptureSink sink(r, outlets, sh.report, sh.console);
     Analyzer analyzer(sh.opt.engine, sink);
     Bridge bridge(analyzer, sink, sh.console, index);
     r.stats = reader.read_all(bridge);
@@ -296,7 +373,7 @@ int run_batch(const BatchOptions& opt) {
                                                                : make_text_report(ro);
   std::unique_ptr<Summary> overall_owned;
   if (inputs.size() > 1) overall_owned = std::make_unique<Summary>(opt.worst);
-  Shared sh{opt, *report, console, overall_owned.get(), {}};
+  Shared sh{opt, *report, console};
 
   std::vector<FILE*> spools;  // closed at the end, whatever happens
   int code = kExitClean;
@@ -323,14 +400,17 @@ int run_batch(const BatchOptions& opt) {
     const size_t jobs = std::max<size_t>(1, std::min(opt.jobs, inputs.size()));
     if (jobs == 1) {
       for (size_t i = 0; i < inputs.size(); ++i) {
-        CaptureResult r = analyze(sh, inputs[i], i, report->streams_commands() ? &commands_out : nullptr,
-                                  findings_all.out ? &findings_all : nullptr);
+        Outlets o;
+        o.overall = overall_owned.get();
+        o.commands = report->streams_commands() ? &commands_out : nullptr;
+        o.findings = findings_all.out ? &findings_all : nullptr;
+        CaptureResult r = analyze(sh, inputs[i], i, o);
         consume(r);
       }
     } else {
       struct Slot {
         CaptureResult result;
-        FILE *commands = nullptr, *findings = nullptr;
+        FILE *commands = nullptr, *findings = nullptr, *replay = nullptr;
         ElementStream cs, fs;
         bool done = false;
       };
@@ -352,9 +432,15 @@ int run_batch(const BatchOptions& opt) {
           try {
             if (report->streams_commands()) s.cs = {s.commands = std::tmpfile(), true};
             if (report->streams_findings()) s.fs = {s.findings = std::tmpfile(), true};
-            if ((report->streams_commands() && !s.commands) || (report->streams_findings() && !s.findings))
+            if (overall_owned) s.replay = std::tmpfile();
+            if ((report->streams_commands() && !s.commands) || (report->streams_findings() && !s.findings) ||
+                (overall_owned && !s.replay))
               throw std::runtime_error(fmt::format("cannot create a temporary file: {}", std::strerror(errno)));
-            s.result = analyze(sh, inputs[i], i, s.commands ? &s.cs : nullptr, s.findings ? &s.fs : nullptr);
+            Outlets o;
+            o.replay = s.replay;
+            o.commands = s.commands ? &s.cs : nullptr;
+            o.findings = s.findings ? &s.fs : nullptr;
+            s.result = analyze(sh, inputs[i], i, o);
           } catch (...) {
             std::lock_guard lock(mu);
             failure = std::current_exception();
@@ -375,7 +461,8 @@ int run_batch(const BatchOptions& opt) {
         Slot& s = slots[i];
         if (s.commands) join_chunk(s.commands, s.cs, commands_out, report->separator());
         if (s.findings) join_chunk(s.findings, s.fs, findings_all, report->separator());
-        for (FILE** f : {&s.commands, &s.findings})
+        if (s.replay) replay(s.replay, *overall_owned);
+        for (FILE** f : {&s.commands, &s.findings, &s.replay})
           if (*f) std::fclose(std::exchange(*f, nullptr));
         consume(s.result);
         s.result = CaptureResult{};
@@ -390,7 +477,7 @@ int run_batch(const BatchOptions& opt) {
       }
       for (auto& t : threads) t.join();
       for (Slot& s : slots)  // spools of captures never consumed (after a failure)
-        for (FILE** f : {&s.commands, &s.findings})
+        for (FILE** f : {&s.commands, &s.findings, &s.replay})
           if (*f) std::fclose(std::exchange(*f, nullptr));
       if (failure) std::rethrow_exception(failure);
     }

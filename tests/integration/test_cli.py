@@ -1,0 +1,566 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Front-end tests of the iscsi-doctor command: capture reading (formats, compression, link types,
+damaged files), report formats, batch runs, exit codes and the CI gate, and Wireshark's iSCSI
+dissector as the oracle for which commands exist and where their status is.
+
+The binary is $ISCSI_DOCTOR (default build/cli/iscsi-doctor under the repository root), the root
+$ISCSI_DOCTOR_ROOT. The real captures are captures/wireshark-wiki/ in the repository, or
+../shared/captures/wireshark-wiki/ beside it.
+"""
+import csv
+import functools
+import gzip
+import io
+import json
+import os
+import pty
+import re
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(os.environ.get("ISCSI_DOCTOR_ROOT", Path(__file__).resolve().parents[2]))
+BIN = Path(os.environ.get("ISCSI_DOCTOR", ROOT / "build" / "cli" / "iscsi-doctor"))
+
+
+def _captures_dir():
+    for d in (ROOT / "captures" / "wireshark-wiki", ROOT.parent / "shared" / "captures" / "wireshark-wiki"):
+        if any(d.glob("*.pcap*")):
+            return d
+    raise RuntimeError("no captures/wireshark-wiki/ in the repository or ../shared")
+
+
+WIKI = _captures_dir()
+# The four public captures; some are stored gzip-compressed, either name is accepted.
+NAMES = ["iscsi-scsi-10TB-data-device", "iscsi-scsi-data-cdrom", "iscsi-tapel", "scsi-osd-example-001"]
+
+
+def wiki(name):
+    for suffix in (".pcap", ".pcap.gz"):
+        if (WIKI / (name + suffix)).exists():
+            return WIKI / (name + suffix)
+    raise FileNotFoundError(name)
+
+
+def capture_bytes(name):
+    """The uncompressed bytes of a capture, however it is stored."""
+    path = wiki(name)
+    return gzip.open(path).read() if path.read_bytes()[:2] == b"\x1f\x8b" else path.read_bytes()
+
+
+FINDING_KINDS = {"nagle_hold", "delayed_ack", "r2t_round_trip", "cwnd_limited", "rwnd_limited",
+                 "retransmission", "target_think", "serialized", "lost_data"}
+BREAKDOWN = {"request", "think", "data", "nagle", "delayed_ack", "r2t", "window", "loss", "response"}
+COMMAND_KEYS = {"capture", "session", "connection", "itt", "cmdsn", "op", "kind", "lba", "bytes", "first_frame",
+                "status_frame", "latency_ms", "round_trips", "ideal_round_trips", "findings", "breakdown_ms",
+                "status", "sense", "completed"}
+
+
+def run(*args, check_rc=None, **kw):
+    assert BIN.exists(), f"iscsi-doctor binary not found at {BIN} (set ISCSI_DOCTOR)"
+    p = subprocess.run([str(BIN), *map(str, args)], capture_output=True, text=True, timeout=600, **kw)
+    if check_rc is not None:
+        assert p.returncode == check_rc, f"rc={p.returncode}\nstdout:{p.stdout[-2000:]}\nstderr:{p.stderr[-2000:]}"
+    return p
+
+
+@functools.lru_cache(maxsize=None)
+def report(path, *extra):
+    p = run("--format", "json", "-q", *extra, path, check_rc=0)
+    return json.loads(p.stdout)
+
+
+def scsi_triples(doc):
+    return {(int(c["itt"], 16), c["first_frame"], c["status_frame"]) for c in doc["commands"]
+            if c.get("iscsi_opcode", 1) == 1}
+
+
+def strip_paths(doc):
+    """The document without what legitimately differs between copies of one capture."""
+    d = json.loads(json.dumps(doc))
+    for c in d["captures"]:
+        for k in ("path", "gzip", "size_bytes", "format"):
+            c.pop(k, None)
+    for n in d["notices"]:
+        n.pop("file", None)
+    return d
+
+
+# ---- Wireshark as the oracle ---------------------------------------------------------------------
+
+def tshark(*args):
+    if not shutil.which("tshark"):
+        pytest.fail("tshark is required (Wireshark is the oracle of these tests)")
+    p = subprocess.run(["tshark", *map(str, args)], capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+@functools.lru_cache(maxsize=None)
+def tshark_commands(path):
+    """SCSI Command PDUs as Wireshark pairs them (two-pass):
+    {(itt, frame where the PDU completes, first segment of the PDU, response frame or None)}."""
+    out = tshark("-2", "-r", path, "-Y", "iscsi.opcode == 0x01", "-T", "fields", "-E", "separator=\t",
+                 "-e", "frame.number", "-e", "iscsi.opcode", "-e", "iscsi.initiatortasktag",
+                 "-e", "iscsi.response_frame", "-e", "tcp.segment")
+    rows, ambiguous = [], 0
+    for line in out.splitlines():
+        frame, ops, itts, resp, segments = (line.split("\t") + [""] * 5)[:5]
+        ops, itts = ops.split(","), itts.split(",")
+        resp = [r for r in resp.split(",") if r]
+        cmd = [i for i, o in enumerate(ops) if int(o, 16) == 1]
+        if len(ops) != len(itts) or (resp and len(resp) != len(cmd)):
+            ambiguous += 1  # several PDUs in the frame and fields that cannot be lined up
+            continue
+        # A PDU reassembled from several segments: Wireshark shows it in the last one and lists the
+        # segments; iscsi-doctor's first_frame is the first segment.
+        first = min(int(s) for s in segments.split(",")) if segments else int(frame)
+        if len(cmd) > 1:
+            first = int(frame)  # several commands in one frame: each starts in it
+        for k, i in enumerate(cmd):
+            rows.append((int(itts[i], 16), int(frame), first, int(resp[k]) if resp else None))
+    assert ambiguous <= 2, f"{ambiguous} frames whose fields could not be lined up"
+    return rows
+
+
+# Where iscsi-doctor and Wireshark are known to differ, and why (capture, ITT, first frame).
+KNOWN_DIFFERENCES = {
+    # READ ELEMENT STATUS whose status-bearing Data-In lost a segment (frame 1310 arrives after the
+    # hole; the retransmission at 1312 fills it). Wireshark's reassembly gives up and leaves the
+    # command unpaired; iscsi-doctor pairs it (status at 1310, or 1312 once the hole is filled).
+    ("iscsi-tapel", 0x0000000A, 1305): {1310, 1312},
+}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_commands_and_status_frames_match_wireshark(name):
+    path = wiki(name)
+    doc = report(path)
+    ts = tshark_commands(path)
+    assert ts, "Wireshark finds no SCSI command: wrong capture?"
+    ours = {}
+    for c in doc["commands"]:
+        if c.get("iscsi_opcode", 1) == 1:
+            ours.setdefault((int(c["itt"], 16), c["first_frame"]), []).append(c)
+    # Every SCSI command Wireshark sees is reported, starting at the PDU's first segment.
+    missing = [(hex(i), first) for i, _, first, _ in ts if (i, first) not in ours]
+    assert not missing, f"commands Wireshark sees but iscsi-doctor does not report: {missing[:10]}"
+    assert len(ours) == len({(i, first) for i, _, first, _ in ts}), "commands reported that Wireshark does not see"
+    # Every pairing Wireshark makes is made alike; every command Wireshark leaves unpaired is left
+    # unpaired too, unless it is a documented difference.
+    for itt, frame, first, resp in ts:
+        got = {c["status_frame"] for c in ours[(itt, first)]}
+        known = KNOWN_DIFFERENCES.get((name, itt, first))
+        if known is not None:
+            assert got <= known | {None}, (hex(itt), first, got)
+            continue
+        assert got == {resp}, f"ITT {itt:#x} frame {first}: Wireshark status frame {resp}, iscsi-doctor {got}"
+
+
+def test_latency_matches_wireshark_where_both_measure_the_same():
+    """iscsi.time is measured from the frame where the command PDU completes; with single-segment
+    command PDUs that is iscsi-doctor's first frame, so the latencies agree to the microsecond."""
+    path = wiki("scsi-osd-example-001")
+    out = tshark("-2", "-r", path, "-Y", "iscsi.request_frame && (iscsi.opcode == 0x21)", "-T", "fields",
+                 "-e", "frame.number", "-e", "iscsi.initiatortasktag", "-e", "iscsi.time")
+    by_status = {c["status_frame"]: c for c in report(path)["commands"] if c["status_frame"]}
+    compared = 0
+    for line in out.splitlines():
+        frame, itts, times = line.split("\t")
+        if "," in itts:
+            continue
+        c = by_status.get(int(frame))
+        if c is None or c["itt"] != f"0x{int(itts, 16):08x}":
+            continue
+        assert abs(c["latency_ms"] - float(times) * 1000) < 0.002, (frame, c["latency_ms"], times)
+        compared += 1
+    assert compared >= 10
+
+
+def test_lost_segments_are_reported_not_guessed():
+    """The 10TB capture holds only the first segment of every multi-segment PDU: the commands
+    Wireshark cannot pair must not get a guessed status, and the missing bytes are reported."""
+    path = wiki("iscsi-scsi-10TB-data-device")
+    doc = report(path)
+    unpaired = {(i, first) for i, _, first, resp in tshark_commands(path) if resp is None}
+    assert len(unpaired) > 1000
+    for c in doc["commands"]:
+        if (int(c["itt"], 16), c["first_frame"]) in unpaired:
+            assert c["status_frame"] is None or c["data_incomplete"], c
+    assert sum(s["counts"]["bytes_missing"] for s in doc["sessions"]) > 1_000_000
+    assert any(c["data_incomplete"] for c in doc["commands"])
+    assert any("missing" in n["message"] for n in doc["notices"])
+    # and the same notices reach stderr, naming the file and the frame
+    p = run(path, "-o", os.devnull, check_rc=0)
+    assert re.search(re.escape(str(path)) + r": frame \d+: warning: .*missing", p.stderr), p.stderr[:1000]
+
+
+# ---- JSON and CSV ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", NAMES)
+def test_json_document_shape(name):
+    doc = report(wiki(name))
+    assert doc["schema"] == 1
+    for key in ("captures", "sessions", "commands", "findings", "summary", "notices"):
+        assert key in doc, key
+    assert doc["captures"][0]["packets"] > 0 and doc["captures"][0]["commands"] == len(doc["commands"])
+    assert doc["commands"]
+    for c in doc["commands"]:
+        assert COMMAND_KEYS <= set(c), COMMAND_KEYS - set(c)
+        assert re.fullmatch(r"0x[0-9a-f]{8}", c["itt"]), c["itt"]
+        assert c["kind"] in ("read", "write", "other")
+        assert c["first_frame"] >= 1
+        assert c["status_frame"] is None or c["status_frame"] >= c["first_frame"]
+        assert set(c["breakdown_ms"]) == BREAKDOWN
+        assert set(c["findings"]) <= FINDING_KINDS
+        assert (c["latency_ms"] is None) == (not c["completed"])
+        assert c["sense"] is None or {"key", "asc", "ascq"} <= set(c["sense"])
+    for f in doc["findings"]:
+        assert f["kind"] in FINDING_KINDS and f["side"] in ("initiator", "target")
+        assert f["itt"] is None or re.fullmatch(r"0x[0-9a-f]{8}", f["itt"])
+        assert isinstance(f["related"], dict)
+    s = doc["summary"]
+    for key in ("commands", "completed", "excess_round_trips", "finding_counts", "advice", "classes"):
+        assert key in s, key
+    assert s["commands"] == len(doc["commands"])
+    assert sum(s["finding_counts"].values()) == len(doc["findings"])
+    for a in s["advice"]:
+        assert {"kind", "side", "commands", "lost_ms", "median_latency_ms", "median_fixed_ms", "fix",
+                "example_frames"} <= set(a)
+    for sess in doc["sessions"]:
+        assert {"peers", "vantage", "rtt_ms", "rtt_initiator_ms", "rtt_target_ms", "mss", "keys", "counts"} <= set(sess)
+    for n in doc["notices"]:
+        assert n["level"] in ("info", "warning", "error") and n["file"] == str(wiki(name))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_csv_has_one_row_per_json_command(name):
+    path = wiki(name)
+    doc = report(path)
+    p = run("--format", "csv", "-q", path, check_rc=0)
+    rows = list(csv.DictReader(io.StringIO(p.stdout)))
+    assert len(rows) == len(doc["commands"])
+    for row, c in zip(rows, doc["commands"]):
+        assert row["itt"] == c["itt"] and int(row["first_frame"]) == c["first_frame"]
+        assert row["findings"] == ";".join(c["findings"])
+        assert row["status_frame"] == ("" if c["status_frame"] is None else str(c["status_frame"]))
+        assert row["breakdown_think_ms"] != "" and row["kind"] == c["kind"]
+
+
+def test_text_report_names_sessions_findings_and_worst_commands():
+    path = wiki("scsi-osd-example-001")
+    doc = report(path)
+    text = run(path, check_rc=0).stdout
+    assert str(path) in text
+    peers = doc["sessions"][-1]["peers"]
+    assert peers["initiator"] in text and peers["target"] in text
+    for a in doc["summary"]["advice"]:
+        assert a["kind"] in text
+    worst = max(doc["commands"], key=lambda c: (c["round_trips"] - c["ideal_round_trips"], c["latency_ms"] or 0))
+    assert worst["itt"] in text
+    assert "Worst" in text
+
+
+def test_output_file_and_unwritable_output(tmp_path):
+    path = wiki("scsi-osd-example-001")
+    out = tmp_path / "r.json"
+    run("--format", "json", "-o", out, path, check_rc=0)
+    assert json.loads(out.read_text())["commands"]
+    p = run("-o", tmp_path / "no" / "such" / "dir" / "r.txt", path, check_rc=2)
+    assert "cannot write" in p.stderr
+
+
+# ---- Capture formats and link types ------------------------------------------------------------
+
+def test_gzip_and_plain_copies_give_identical_json(tmp_path):
+    for name in ("iscsi-tapel", "iscsi-scsi-data-cdrom"):
+        raw = capture_bytes(name)
+        plain, packed = tmp_path / f"{name}.cap", tmp_path / f"{name}.bin"  # names say nothing
+        plain.write_bytes(raw)
+        packed.write_bytes(gzip.compress(raw))
+        a, b = report(plain), report(packed)
+        assert a["captures"][0]["gzip"] is False and b["captures"][0]["gzip"] is True
+        assert strip_paths(a) == strip_paths(b)
+
+
+def test_pcapng_conversion_gives_identical_commands(tmp_path):
+    for name in NAMES:
+        ng = tmp_path / f"{name}.pcapng"
+        subprocess.run(["editcap", "-F", "pcapng", str(wiki(name)), str(ng)], check=True)
+        a, b = report(wiki(name)), report(ng)
+        assert b["captures"][0]["format"] == "pcapng"
+        assert a["commands"] == b["commands"], name
+        assert a["findings"] == b["findings"], name
+
+
+def test_libtins_decoder_agrees_with_the_fast_decoder():
+    for name in NAMES:
+        a, b = report(wiki(name)), report(wiki(name), "--decoder", "libtins")
+        assert b["captures"][0]["decoder"] == "libtins"
+        assert a["commands"] == b["commands"], name
+        assert a["findings"] == b["findings"], name
+        assert a["sessions"] == b["sessions"], name
+
+
+# A small pcap toolkit to re-encapsulate Ethernet captures (checksums are not recomputed: neither
+# tool checks them).
+def read_pcap(name):
+    data = capture_bytes(name)
+    magic = data[:4]
+    endian = "<" if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    header = data[:24]
+    linktype = struct.unpack(endian + "I", data[20:24])[0]
+    records, off = [], 24
+    while off + 16 <= len(data):
+        sec, frac, incl, orig = struct.unpack(endian + "IIII", data[off:off + 16])
+        records.append([sec, frac, data[off + 16:off + 16 + incl], orig])
+        off += 16 + incl
+    return endian, header, linktype, records
+
+
+def write_pcap(path, endian, header, linktype, records):
+    out = bytearray(header[:20] + struct.pack(endian + "I", linktype))
+    for sec, frac, pkt, orig in records:
+        out += struct.pack(endian + "IIII", sec, frac, len(pkt), orig) + pkt
+    Path(path).write_bytes(bytes(out))
+
+
+def _to_ipv6(pkt):
+    """Ethernet + IPv4 -> Ethernet + IPv6 (2001:db8::a.b.c.d); other frames unchanged."""
+    if len(pkt) < 34 or pkt[12:14] != b"\x08\x00":
+        return pkt, 0
+    ip = pkt[14:]
+    ihl = (ip[0] & 15) * 4
+    tot = struct.unpack(">H", ip[2:4])[0]
+    v6 = (struct.pack(">IHBB", 6 << 28, tot - ihl, ip[9], ip[8]) + b"\x20\x01\x0d\xb8" + bytes(8) + ip[12:16]
+          + b"\x20\x01\x0d\xb8" + bytes(8) + ip[16:20])
+    return pkt[:12] + b"\x86\xdd" + v6 + ip[ihl:], 40 - ihl
+
+
+def _vlan(pkt, tags):
+    return pkt[:12] + b"".join(tpid + struct.pack(">H", 100 + i) for i, tpid in enumerate(tags)) + pkt[12:]
+
+
+TRANSFORMS = {
+    # name: (linktype, function(frame) -> (new frame, growth of the original length))
+    "sll": (113, lambda p: (struct.pack(">HHH", 0, 1, 6) + p[6:12] + b"\0\0" + p[12:14] + p[14:], 2)),
+    "sll2": (276, lambda p: (p[12:14] + b"\0\0" + struct.pack(">IHBB", 1, 1, 0, 6) + p[6:12] + b"\0\0" + p[14:], 6)),
+    "raw": (101, lambda p: (p[14:], -14)),
+    "ipv4": (228, lambda p: (p[14:], -14)),
+    "null": (0, lambda p: (struct.pack("<I", 2) + p[14:], -10)),
+    "vlan": (1, lambda p: (_vlan(p, [b"\x81\x00"]), 4)),
+    "qinq": (1, lambda p: (_vlan(p, [b"\x88\xa8", b"\x81\x00"]), 8)),
+    "ipv6": (1, _to_ipv6),
+    "padded": (1, None),  # 4 bytes of trailer after every complete frame: not payload
+}
+
+
+@pytest.mark.parametrize("kind", sorted(TRANSFORMS))
+def test_link_types_give_identical_commands(tmp_path, kind):
+    name = "scsi-osd-example-001" if kind != "padded" else "iscsi-tapel"
+    endian, header, linktype, records = read_pcap(name)
+    assert linktype == 1
+    new_type, fn = TRANSFORMS[kind]
+    out = []
+    for sec, frac, pkt, orig in records:
+        if fn is None:
+            if len(pkt) == orig:
+                pkt, orig = pkt + b"\xde\xad\xbe\xef", orig + 4
+        else:
+            pkt, grow = fn(pkt)
+            orig += grow
+        out.append([sec, frac, pkt, orig])
+    path = tmp_path / f"{kind}.pcap"
+    write_pcap(path, endian, header, new_type, out)
+    a, b = report(wiki(name)), report(path)
+    assert len(a["commands"]) > 10
+    assert a["commands"] == b["commands"]
+    assert [(f["kind"], f["frame"], f["itt"]) for f in a["findings"]] == \
+           [(f["kind"], f["frame"], f["itt"]) for f in b["findings"]]
+    if kind == "ipv6":
+        assert b["sessions"][0]["peers"]["target"].startswith("[2001:db8::")
+
+
+def test_ip_fragments_are_skipped_with_a_notice(tmp_path):
+    endian, header, linktype, records = read_pcap("scsi-osd-example-001")
+    eth = records[0][2][:14]
+    assert eth[12:14] == b"\x08\x00"
+    frag = eth + struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + 24, 7, 0x2000, 64, 6, 0, bytes([10, 0, 0, 1]),
+                             bytes([10, 0, 0, 2])) + bytes(24)
+    records.insert(3, [records[2][0], records[2][1], frag, len(frag)])
+    path = tmp_path / "frag.pcap"
+    write_pcap(path, endian, header, linktype, records)
+    p = run("--format", "json", path, check_rc=0)
+    doc = json.loads(p.stdout)
+    assert any(n["frame"] == 4 and "fragment" in n["message"] for n in doc["notices"])
+    assert re.search(r"frag\.pcap: frame 4: warning: .*fragment", p.stderr), p.stderr
+    # frames after the inserted one shift by one; the commands are all still there
+    assert len(doc["commands"]) == len(report(wiki("scsi-osd-example-001"))["commands"])
+
+
+# ---- Damaged and unusable input, exit codes ----------------------------------------------------
+
+def test_damaged_but_readable_capture_is_analysed_with_a_notice(tmp_path):
+    raw = capture_bytes("iscsi-tapel")
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(raw[: len(raw) * 2 // 3])
+    p = run("--format", "json", cut, check_rc=0)
+    doc = json.loads(p.stdout)
+    assert doc["captures"][0]["damaged"] is True
+    packets = doc["captures"][0]["packets"]
+    assert 0 < packets < 1484
+    assert any(n["level"] == "error" and n["frame"] == packets for n in doc["notices"])
+    assert re.search(r"cut\.pcap: frame %d: error: capture damaged" % packets, p.stderr), p.stderr
+    full = {(c["itt"], c["first_frame"]) for c in report(wiki("iscsi-tapel"))["commands"]}
+    part = {(c["itt"], c["first_frame"]) for c in doc["commands"]}
+    assert part and part <= full
+    # a gzip stream cut short is damaged-but-readable too
+    gz = tmp_path / "cut.pcap.gz"
+    packed = gzip.compress(raw)
+    gz.write_bytes(packed[: len(packed) // 2])
+    p = run("--format", "json", gz, check_rc=0)
+    doc = json.loads(p.stdout)
+    assert doc["captures"][0]["damaged"] is True and doc["commands"]
+    assert "cut.pcap.gz" in p.stderr and "truncated" in p.stderr
+
+
+@pytest.mark.parametrize("content,message", [
+    (None, "cannot open"),
+    (b"", "empty file"),
+    (b"this is not a capture at all\n" * 10, "not a pcap"),
+    (gzip.compress(b"plain text, gzip-compressed\n" * 10), "does not hold a pcap"),
+    (b"\xd4\xc3\xb2\xa1" + bytes(4), "not a readable capture"),
+])
+def test_unusable_input_exits_2_naming_the_file(tmp_path, content, message):
+    bad = tmp_path / "bad.pcap"
+    if content is not None:
+        bad.write_bytes(content)
+    p = run(bad, check_rc=2)
+    assert str(bad) in p.stderr and message in p.stderr, p.stderr
+    # with a good capture beside it, the good one is still analysed, and the exit code is still 2
+    p = run("--format", "json", wiki("scsi-osd-example-001"), bad, check_rc=2)
+    doc = json.loads(p.stdout)
+    assert doc["captures"][1]["usable"] is False and message in doc["captures"][1]["error"]
+    assert len(doc["commands"]) == len(report(wiki("scsi-osd-example-001"))["commands"])
+
+
+@pytest.mark.parametrize("args", [
+    [], ["--format", "xml"], ["--no-such-option"], ["--fail-on", "no_such_kind"], ["--jobs", "0"],
+    ["--port", "70000"],
+])
+def test_usage_errors_exit_2(args):
+    extra = [wiki("scsi-osd-example-001")] if args else []
+    p = run(*args, *extra, check_rc=2)
+    assert p.stderr
+
+
+def test_help_and_version_exit_0():
+    assert "--fail-on" in run("--help", check_rc=0).stdout
+    assert re.match(r"iscsi-doctor \d+\.\d+", run("--version", check_rc=0).stdout)
+
+
+def _kind_counts():
+    counts = {}
+    for name in NAMES:
+        for kind, n in report(wiki(name))["summary"]["finding_counts"].items():
+            counts.setdefault(kind, {})[name] = n
+    return counts
+
+
+def test_fail_on_trips_with_exit_1_only_for_kinds_present():
+    counts = _kind_counts()
+    present = [(k, name) for k, per in counts.items() for name, n in per.items() if n]
+    assert present, "no finding in any of the captures: the gate cannot be tested"
+    kind, name = present[0]
+    p = run("--fail-on", kind, "-o", os.devnull, wiki(name), check_rc=1)
+    assert kind in p.stderr
+    absent = [k for k, per in counts.items() if per.get(name, 0) == 0]
+    if absent:
+        run("--fail-on", ",".join(absent), "-o", os.devnull, wiki(name), check_rc=0)
+    doc = json.loads(run("--format", "json", "--fail-on", kind, wiki(name), check_rc=1).stdout)
+    assert doc["summary"]["gate"]["tripped"] is True and doc["summary"]["gate"]["fail_on"] == [kind]
+
+
+def test_max_excess_round_trips_threshold():
+    for name in NAMES:
+        excess = report(wiki(name))["summary"]["excess_round_trips"]
+        if excess:
+            run("--max-excess-round-trips", excess - 1, "-o", os.devnull, wiki(name), check_rc=1)
+            run("--max-excess-round-trips", excess, "-o", os.devnull, wiki(name), check_rc=0)
+            return
+    pytest.fail("no capture with excess round trips")
+
+
+def test_gate_without_any_iscsi_command_exits_2():
+    path = wiki("scsi-osd-example-001")
+    # Without a gate, a capture with no iSCSI (here: iSCSI looked for on another port only) is fine.
+    doc = json.loads(run("--format", "json", "--port", "1", "--no-detect-ports", path, check_rc=0).stdout)
+    assert doc["commands"] == []
+    p = run("--port", "1", "--no-detect-ports", "--fail-on", "nagle_hold", "-o", os.devnull, path, check_rc=2)
+    assert "no SCSI command" in p.stderr
+
+
+def test_ports_option():
+    path = wiki("scsi-osd-example-001")
+    n = len(report(path)["commands"])
+    assert len(report(path, "--port", "1,3260", "--no-detect-ports")["commands"]) == n
+    assert len(report(path, "--port", "1", "--port", "3260", "--no-detect-ports")["commands"]) == n
+
+
+# ---- Batches ----------------------------------------------------------------------------------
+
+def test_directory_argument_and_batch_order(tmp_path):
+    (tmp_path / "b" / "deeper").mkdir(parents=True)
+    shutil.copy(wiki("scsi-osd-example-001"), tmp_path / "b" / "deeper" / "osd.pcap")
+    (tmp_path / "a.pcap").write_bytes(capture_bytes("iscsi-tapel"))
+    (tmp_path / "b" / "notes.txt").write_text("not a capture")
+    doc = report(tmp_path)
+    assert [Path(c["path"]).name for c in doc["captures"]] == ["a.pcap", "osd.pcap"]
+    parts = [report(wiki("iscsi-tapel")), report(wiki("scsi-osd-example-001"))]
+    for i, part in enumerate(parts):
+        mine = [c for c in doc["commands"] if c["capture"] == i]
+        assert [{**c, "capture": 0} for c in mine] == part["commands"]
+    assert doc["summary"]["commands"] == sum(p["summary"]["commands"] for p in parts)
+    assert doc["summary"]["captures"] == 2
+    for kind in FINDING_KINDS & set(doc["summary"]["finding_counts"]):
+        assert doc["summary"]["finding_counts"][kind] == sum(p["summary"]["finding_counts"][kind] for p in parts)
+    # a directory without captures is unusable input
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    p = run(empty, check_rc=2)
+    assert "no capture files" in p.stderr and str(empty) in p.stderr
+
+
+def test_jobs_do_not_change_the_output():
+    paths = [wiki(n) for n in NAMES]
+    outputs = {}
+    for fmt in ("json", "csv", "text"):
+        outputs[fmt] = run("--format", fmt, "-q", "-j", "1", *paths, check_rc=0).stdout
+        three = run("--format", fmt, "-q", "-j", "3", *paths, check_rc=0).stdout
+        assert outputs[fmt] == three, fmt
+    doc = json.loads(outputs["json"])
+    assert sorted({c["capture"] for c in doc["commands"]}) == [0, 1, 2, 3]
+
+
+def test_progress_only_on_a_terminal():
+    path = wiki("iscsi-scsi-10TB-data-device")  # > 65536 packets: at least one progress update
+    p = run("-o", os.devnull, path, check_rc=0)
+    assert "%" not in p.stderr and "\r" not in p.stderr
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen([str(BIN), "-o", os.devnull, str(path)], stdout=subprocess.DEVNULL, stderr=secondary)
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            data = os.read(primary, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert proc.wait(timeout=600) == 0
+    os.close(primary)
+    assert re.search(rb"\d+\.\d%\s+[\d]+ packets", b"".join(chunks)), b"".join(chunks)[:500]
