@@ -695,3 +695,24 @@ TEST(IscsiFramer, GapWhileHeaderDigestUndetectedResyncs) {
   EXPECT_EQ(ends[1].first, s.pdus[2].first);
   EXPECT_EQ(ends.back().last, s.pdus.back().last);
 }
+
+TEST(IscsiFramer, UndetectedDataDigestDelaysEndOnlyByFourBytes) {
+  // No login seen, digests unknown: the first PDU with data cannot end before the framer has
+  // seen what follows it. Four bytes that start a plausible header are enough.
+  Stream s;
+  std::vector<uint8_t> sense = {0x00, 0x12, 0x70, 0x00, 0x06, 0, 0, 0, 0, 0x0a, 0, 0, 0, 0, 0x29, 0x00, 0, 0, 0, 0};
+  s.add(scsi_response(2, 0x02), sense);
+  s.add(nop_in());
+  Feeder f(false);
+  f.feed(std::span(s.bytes).first(s.pdus[0].last + 1));
+  EXPECT_EQ(f.rec.count('E'), 0);  // no lookahead yet
+  f.feed(std::span(s.bytes).subspan(s.pdus[0].last + 1, 4));
+  ASSERT_EQ(f.rec.count('E'), 1);
+  const auto e = f.rec.ends()[0];
+  EXPECT_EQ(e.last, s.pdus[0].last);
+  EXPECT_EQ(e.dd, DigestCheck::absent);
+  EXPECT_EQ(f.framer.data_digest(), std::optional<bool>(false));
+  f.feed(std::span(s.bytes).subspan(s.pdus[0].last + 5));
+  EXPECT_EQ(f.rec.count('E'), 2);
+  EXPECT_EQ(f.rec.position_errors, 0);
+}

@@ -12,6 +12,15 @@ namespace {
 constexpr size_t kCarry = kBhsLength - 1;      // a window that may straddle chunks
 constexpr size_t kProbe = kBhsLength + 4;      // enough to test a next BHS at +0 and +4
 
+// First 4 bytes of a header this direction could send: opcode, reserved bits of byte 0, and the
+// TotalAHSLength that only SCSI Command uses (RFC 7143 §11.2.1).
+bool could_start_bhs(std::span<const uint8_t> b, bool from_initiator) {
+  const uint8_t op = b[0] & 0x3f;
+  if ((b[0] & 0x80) || !is_known_opcode(op) || is_initiator_opcode(op) != from_initiator) return false;
+  if (!from_initiator && (b[0] & 0x40)) return false;
+  return true;
+}
+
 
 }  // namespace
 
@@ -280,7 +289,6 @@ void Framer::begin_data(FramerSink& sink) {
   const uint32_t dl = bhs_.data_length;
   data_left_ = dl;
   pad_left_ = pad4(dl) - dl;
-  data_seen_ = 0;
   crc_ = crc32c_init();
   crc_valid_ = true;
   data_incomplete_ = false;
@@ -309,7 +317,6 @@ size_t Framer::step_data(std::span<const uint8_t> bytes, uint64_t abs, FramerSin
   if ((dd_this_ || dd_probe_) && crc_valid_) crc_ = crc32c(crc_, bytes.first(take));  // data + padding
   data_left_ -= d;
   pad_left_ -= take - d;
-  data_seen_ += uint32_t(d);
   if (data_left_ + pad_left_ == 0) {
     if (dd_this_ || dd_probe_) {
       state_ = dd_this_ ? State::data_digest : State::probe;
@@ -350,8 +357,11 @@ size_t Framer::step_probe(std::span<const uint8_t> bytes, uint64_t abs, FramerSi
     return b && plausible_bhs(*b, from_initiator_, config_.max_data_segment, true);
   };
   const bool crc_match = crc_valid_ && t.size() >= 4 && digest_from_wire(t) == crc32c_final(crc_);
-  // Without a CRC match, a plausible BHS right after the data already settles it (no digest).
-  const bool at0 = !crc_match && plausible_at(0);
+  // Without a CRC match, a plausible BHS right after the data settles it (no digest). When the
+  // CRC was computable and did not match, 4 bytes that can start a BHS already say so: waiting
+  // for 48 would delay this PDU's end until the peer's next PDU.
+  const bool at0 = !crc_match && (plausible_at(0) || (crc_valid_ && t.size() >= 4 && t.size() < kBhsLength &&
+                                                      could_start_bhs(t, from_initiator_)));
   if (!crc_match && !at0 && t.size() < kProbe && !force) return take;
 
   bool on = crc_match, commit = true;
@@ -435,7 +445,6 @@ void Framer::gap(uint64_t lost, FramerSink& sink) {
         crc_valid_ = false;
         data_left_ -= d;
         pad_left_ -= in - d;
-        data_seen_ += uint32_t(d);
         left -= in;
         at += in;
         if (data_left_ + pad_left_ > 0) return;  // the gap ended inside the data segment

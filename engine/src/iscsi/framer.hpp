@@ -178,7 +178,6 @@ class Framer {
   bool dd_probe_ = false;      // data digest presence undecided for this PDU
   DigestCheck hd_check_ = DigestCheck::absent, dd_check_ = DigestCheck::absent;
   uint64_t data_left_ = 0, pad_left_ = 0;  // data-segment and padding bytes still to come
-  uint32_t data_seen_ = 0;                 // data-segment bytes consumed (fed or lost)
   uint32_t crc_ = 0;
   bool crc_valid_ = true;      // all data+padding bytes were fed (not lost)
   bool data_incomplete_ = false;
