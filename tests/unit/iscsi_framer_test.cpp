@@ -716,3 +716,44 @@ TEST(IscsiFramer, UndetectedDataDigestDelaysEndOnlyByFourBytes) {
   EXPECT_EQ(f.rec.count('E'), 2);
   EXPECT_EQ(f.rec.position_errors, 0);
 }
+
+TEST(IscsiFramer, NoLoginResyncAfterFullFeaturePhase) {
+  // A Data-In whose payload holds a well-formed Login Response header, then a SCSI Response.
+  const auto fake = encode_pdu(login_response(0x81));
+  std::vector<uint8_t> payload(16, 0xaa);
+  payload.insert(payload.end(), fake.begin(), fake.end());
+  payload.resize(256, 0xaa);
+  Stream s;
+  s.add(data_in(1, 0, false), payload);
+  s.add(scsi_response(1, 0));
+  // Joined mid-way inside the data: the Login lookalike is skipped.
+  const uint64_t start = s.pdus[0].first + 48 + 3;
+  std::vector<uint8_t> tail(s.bytes.begin() + ptrdiff_t(start), s.bytes.end());
+  Feeder f(false, FramerConfig{false, false, true});
+  f.framer.start_unsynced();
+  f.feed(tail);
+  const auto ends = f.rec.ends();
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(ends[0].opcode, 0x21);
+  EXPECT_EQ(ends[0].first + start, s.pdus[1].first);
+  // In sync from the start the payload is never scanned at all.
+  Feeder g(false, FramerConfig{false, false, true});
+  g.feed(s.bytes);
+  expect_framed(g.rec, s.pdus);
+}
+
+TEST(IscsiFramer, LoginResyncStillPossibleDuringLogin) {
+  // Garbage before the first Login Request (sync lost at byte 0), nothing else seen: Login
+  // headers remain valid resync points.
+  Stream s;
+  s.add(login_request(), text("InitiatorName=iqn.x\0"));
+  std::vector<uint8_t> all = {0x07, 0x01, 0x02};
+  all.insert(all.end(), s.bytes.begin(), s.bytes.end());
+  Feeder f(true);
+  f.feed(all);
+  EXPECT_EQ(f.rec.count('L'), 1);
+  const auto ends = f.rec.ends();
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(ends[0].opcode, 0x03);
+  EXPECT_EQ(ends[0].first, 3u);
+}

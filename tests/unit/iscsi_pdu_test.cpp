@@ -352,3 +352,48 @@ TEST(IscsiPdu, PduLengthAndEncodeRoundTrip) {
   b.w20 = 0;
   EXPECT_EQ(encode_pdu(b, {}, true, true).size(), 52u);
 }
+
+TEST(IscsiPdu, ZeroFilledDataIsNotAHeader) {
+  // Payload of zeros behind an opcode-like byte: each opcode's all-zero header fails strictly.
+  for (int op = 0; op < 0x40; ++op) {
+    std::vector<uint8_t> w(48, 0);
+    w[0] = uint8_t(op);
+    const auto b = parse_bhs(w);
+    ASSERT_TRUE(b);
+    EXPECT_FALSE(plausible_bhs(*b, is_initiator_opcode(uint8_t(op)))) << "opcode " << op;
+    w[0] = uint8_t(op | 0x40);  // with the I bit
+    EXPECT_FALSE(plausible_bhs(*parse_bhs(w), is_initiator_opcode(uint8_t(op)))) << "opcode " << op << " +I";
+  }
+}
+
+TEST(IscsiPdu, StrictRulesForResync) {
+  Bhs text;
+  text.opcode = 0x04;
+  text.flags = 0x80;
+  text.itt = 5;
+  text.w20 = 0xffffffff;
+  EXPECT_TRUE(plausible_bhs(text, true)) << implausible_reason(text, true);
+  text.flags = 0x00;  // neither F nor C
+  EXPECT_FALSE(plausible_bhs(text, true));
+  EXPECT_TRUE(plausible_bhs(text, true, kMaxDataSegmentLength, false));
+
+  Bhs din;
+  din.opcode = 0x25;
+  din.itt = 1;
+  din.data_length = 0;  // Data-In with neither data nor status
+  EXPECT_FALSE(plausible_bhs(din, false));
+  din.data_length = 512;
+  EXPECT_TRUE(plausible_bhs(din, false)) << implausible_reason(din, false);
+  din.itt = 0xffffffff;  // reserved tag
+  EXPECT_FALSE(plausible_bhs(din, false));
+
+  Bhs login;
+  login.opcode = 0x23;
+  login.flags = 0x81;  // T, CSG 0 → NSG 1
+  login.lun = 0;       // ISID 0
+  EXPECT_FALSE(plausible_bhs(login, false));
+  login.lun = 0x400001370000ull << 16;
+  EXPECT_TRUE(plausible_bhs(login, false)) << implausible_reason(login, false);
+  login.lun = 0xc00001370000ull << 16;  // ISID type 3: reserved
+  EXPECT_FALSE(plausible_bhs(login, false));
+}

@@ -47,6 +47,7 @@ Framer::Framer(bool from_initiator, FramerConfig config) : from_initiator_(from_
 void Framer::set_config(const FramerConfig& c) {
   config_ = c;
   if (c.digests_known) {
+    login_possible_ = false;  // digests are settled when login is over
     hd_ = c.header_digest ? Tri::on : Tri::off;
     dd_ = c.data_digest ? Tri::on : Tri::off;
   }
@@ -62,6 +63,7 @@ std::optional<bool> Framer::data_digest() const {
 }
 
 void Framer::start_unsynced() {
+  login_possible_ = false;
   reset_pdu();
   state_ = State::scan;
   candidate_ = false;
@@ -150,6 +152,9 @@ size_t Framer::step(std::span<const uint8_t> bytes, uint64_t abs, FramerSink& si
 bool Framer::candidate_at(std::span<const uint8_t> w) const {
   const uint8_t b0 = w[0];
   if ((b0 & 0x80) || !is_known_opcode(b0 & 0x3f) || is_initiator_opcode(b0 & 0x3f) != from_initiator_) return false;
+  // Login happens once, first (RFC 7143 §6.3): after Full Feature Phase PDUs, or in a stream
+  // joined mid-way, a "Login" header is payload that happens to look like one.
+  if (!login_possible_ && !pdu_carries_digests(b0 & 0x3f)) return false;
   const auto b = parse_bhs(w);
   return b && plausible_bhs(*b, from_initiator_, config_.max_data_segment, true);
 }
@@ -281,6 +286,7 @@ void Framer::header_complete(FramerSink& sink) {
     skipped_episode_ = 0;
   }
   started_ = true;
+  if (pdu_carries_digests(bhs_.opcode)) login_possible_ = false;
   sink.on_pdu_start(PduStart{bhs_, pos(pdu_abs_), hd_check_});
   begin_data(sink);
 }

@@ -157,6 +157,7 @@ class Framer {
   Tri hd_ = Tri::unknown, dd_ = Tri::unknown;
   State state_ = State::header;
   bool candidate_ = false;  // current header was found by scanning and is not yet confirmed
+  bool login_possible_ = true;  // no Full Feature Phase PDU seen, digests not settled, not joined mid-way
   uint64_t skipped_episode_ = 0;
 
   // Stream positions: chunk_base_ is the absolute offset of the current chunk's first byte.

@@ -112,6 +112,8 @@ const char* check(const Bhs& b, bool from_initiator, uint32_t max_data_length, b
       if ((b.flags & 0xc0) == 0xc0) return "Login T and C both set";
       if (b.flags & 0x30) return "Login reserved flags";
       if (b.csg() == 2 || (b.transit() && (b.nsg() == 2 || b.nsg() <= b.csg()))) return "Login stages";
+      // §11.12.5: an all-zero ISID is no real initiator's; ISID type 3 is reserved.
+      if (b.isid() == 0 || (b.isid() >> 46) == 3) return "Login ISID";
       if (b.version_max() != 0 || b.version_min_or_active() != 0) return "Login version";
       if (b.w40 || b.w44) return "Login reserved words";
       if (op == uint8_t(Opcode::LoginRequest)) {
@@ -125,7 +127,10 @@ const char* check(const Bhs& b, bool from_initiator, uint32_t max_data_length, b
     }
     case Opcode::TextRequest:   // §11.10
     case Opcode::TextResponse:  // §11.11
-      if ((b.flags & 0x3f) || (b.flags & 0xc0) == 0xc0) return "Text flags";
+      // F and C together are a protocol error; neither (more requests to come, nothing
+      // continued) is legal but unseen in practice and is what zero-filled data looks like.
+      if ((b.flags & 0x3f) || (b.flags & 0xc0) == 0xc0 || (b.flags & 0xc0) == 0) return "Text flags";
+      if (b.itt == 0xffffffff) return "Text reserved ITT";
       if (b.byte2 || b.byte3) return "Text reserved bytes";
       if (b.w36 || b.w40 || b.w44) return "Text reserved words";
       if (op == uint8_t(Opcode::TextRequest) && b.w32) return "Text Request reserved word 32";
@@ -134,6 +139,7 @@ const char* check(const Bhs& b, bool from_initiator, uint32_t max_data_length, b
       if (b.flags & 0x7f) return "Data-Out flags";
       if (b.byte2 || b.byte3) return "Data-Out reserved bytes";
       if (b.w24 || b.w32 || b.w44) return "Data-Out reserved words";
+      if (b.data_length == 0 || b.itt == 0xffffffff) return "Data-Out without data or task";
       if (uint64_t(b.buffer_offset()) + b.data_length > 0xffffffffull) return "Data-Out offset";
       return kOk;
     case Opcode::LogoutRequest:  // §11.14
@@ -170,7 +176,10 @@ const char* check(const Bhs& b, bool from_initiator, uint32_t max_data_length, b
         if ((b.flags & 0x06) == 0x06) return "Data-In O and U both set";
       } else if (b.status() || (b.flags & 0x06)) {
         return "Data-In status fields without S";
+      } else if (b.data_length == 0) {
+        return "Data-In without data or status";
       }
+      if (b.itt == 0xffffffff) return "Data-In reserved ITT";
       if (uint64_t(b.buffer_offset()) + b.data_length > 0xffffffffull) return "Data-In offset";
       return kOk;
     }
