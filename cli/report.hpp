@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "capture_reader.hpp"
@@ -95,7 +96,22 @@ std::string scsi_status_name(uint8_t status);       // "GOOD", "CHECK_CONDITION"
 std::string_view sense_key_name(uint8_t key);       // "NOT_READY", ...
 std::string_view notice_level_name(Notice::Level);
 double round_ns(double ms);                         // milliseconds rounded to the nanosecond
-void write_json_string(std::string& out, std::string_view s);
+// An append-only text buffer for the streamed writers (fmt's memory_buffer, with +=).
+struct OutBuf {
+  fmt::memory_buffer b;
+  OutBuf& operator+=(char c) {
+    b.push_back(c);
+    return *this;
+  }
+  OutBuf& operator+=(std::string_view s) {
+    b.append(s);
+    return *this;
+  }
+  void clear() { b.clear(); }
+  const char* data() const { return b.data(); }
+  size_t size() const { return b.size(); }
+};
+void write_json_string(OutBuf& out, std::string_view s);
 void copy_file(FILE* from, FILE* to);               // from its start to its end
 
 // Breakdown parts with their JSON names (without the _ms suffix), in report order.

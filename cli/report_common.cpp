@@ -72,24 +72,25 @@ nlohmann::json ms_or_null(double ms) {
   return round_ns(ms);
 }
 
-void write_json_string(std::string& out, std::string_view s) {
-  out += '"';
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
+void write_json_string(OutBuf& out, std::string_view s) {
+  out.b.push_back('"');
+  size_t plain = 0;  // start of the run of characters that need no escape
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\' && c != 0x7f) continue;  // UTF-8 passes through
+    out.b.append(s.substr(plain, i - plain));
+    plain = i + 1;
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c == 0x7f)
-          out += fmt::format("\\u{:04x}", c);
-        else
-          out += ch;  // UTF-8 passes through; engine strings are ASCII
+      case '"': out.b.append(std::string_view("\\\"")); break;
+      case '\\': out.b.append(std::string_view("\\\\")); break;
+      case '\n': out.b.append(std::string_view("\\n")); break;
+      case '\r': out.b.append(std::string_view("\\r")); break;
+      case '\t': out.b.append(std::string_view("\\t")); break;
+      default: fmt::format_to(fmt::appender(out.b), "\\u{:04x}", c);
     }
   }
-  out += '"';
+  out.b.append(s.substr(plain));
+  out.b.push_back('"');
 }
 
 void copy_file(FILE* from, FILE* to) {

@@ -4,6 +4,7 @@
 // null). Rows are written as commands arrive.
 #include <cmath>
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include "report.hpp"
@@ -11,7 +12,7 @@
 namespace iscsi_doctor::cli {
 namespace {
 
-void cell(std::string& o, std::string_view v) {
+void cell(OutBuf& o, std::string_view v) {
   if (v.find_first_of(",\"\r\n") == std::string_view::npos) {
     o += v;
     return;
@@ -25,12 +26,12 @@ void cell(std::string& o, std::string_view v) {
 }
 
 template <typename T>
-void opt_cell(std::string& o, const std::optional<T>& v) {
-  if (v) fmt::format_to(std::back_inserter(o), "{}", uint64_t(*v));
+void opt_cell(OutBuf& o, const std::optional<T>& v) {
+  if (v) fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}"), uint64_t(*v));
 }
 
-void ms_cell(std::string& o, double ms) {
-  if (std::isfinite(ms)) fmt::format_to(std::back_inserter(o), "{}", round_ns(ms));
+void ms_cell(OutBuf& o, double ms) {
+  if (std::isfinite(ms)) fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}"), round_ns(ms));
 }
 
 class CsvReport final : public Report {
@@ -47,23 +48,22 @@ public:
     std::fputs(h.c_str(), out);
   }
 
-  // The file path is known to batch.cpp; rows carry it through set_path().
   void command(ElementStream& s, const CommandResult& c, size_t capture) override {
-    thread_local std::string o;
+    thread_local OutBuf o;
     o.clear();
-    fmt::format_to(std::back_inserter(o), "{},", capture);
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{},"), capture);
     cell(o, path_of(capture));
-    fmt::format_to(std::back_inserter(o), ",{},{},0x{:08x},{},", c.session, c.connection, c.itt, c.cmdsn);
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{},0x{:08x},{},"), c.session, c.connection, c.itt, c.cmdsn);
     cell(o, c.op);
-    fmt::format_to(std::back_inserter(o), ",{},{},", c.iscsi_opcode, command_kind_name(c.kind));
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{},"), c.iscsi_opcode, command_kind_name(c.kind));
     opt_cell(o, c.lba);
-    fmt::format_to(std::back_inserter(o), ",{},", c.bytes);
-    if (c.first_frame) fmt::format_to(std::back_inserter(o), "{}", c.first_frame);
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},"), c.bytes);
+    if (c.first_frame) fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}"), c.first_frame);
     o += ',';
-    if (c.status_frame) fmt::format_to(std::back_inserter(o), "{}", c.status_frame);
-    fmt::format_to(std::back_inserter(o), ",{},", c.first_ns);
+    if (c.status_frame) fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}"), c.status_frame);
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},"), c.first_ns);
     if (c.completed) ms_cell(o, c.latency_ms);
-    fmt::format_to(std::back_inserter(o), ",{},{},", c.round_trips, c.ideal_round_trips);
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{},"), c.round_trips, c.ideal_round_trips);
     for (size_t i = 0; i < c.findings.size(); ++i) {
       if (i) o += ';';
       o += finding_name(c.findings[i]);
@@ -84,7 +84,7 @@ public:
     if (c.sense_key) opt_cell(o, c.asc);
     o += ',';
     if (c.sense_key) opt_cell(o, c.ascq);
-    fmt::format_to(std::back_inserter(o), ",{},{}\n", c.completed, c.data_incomplete);
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{}\n"), c.completed, c.data_incomplete);
     std::fwrite(o.data(), 1, o.size(), s.out);
     s.empty = false;
   }

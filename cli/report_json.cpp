@@ -4,6 +4,7 @@
 // after it; captures, sessions, summary and notices (small) close the object.
 #include <cmath>
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include "report.hpp"
@@ -14,25 +15,25 @@ namespace {
 constexpr int kSchemaVersion = 1;
 constexpr size_t kNoticesKeptPerCapture = 1000;
 
-void append_ms(std::string& out, double ms) {
+void append_ms(OutBuf& out, double ms) {
   if (!std::isfinite(ms)) {
     out += "null";
     return;
   }
-  fmt::format_to(std::back_inserter(out), "{}", round_ns(ms));
+  fmt::format_to(fmt::appender(out.b), FMT_COMPILE("{}"), round_ns(ms));
 }
 
 template <typename T>
-void append_opt(std::string& out, const std::optional<T>& v) {
+void append_opt(OutBuf& out, const std::optional<T>& v) {
   if (v)
-    fmt::format_to(std::back_inserter(out), "{}", uint64_t(*v));
+    fmt::format_to(fmt::appender(out.b), FMT_COMPILE("{}"), uint64_t(*v));
   else
     out += "null";
 }
 
-void append_frame(std::string& out, uint64_t frame) {
+void append_frame(OutBuf& out, uint64_t frame) {
   if (frame)
-    fmt::format_to(std::back_inserter(out), "{}", frame);
+    fmt::format_to(fmt::appender(out.b), FMT_COMPILE("{}"), frame);
   else
     out += "null";
 }
@@ -53,47 +54,47 @@ public:
   }
 
   void command(ElementStream& s, const CommandResult& c, size_t capture) override {
-    std::string& o = buf();
+    OutBuf& o = buf();
     o += s.empty ? "\n{" : ",\n{";
     s.empty = false;
-    fmt::format_to(std::back_inserter(o),
-                   "\"capture\":{},\"session\":{},\"connection\":{},\"itt\":\"0x{:08x}\",\"cmdsn\":{},"
-                   "\"op\":",
+    fmt::format_to(fmt::appender(o.b),
+                   FMT_COMPILE("\"capture\":{},\"session\":{},\"connection\":{},\"itt\":\"0x{:08x}\",\"cmdsn\":{},"
+                   "\"op\":"),
                    capture, c.session, c.connection, c.itt, c.cmdsn);
     write_json_string(o, c.op);
-    fmt::format_to(std::back_inserter(o), ",\"iscsi_opcode\":{},\"kind\":\"{}\",\"lba\":", c.iscsi_opcode,
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"iscsi_opcode\":{},\"kind\":\"{}\",\"lba\":"), c.iscsi_opcode,
                    command_kind_name(c.kind));
     append_opt(o, c.lba);
-    fmt::format_to(std::back_inserter(o), ",\"bytes\":{},\"first_frame\":", c.bytes);
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"bytes\":{},\"first_frame\":"), c.bytes);
     append_frame(o, c.first_frame);
     o += ",\"status_frame\":";
     append_frame(o, c.status_frame);
-    fmt::format_to(std::back_inserter(o), ",\"time_ns\":{},\"latency_ms\":", c.first_ns);
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"time_ns\":{},\"latency_ms\":"), c.first_ns);
     if (c.completed)
       append_ms(o, c.latency_ms);
     else
       o += "null";
-    fmt::format_to(std::back_inserter(o), ",\"round_trips\":{},\"ideal_round_trips\":{},\"findings\":[",
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"round_trips\":{},\"ideal_round_trips\":{},\"findings\":["),
                    c.round_trips, c.ideal_round_trips);
     for (size_t i = 0; i < c.findings.size(); ++i) {
       if (i) o += ',';
-      fmt::format_to(std::back_inserter(o), "\"{}\"", finding_name(c.findings[i]));
+      fmt::format_to(fmt::appender(o.b), FMT_COMPILE("\"{}\""), finding_name(c.findings[i]));
     }
     o += "],\"breakdown_ms\":{";
     for (size_t i = 0; i < std::size(kBreakdownParts); ++i) {
-      fmt::format_to(std::back_inserter(o), "{}\"{}\":", i ? "," : "", kBreakdownParts[i].name);
+      fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}\"{}\":"), i ? "," : "", kBreakdownParts[i].name);
       append_ms(o, c.breakdown.*kBreakdownParts[i].field);
     }
     o += "},\"status\":";
     if (c.scsi_status)
-      fmt::format_to(std::back_inserter(o), "\"{}\"", scsi_status_name(*c.scsi_status));
+      fmt::format_to(fmt::appender(o.b), FMT_COMPILE("\"{}\""), scsi_status_name(*c.scsi_status));
     else
       o += "null";
     o += ",\"response\":";
     append_opt(o, c.iscsi_response);
     o += ",\"sense\":";
     if (c.sense_key) {
-      fmt::format_to(std::back_inserter(o), "{{\"key\":{},\"key_name\":\"{}\",\"asc\":", *c.sense_key,
+      fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{{\"key\":{},\"key_name\":\"{}\",\"asc\":"), *c.sense_key,
                       sense_key_name(*c.sense_key));
       append_opt(o, c.asc);
       o += ",\"ascq\":";
@@ -102,18 +103,18 @@ public:
     } else {
       o += "null";
     }
-    fmt::format_to(std::back_inserter(o), ",\"completed\":{},\"data_incomplete\":{}}}",
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"completed\":{},\"data_incomplete\":{}}}"),
                    c.completed, c.data_incomplete);
     std::fwrite(o.data(), 1, o.size(), s.out);
   }
 
   void finding(ElementStream& s, const Finding& f, size_t capture) override {
-    std::string& o = buf();
+    OutBuf& o = buf();
     o += s.empty ? "\n{" : ",\n{";
     s.empty = false;
-    fmt::format_to(std::back_inserter(o),
-                   "\"capture\":{},\"kind\":\"{}\",\"side\":\"{}\",\"session\":{},\"connection\":{},"
-                   "\"frame\":",
+    fmt::format_to(fmt::appender(o.b),
+                   FMT_COMPILE("\"capture\":{},\"kind\":\"{}\",\"side\":\"{}\",\"session\":{},\"connection\":{},"
+                   "\"frame\":"),
                    capture, finding_name(f.kind), side_name(f.side), f.session, f.connection);
     append_frame(o, f.frame);
     o += ",\"related\":";
@@ -122,7 +123,7 @@ public:
     append_ms(o, f.lost_ms);
     o += ",\"itt\":";
     if (f.itt)
-      fmt::format_to(std::back_inserter(o), "\"0x{:08x}\"", *f.itt);
+      fmt::format_to(fmt::appender(o.b), FMT_COMPILE("\"0x{:08x}\""), *f.itt);
     else
       o += "null";
     o += ",\"command_first_frame\":";
@@ -239,8 +240,8 @@ private:
   };
 
   // One buffer per thread: several captures may be written at once.
-  static std::string& buf() {
-    thread_local std::string b;
+  static OutBuf& buf() {
+    thread_local OutBuf b;
     b.clear();
     return b;
   }
