@@ -4,7 +4,8 @@
 //  - link types the fast decoder does not parse (802.11, radiotap, PPI, PKTAP) are still read;
 //  - `--decoder libtins` decodes every frame this way, so the tests can check that the fast
 //    decoder and libtins agree on every capture.
-// It allocates several objects per packet (roughly 5-10x slower than the fast decoder), which is
+// It allocates several objects per packet (the reader runs about 1.7x slower than with the fast
+// decoder: 1.58 s against 0.93 s for 2.5 M packets, 2 GB), which is
 // why it is not the default. libtins' own sniffer loop is not used: it silently skips packets it
 // cannot parse (breaking Wireshark's frame numbering) and keeps only microsecond timestamps.
 #include <tins/dot11/dot11_base.h>
