@@ -19,6 +19,8 @@
 //  - while unsynced (after start_unsynced() or sync loss) the framer scans byte by byte for a
 //    48-byte window that passes plausible_bhs(strict) (keeping a 47-byte carry across chunks);
 //    when the header digest is known to be on, the candidate must also carry a good digest.
+//    Login PDUs are not accepted as resync points once Full Feature Phase PDUs were seen, the
+//    digests were configured, or the stream was joined mid-way (start_unsynced).
 //    A candidate that fails late is dropped and scanning resumes one byte after its start;
 //  - digest mismatches are reported (PduStart/PduEnd, stats) and framing continues.
 // Every on_pdu_start is followed by exactly one on_pdu_end (possibly flagged truncated by
@@ -27,6 +29,9 @@
 // its CRC32C; data digest on iff the 4 bytes after the first padded data segment equal its
 // CRC32C or, if the data could not be checksummed (gap) or mismatched, by which of offset 0/+4
 // starts a plausible next BHS. A detected setting stays until set_config().
+// Because of that lookahead, and because a PDU's last bytes may be lost in a gap, an event's
+// position can lie in an earlier chunk (in_this_chunk false): map stream_offset to the TCP
+// segment that carried it, for last_byte as for first_byte.
 #pragma once
 
 #include <array>
