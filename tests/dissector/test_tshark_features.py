@@ -1,0 +1,105 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""What a tshark user does with the plugin: it loads, display filters on its fields select the
+evidence frames, the statistics tree (-z iscsi_doctor,tree) and the expert info (-z expert) list
+the findings."""
+import re
+
+import pytest
+
+from conftest import ROOT, cli_report
+
+NAGLE = ROOT / "captures" / "fixtures" / "scripted-nagle-read-1k--initiator.pcap.gz"
+NODELAY = ROOT / "captures" / "fixtures" / "scripted-nodelay-read-1k--initiator.pcap.gz"
+
+needs_nagle = pytest.mark.skipif(not NAGLE.exists(), reason=f"{NAGLE} missing")
+
+
+def nagle_frames():
+    return sorted(f["frame"] for f in cli_report(NAGLE)["findings"] if f["kind"] == "nagle_hold")
+
+
+def test_plugin_loads(tshark):
+    out = tshark("-G", "plugins").stdout
+    assert re.search(r"^iscsi_doctor\.so\s", out, re.M), out
+    protocols = tshark("-G", "protocols").stdout
+    assert re.search(r"\tiscsi_doctor$", protocols, re.M)
+    fields = tshark("-G", "fields").stdout
+    for f in ["iscsi_doctor.finding", "iscsi_doctor.round_trips", "iscsi_doctor.fix",
+              "iscsi_doctor.released_by", "iscsi_doctor.first_frame",
+              "iscsi_doctor.breakdown.delayed_ack_ms"]:
+        assert f"\t{f}\t" in fields, f
+
+
+@needs_nagle
+@pytest.mark.parametrize("two_pass", [False, True], ids=["one-pass", "two-pass"])
+def test_display_filter_nagle_hold(tshark, two_pass):
+    expected = nagle_frames()
+    assert expected, "the Nagle fixture has no nagle_hold in the CLI report"
+    args = ["-n", "-r", str(NAGLE), "-Y", 'iscsi_doctor.finding == "nagle_hold"', "-T", "fields",
+            "-e", "frame.number", "-e", "iscsi_doctor.side", "-e", "iscsi_doctor.lost_ms",
+            "-e", "iscsi_doctor.fix", "-e", "iscsi_doctor.released_by"]
+    if two_pass:
+        args.insert(0, "-2")
+    rows = [line.split("\t") for line in tshark(*args).stdout.splitlines()]
+    assert sorted(int(r[0]) for r in rows) == expected
+    for r in rows:
+        assert r[1] in ("initiator", "target", "initiator,target", "target,initiator")
+        assert float(r[2].split(",")[0]) > 0
+        assert r[3], "no fix text"
+        assert r[4], "no released_by link"
+
+
+@needs_nagle
+def test_command_fields(tshark):
+    report = cli_report(NAGLE)
+    want = {c["status_frame"]: c for c in report["commands"] if c["completed"]}
+    out = tshark("-n", "-r", str(NAGLE), "-Y", "iscsi_doctor.itt", "-T", "fields",
+                 "-e", "frame.number", "-e", "iscsi_doctor.itt", "-e", "iscsi_doctor.round_trips",
+                 "-e", "iscsi_doctor.ideal_round_trips", "-e", "iscsi_doctor.latency_ms",
+                 "-e", "iscsi_doctor.first_frame", "-e", "iscsi_doctor.op").stdout
+    rows = [line.split("\t") for line in out.splitlines()]
+    assert len(rows) == len(want)
+    for frame, itt, rt, ideal, lat, first, op in rows:
+        c = want[int(frame)]
+        assert int(itt, 16) == int(str(c["itt"]), 0)
+        assert int(rt) == c["round_trips"] and int(ideal) == c["ideal_round_trips"]
+        assert int(first) == c["first_frame"]
+        assert abs(float(lat) - c["latency_ms"]) < 0.01
+        assert op == c["op"]
+
+
+@needs_nagle
+@pytest.mark.parametrize("two_pass", [False, True], ids=["one-pass", "two-pass"])
+def test_stats_tree(tshark, two_pass):
+    args = ["-n", "-q", "-r", str(NAGLE), "-z", "iscsi_doctor,tree"]
+    if two_pass:
+        args.insert(0, "-2")
+    out = tshark(*args).stdout
+    assert "iSCSI Doctor" in out
+    assert "Session 1" in out and "All sessions" in out
+    assert re.search(r"^\s*nagle_hold\s+\d+", out, re.M), out
+    assert "fix: " in out and "round trips" in out and "time lost (ms, total)" in out
+    # Count of nagle_hold under "All sessions" = the CLI's number of nagle_hold findings.
+    all_part = out.split("All sessions", 1)[1]
+    m = re.search(r"^\s*nagle_hold\s+(\d+)", all_part, re.M)
+    assert m and int(m.group(1)) == len(nagle_frames()), out
+    m = re.search(r"^\s*commands\s+(\d+)", all_part, re.M)
+    completed = sum(1 for c in cli_report(NAGLE)["commands"] if c["completed"])
+    assert m and int(m.group(1)) == completed, out
+
+
+@needs_nagle
+def test_expert_info(tshark):
+    out = tshark("-n", "-q", "-r", str(NAGLE), "-z", "expert").stdout
+    lines = [l for l in out.splitlines() if "iSCSI Doctor" in l and "nagle_hold" in l]
+    assert lines, out
+    # Grouped per kind and side: one line whose frequency is the number of evidence frames.
+    m = re.search(r"^\s*(\d+)\s+Sequence\s+iSCSI Doctor\s+nagle_hold \(target side\); fix: ", out,
+                  re.M)
+    assert m and int(m.group(1)) == len(nagle_frames()), lines
+
+
+@pytest.mark.skipif(not NODELAY.exists(), reason=f"{NODELAY} missing")
+def test_no_nagle_with_nodelay(tshark):
+    out = tshark("-2", "-n", "-r", str(NODELAY), "-Y", 'iscsi_doctor.finding == "nagle_hold"').stdout
+    assert out.strip() == ""
