@@ -255,6 +255,7 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
     CaptureReader reader(in.path, sh.opt.decoder);
     r.probe = reader.probe();
     r.link_type = reader.link_type_name();
+    r.link_description = reader.link_type_description();
     r.decoder = reader.decoder_name();
     r.summary = std::make_unique<Summary>(sh.opt.worst);
     CaptureSink sink(r, outlets, sh.report, sh.console);

@@ -189,14 +189,13 @@ CaptureReader::CaptureReader(const std::string& path, DecoderChoice decoder)
   }
   m.handle = std::make_unique<OfflineHandle>(p);
 
+  // The chosen decoder if it knows the link type, else the other one.
   const int dlt = pcap_datalink(p);
-  if (decoder == DecoderChoice::fast) {
-    m.decode = fast_decoder(dlt);
-    m.decoder = "fast";
-  }
-  if (!m.decode) {
-    m.decode = tins_decoder(dlt);
-    m.decoder = "libtins";
+  const bool tins_first = decoder == DecoderChoice::libtins;
+  for (int pass = 0; pass < 2 && !m.decode; ++pass) {
+    const bool tins = (pass == 0) == tins_first;
+    m.decode = tins ? tins_decoder(dlt) : fast_decoder(dlt);
+    m.decoder = tins ? "libtins" : "fast";
   }
   if (!m.decode)
     throw CaptureError(fmt::format("{}: link type {} ({}) is not supported", path, dlt,
@@ -213,6 +212,10 @@ std::string CaptureReader::link_type_name() const {
   const int dlt = link_type();
   const char* name = pcap_datalink_val_to_name(dlt);
   return name ? name : fmt::format("DLT {}", dlt);
+}
+
+std::string CaptureReader::link_type_description() const {
+  return pcap_datalink_val_to_description_or_dlt(link_type());
 }
 
 ReadStats CaptureReader::read_all(ReaderEvents& events) {

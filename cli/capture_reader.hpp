@@ -65,7 +65,8 @@ public:
 
   const FileProbe& probe() const;
   int link_type() const;
-  std::string link_type_name() const;  // "EN10MB", "LINUX_SLL2", ...
+  std::string link_type_name() const;         // "EN10MB", "LINUX_SLL2", ...
+  std::string link_type_description() const;  // "Ethernet", "Linux cooked v2", ...
   std::string_view decoder_name() const;
 
   // Reads every packet once, in file order. A file error part-way (truncated record, corrupt

@@ -37,7 +37,8 @@ struct CaptureResult {
   bool usable = false;
   std::string error;                  // why the input could not be read at all (!usable)
   FileProbe probe;
-  std::string link_type;
+  std::string link_type;              // libpcap's name ("EN10MB")
+  std::string link_description;       // and description ("Ethernet")
   std::string_view decoder;
   ReadStats stats;
   std::vector<ConnectionInfo> connections;

@@ -97,9 +97,10 @@ void write_advice(std::string& o, const Summary& s, bool evidence) {
                    "time lost", "median latency now -> after fix");
   size_t rank = 0;
   for (const Advice& a : advice) {
-    o += fmt::format("  {:>2}  {:<16} {:<9} {:>9} {:>10}   {} -> {}\n", ++rank, finding_name(a.kind),
-                     side_name(a.side), count(a.commands), ms(a.lost_ms), ms(a.median_latency_ms),
-                     ms(a.median_fixed_ms));
+    const std::string medians = a.commands ? fmt::format("{} -> {}", ms(a.median_latency_ms), ms(a.median_fixed_ms))
+                                           : std::string("- (not tied to single commands)");
+    o += fmt::format("  {:>2}  {:<16} {:<9} {:>9} {:>10}   {}\n", ++rank, finding_name(a.kind), side_name(a.side),
+                     count(a.commands), ms(a.lost_ms), medians);
     if (!a.fix.empty()) o += fmt::format("      fix: {}\n", a.fix);
     if (evidence && !a.example_frames.empty())
       o += fmt::format("      e.g. frames {}\n", frames_list(a.example_frames));
@@ -198,7 +199,7 @@ public:
     }
     const double secs = r.stats.packets ? (r.stats.last_ns - r.stats.first_ns) / 1e9 : 0;
     o += fmt::format("== {} ==\n{}{}, {}, {}, {} packets over {:.1f} s\n", where,
-                     format_name(r.probe.format), r.probe.gzip ? " (gzip)" : "", r.link_type,
+                     format_name(r.probe.format), r.probe.gzip ? " (gzip)" : "", r.link_description,
                      file_size(r.probe.size), count(r.stats.packets), secs);
     const Summary& s = *r.summary;
     o += fmt::format("{} SCSI commands, {} completed, {} excess round trips\n\n", count(s.commands()),
