@@ -103,6 +103,7 @@ void Connection::handle_ack(const Segment& seg, int dir) {
   }
   uint64_t ack = peer.unwrap(seg.ack);
   if (ack > peer.max_end + (uint64_t(1) << 30)) return;  // nonsense ack
+  if (peer.fin_seen && ack == peer.next + 1) ack = peer.next;  // the FIN's sequence number
   // An ACK for the segment that ended exactly here: a round-trip sample for this side.
   if (!peer.unacked.empty() && (!peer.una_known || ack > peer.una)) {
     for (auto it = peer.unacked.rbegin(); it != peer.unacked.rend(); ++it) {
@@ -643,7 +644,7 @@ void Connection::on_pdu_end(int dir, const Segment& seg, const PduEvent& ev) {
       c.data_in_bytes += b.data_length;
       if (b.flags & 0x01) {  // S: status travels in this Data-In ("phase collapse")
         c.r.scsi_status = b.byte3;
-        complete(slot, seg);
+        complete(slot, seg, ev);
       }
       break;
     case iscsi::Opcode::ScsiResponse:
@@ -656,18 +657,20 @@ void Connection::on_pdu_end(int dir, const Segment& seg, const PduEvent& ev) {
           c.r.ascq = sense->ascq;
         }
       }
-      complete(slot, seg);
+      complete(slot, seg, ev);
       break;
     default:
       break;
   }
 }
 
-void Connection::complete(uint32_t slot, const Segment& seg) {
+void Connection::complete(uint32_t slot, const Segment& seg, const PduEvent& ev) {
   OpenCommand& c = slots_[slot];
   c.r.completed = true;
-  c.r.status_frame = seg.frame;
-  c.r.status_ns = seg.time_ns;
+  // The status frame is the segment with the PDU's last byte (earlier than this one while a
+  // digest probe waited for following bytes).
+  c.r.status_frame = ev.last_frame ? ev.last_frame : seg.frame;
+  c.r.status_ns = ev.last_frame ? ev.last_t : seg.time_ns;
   emit_command(c);
   release_slot(slot);
 }
@@ -734,7 +737,7 @@ void Connection::on_login(int dir, const PduEvent& ev, const Segment& seg) {
     isid_ = buf;
     if (b.opcode == uint8_t(iscsi::Opcode::LoginResponse)) tsih_ = b.tsih();
   }
-  login_.add_pdu(b, ev.data, ev.data_incomplete);
+  login_.add_pdu(b, ev.data, ev.kept_truncated);
   const iscsi::Negotiated& k = login_.result();
   if (k.failed && login)
     notice(Notice::Level::warning, seg.frame,

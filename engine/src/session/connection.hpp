@@ -79,7 +79,7 @@ private:
   HoldVerdict classify_hold(int dir, const Segment& seg, int64_t ready);
   void on_pdu_end(int dir, const Segment& seg, const PduEvent& ev);
   void on_login(int dir, const PduEvent& ev, const Segment& seg);
-  void complete(uint32_t slot, const Segment& seg);
+  void complete(uint32_t slot, const Segment& seg, const PduEvent& ev);
   void emit_command(OpenCommand& c);
   void emit_finding(Finding f);
   void notice(Notice::Level level, uint64_t frame, std::string message);

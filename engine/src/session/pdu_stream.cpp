@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "session/pdu_stream.hpp"
 
+#include <tuple>
 #include <utility>
 
 namespace iscsi_doctor::session {
@@ -41,26 +42,19 @@ void PduStream::set_digests(bool header, bool data) {
   framer_.set_config(c);
 }
 
-void PduStream::locate(const iscsi::Position& p, PduEvent& ev) const {
-  ev.began_in_chunk = p.in_this_chunk;
-  if (p.in_this_chunk) {
-    ev.first_frame = cur_frame_;
-    ev.first_t = cur_t_;
-    return;
-  }
+std::pair<uint64_t, int64_t> PduStream::locate(const iscsi::Position& p) const {
+  if (p.in_this_chunk) return {cur_frame_, cur_t_};
   for (auto it = recent_.rbegin(); it != recent_.rend(); ++it)
-    if (it->abs <= p.stream_offset) {
-      ev.first_frame = it->frame;
-      ev.first_t = it->t;
-      return;
-    }
+    if (it->abs <= p.stream_offset) return {it->frame, it->t};
+  return {0, 0};
 }
 
 void PduStream::on_pdu_start(const iscsi::PduStart& s) {
   PduEvent& ev = events_.emplace_back();
   ev.type = PduEvent::Type::start;
   ev.bhs = s.bhs;
-  locate(s.first_byte, ev);
+  ev.began_in_chunk = s.first_byte.in_this_chunk;
+  std::tie(ev.first_frame, ev.first_t) = locate(s.first_byte);
   ev.header_digest_bad = s.header_digest == iscsi::DigestCheck::bad;
   open_ = true;
 }
@@ -69,7 +63,10 @@ void PduStream::on_pdu_end(const iscsi::PduEnd& e) {
   PduEvent& ev = events_.emplace_back();
   ev.type = PduEvent::Type::end;
   ev.bhs = e.bhs;
-  locate(e.first_byte, ev);
+  ev.began_in_chunk = e.first_byte.in_this_chunk;
+  std::tie(ev.first_frame, ev.first_t) = locate(e.first_byte);
+  std::tie(ev.last_frame, ev.last_t) = locate(e.last_byte);
+  ev.kept_truncated = e.kept_truncated;
   ev.data.assign(e.kept_data.begin(), e.kept_data.end());
   ev.data_incomplete = e.data_incomplete;
   ev.truncated = e.truncated;

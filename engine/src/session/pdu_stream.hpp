@@ -20,8 +20,10 @@ struct PduEvent {
   bool began_in_chunk = false;  // the PDU's first byte is in the segment being fed
   uint64_t first_frame = 0;     // segment that carried the first byte (0 if lost)
   int64_t first_t = 0;
+  uint64_t last_frame = 0;      // end: segment that carried the last byte (0 if lost)
+  int64_t last_t = 0;
   std::vector<uint8_t> data;    // end: kept data (login/text keys, sense)
-  bool data_incomplete = false, truncated = false;
+  bool data_incomplete = false, truncated = false, kept_truncated = false;
   bool header_digest_bad = false, data_digest_bad = false;
 };
 
@@ -50,7 +52,8 @@ private:
   void on_pdu_end(const iscsi::PduEnd&) override;
   void on_sync_lost(const iscsi::SyncLost&) override;
   void on_resync(const iscsi::Resync&) override;
-  void locate(const iscsi::Position& p, PduEvent& ev) const;
+  // The segment (frame, time) that carried a stream position; {0, 0} when it was lost.
+  std::pair<uint64_t, int64_t> locate(const iscsi::Position& p) const;
 
   iscsi::Framer framer_;
   std::vector<PduEvent> events_;

@@ -91,9 +91,14 @@ public:
 
   uint64_t bytes_missing = 0;
 
-  // MSS to judge "small" by: from the SYN, else the largest segment seen (at least 536).
+  // MSS to judge "small" by. The SYN's MSS option does not count TCP options in data segments
+  // (timestamps take 12 bytes: 1460 becomes 1448), so a largest segment within 40 bytes below
+  // the option is the real maximum. Without a SYN, the largest segment seen (at least 536).
   uint32_t effective_mss() const {
-    if (mss) return mss;
+    if (mss) {
+      if (largest_payload <= mss && largest_payload + 40 >= mss) return largest_payload;
+      return mss;
+    }
     return largest_payload > 536 ? largest_payload : 536;
   }
   bool is_small(uint32_t len) const { return len < effective_mss(); }
