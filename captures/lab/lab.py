@@ -1,0 +1,655 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""iscsi-doctor capture lab: real iSCSI peers, real TCP stacks, known causes.
+
+Topology (one scenario):
+
+    netns <P>i (initiator)            root netns                   netns <P>t (target)
+    qemu-io / qemu-img / iscsi-test-cu                               tgtd or scripted_target.py
+    10.77.0.1  lab0 (TAP) <== delayfwd: D ms one way each way ==> lab0 (TAP)  10.77.0.2
+    tcpdump "initiator"          |  (optional) copy at D/2  |      tcpdump "target"
+                                 v
+                       netns <P>m: lab0 (TAP), tcpdump "midpath"
+
+Everything is started by this program and stopped by it on exit (also on
+SIGINT/SIGTERM): namespaces, forwarder, target, tcpdump.  No sysctl outside the
+lab's own namespaces is touched.  Run as root.
+
+  lab.py list
+  lab.py run SCENARIO OUTDIR [--build DIR]      -> OUTDIR/SCENARIO--<vantage>.pcap
+  lab.py all OUTDIR [--build DIR] [--only A,B]   (used by make-captures.sh)
+"""
+
+import argparse
+import atexit
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+IP_I, IP_T = "10.77.0.1", "10.77.0.2"
+MAC_I, MAC_T, MAC_M = "02:00:0a:4d:00:01", "02:00:0a:4d:00:02", "02:00:0a:4d:00:03"
+TGT_IQN = "iqn.2026-11.org.iscsi-doctor:lab"
+SCRIPTED_IQN = "iqn.2026-11.org.iscsi-doctor:scripted"
+CTRL_PORT = 3261          # tgtd control port (abstract unix socket, scoped to the target netns)
+KIB = 1024
+MIB = 1024 * 1024
+
+
+def log(msg):
+    print("lab: " + msg, file=sys.stderr, flush=True)
+
+
+def sh(cmd, check=True, **kw):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    if check and r.returncode != 0:
+        raise RuntimeError("command failed (%d): %s\n%s%s" % (r.returncode, " ".join(cmd), r.stdout, r.stderr))
+    return r
+
+
+# --------------------------------------------------------------------------------------------
+# Scenarios
+# --------------------------------------------------------------------------------------------
+
+def qio_seq(op, size, count, start=0):
+    """qemu-io commands: count sequential ops of size bytes starting at byte offset start."""
+    return ["%s %d %d" % (op, start + i * size, size) for i in range(count)]
+
+
+def qio_scattered(op, size, count, seed, span=48 * MIB, base=8 * MIB):
+    rnd = random.Random(seed)
+    return ["%s %d %d" % (op, base + rnd.randrange(span // size) * size, size) for _ in range(count)]
+
+
+def qio_pairs(op, sizes, pairs, start=0):
+    """Batches issued together: aio op for each size, then aio_flush (waits for the batch)."""
+    cmds = []
+    off = start
+    for _ in range(pairs):
+        for sz in sizes:
+            cmds.append("aio_%s %d %d" % (op, off, sz))
+            off += max(sizes)
+        cmds.append("aio_flush")
+    return cmds
+
+
+SCENARIOS = {}
+
+
+def scenario(name, **kw):
+    kw.setdefault("target", "tgtd")
+    kw.setdefault("target_nagle", False)
+    kw.setdefault("initiator_nagle", False)
+    kw.setdefault("delay_ms", 4.0)
+    kw.setdefault("vantages", ("initiator", "target"))
+    kw.setdefault("tgt_params", {})
+    kw.setdefault("scripted_status", "separate")
+    kw.setdefault("header_digest", False)
+    kw.setdefault("starts_mid_session", False)
+    kw.setdefault("queue_depth", 1)
+    kw.setdefault("short", False)
+    kw.setdefault("cc", "cubic")
+    kw["name"] = name
+    SCENARIOS[name] = kw
+    return kw
+
+
+# 1. stock peers: tgtd + libiscsi, both TCP_NODELAY, tgtd defaults (InitialR2T=Yes, ImmediateData=Yes,
+#    MaxRecvDataSegmentLength=8192, FirstBurstLength=65536, MaxBurstLength=262144)
+scenario("stock-read",
+         doc="tgtd and qemu-io as shipped (both TCP_NODELAY): 40 x READ 1 KiB, 40 x 8 KiB, 40 x 64 KiB, sequential. "
+             "The 1-round-trip baseline for reads (tgtd puts status in the final Data-In).",
+         workload=[("qemu-io", qio_seq("read", 1 * KIB, 40) + qio_seq("read", 8 * KIB, 40, 1 * MIB)
+                    + qio_seq("read", 64 * KIB, 40, 2 * MIB))],
+         workload_text="40 x READ 1 KiB, 40 x READ 8 KiB, 40 x READ 64 KiB, sequential",
+         vantages=("initiator", "target", "midpath"))
+scenario("stock-write",
+         doc="tgtd and qemu-io as shipped: 40 x WRITE 1 KiB and 40 x 8 KiB (immediate data, 1 round trip), "
+             "40 x WRITE 64 KiB with tgtd's default InitialR2T=Yes: 8 KiB immediate data, then an R2T round trip "
+             "for the remaining 56 KiB.",
+         workload=[("qemu-io", qio_seq("write", 1 * KIB, 40) + qio_seq("write", 8 * KIB, 40, 1 * MIB)
+                    + qio_seq("write", 64 * KIB, 40, 2 * MIB))],
+         workload_text="40 x WRITE 1 KiB, 40 x WRITE 8 KiB, 40 x WRITE 64 KiB, sequential; InitialR2T=Yes (tgtd default)")
+scenario("stock-write-64k-unsolicited",
+         doc="tgtd with InitialR2T=No: 64 KiB writes go as 8 KiB immediate data + 56 KiB unsolicited Data-Out "
+             "(FirstBurstLength 65536): 1 round trip, no R2T.",
+         tgt_params={"InitialR2T": "No"},
+         workload=[("qemu-io", qio_seq("write", 64 * KIB, 40))],
+         workload_text="40 x WRITE 64 KiB sequential; InitialR2T=No, ImmediateData=Yes, FirstBurstLength=65536")
+scenario("stock-1m",
+         doc="tgtd and qemu-io as shipped: 10 x READ 1 MiB then 10 x WRITE 1 MiB (several Data-In PDUs, "
+             "R2T cycles of MaxBurstLength 256 KiB for writes).",
+         workload=[("qemu-io", qio_seq("read", MIB, 10, 4 * MIB) + qio_seq("write", MIB, 10, 16 * MIB))],
+         workload_text="10 x READ 1 MiB, 10 x WRITE 1 MiB, sequential")
+
+# 2. tgtd with Nagle on (shim): commands issued in batches of two
+scenario("target-nagle-read-batch2",
+         doc="tgtd with Nagle on (LD_PRELOAD shim), qemu-io issues READs in batches of two (aio_read 1 KiB + "
+             "aio_read 512 B, then waits for both). The second PDU of the back-to-back pair is held by the target's "
+             "Nagle until the initiator's ACK of the first, which the initiator delays.",
+         target_nagle=True, queue_depth=2,
+         workload=[("qemu-io", qio_pairs("read", [1 * KIB, 512], 40))],
+         workload_text="40 batches of {READ 1 KiB, READ 512 B} issued together (aio), sequential")
+scenario("target-nagle-write-batch2",
+         doc="tgtd with Nagle on (shim), qemu-io issues WRITEs in batches of two (4 KiB + 2 KiB). The second "
+             "SCSI Response of the pair is held by the target's Nagle until the initiator's ACK.",
+         target_nagle=True, queue_depth=2,
+         workload=[("qemu-io", qio_pairs("write", [4 * KIB, 2 * KIB], 40))],
+         workload_text="40 batches of {WRITE 4 KiB, WRITE 2 KiB} issued together (aio), sequential")
+
+# 3. initiator with Nagle on (shim on qemu-io)
+scenario("initiator-nagle-write-1k",
+         doc="qemu-io with Nagle on (shim), tgtd stock: libiscsi writes the 48-byte command header and the 1 KiB "
+             "immediate data in two calls; the data waits for the target's (delayed) ACK of the header.",
+         initiator_nagle=True,
+         workload=[("qemu-io", qio_seq("write", 1 * KIB, 60))],
+         workload_text="60 x WRITE 1 KiB sequential")
+scenario("initiator-nagle-write-8k",
+         doc="qemu-io with Nagle on (shim), tgtd stock: 8 KiB writes; the sub-MSS tail of the immediate data "
+             "waits for the target's ACK.",
+         initiator_nagle=True,
+         workload=[("qemu-io", qio_seq("write", 8 * KIB, 60))],
+         workload_text="60 x WRITE 8 KiB sequential")
+
+# 4. scripted non-collapsing target (separate Data-In and SCSI Response writes)
+scenario("scripted-nagle-read-8k",
+         doc="Scripted target, Nagle on, Data-In and SCSI Response written separately: the study's slow target. "
+             "The 48-byte Response is held until the ACK of the Data-In tail arrives.",
+         target="scripted", target_nagle=True,
+         workload=[("qemu-io", qio_seq("read", 8 * KIB, 100))],
+         workload_text="100 x READ 8 KiB sequential", vantages=("initiator", "target", "midpath"), short=True)
+scenario("scripted-nagle-read-1k",
+         doc="Scripted target, Nagle on: the whole Data-In is one sub-MSS segment, the initiator delays its ACK "
+             "(~40 ms) and the Response waits for it: the study's delayed-ACK case.",
+         target="scripted", target_nagle=True,
+         workload=[("qemu-io", qio_seq("read", 1 * KIB, 40))],
+         workload_text="40 x READ 1 KiB sequential")
+scenario("scripted-nodelay-read-8k",
+         doc="Scripted target with TCP_NODELAY: same two writes, no hold: 1 round trip.",
+         target="scripted", target_nagle=False,
+         workload=[("qemu-io", qio_seq("read", 8 * KIB, 100))],
+         workload_text="100 x READ 8 KiB sequential")
+scenario("scripted-nodelay-read-1k",
+         doc="Scripted target with TCP_NODELAY, 1 KiB reads: 1 round trip.",
+         target="scripted", target_nagle=False,
+         workload=[("qemu-io", qio_seq("read", 1 * KIB, 100))],
+         workload_text="100 x READ 1 KiB sequential")
+scenario("scripted-nagle-coalesced-read-8k",
+         doc="Scripted target, Nagle on, but Data-In and Response written with ONE send() (the study's "
+             "coalescing fix): 1 round trip although Nagle stays on.",
+         target="scripted", target_nagle=True, scripted_status="coalesced",
+         workload=[("qemu-io", qio_seq("read", 8 * KIB, 100))],
+         workload_text="100 x READ 8 KiB sequential")
+
+# 5. a second delay
+scenario("scripted-nagle-read-8k-1ms",
+         doc="As scripted-nagle-read-8k at 1 ms one way (2 ms RTT).",
+         target="scripted", target_nagle=True, delay_ms=1.0,
+         workload=[("qemu-io", qio_seq("read", 8 * KIB, 100))],
+         workload_text="100 x READ 8 KiB sequential")
+scenario("stock-rw-1ms",
+         doc="Stock tgtd and qemu-io at 1 ms one way: 50 x READ 8 KiB, 50 x WRITE 8 KiB, scattered LBAs.",
+         delay_ms=1.0,
+         workload=[("qemu-io", qio_scattered("read", 8 * KIB, 50, 1) + qio_scattered("write", 8 * KIB, 50, 2))],
+         workload_text="50 x READ 8 KiB, 50 x WRITE 8 KiB, scattered LBAs")
+
+# 6. queue depth > 1
+scenario("stock-qd8-read",
+         doc="Stock peers, qemu-img bench with 8 commands outstanding: 200 x READ 4 KiB sequential.",
+         queue_depth=8,
+         workload=[("bench", ["-c", "200", "-d", "8", "-s", "4k"])],
+         workload_text="qemu-img bench: 200 x READ 4 KiB sequential, queue depth 8")
+scenario("stock-qd8-write",
+         doc="Stock peers, qemu-img bench with 8 commands outstanding: 200 x WRITE 4 KiB sequential.",
+         queue_depth=8,
+         workload=[("bench", ["-c", "200", "-d", "8", "-s", "4k", "-w"])],
+         workload_text="qemu-img bench: 200 x WRITE 4 KiB sequential, queue depth 8")
+
+# 7. a capture that starts mid-session (login and the first commands cut out with editcap)
+scenario("stock-read-midsession",
+         doc="Stock peers, 100 x READ 8 KiB; the capture starts in the middle of the session (no SYN, no login: "
+             "everything before the 20th READ was cut with editcap).",
+         starts_mid_session=True,
+         workload=[("qemu-io", qio_seq("read", 8 * KIB, 100))],
+         workload_text="100 x READ 8 KiB sequential (the capture holds the last ~80)")
+
+# 8. header digests
+scenario("stock-header-digest",
+         doc="tgtd and qemu-io with HeaderDigest=CRC32C negotiated (libiscsi 1.19 does not offer DataDigest, "
+             "so data digests stay None): 40 x READ 8 KiB, a pause with NOP-Out/NOP-In, 40 x WRITE 8 KiB.",
+         header_digest=True, tgt_params={"HeaderDigest": "CRC32C"},
+         workload=[("qemu-io", qio_seq("read", 8 * KIB, 40) + ["sleep 5500"] + qio_seq("write", 8 * KIB, 40, 1 * MIB))],
+         workload_text="40 x READ 8 KiB, a 5.5 s pause (qemu's iSCSI driver pings with NOP-Out every 5 s), "
+                       "40 x WRITE 8 KiB, sequential; HeaderDigest=CRC32C")
+
+# 9. iscsi-test-cu for opcode variety
+scenario("test-cu",
+         doc="libiscsi's iscsi-test-cu against tgtd, a few short tests (task management: ABORT TASK and LUN RESET; "
+             "residual over/underflow with CHECK CONDITION and sense data; TUR, READ CAPACITY 16, INQUIRY, MODE SENSE, "
+             "REPORT SUPPORTED OPCODES): opcode variety, errors, one session per test.",
+         workload=[("test-cu", ["iSCSI.iSCSITMF", "iSCSI.iSCSIResiduals.Read10Invalid",
+                                "iSCSI.iSCSIResiduals.Read10Residuals", "iSCSI.iSCSIResiduals.Write10Residuals",
+                                "SCSI.TestUnitReady.Simple", "SCSI.ReadCapacity16.Simple",
+                                "SCSI.ReadCapacity16.Alloclen", "SCSI.Read16.ZeroBlocks", "SCSI.Inquiry.Standard",
+                                "SCSI.Inquiry.AllocLength", "SCSI.Inquiry.EVPD", "SCSI.ModeSense6.AllPages",
+                                "SCSI.ModeSense6.Residuals", "SCSI.ReportSupportedOpcodes.Simple"])],
+         workload_text="iscsi-test-cu, one run per test: iSCSI.iSCSITMF, iSCSI.iSCSIResiduals.{Read10Invalid,"
+                       "Read10Residuals,Write10Residuals}, SCSI.TestUnitReady.Simple, SCSI.ReadCapacity16.{Simple,"
+                       "Alloclen}, SCSI.Read16.ZeroBlocks, SCSI.Inquiry.{Standard,AllocLength,EVPD}, "
+                       "SCSI.ModeSense6.{AllPages,Residuals}, SCSI.ReportSupportedOpcodes.Simple")
+
+
+# --------------------------------------------------------------------------------------------
+# The lab
+# --------------------------------------------------------------------------------------------
+
+class Lab:
+    def __init__(self, build, scenario, workdir):
+        self.build = build
+        self.sc = scenario
+        self.work = workdir
+        tag = "%d%02d" % (os.getpid(), len(_LABS))
+        self.ns_i, self.ns_t, self.ns_m = "isd%si" % tag, "isd%st" % tag, "isd%sm" % tag
+        self.procs = []          # (name, Popen)
+        self.namespaces = []
+        self.tgtd = None
+        self.log_files = []
+        _LABS.append(self)
+
+    # ---- plumbing -------------------------------------------------------------------------
+    def popen(self, name, cmd, env=None, stdout=None, stderr=None):
+        logf = open(os.path.join(self.work, name + ".log"), "w")
+        self.log_files.append(logf)
+        p = subprocess.Popen(cmd, stdout=stdout or logf, stderr=stderr or logf, env=env,
+                             start_new_session=True)
+        self.procs.append((name, p))
+        return p
+
+    def nsexec(self, ns):
+        return ["ip", "netns", "exec", ns]
+
+    def setup(self):
+        sc = self.sc
+        for ns in (self.ns_i, self.ns_t) + ((self.ns_m,) if "midpath" in sc["vantages"] else ()):
+            sh(["ip", "netns", "add", ns])
+            self.namespaces.append(ns)
+            sh(self.nsexec(ns) + ["ip", "link", "set", "lo", "up"])
+            for k in ("net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"):
+                sh(self.nsexec(ns) + ["sysctl", "-qw", k + "=1"], check=False)
+
+        cmd = [os.path.join(self.build, "delayfwd"), "-a", self.ns_i + ":lab0", "-b", self.ns_t + ":lab0",
+               "-d", str(int(sc["delay_ms"] * 1000)), "-r", "1000"]
+        if "midpath" in sc["vantages"]:
+            cmd += ["-m", self.ns_m + ":lab0"]
+        self.popen("delayfwd", cmd)
+        deadline = time.time() + 5
+        while True:
+            r = sh(["ip", "-n", self.ns_t, "link", "show", "lab0"], check=False)
+            r2 = sh(["ip", "-n", self.ns_i, "link", "show", "lab0"], check=False)
+            if r.returncode == 0 and r2.returncode == 0:
+                break
+            if time.time() > deadline:
+                raise RuntimeError("delayfwd did not create its TAP devices")
+            time.sleep(0.05)
+        for ns, ip, mac in ((self.ns_i, IP_I, MAC_I), (self.ns_t, IP_T, MAC_T)):
+            sh(["ip", "-n", ns, "link", "set", "lab0", "address", mac])
+            sh(["ip", "-n", ns, "addr", "add", ip + "/24", "dev", "lab0"])
+            sh(["ip", "-n", ns, "link", "set", "lab0", "up"])
+        sh(["ip", "-n", self.ns_i, "neigh", "replace", IP_T, "lladdr", MAC_T, "dev", "lab0", "nud", "permanent"])
+        sh(["ip", "-n", self.ns_t, "neigh", "replace", IP_I, "lladdr", MAC_I, "dev", "lab0", "nud", "permanent"])
+        if "midpath" in sc["vantages"]:
+            sh(["ip", "-n", self.ns_m, "link", "set", "lab0", "address", MAC_M])
+            sh(["ip", "-n", self.ns_m, "link", "set", "lab0", "up"])
+
+    def shim_env(self, nagle_on):
+        """Every peer runs with the shim: it sets the scenario's congestion control (cubic, Debian's
+        default; some hosts default to bbr, whose pacing spreads every burst, and a non-initial
+        namespace may not pick cubic as its default) and, for a side with Nagle on, drops TCP_NODELAY."""
+        env = dict(os.environ)
+        env["LD_PRELOAD"] = os.path.join(self.build, "nodelay_shim.so")
+        env["NODELAY_SHIM_LOG"] = "1"
+        env["ISD_TCP_CC"] = self.sc["cc"]
+        if nagle_on:
+            env["ISD_NAGLE_ON"] = "1"
+        return env
+
+    # ---- targets --------------------------------------------------------------------------
+    def tgtadm(self, *args, check=True):
+        return sh(self.nsexec(self.ns_t) + ["tgtadm", "-C", str(CTRL_PORT), "--lld", "iscsi"] + list(args),
+                  check=check)
+
+    def start_tgtd(self):
+        sc = self.sc
+        store = os.path.join(self.work, "disk.img")
+        with open(store, "wb") as f:
+            f.truncate(64 * MIB)
+        self.tgtd = self.popen("tgtd", self.nsexec(self.ns_t) + ["tgtd", "-f", "-C", str(CTRL_PORT)],
+                               env=self.shim_env(sc["target_nagle"]))
+        deadline = time.time() + 10
+        while self.tgtadm("--op", "show", "--mode", "target", check=False).returncode != 0:
+            if time.time() > deadline or self.tgtd.poll() is not None:
+                raise RuntimeError("tgtd did not come up")
+            time.sleep(0.1)
+        self.tgtadm("--op", "new", "--mode", "target", "--tid", "1", "-T", TGT_IQN)
+        self.tgtadm("--op", "new", "--mode", "logicalunit", "--tid", "1", "--lun", "1", "-b", store)
+        self.tgtadm("--op", "bind", "--mode", "target", "--tid", "1", "-I", "ALL")
+        for k, v in sc["tgt_params"].items():
+            self.tgtadm("--op", "update", "--mode", "target", "--tid", "1", "--name", k, "--value", v)
+        self.wait_listen()
+
+    def stop_tgtd(self):
+        if not self.tgtd or self.tgtd.poll() is not None:
+            return
+        self.tgtadm("--op", "delete", "--mode", "target", "--tid", "1", "--force", check=False)
+        self.tgtadm("--op", "delete", "--mode", "system", check=False)
+        try:
+            self.tgtd.wait(5)
+        except subprocess.TimeoutExpired:
+            self.tgtd.kill()
+            self.tgtd.wait()
+
+    def start_scripted(self):
+        sc = self.sc
+        cmd = self.nsexec(self.ns_t) + [sys.executable, os.path.join(HERE, "scripted_target.py"),
+                                        "--nagle" if sc["target_nagle"] else "--nodelay",
+                                        "--status", sc["scripted_status"], "--target-name", SCRIPTED_IQN,
+                                        "--congestion-control", sc["cc"]]
+        self.popen("scripted_target", cmd)
+        self.wait_listen()
+
+    def wait_listen(self):
+        deadline = time.time() + 10
+        while True:
+            r = sh(self.nsexec(self.ns_t) + ["ss", "-Hltn", "sport = :3260"], check=False)
+            if r.stdout.strip():
+                return
+            if time.time() > deadline:
+                raise RuntimeError("target did not listen on 3260")
+            time.sleep(0.05)
+
+    # ---- capture --------------------------------------------------------------------------
+    def start_captures(self, outdir):
+        caps = []
+        for v in self.sc["vantages"]:
+            ns = {"initiator": self.ns_i, "target": self.ns_t, "midpath": self.ns_m}[v]
+            path = os.path.join(outdir, "%s--%s.pcap" % (self.sc["name"], v))
+            errpath = os.path.join(self.work, "tcpdump-%s.log" % v)
+            errf = open(errpath, "w")
+            self.log_files.append(errf)
+            p = subprocess.Popen(self.nsexec(ns) + ["tcpdump", "-i", "lab0", "-B", "32768", "-s", "0", "-Z", "root",
+                                                    "-n", "-w", path, "tcp port 3260"],
+                                 stdout=subprocess.DEVNULL, stderr=errf, start_new_session=True)
+            self.procs.append(("tcpdump-" + v, p))
+            caps.append((v, path, p, errpath))
+        deadline = time.time() + 10
+        for v, path, p, errpath in caps:
+            while "listening on" not in open(errpath).read():
+                if time.time() > deadline or p.poll() is not None:
+                    raise RuntimeError("tcpdump (%s) did not start: %s" % (v, open(errpath).read()))
+                time.sleep(0.05)
+        time.sleep(0.3)
+        return caps
+
+    def stop_captures(self, caps):
+        time.sleep(1.2)   # let the last packets reach the capture buffers
+        for v, path, p, errpath in caps:
+            p.send_signal(signal.SIGINT)
+        for v, path, p, errpath in caps:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            err = open(errpath).read()
+            m = re.search(r"(\d+) packets dropped by kernel", err)
+            if m and int(m.group(1)) != 0:
+                raise RuntimeError("tcpdump (%s) dropped %s packets" % (v, m.group(1)))
+
+    # ---- workloads ------------------------------------------------------------------------
+    def url(self):
+        iqn = SCRIPTED_IQN if self.sc["target"] == "scripted" else TGT_IQN
+        return "iscsi://%s/%s/1" % (IP_T, iqn)
+
+    def image_args(self):
+        if self.sc["header_digest"]:
+            iqn = SCRIPTED_IQN if self.sc["target"] == "scripted" else TGT_IQN
+            return ["--image-opts", "driver=iscsi,transport=tcp,portal=%s,target=%s,lun=1,header-digest=crc32c"
+                    % (IP_T, iqn)]
+        return ["-f", "raw", self.url()]
+
+    def run_workload(self):
+        env = self.shim_env(self.sc["initiator_nagle"])
+        for kind, arg in self.sc["workload"]:
+            if kind == "qemu-io":
+                cmd = ["qemu-io", "-t", "none"]
+                for c in arg:
+                    cmd += ["-c", c]
+                img = self.image_args()
+                if img[0] == "-f":
+                    cmd += img[:2] + [img[2]]
+                else:
+                    cmd += img
+            elif kind == "bench":
+                cmd = ["qemu-img", "bench", "-t", "none"] + arg + self.image_args()
+            elif kind == "test-cu":
+                # one invocation per test (each logs in anew): bounded and easy to attribute
+                for test in arg:
+                    self.run_one(["timeout", "20", "iscsi-test-cu", "-n", "-d", "-t", test, self.url()], env, kind)
+                continue
+            else:
+                raise ValueError(kind)
+            self.run_one(cmd, env, kind)
+
+    def run_one(self, cmd, env, kind):
+        t0 = time.time()
+        r = subprocess.run(self.nsexec(self.ns_i) + cmd, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=120)
+        with open(os.path.join(self.work, "workload.log"), "a") as f:
+            f.write("$ %s\n%s\n" % (" ".join(cmd[:8]) + (" ..." if len(cmd) > 8 else ""), r.stdout))
+        if kind != "test-cu" and (r.returncode != 0 or "error" in r.stdout.lower() or "failed" in r.stdout.lower()):
+            raise RuntimeError("workload failed (%d): %s" % (r.returncode, r.stdout[-2000:]))
+        log("  %s: %.1f s%s" % (kind, time.time() - t0, " " + cmd[-2] if kind == "test-cu" else ""))
+
+    # ---- teardown -------------------------------------------------------------------------
+    def teardown(self):
+        try:
+            if self.tgtd is not None:
+                self.stop_tgtd()
+        except Exception as e:  # keep tearing down
+            log("tgtd stop: %s" % e)
+        for name, p in reversed(self.procs):
+            if p.poll() is None:
+                try:
+                    p.terminate()
+                    p.wait(3)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+                except ProcessLookupError:
+                    pass
+        self.procs = []
+        for ns in self.namespaces:
+            sh(["ip", "netns", "del", ns], check=False)
+        self.namespaces = []
+        for f in self.log_files:
+            f.close()
+        self.log_files = []
+
+
+_LABS = []
+
+
+def _cleanup_all():
+    for lab in _LABS:
+        lab.teardown()
+
+
+def _on_signal(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def versions():
+    def first_line(cmd):
+        try:
+            return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout.strip()
+        except OSError:
+            return ""
+
+    def deb(pkg):
+        return first_line(["dpkg-query", "-W", "-f", "${Version}", pkg])
+
+    tgtd = first_line(["tgtd", "-V"]).split()[-1] if first_line(["tgtd", "-V"]) else "?"
+    qemu = re.search(r"version (\S+)", first_line(["qemu-io", "-V"]))
+    return {
+        "tgtd": tgtd,
+        "qemu": qemu.group(1) if qemu else "?",
+        "libiscsi": deb("libiscsi7").split("-")[0] or "?",
+        "python": "%d.%d.%d" % sys.version_info[:3],
+        "kernel": os.uname().release,
+        "tcpdump": deb("tcpdump"),
+    }
+
+
+def made_block(sc, vantage, vers):
+    if sc["target"] == "scripted":
+        target = "scripted target (captures/lab/scripted_target.py, Python %s), status %s" % (
+            vers["python"], {"separate": "in a separate SCSI Response written after the Data-In",
+                             "coalesced": "in a SCSI Response written in the same send() as the Data-In",
+                             "collapsed": "in the final Data-In"}[sc["scripted_status"]])
+    else:
+        target = "tgtd %s (Debian tgt, backing store rdwr on a sparse 64 MiB file)" % vers["tgtd"]
+    wl = sc["workload"][0][0]
+    initiator = {"qemu-io": "qemu-io %s (libiscsi %s)", "bench": "qemu-img bench %s (libiscsi %s)",
+                 "test-cu": "iscsi-test-cu (libiscsi %s)"}[wl]
+    initiator = initiator % ((vers["libiscsi"],) if wl == "test-cu" else (vers["qemu"], vers["libiscsi"]))
+    return {
+        "target": target,
+        "initiator": initiator,
+        "one_way_delay_ms": sc["delay_ms"],
+        "mtu": 1500,
+        "mss": 1448,
+        "link_mbit_s": 1000,
+        "congestion_control": sc["cc"],
+        "nagle": {"initiator": sc["initiator_nagle"], "target": sc["target_nagle"] if sc["target"] == "scripted"
+                  else sc["target_nagle"]},
+        "vantage": vantage,
+        "workload": sc["workload_text"],
+        "queue_depth": sc["queue_depth"],
+        "digests": {"header": sc["header_digest"], "data": False},
+        "starts_mid_session": sc["starts_mid_session"],
+        "target_params": dict(sc["tgt_params"]),
+        "kernel": vers["kernel"],
+        "how": sc["doc"],
+    }
+
+
+def cut_login(path, work):
+    """Keep the capture from the 20th READ command on (drops SYN, login and the first commands)."""
+    r = sh(["tshark", "-r", path, "-Y", "iscsi.opcode == 0x01 && scsi_sbc.opcode == 0x28", "-T", "fields",
+            "-e", "frame.number"])
+    frames = [int(x) for x in r.stdout.split()]
+    if len(frames) < 30:
+        raise RuntimeError("too few reads to cut: %d" % len(frames))
+    first = frames[19]
+    tmp = os.path.join(work, "cut.pcap")
+    sh(["editcap", "-r", path, tmp, "%d-%d" % (first, 1 << 30)])
+    shutil.move(tmp, path)
+
+
+def run_scenario(name, outdir, build, workroot=None):
+    """Run one scenario; write OUTDIR/<name>--<vantage>.pcap; return [(vantage, path)]."""
+    sc = SCENARIOS[name]
+    os.makedirs(outdir, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="isd-lab-%s-" % name, dir=workroot)
+    lab = Lab(build, sc, work)
+    t0 = time.time()
+    log("scenario %s (work dir %s)" % (name, work))
+    try:
+        lab.setup()
+        if sc["target"] == "scripted":
+            lab.start_scripted()
+        else:
+            lab.start_tgtd()
+        caps = lab.start_captures(outdir)
+        lab.run_workload()
+        lab.stop_captures(caps)
+    except BaseException:
+        log("scenario %s failed; logs kept in %s" % (name, work))
+        for fn in sorted(os.listdir(work)):
+            if fn.endswith(".log"):
+                sys.stderr.write("---- %s\n%s\n" % (fn, open(os.path.join(work, fn)).read()[-3000:]))
+        lab.teardown()
+        raise
+    lab.teardown()
+    fwd = open(os.path.join(work, "delayfwd.log")).read()
+    for line in fwd.splitlines():
+        if "frames" in line:
+            log("  " + line)
+    out = []
+    for v, path, p, err in caps:
+        if sc["starts_mid_session"]:
+            cut_login(path, work)
+        out.append((v, path))
+    if not os.environ.get("ISD_LAB_KEEP"):
+        shutil.rmtree(work, ignore_errors=True)
+    log("scenario %s done in %.1f s" % (name, time.time() - t0))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list")
+    r = sub.add_parser("run")
+    r.add_argument("scenario")
+    r.add_argument("outdir")
+    r.add_argument("--build", required=True, help="directory holding delayfwd and nodelay_shim.so")
+    r.add_argument("--json", action="store_true", help="print the produced files and their 'made' blocks as JSON")
+    a = sub.add_parser("all")
+    a.add_argument("outdir")
+    a.add_argument("--build", required=True)
+    a.add_argument("--only", help="comma-separated scenario names")
+    args = ap.parse_args()
+
+    if args.cmd == "list":
+        for n, sc in SCENARIOS.items():
+            print("%-34s %s" % (n, "(short) " if sc["short"] else "") + sc["doc"][:90])
+        return 0
+    if os.geteuid() != 0:
+        print("lab.py: must run as root (network namespaces, TAP devices, tcpdump)", file=sys.stderr)
+        return 2
+    atexit.register(_cleanup_all)
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, _on_signal)
+    vers = versions()
+    names = list(SCENARIOS) if args.cmd == "all" else [args.scenario]
+    if args.cmd == "all" and args.only:
+        names = args.only.split(",")
+    for n in names:
+        if n not in SCENARIOS:
+            print("unknown scenario %s (see: lab.py list)" % n, file=sys.stderr)
+            return 2
+    made = []
+    for n in names:
+        for v, path in run_scenario(n, args.outdir, args.build):
+            made.append({"scenario": n, "vantage": v, "path": path, "made": made_block(SCENARIOS[n], v, vers)})
+    if args.cmd == "all" or args.json:
+        with open(os.path.join(args.outdir, "made.json"), "w") as f:
+            json.dump(made, f, indent=1)
+    if getattr(args, "json", False):
+        print(json.dumps(made, indent=1))
+    else:
+        for m in made:
+            print(m["path"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Every capture in captures/MANIFEST.json exists, opens in tshark, and Wireshark's iSCSI dissector
+sees exactly the PDUs the manifest says (its 'tshark' block)."""
+
+import gzip
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lab import CAPTURES, load_manifest, tshark_pdus  # noqa: E402
+
+MANIFEST = load_manifest()
+ENTRIES = MANIFEST["captures"]
+IDS = [e["file"] for e in ENTRIES]
+VANTAGES = {"initiator", "target", "midpath"}
+KINDS = {"nagle_hold", "delayed_ack", "r2t_round_trip", "cwnd_limited", "rwnd_limited", "retransmission",
+         "target_think", "serialized"}
+
+needs_tshark = pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed")
+
+
+def test_manifest_shape():
+    assert MANIFEST["schema"] == 1
+    assert len(ENTRIES) >= 20
+    files = [e["file"] for e in ENTRIES]
+    assert len(files) == len(set(files)), "duplicate files in the manifest"
+    for e in ENTRIES:
+        for k in ("file", "scenario", "made", "measured", "expect", "tshark"):
+            assert k in e, (e["file"], k)
+        assert set(e["tshark"]) >= {"scsi_commands", "pdus_by_opcode"}
+        if e["made"].get("lab", True):
+            m = e["made"]
+            for k in ("target", "initiator", "one_way_delay_ms", "mtu", "mss", "nagle", "vantage", "workload",
+                      "queue_depth", "digests", "starts_mid_session"):
+                assert k in m, (e["file"], k)
+            assert m["vantage"] in VANTAGES
+            assert e["file"] == "fixtures/%s--%s.pcap.gz" % (e["scenario"], m["vantage"])
+            assert e["session"]["vantage"] == m["vantage"]
+        for x in e["expect"]:
+            assert x["select"]["op"] in ("read", "write", "other")
+            assert 0 < x["min_fraction"] <= 1
+            if x["min_fraction"] < 0.8:
+                assert x.get("why"), "min_fraction below 0.8 needs a reason"
+            assert set(x.get("findings", {})) <= KINDS
+            assert set(x.get("findings", {}).values()) <= {"initiator", "target"}
+            assert set(x.get("absent", [])) <= KINDS
+            assert not set(x.get("findings", {})) & set(x.get("absent", []))
+
+
+def test_scenarios_cover_the_issue():
+    lab = [e for e in ENTRIES if e["made"].get("lab", True)]
+    by_scn = {}
+    for e in lab:
+        by_scn.setdefault(e["scenario"], set()).add(e["made"]["vantage"])
+    for scn, vs in by_scn.items():
+        assert {"initiator", "target"} <= vs, scn
+    assert any("midpath" in vs for vs in by_scn.values())
+    made = [e["made"] for e in lab]
+    assert any(m["nagle"]["target"] and "tgtd" in m["target"] for m in made)
+    assert any(m["nagle"]["initiator"] for m in made)
+    assert any(m["nagle"]["target"] and "scripted" in m["target"] for m in made)
+    assert any(not m["nagle"]["target"] and "scripted" in m["target"] for m in made)
+    assert {m["one_way_delay_ms"] for m in made} >= {4, 1}
+    assert any(m["queue_depth"] > 1 for m in made)
+    assert any(m["starts_mid_session"] for m in made)
+    assert any(m["digests"]["header"] for m in made)
+    assert any("test-cu" in m["initiator"] for m in made)
+    size = sum(p.stat().st_size for p in CAPTURES.rglob("*") if p.is_file())
+    assert size < 30 * 1024 * 1024, "captures/ is %d bytes" % size
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
+def test_fixture_exists_and_is_gzip_pcap(entry):
+    p = CAPTURES / entry["file"]
+    assert p.is_file(), p
+    if p.suffix == ".gz":
+        with gzip.open(p) as f:
+            magic = f.read(4)
+        assert magic in (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d",
+                         b"\x0a\x0d\x0d\x0a"), magic
+
+
+@needs_tshark
+@pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
+def test_tshark_sees_the_expected_pdus(entry):
+    p = CAPTURES / entry["file"]
+    r = subprocess.run(["capinfos", "-c", "-M", str(p)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert r.returncode == 0, r.stderr
+    pdus = tshark_pdus(p)
+    assert pdus == entry["tshark"]["pdus_by_opcode"]
+    assert pdus.get("0x01", 0) == entry["tshark"]["scsi_commands"]
+    if entry["made"].get("lab", True):
+        assert entry["tshark"]["scsi_commands"] > 0
+        if not entry["made"]["starts_mid_session"]:
+            assert pdus.get("0x03", 0) >= 1 and pdus.get("0x23", 0) >= 1, "every lab capture holds its login"
+        else:
+            assert pdus.get("0x03", 0) == 0, "the mid-session capture must not hold a login"
