@@ -115,7 +115,7 @@ def test_manifest_expectations(entry):
 def tshark_pairs(path):
     """(itt, command frame, response frame) for every SCSI command Wireshark pairs."""
     out = subprocess.run(
-        ["tshark", "-r", str(path), "-Y", "iscsi.opcode == 0x01 && iscsi.response_frame",
+        ["tshark", "-2", "-r", str(path), "-Y", "iscsi.opcode == 0x01 && iscsi.response_frame",
          "-T", "fields", "-E", "occurrence=a", "-e", "frame.number", "-e", "iscsi.opcode",
          "-e", "iscsi.initiatortasktag", "-e", "iscsi.response_frame"],
         capture_output=True, text=True, timeout=600, check=True)

@@ -126,10 +126,16 @@ void Connection::handle_payload(const Segment& seg, int dir) {
   tcp::Flow& f = flow_[dir];
   uint32_t len = seg.payload_wire_len;
   if (!f.started) {
-    // The capture starts in the middle of this byte stream: frame from a plausible BHS.
+    // No SYN: if the first bytes are a Login PDU, the capture began at the login (framed from
+    // here, no digests until negotiated); otherwise it began mid-stream and framing resumes at
+    // a plausible BHS.
     f.anchor(seg.seq);
-    mid_session_ = true;
-    pdus_[dir].start_unsynced();
+    if (starts_with_login(seg, dir)) {
+      pdus_[dir].set_digests(false, false);
+    } else {
+      mid_session_ = true;
+      pdus_[dir].start_unsynced();
+    }
   }
   f.largest_payload = std::max(f.largest_payload, len);
   uint64_t start = f.unwrap(seg.seq);
@@ -301,6 +307,14 @@ void Connection::note_retransmission(int dir, const Segment& seg, uint64_t start
   }
   fd.detail = "segment sent again after " + std::to_string(int(fd.lost_ms + 0.5)) + " ms";
   emit_finding(std::move(fd));
+}
+
+bool Connection::starts_with_login(const Segment& seg, int dir) {
+  if (seg.payload.size() < iscsi::kBhsLength) return false;
+  uint8_t want = dir == kI2T ? uint8_t(iscsi::Opcode::LoginRequest) : uint8_t(iscsi::Opcode::LoginResponse);
+  if ((seg.payload[0] & 0x3f) != want) return false;
+  auto bhs = iscsi::parse_bhs(seg.payload);
+  return bhs && iscsi::plausible_bhs(*bhs, dir == kI2T);
 }
 
 int64_t Connection::rtt_ns(int side_dir) const { return rtt_[side_dir].ns(); }
@@ -618,7 +632,18 @@ void Connection::on_pdu_end(int dir, const Segment& seg, const PduEvent& ev) {
   }
   if (op == iscsi::Opcode::TaskMgmtResponse || op == iscsi::Opcode::LogoutResponse) return;
   uint32_t slot = (b.itt == kReservedTag) ? 0 : find_slot(b.itt);
-  if (!slot) return;
+  if (!slot) {
+    // A reply may be framed before its command when the initiator's stream is still waiting
+    // on a digest probe after a mid-stream start: keep it until the command shows up.
+    bool reply = op == iscsi::Opcode::DataIn || op == iscsi::Opcode::ScsiResponse ||
+                 op == iscsi::Opcode::R2T;
+    if (reply && dir == kT2I && b.itt != kReservedTag) {
+      if (orphans_.size() >= kMaxOrphans) orphans_.pop_front();
+      orphans_.push_back({ev, ev.last_frame ? ev.last_frame : seg.frame,
+                          ev.last_frame ? ev.last_t : seg.time_ns});
+    }
+    return;
+  }
   OpenCommand& c = slots_[slot];
   if (ev.data_incomplete) c.r.data_incomplete = true;
   switch (op) {
@@ -626,7 +651,8 @@ void Connection::on_pdu_end(int dir, const Segment& seg, const PduEvent& ev) {
       c.needed_t = seg.time_ns;
       if (b.data_length > 0) c.data_out_bytes += b.data_length;
       if (c.unsolicited_expected <= c.data_out_bytes) c.request_done = true;
-      break;
+      replay_orphans(b.itt);
+      return;
     case iscsi::Opcode::DataOut:
       c.data_out_bytes += b.data_length;
       if (b.flags & 0x80) {  // F: end of this burst; the target can act on it
@@ -661,6 +687,21 @@ void Connection::on_pdu_end(int dir, const Segment& seg, const PduEvent& ev) {
       break;
     default:
       break;
+  }
+}
+
+void Connection::replay_orphans(uint32_t itt) {
+  for (size_t i = 0; i < orphans_.size();) {
+    if (orphans_[i].event.bhs.itt != itt) {
+      ++i;
+      continue;
+    }
+    Orphan o = std::move(orphans_[i]);
+    orphans_.erase(orphans_.begin() + long(i));
+    Segment s{};
+    s.frame = o.frame;
+    s.time_ns = o.t;
+    on_pdu_end(kT2I, s, o.event);
   }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -67,6 +68,7 @@ private:
   void drain_out_of_order(int dir, const Segment& seg);
   void declare_gap(int dir, uint64_t upto, uint64_t frame, const char* why);
   void note_retransmission(int dir, const Segment& seg, uint64_t start, uint64_t end);
+  static bool starts_with_login(const Segment& seg, int dir);
   int64_t rtt_ns(int side_dir) const;  // capture point <-> the side that sends in side_dir
   int64_t full_rtt_ns() const;
   int64_t tolerance_ns() const;
@@ -79,6 +81,7 @@ private:
   HoldVerdict classify_hold(int dir, const Segment& seg, int64_t ready);
   void on_pdu_end(int dir, const Segment& seg, const PduEvent& ev);
   void on_login(int dir, const PduEvent& ev, const Segment& seg);
+  void replay_orphans(uint32_t itt);
   void complete(uint32_t slot, const Segment& seg, const PduEvent& ev);
   void emit_command(OpenCommand& c);
   void emit_finding(Finding f);
@@ -112,6 +115,13 @@ private:
   std::vector<OpenCommand> slots_;  // slot 0 unused
   std::vector<uint32_t> free_slots_;
   std::unordered_map<uint32_t, uint32_t> by_itt_;
+  struct Orphan {
+    PduEvent event;
+    uint64_t frame = 0;
+    int64_t t = 0;
+  };
+  static constexpr size_t kMaxOrphans = 32;
+  std::deque<Orphan> orphans_;  // replies framed before their command (see on_pdu_end)
   uint32_t current_pdu_slot_[2] = {0, 0};  // command owning the PDU in progress per direction
 
   // Statistics and the serialized-queue rule.

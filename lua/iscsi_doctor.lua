@@ -1,0 +1,2060 @@
+-- SPDX-License-Identifier: GPL-2.0-or-later
+--
+-- iscsi-doctor for Wireshark, in Lua: a post-dissector that explains, per SCSI command, why it
+-- was slow (Nagle holds, delayed ACKs, R2T round trips, window holds, retransmissions, target
+-- think time, a serialized queue), with the same rules as the C++ engine (docs/rules.md).
+--
+-- Install: copy this file to ~/.local/lib/wireshark/plugins/ (or run Wireshark/tshark with
+-- -X lua_script:lua/iscsi_doctor.lua). See lua/README.md.
+--
+-- Structure: an analysis core that knows nothing about Wireshark (segments in, commands and
+-- findings out: a port of engine/src/session/connection.cpp, engine/src/tcp/flow.*,
+-- engine/src/iscsi/framer.cpp and login_keys.cpp), then the Wireshark glue at the end.
+-- Lua 5.1-5.4: no integer division, no goto, no bit operators (bit32/bit only, for CRC32C).
+
+local VERSION = "0.1.0"
+
+---------------------------------------------------------------------------------------------
+-- Rules this plugin implements (docs/rules.md); tests/lua checks this list against the doc.
+
+local FINDING_KINDS = {
+  "nagle_hold", "delayed_ack", "r2t_round_trip", "cwnd_limited", "rwnd_limited",
+  "retransmission", "target_think", "serialized",
+}
+-- Finding kinds of docs/rules.md this plugin does not implement (none; see lua/README.md).
+local UNSUPPORTED_KINDS = {}
+
+-- Same texts as fix_for() in engine/src/advice/summary.cpp.
+local function fix_for(kind, side)
+  if kind == "nagle_hold" then
+    if side == "target" then
+      return "set TCP_NODELAY on the target's socket, or send the final Data-In and the SCSI " ..
+             "Response in one write (or put the status in the final Data-In, S bit)"
+    end
+    return "set TCP_NODELAY on the initiator's socket, or send the command header and its " ..
+           "immediate data in one write (writev/MSG_MORE)"
+  elseif kind == "delayed_ack" then
+    if side == "initiator" then
+      return "quick-ACK on the initiator (TCP_QUICKACK after each receive, or a lower " ..
+             "delayed-ACK timeout); removing the Nagle hold on the target removes the wait"
+    end
+    return "quick-ACK on the target (TCP_QUICKACK after each receive); removing the Nagle " ..
+           "hold on the initiator removes the wait"
+  elseif kind == "r2t_round_trip" then
+    return "negotiate ImmediateData=Yes and InitialR2T=No, with FirstBurstLength at least the " ..
+           "write size, so write data travels with the command"
+  elseif kind == "cwnd_limited" then
+    return "keep the congestion window open between bursts: net.ipv4.tcp_slow_start_after_idle=0 " ..
+           "on the sender, and a larger initial window (ip route ... initcwnd)"
+  elseif kind == "rwnd_limited" then
+    if side == "target" then
+      return "raise the initiator's receive buffer (net.ipv4.tcp_rmem, window scaling)"
+    end
+    return "raise the target's receive buffer (net.ipv4.tcp_rmem, window scaling)"
+  elseif kind == "retransmission" then
+    return "find the loss on the path (interface errors, drops, duplex, MTU); losses cost a " ..
+           "timeout or a round trip each"
+  elseif kind == "target_think" then
+    return "the target itself is slow (backing store, CPU, locking): look at the target's disks " ..
+           "and its own latency, not the network"
+  elseif kind == "serialized" then
+    return "keep more commands outstanding (queue depth > 1: more I/O threads, async I/O, a " ..
+           "larger nr_requests/queue depth) or larger transfers, so round trips overlap"
+  end
+  return ""
+end
+
+-- Options (engine/include/iscsi_doctor/analyzer.hpp)
+local DEFAULT_OPTIONS = {
+  ports = { [3260] = true },
+  detect_ports = true,
+  delayed_ack_min_ms = 10,
+  think_min_ms = 2,
+  max_connections = 65536,
+  max_open_commands = 65536,
+  max_out_of_order_bytes = 4 * 1048576,
+}
+
+---------------------------------------------------------------------------------------------
+-- Small helpers
+
+local floor = math.floor
+local function min(a, b) if a < b then return a end return b end
+local function max(a, b) if a > b then return a end return b end
+local function ms(ns) return ns / 1e6 end
+local function trunc(x) if x >= 0 then return floor(x) end return -floor(-x) end
+local TWO32 = 4294967296
+local RESERVED_TAG = 0xffffffff
+
+local function hasbit(v, b) return (v % (b + b)) >= b end  -- b a power of two
+
+local function be16(s, p) local a, b = s:byte(p, p + 1); return a * 256 + b end
+local function be24(s, p) local a, b, c = s:byte(p, p + 2); return (a * 256 + b) * 256 + c end
+local function be32(s, p)
+  local a, b, c, d = s:byte(p, p + 3)
+  return ((a * 256 + b) * 256 + c) * 256 + d
+end
+
+local function pad4(n) return n + (4 - n % 4) % 4 end
+
+-- Bit operations for CRC32C only: bit32 (5.2), bit (LuaJIT/BitOp), or native operators (5.3+)
+-- compiled at run time so that this file still parses under 5.1/5.2.
+local band, bxor, rshift
+do
+  local b32 = rawget(_G, "bit32")
+  local bop = rawget(_G, "bit")
+  if b32 then
+    band, bxor, rshift = b32.band, b32.bxor, b32.rshift
+  elseif bop then
+    local function u(x) return x % TWO32 end
+    band = function(a, b) return u(bop.band(a, b)) end
+    bxor = function(a, b) return u(bop.bxor(a, b)) end
+    rshift = function(a, n) return u(bop.rshift(a, n)) end
+  else
+    local ld = rawget(_G, "loadstring") or load
+    local f = ld and ld("return function(a,b) return a & b end, function(a,b) return a ~ b end, " ..
+                        "function(a,n) return a >> n end")
+    if f then band, bxor, rshift = f() end
+  end
+end
+
+local CRC_TABLE
+local function crc32c_update(crc, s, i, j)
+  if not band then return nil end
+  if not CRC_TABLE then
+    CRC_TABLE = {}
+    for n = 0, 255 do
+      local c = n
+      for _ = 1, 8 do
+        if c % 2 == 1 then c = bxor(rshift(c, 1), 0x82F63B78) else c = rshift(c, 1) end
+      end
+      CRC_TABLE[n] = c
+    end
+  end
+  for k = i, j do
+    crc = bxor(CRC_TABLE[band(bxor(crc, s:byte(k)), 0xff)], rshift(crc, 8))
+  end
+  return crc
+end
+local function crc32c_init() return 0xffffffff end
+local function crc32c_final(c) if not c then return nil end return bxor(c, 0xffffffff) end
+-- The digest travels little-endian on the wire (RFC 7143 §13.1 / crc32c.hpp).
+local function digest_from_wire(s, p)
+  local a, b, c, d = s:byte(p, p + 3)
+  return ((d * 256 + c) * 256 + b) * 256 + a
+end
+
+---------------------------------------------------------------------------------------------
+-- iSCSI BHS (engine/src/iscsi/pdu.cpp)
+
+local OPNAMES = {
+  [0x00] = "NOP-Out", [0x01] = "SCSI Command", [0x02] = "Task Management Request",
+  [0x03] = "Login Request", [0x04] = "Text Request", [0x05] = "Data-Out",
+  [0x06] = "Logout Request", [0x10] = "SNACK Request", [0x20] = "NOP-In",
+  [0x21] = "SCSI Response", [0x22] = "Task Management Response", [0x23] = "Login Response",
+  [0x24] = "Text Response", [0x25] = "Data-In", [0x26] = "Logout Response", [0x31] = "R2T",
+  [0x32] = "Async Message", [0x3f] = "Reject",
+}
+local OP = {
+  NopOut = 0x00, ScsiCommand = 0x01, TaskMgmtRequest = 0x02, LoginRequest = 0x03,
+  TextRequest = 0x04, DataOut = 0x05, LogoutRequest = 0x06, SnackRequest = 0x10, NopIn = 0x20,
+  ScsiResponse = 0x21, TaskMgmtResponse = 0x22, LoginResponse = 0x23, TextResponse = 0x24,
+  DataIn = 0x25, LogoutResponse = 0x26, R2T = 0x31, AsyncMessage = 0x32, Reject = 0x3f,
+}
+local function is_initiator_opcode(op) return op < 0x20 end
+local function carries_digests(op) return op ~= OP.LoginRequest and op ~= OP.LoginResponse end
+
+local function parse_bhs(s, p)
+  p = p or 1
+  local b = {}
+  b.byte0 = s:byte(p)
+  b.opcode = b.byte0 % 64
+  b.immediate = hasbit(b.byte0, 0x40)
+  b.flags = s:byte(p + 1)
+  b.byte2 = s:byte(p + 2)
+  b.byte3 = s:byte(p + 3)
+  b.ahs_words = s:byte(p + 4)
+  b.data_length = be24(s, p + 5)
+  b.lun_hi = be32(s, p + 8)
+  b.lun_lo = be32(s, p + 12)
+  b.itt = be32(s, p + 16)
+  b.w20 = be32(s, p + 20); b.w24 = be32(s, p + 24); b.w28 = be32(s, p + 28)
+  b.w32 = be32(s, p + 32); b.w36 = be32(s, p + 36); b.w40 = be32(s, p + 40)
+  b.w44 = be32(s, p + 44)
+  b.cdb = s:sub(p + 32, p + 47)
+  return b
+end
+local function header_length(b, hd) return 48 + 4 * b.ahs_words + (hd and 4 or 0) end
+
+-- SCSI: names and data direction of common CDBs (engine/src/scsi/cdb.cpp, disk view).
+local CDB = {
+  [0x00] = { "TEST UNIT READY", "none" }, [0x03] = { "REQUEST SENSE", "read" },
+  [0x08] = { "READ(6)", "read" }, [0x0a] = { "WRITE(6)", "write" },
+  [0x12] = { "INQUIRY", "read" }, [0x15] = { "MODE SELECT(6)", "write" },
+  [0x16] = { "RESERVE(6)", "none" }, [0x17] = { "RELEASE(6)", "none" },
+  [0x1a] = { "MODE SENSE(6)", "read" }, [0x1b] = { "START STOP UNIT", "none" },
+  [0x1e] = { "PREVENT ALLOW MEDIUM REMOVAL", "none" }, [0x25] = { "READ CAPACITY(10)", "read" },
+  [0x28] = { "READ(10)", "read" }, [0x2a] = { "WRITE(10)", "write" },
+  [0x35] = { "SYNCHRONIZE CACHE(10)", "none" }, [0x3b] = { "WRITE BUFFER", "write" },
+  [0x3c] = { "READ BUFFER", "read" }, [0x41] = { "WRITE SAME(10)", "write" },
+  [0x42] = { "UNMAP", "write" }, [0x4d] = { "LOG SENSE", "read" },
+  [0x55] = { "MODE SELECT(10)", "write" }, [0x5a] = { "MODE SENSE(10)", "read" },
+  [0x5e] = { "PERSISTENT RESERVE IN", "read" }, [0x5f] = { "PERSISTENT RESERVE OUT", "write" },
+  [0x7f] = { "VARIABLE LENGTH", "none" },
+  [0x88] = { "READ(16)", "read" }, [0x8a] = { "WRITE(16)", "write" },
+  [0x91] = { "SYNCHRONIZE CACHE(16)", "none" }, [0x93] = { "WRITE SAME(16)", "write" },
+  [0x9e] = { "SERVICE ACTION IN(16)", "read" }, [0xa0] = { "REPORT LUNS", "read" },
+  [0xa3] = { "MAINTENANCE IN", "read" }, [0xa8] = { "READ(12)", "read" },
+  [0xaa] = { "WRITE(12)", "write" },
+}
+local READWRITE = { [0x08] = 1, [0x0a] = 1, [0x28] = 1, [0x2a] = 1, [0x88] = 1, [0x8a] = 1,
+                    [0xa8] = 1, [0xaa] = 1 }
+local function cdb_name(cdb)
+  local op = cdb:byte(1)
+  local e = CDB[op]
+  if op == 0x9e and hasbit(cdb:byte(2), 0x10) and cdb:byte(2) % 32 == 0x10 then
+    return "READ CAPACITY(16)"
+  end
+  if e then return e[1] end
+  return string.format("0x%02x", op)
+end
+local STATUS_KNOWN = { [0x00] = "GOOD", [0x02] = "CHECK CONDITION", [0x04] = "CONDITION MET",
+  [0x08] = "BUSY", [0x10] = "INTERMEDIATE", [0x14] = "INTERMEDIATE-CONDITION MET",
+  [0x18] = "RESERVATION CONFLICT", [0x22] = "COMMAND TERMINATED", [0x28] = "TASK SET FULL",
+  [0x30] = "ACA ACTIVE", [0x40] = "TASK ABORTED" }
+
+-- plausible_bhs(strict): a port of check() in engine/src/iscsi/pdu.cpp.
+local function plausible(b, from_initiator, strict)
+  local op = b.opcode
+  if not OPNAMES[op] then return false end
+  if is_initiator_opcode(op) ~= from_initiator then return false end
+  if b.byte0 >= 0x80 then return false end
+  if not strict then return true end
+  local f = b.flags
+  if not from_initiator and b.immediate then return false end
+  if b.ahs_words ~= 0 and op ~= OP.ScsiCommand then return false end
+  local lun0 = b.lun_hi == 0 and b.lun_lo == 0
+  if op == OP.NopOut then
+    if f ~= 0x80 or b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
+    if b.w32 ~= 0 or b.w36 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if b.itt == RESERVED_TAG and b.w20 == RESERVED_TAG then return false end
+    return true
+  elseif op == OP.ScsiCommand then
+    if hasbit(f, 0x10) or hasbit(f, 0x08) then return false end
+    if b.byte2 ~= 0 then return false end
+    local r, w = hasbit(f, 0x40), hasbit(f, 0x20)
+    if not r and not w and b.w20 ~= 0 then return false end
+    if b.data_length ~= 0 and not w then return false end
+    if b.data_length > b.w20 and not (r and w) then return false end
+    if not hasbit(f, 0x80) and not w then return false end
+    local e = CDB[b.cdb:byte(1)]
+    if e and b.ahs_words == 0 then
+      if e[2] == "read" and w and not r then return false end
+      if e[2] == "write" and r and not w then return false end
+      if e[2] == "none" and (r or w) and b.cdb:byte(1) ~= 0x7f then return false end
+    end
+    return true
+  elseif op == OP.TaskMgmtRequest then
+    local fn = f % 128
+    if not hasbit(f, 0x80) or fn < 1 or fn > 12 then return false end
+    if b.byte2 ~= 0 or b.byte3 ~= 0 or b.data_length ~= 0 then return false end
+    if b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    return true
+  elseif op == OP.LoginRequest or op == OP.LoginResponse then
+    if op == OP.LoginRequest and not b.immediate then return false end
+    if hasbit(f, 0x80) and hasbit(f, 0x40) then return false end
+    if hasbit(f, 0x20) or hasbit(f, 0x10) then return false end
+    local csg, nsg, t = floor(f / 4) % 4, f % 4, hasbit(f, 0x80)
+    if csg == 2 or (t and (nsg == 2 or nsg <= csg)) then return false end
+    if b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
+    if b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if op == OP.LoginRequest then
+      if b.w20 % 65536 ~= 0 then return false end
+      if b.w32 ~= 0 or b.w36 ~= 0 then return false end
+    else
+      if b.w20 ~= 0 then return false end
+      if floor(b.w36 / 16777216) > 3 or b.w36 % 65536 ~= 0 then return false end
+    end
+    return true
+  elseif op == OP.TextRequest or op == OP.TextResponse then
+    if f % 64 ~= 0 or (hasbit(f, 0x80) and hasbit(f, 0x40)) then return false end
+    if b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
+    if b.w36 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if op == OP.TextRequest and b.w32 ~= 0 then return false end
+    return true
+  elseif op == OP.DataOut then
+    if f % 128 ~= 0 then return false end
+    if b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
+    if b.w24 ~= 0 or b.w32 ~= 0 or b.w44 ~= 0 then return false end
+    if b.w40 + b.data_length > 0xffffffff then return false end
+    return true
+  elseif op == OP.LogoutRequest then
+    if not hasbit(f, 0x80) or f % 128 > 2 then return false end
+    if b.byte2 ~= 0 or b.byte3 ~= 0 or b.data_length ~= 0 then return false end
+    if b.w20 % 65536 ~= 0 or b.w32 ~= 0 or b.w36 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    return true
+  elseif op == OP.SnackRequest then
+    if floor(f / 16) ~= 8 or f % 16 > 3 then return false end
+    if b.byte2 ~= 0 or b.byte3 ~= 0 or b.data_length ~= 0 then return false end
+    if b.w24 ~= 0 or b.w32 ~= 0 or b.w36 ~= 0 then return false end
+    return true
+  elseif op == OP.NopIn then
+    if f ~= 0x80 or b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
+    if b.w36 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    return true
+  elseif op == OP.ScsiResponse then
+    if not hasbit(f, 0x80) or hasbit(f, 0x40) or hasbit(f, 0x20) or hasbit(f, 0x01) then return false end
+    if (hasbit(f, 0x04) and hasbit(f, 0x02)) or (hasbit(f, 0x10) and hasbit(f, 0x08)) then return false end
+    if b.byte2 > 1 and b.byte2 < 0x80 then return false end
+    if b.byte2 == 0 and not STATUS_KNOWN[b.byte3] then return false end
+    if b.ahs_words ~= 0 or not lun0 then return false end
+    return true
+  elseif op == OP.TaskMgmtResponse then
+    if f ~= 0x80 or (b.byte2 > 6 and b.byte2 ~= 255) or b.byte3 ~= 0 then return false end
+    if b.data_length ~= 0 or not lun0 or b.w20 ~= 0 or b.w36 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    return true
+  elseif op == OP.DataIn then
+    if hasbit(f, 0x20) or hasbit(f, 0x10) or hasbit(f, 0x08) then return false end
+    if b.byte2 ~= 0 then return false end
+    if hasbit(f, 0x01) then
+      if not hasbit(f, 0x80) or not STATUS_KNOWN[b.byte3] then return false end
+      if hasbit(f, 0x04) and hasbit(f, 0x02) then return false end
+    elseif b.byte3 ~= 0 or hasbit(f, 0x04) or hasbit(f, 0x02) then
+      return false
+    end
+    if b.w40 + b.data_length > 0xffffffff then return false end
+    return true
+  elseif op == OP.LogoutResponse then
+    if f ~= 0x80 or b.byte2 > 3 or b.byte3 ~= 0 then return false end
+    if b.data_length ~= 0 or not lun0 or b.w20 ~= 0 or b.w36 ~= 0 or b.w44 ~= 0 then return false end
+    return true
+  elseif op == OP.R2T then
+    if f ~= 0x80 or b.byte2 ~= 0 or b.byte3 ~= 0 or b.data_length ~= 0 then return false end
+    if b.w44 == 0 or b.w20 == RESERVED_TAG then return false end
+    if b.w40 + b.w44 > 0xffffffff then return false end
+    return true
+  elseif op == OP.AsyncMessage then
+    if f ~= 0x80 or b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
+    if b.itt ~= RESERVED_TAG or b.w20 ~= 0 or b.w44 ~= 0 then return false end
+    local ev = floor(b.w36 / 16777216)
+    if ev > 4 and ev ~= 255 then return false end
+    return true
+  elseif op == OP.Reject then
+    if f ~= 0x80 or b.byte3 ~= 0 then return false end
+    if b.byte2 < 1 or b.byte2 > 0x0c then return false end
+    if not lun0 or b.itt ~= RESERVED_TAG or b.w20 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if b.data_length < 48 then return false end
+    return true
+  end
+  return false
+end
+
+local function kept_data_limit(b)
+  local op = b.opcode
+  if op == OP.LoginRequest or op == OP.LoginResponse or op == OP.TextRequest or op == OP.TextResponse then
+    return 65536
+  elseif op == OP.ScsiResponse or op == OP.AsyncMessage or op == OP.Reject then
+    return 256
+  elseif op == OP.DataIn then
+    return hasbit(b.flags, 0x01) and 256 or 0
+  end
+  return 0
+end
+
+---------------------------------------------------------------------------------------------
+-- Streaming framer (engine/src/iscsi/framer.cpp). Events go to `sink`:
+--   sink:on_pdu_start(bhs, first_abs), sink:on_pdu_end(bhs, first_abs, kept, data_incomplete,
+--   truncated), sink:on_sync_lost().
+
+local Framer = {}
+Framer.__index = Framer
+local CARRY, PROBE = 47, 52
+
+function Framer.new(from_initiator)
+  local f = setmetatable({ from_initiator = from_initiator, hd = "unknown", dd = "unknown",
+    next_abs = 0, chunk_base = 0, chunk_end = 0, carry = "", carry_abs = 0, candidate = false }, Framer)
+  f:reset_pdu()
+  return f
+end
+
+function Framer:set_digests(h, d)
+  self.hd = h and "on" or "off"
+  self.dd = d and "on" or "off"
+end
+
+function Framer:reset_pdu()
+  self.state = "header"
+  self.hdr = ""
+  self.bhs = nil
+  self.started = false
+  self.hdr_need = 48
+  self.tail = ""
+  self.tail_lost = false
+  self.keep = ""
+end
+
+function Framer:start_unsynced()
+  self:reset_pdu()
+  self.state = "scan"
+  self.candidate = false
+  self.carry = ""
+end
+
+function Framer:push_back(bytes, abs)
+  self.pushback = bytes
+  self.pushback_abs = abs
+end
+
+function Framer:feed(chunk, sink)
+  self.sink = sink
+  self.chunk_base = self.next_abs
+  self.chunk_end = self.next_abs + #chunk
+  self.next_abs = self.chunk_end
+  self:run(chunk, self.chunk_base)
+end
+
+function Framer:run(s, base)
+  local i = 1
+  while true do
+    if self.pushback then
+      s = self.pushback .. s:sub(i)
+      base = self.pushback_abs
+      i = 1
+      self.pushback = nil
+    end
+    if i > #s then break end
+    i = i + self:step(s, i, base + i - 1)
+  end
+end
+
+function Framer:step(s, i, abs)
+  local st = self.state
+  if st == "scan" then return self:step_scan(s, i, abs)
+  elseif st == "header" then return self:step_header(s, i, abs)
+  elseif st == "data" then return self:step_data(s, i, abs)
+  elseif st == "data_digest" then return self:step_data_digest(s, i, abs)
+  else return self:step_probe(s, i, abs, false) end
+end
+
+function Framer:candidate_at(s, p)
+  local b0 = s:byte(p)
+  if b0 >= 0x80 then return false end
+  local op = b0 % 64
+  if not OPNAMES[op] or is_initiator_opcode(op) ~= self.from_initiator then return false end
+  return plausible(parse_bhs(s, p), self.from_initiator, true)
+end
+
+function Framer:enter_candidate(at)
+  self:reset_pdu()
+  self.candidate = true
+  self.pdu_abs = at
+end
+
+function Framer:step_scan(s, i, abs)
+  local nin = #s - i + 1
+  local carry = self.carry
+  if #carry > 0 then
+    local take = min(nin, CARRY)
+    local win = carry .. s:sub(i, i + take - 1)
+    local p = 1
+    while p <= #carry and p + 47 <= #win do
+      if self:candidate_at(win, p) then
+        local head = carry:sub(p)
+        local at = self.carry_abs + p - 1
+        self.carry = ""
+        self:enter_candidate(at)
+        self.hdr = head
+        return 0
+      end
+      p = p + 1
+    end
+    if #carry - 1 + 48 <= #win then
+      self.carry = ""
+      return 0
+    end
+    carry = carry .. s:sub(i)
+    if #carry > CARRY then
+      local drop = #carry - CARRY
+      carry = carry:sub(drop + 1)
+      self.carry_abs = self.carry_abs + drop
+    end
+    self.carry = carry
+    return nin
+  end
+  local p = i
+  local last = #s - 47
+  while p <= last do
+    if self:candidate_at(s, p) then
+      self:enter_candidate(abs + (p - i))
+      return p - i
+    end
+    p = p + 1
+  end
+  local keep = min(nin, CARRY)
+  self.carry = s:sub(#s - keep + 1)
+  self.carry_abs = abs + (nin - keep)
+  return nin
+end
+
+function Framer:step_header(s, i, abs)
+  if #self.hdr == 0 then self.pdu_abs = abs end
+  local nin = #s - i + 1
+  local take = min(nin, self.hdr_need - #self.hdr)
+  self.hdr = self.hdr .. s:sub(i, i + take - 1)
+  if #self.hdr < self.hdr_need then return take end
+  if not self.bhs then
+    local b = parse_bhs(self.hdr)
+    self.bhs = b
+    if not plausible(b, self.from_initiator, self.candidate) then
+      if self.candidate then
+        self:reject_candidate()
+      else
+        local at = self.pdu_abs
+        local rest = self.hdr:sub(2)
+        self:reset_pdu()
+        self:lose_sync(at)
+        self:push_back(rest, at + 1)
+      end
+      return take
+    end
+    self.hd_this = carries_digests(b.opcode) and self.hd ~= "off"
+    self.hdr_need = header_length(b, self.hd_this)
+    if #self.hdr < self.hdr_need then return take end
+  end
+  self:header_complete()
+  return take
+end
+
+function Framer:reject_candidate()
+  local at = self.pdu_abs + 1
+  local rest = self.hdr:sub(2)
+  self:reset_pdu()
+  self.candidate = false
+  self.state = "scan"
+  self:push_back(rest, at)
+end
+
+function Framer:header_complete()
+  local b = self.bhs
+  local hlen = header_length(b, false)
+  if self.hd_this then
+    local c = crc32c_final(crc32c_update(crc32c_init(), self.hdr, 1, hlen))
+    local match = c ~= nil and c == digest_from_wire(self.hdr, hlen + 1)
+    if self.hd == "on" then
+      if not match and self.candidate and c ~= nil then
+        self:reject_candidate()
+        return
+      end
+    elseif match then
+      self.hd = "on"
+    else
+      if not self.candidate then self.hd = "off" end
+      self.hd_this = false
+      self:push_back(self.hdr:sub(hlen + 1, hlen + 4), self.pdu_abs + hlen)
+      self.hdr = self.hdr:sub(1, hlen)
+    end
+  end
+  if self.candidate then
+    self.candidate = false
+  end
+  self.started = true
+  self.sink:on_pdu_start(b, self.pdu_abs)
+  self:begin_data()
+end
+
+function Framer:begin_data()
+  local b = self.bhs
+  local dl = b.data_length
+  self.data_left = dl
+  self.pad_left = pad4(dl) - dl
+  self.crc = crc32c_init()
+  self.crc_valid = band ~= nil
+  self.data_incomplete = false
+  self.keep = ""
+  self.keep_limit = min(kept_data_limit(b), dl)
+  self.tail = ""
+  self.tail_lost = false
+  local digests = carries_digests(b.opcode) and dl > 0
+  self.dd_this = digests and self.dd == "on"
+  self.dd_probe = digests and self.dd == "unknown"
+  if dl == 0 then
+    self:end_pdu(false)
+  else
+    self.state = "data"
+  end
+end
+
+function Framer:step_data(s, i, abs)
+  local nin = #s - i + 1
+  local take = min(nin, self.data_left + self.pad_left)
+  local d = min(take, self.data_left)
+  if #self.keep < self.keep_limit then
+    local k = min(d, self.keep_limit - #self.keep)
+    self.keep = self.keep .. s:sub(i, i + k - 1)
+  end
+  if (self.dd_this or self.dd_probe) and self.crc_valid then
+    self.crc = crc32c_update(self.crc, s, i, i + take - 1)
+  end
+  self.data_left = self.data_left - d
+  self.pad_left = self.pad_left - (take - d)
+  if self.data_left + self.pad_left == 0 then
+    if self.dd_this or self.dd_probe then
+      self.state = self.dd_this and "data_digest" or "probe"
+      self.tail = ""
+      self.tail_abs = abs + take
+    else
+      self:end_pdu(false)
+    end
+  end
+  return take
+end
+
+function Framer:step_data_digest(s, i, abs)
+  local take = min(#s - i + 1, 4 - #self.tail)
+  self.tail = self.tail .. s:sub(i, i + take - 1)
+  if #self.tail < 4 then return take end
+  self:end_pdu(false)
+  return take
+end
+
+function Framer:plausible_at(t, at)
+  if #t < at + 48 then return false end
+  return plausible(parse_bhs(t, at + 1), self.from_initiator, true)
+end
+
+function Framer:step_probe(s, i, abs, force)
+  local take = 0
+  if s then
+    take = min(#s - i + 1, PROBE - #self.tail)
+    self.tail = self.tail .. s:sub(i, i + take - 1)
+  end
+  local t = self.tail
+  local crc_match = self.crc_valid and #t >= 4 and digest_from_wire(t, 1) == crc32c_final(self.crc)
+  local at0 = not crc_match and self:plausible_at(t, 0)
+  if not crc_match and not at0 and #t < PROBE and not force then return take end
+  local on, commit = crc_match, true
+  if not on then
+    local at4 = self:plausible_at(t, 4)
+    on = at4 and not at0
+    commit = at0 ~= at4
+  end
+  if commit then self.dd = on and "on" or "off" end
+  local probe, probe_abs = t, self.tail_abs
+  if on and #probe >= 4 then
+    self:end_pdu(false)
+    if #probe > 4 then self:push_back(probe:sub(5), probe_abs + 4) end
+  else
+    self:end_pdu(false)
+    if #probe > 0 then self:push_back(probe, probe_abs) end
+  end
+  return take
+end
+
+function Framer:end_pdu(truncated)
+  local b = self.bhs
+  local first, keep, inc = self.pdu_abs, self.keep, self.data_incomplete
+  self:reset_pdu()
+  self.sink:on_pdu_end(b, first, keep, inc, truncated)
+end
+
+function Framer:lose_sync(at)
+  self:reset_pdu()
+  self.state = "scan"
+  self.candidate = false
+  self.carry = ""
+  self.sink:on_sync_lost(at)
+end
+
+function Framer:gap(lost, sink)
+  if lost == 0 then return end
+  self.sink = sink
+  self.chunk_base = self.next_abs
+  self.chunk_end = self.next_abs
+  local at = self.next_abs
+  self.next_abs = self.next_abs + lost
+  local left = lost
+  while true do
+    local st = self.state
+    if st == "scan" then
+      self.carry = ""
+      return
+    elseif st == "probe" then
+      self:step_probe(nil, 1, at, true)
+      self:run("", at)
+    elseif st == "header" then
+      if self.candidate then
+        self:reset_pdu()
+        self.candidate = false
+        self.state = "scan"
+      else
+        self:lose_sync(at)
+      end
+    elseif st == "data" then
+      local inn = min(left, self.data_left + self.pad_left)
+      local d = min(inn, self.data_left)
+      if d > 0 then
+        self.data_incomplete = true
+        self.keep_limit = #self.keep
+      end
+      self.crc_valid = false
+      self.data_left = self.data_left - d
+      self.pad_left = self.pad_left - (inn - d)
+      left = left - inn
+      at = at + inn
+      if self.data_left + self.pad_left > 0 then return end
+      if self.dd_this then
+        self.state = "data_digest"
+        self.tail = ""
+        self.tail_abs = at
+      elseif self.dd_probe then
+        if left == 0 then
+          self.state = "probe"
+          self.tail = ""
+          self.tail_abs = at
+          return
+        end
+        self:end_pdu(false)
+        self:lose_sync(at)
+      else
+        self:end_pdu(false)
+        if left == 0 then return end
+        self:lose_sync(at)
+      end
+    else -- data_digest
+      local inn = min(left, 4 - #self.tail)
+      self.tail = self.tail .. string.rep("\0", inn)
+      self.tail_lost = true
+      left = left - inn
+      at = at + inn
+      if #self.tail < 4 then return end
+      self:end_pdu(false)
+      if left == 0 then return end
+      self:lose_sync(at)
+    end
+  end
+end
+
+function Framer:finish(sink)
+  self.sink = sink
+  self.chunk_base = self.next_abs
+  self.chunk_end = self.next_abs
+  if self.state == "probe" then
+    self:step_probe(nil, 1, self.next_abs, true)
+    self:run("", self.next_abs)
+  end
+  if self.started then
+    self:end_pdu(true)
+  end
+  if self.state == "scan" then self.carry = "" else self:reset_pdu() end
+end
+
+---------------------------------------------------------------------------------------------
+-- PduStream (engine/src/session/pdu_stream.cpp): framer events per segment, each PDU's first
+-- byte mapped back to the segment (frame, time) that carried it.
+
+local PduStream = {}
+PduStream.__index = PduStream
+
+function PduStream.new(from_initiator)
+  return setmetatable({ framer = Framer.new(from_initiator), events = {}, open = false,
+                        recent = {}, abs = 0, cur_frame = 0, cur_t = 0 }, PduStream)
+end
+
+function PduStream:remember(abs, frame, t)
+  local r = self.recent
+  r[#r + 1] = { abs = abs, frame = frame, t = t }
+  if #r > 64 then table.remove(r, 1) end
+end
+
+function PduStream:locate(off, ev)
+  local fr = self.framer
+  if off >= fr.chunk_base and off < fr.chunk_end then
+    ev.first_frame, ev.first_t = self.cur_frame, self.cur_t
+    return
+  end
+  local r = self.recent
+  for k = #r, 1, -1 do
+    if r[k].abs <= off then
+      ev.first_frame, ev.first_t = r[k].frame, r[k].t
+      return
+    end
+  end
+  ev.first_frame, ev.first_t = 0, 0
+end
+
+function PduStream:feed(bytes, frame, t)
+  self.events = {}
+  self.cur_frame, self.cur_t = frame, t
+  self:remember(self.abs, frame, t)
+  self.framer:feed(bytes, self)
+  self.abs = self.abs + #bytes
+  return self.events
+end
+
+function PduStream:gap(lost)
+  self.framer:gap(lost, self)
+  self.abs = self.abs + lost
+  self:remember(self.abs, 0, 0)
+end
+
+function PduStream:finish()
+  self.events = {}
+  self.framer:finish(self)
+  return self.events
+end
+
+function PduStream:on_pdu_start(b, first_abs)
+  local ev = { type = "start", bhs = b }
+  self:locate(first_abs, ev)
+  self.events[#self.events + 1] = ev
+  self.open = true
+end
+
+function PduStream:on_pdu_end(b, first_abs, kept, data_incomplete, truncated)
+  local ev = { type = "end", bhs = b, data = kept, data_incomplete = data_incomplete,
+               truncated = truncated }
+  self:locate(first_abs, ev)
+  self.events[#self.events + 1] = ev
+  self.open = false
+end
+
+function PduStream:on_sync_lost() self.open = false end
+
+---------------------------------------------------------------------------------------------
+-- Login/Text key negotiation (engine/src/iscsi/login_keys.cpp)
+
+local KEY_RULES = {
+  HeaderDigest = { "digest" }, DataDigest = { "digest" },
+  MaxConnections = { "min", 1, 65535 }, InitialR2T = { "or" }, ImmediateData = { "and" },
+  MaxBurstLength = { "min", 512, 16777215 }, FirstBurstLength = { "min", 512, 16777215 },
+  DefaultTime2Wait = { "max", 0, 3600 }, DefaultTime2Retain = { "min", 0, 3600 },
+  MaxOutstandingR2T = { "min", 1, 65535 }, DataPDUInOrder = { "or" },
+  DataSequenceInOrder = { "or" }, ErrorRecoveryLevel = { "min", 0, 2 },
+}
+
+local function parse_number(v)
+  if v == nil or v == "" then return nil end
+  local base, digits = 10, v
+  if #v > 2 and v:sub(1, 1) == "0" and (v:sub(2, 2) == "x" or v:sub(2, 2) == "X") then
+    base, digits = 16, v:sub(3)
+    if not digits:match("^[0-9a-fA-F]+$") then return nil end
+  elseif not v:match("^[0-9]+$") then
+    return nil
+  end
+  return tonumber(digits, base)
+end
+
+local function is_non_value(v) return v == "NotUnderstood" or v == "Irrelevant" or v == "Reject" end
+
+local Negotiation = {}
+Negotiation.__index = Negotiation
+
+function Negotiation.new()
+  return setmetatable({ pending = { [true] = "", [false] = "" }, exchanges = {},
+    result = { header_digest = "None", data_digest = "None", initiator_mrdsl = 8192,
+               target_mrdsl = 8192, first_burst = 65536, max_burst = 262144,
+               max_outstanding_r2t = 1, initial_r2t = true, immediate_data = true,
+               session_type = "Normal", initiator_name = "", target_name = "",
+               complete = false, failed = false } }, Negotiation)
+end
+
+function Negotiation:apply(key, value, ini, in_login)
+  local r = self.result
+  if is_non_value(value) then
+    local ex = self.exchanges[key]
+    if ex and ini ~= ex.offerer_ini then
+      if ini then ex.initiator = value else ex.target = value end
+    end
+    return
+  end
+  if key == "MaxRecvDataSegmentLength" then
+    local n = parse_number(value)
+    if n and n >= 512 and n <= 16777215 then
+      if ini then r.initiator_mrdsl = n else r.target_mrdsl = n end
+    end
+    return
+  end
+  if in_login then
+    if key == "InitiatorName" and ini then r.initiator_name = value return end
+    if key == "TargetName" and ini then r.target_name = value return end
+    if key == "SessionType" and ini then r.session_type = value return end
+  end
+  if not KEY_RULES[key] then return end
+  local ex = self.exchanges[key]
+  if not ex then ex = {}; self.exchanges[key] = ex end
+  local other
+  if ini then other = ex.target else other = ex.initiator end
+  if ex.initiator == nil and ex.target == nil then
+    ex.offerer_ini = ini
+  elseif ini == ex.offerer_ini and other ~= nil then
+    ex.initiator, ex.target = nil, nil
+    ex.offerer_ini = ini
+  end
+  if ini then ex.initiator = value else ex.target = value end
+end
+
+local function in_list(list, v)
+  for item in (list .. ","):gmatch("([^,]*),") do
+    if item == v then return true end
+  end
+  return false
+end
+
+function Negotiation:recompute()
+  local r = self.result
+  for key, ex in pairs(self.exchanges) do
+    local rule = KEY_RULES[key]
+    local offer, answer
+    if ex.offerer_ini then offer, answer = ex.initiator, ex.target else offer, answer = ex.target, ex.initiator end
+    if not (answer and is_non_value(answer)) then
+      local kind = rule[1]
+      if kind == "and" or kind == "or" then
+        local function pb(v) if v == "Yes" then return true elseif v == "No" then return false end return nil end
+        local o, a = offer and pb(offer), answer and pb(answer)
+        local is_and = kind == "and"
+        local val
+        if o ~= nil and a ~= nil then
+          if is_and then val = o and a else val = o or a end
+        elseif o ~= nil and o == (not is_and) then
+          val = o
+        end
+        if val ~= nil then
+          if key == "InitialR2T" then r.initial_r2t = val
+          elseif key == "ImmediateData" then r.immediate_data = val end
+        end
+      elseif kind == "min" or kind == "max" then
+        local function inr(v)
+          local n = v and parse_number(v)
+          if not n or n < rule[2] or n > rule[3] then return nil end
+          return n
+        end
+        local o, a = inr(offer), inr(answer)
+        if o and a then
+          local v
+          if kind == "min" then v = min(o, a) else v = max(o, a) end
+          if key == "MaxBurstLength" then r.max_burst = v
+          elseif key == "FirstBurstLength" then r.first_burst = v
+          elseif key == "MaxOutstandingR2T" then r.max_outstanding_r2t = v end
+        end
+      else
+        if offer and answer and (answer == "None" or answer == "CRC32C") and in_list(offer, answer) then
+          if key == "HeaderDigest" then r.header_digest = answer else r.data_digest = answer end
+        end
+      end
+    end
+  end
+end
+
+function Negotiation:add_pdu(b, data, truncated)
+  local op = b.opcode
+  local login = op == OP.LoginRequest or op == OP.LoginResponse
+  local text = op == OP.TextRequest or op == OP.TextResponse
+  if not login and not text then return end
+  local ini = is_initiator_opcode(op)
+  self.pending[ini] = self.pending[ini] .. (data or "")
+  if truncated then self.pending_truncated = true end
+  if not hasbit(b.flags, 0x40) then
+    local keys = {}
+    for item in (self.pending[ini] .. "\0"):gmatch("([^%z]*)%z") do
+      local k, v = item:match("^([%w%.%-%+@_]+)=(.*)$")
+      if k and #k <= 63 then keys[#keys + 1] = { k, v } end
+    end
+    if self.pending_truncated and #keys > 0 then keys[#keys] = nil end
+    for _, kv in ipairs(keys) do self:apply(kv[1], kv[2], ini, login) end
+    self.pending[ini] = ""
+    self.pending_truncated = false
+  end
+  if op == OP.LoginResponse then
+    local sc = floor(b.w36 / 16777216)
+    if sc ~= 0 then self.result.failed = true end
+    if sc == 0 and hasbit(b.flags, 0x80) and b.flags % 4 == 3 and not hasbit(b.flags, 0x40) then
+      self.result.complete = true
+    end
+  end
+  self:recompute()
+end
+
+---------------------------------------------------------------------------------------------
+-- Operational keys (engine/src/session/keys.hpp)
+
+local function default_keys()
+  return { immediate_data = true, initial_r2t = true, first_burst = 65536, max_burst = 262144,
+           target_mrdsl = 8192, initiator_mrdsl = 8192, max_outstanding_r2t = 1,
+           from_login = false, initial_r2t_inferred = false }
+end
+
+local function ideal_round_trips(k, write, bytes)
+  if not write or bytes == 0 then return 1 end
+  local unsolicited = 0
+  if k.immediate_data then unsolicited = min(bytes, min(k.first_burst, k.target_mrdsl)) end
+  if not k.initial_r2t then unsolicited = min(bytes, k.first_burst) end
+  local rest = bytes - unsolicited
+  if rest == 0 then return 1 end
+  local burst = k.max_burst ~= 0 and k.max_burst or 262144
+  local cycles = math.ceil(rest / burst)
+  local parallel = k.max_outstanding_r2t ~= 0 and k.max_outstanding_r2t or 1
+  return 1 + math.ceil(cycles / parallel)
+end
+
+---------------------------------------------------------------------------------------------
+-- TCP flow, one direction (engine/src/tcp/flow.*)
+
+local Flow = {}
+Flow.__index = Flow
+
+function Flow.new()
+  return setmetatable({ started = false, syn_seen = false, fin_seen = false, next = 0, max_end = 0,
+    una = 0, una_known = false, prev_una = 0, una_t = 0, una_frame = 0, peer_window = 0,
+    prev_peer_window = 0, peer_window_known = false, wscale_offered = -1, mss = 0,
+    mss_from_syn = false, largest_payload = 0, has_small = false, last_small = nil,
+    last_data_t = 0, last_data_frame = 0, has_last_data = false,
+    unacked = {}, ua_head = 1, ua_tail = 0, ooo = {}, ooo_count = 0, ooo_bytes = 0,
+    hole_since = 0, bytes_missing = 0, ref = 0 }, Flow)
+end
+
+function Flow:unwrap(seq)
+  local d = (seq - self.ref % TWO32) % TWO32
+  if d >= 2147483648 then d = d - TWO32 end
+  return self.ref + d
+end
+function Flow:anchor(seq)
+  self.ref = TWO32 + seq
+  self.started = true
+  self.next, self.max_end, self.una = self.ref, self.ref, self.ref
+end
+function Flow:move_ref(abs) self.ref = abs end
+function Flow:effective_mss()
+  if self.mss ~= 0 then return self.mss end
+  return self.largest_payload > 536 and self.largest_payload or 536
+end
+function Flow:is_small(len) return len < self:effective_mss() end
+
+function Flow:acked(ack, t, frame)
+  if self.una_known and ack <= self.una then return false end
+  self.prev_una = self.una_known and self.una or ack
+  self.una = ack
+  self.una_known = true
+  self.una_t = t
+  self.una_frame = frame
+  local u = self.unacked
+  while self.ua_head <= self.ua_tail and u[self.ua_head].e <= ack do
+    u[self.ua_head] = nil
+    self.ua_head = self.ua_head + 1
+  end
+  local s = self.last_small
+  if self.has_small and not s.acked and ack >= s.e then
+    s.acked = true
+    s.ack_t = t
+    s.ack_frame = frame
+  end
+  return true
+end
+
+function Flow:push_unacked(rec)
+  if self.ua_tail - self.ua_head + 1 >= 65536 then return end
+  self.ua_tail = self.ua_tail + 1
+  self.unacked[self.ua_tail] = rec
+end
+
+function Flow:ooo_first()
+  local best
+  for k in pairs(self.ooo) do if not best or k < best then best = k end end
+  return best
+end
+
+---------------------------------------------------------------------------------------------
+-- Connection (engine/src/session/connection.cpp)
+
+local I2T, T2I = 0, 1
+local function side_of(dir) return dir == I2T and "initiator" or "target" end
+
+local Connection = {}
+Connection.__index = Connection
+
+function Connection.new(an, id, initiator, target)
+  local c = setmetatable({ an = an, id = id, initiator = initiator, target = target,
+    opt = an.options, flow = { [0] = Flow.new(), [1] = Flow.new() },
+    pdus = { [0] = PduStream.new(true), [1] = PduStream.new(false) },
+    rtt = { [0] = { known = false, min = 0, hs = false }, [1] = { known = false, min = 0, hs = false } },
+    saw_syn = false, saw_synack = false, closed = false, syn_t = 0, synack_t = 0,
+    mid_session = false, keys = default_keys(), login = Negotiation.new(), login_done = false,
+    saw_login = false, initiator_name = "", target_name = "", isid = "", tsih = 0,
+    header_digest = false, data_digest = false, by_itt = {}, open_count = 0, current_slot = { [0] = nil, [1] = nil },
+    frames = 0, commands = 0, completed = 0, outstanding = 0, max_outstanding = 0,
+    serial_commands = 0, serial_wait_ms = 0, serial_latency_ms = 0, first_command_frame = 0,
+    retransmissions = 0, session = nil }, Connection)
+  return c
+end
+
+local function rtt_sample(r, ns, hs)
+  if ns < 0 then return end
+  if hs then r.hs = true end
+  if not r.known or ns < r.min then r.min = ns end
+  r.known = true
+end
+
+function Connection:session_id()
+  if self.session then return self.session end
+  local key
+  if self.login_done then
+    key = "login:" .. self.initiator_name .. "|" .. self.isid .. "|" .. self.target_name .. "|" .. self.tsih
+  else
+    key = "connection:" .. self.id
+  end
+  self.session = self.an:resolve_session(key, self)
+  return self.session
+end
+
+function Connection:rtt_ns(dir) local r = self.rtt[dir]; return r.known and r.min or 0 end
+function Connection:full_rtt_ns() return self:rtt_ns(I2T) + self:rtt_ns(T2I) end
+function Connection:tolerance_ns() return 300000 + self:full_rtt_ns() / 10 end
+
+function Connection:on_segment(seg, dir)
+  self.frames = self.frames + 1
+  local fl = seg.flags
+  if hasbit(fl, 0x02) then self:handle_handshake(seg, dir) end
+  if hasbit(fl, 0x10) then self:handle_ack(seg, dir) end
+  if seg.wire_len > 0 and not hasbit(fl, 0x02) then self:handle_payload(seg, dir) end
+  local f = self.flow[dir]
+  if hasbit(fl, 0x01) or hasbit(fl, 0x04) then
+    f.fin_seen = true
+    if hasbit(fl, 0x04) or self.flow[1 - dir].fin_seen then self.closed = true end
+  end
+  local win = seg.window
+  local scale = self.flow[dir].wscale_offered
+  if not hasbit(fl, 0x02) and scale >= 0 and self.flow[1 - dir].wscale_offered >= 0 then
+    win = win * 2 ^ min(scale, 14)
+  end
+  local other = self.flow[1 - dir]
+  if other.peer_window ~= win then
+    other.prev_peer_window = other.peer_window_known and other.peer_window or win
+  end
+  other.peer_window = win
+  other.peer_window_known = true
+end
+
+function Connection:handle_handshake(seg, dir)
+  local f = self.flow[dir]
+  if f.syn_seen and f.started and f:unwrap(seg.seq) == f.next - 1 then return end
+  f:anchor((seg.seq + 1) % TWO32)
+  f.syn_seen = true
+  self.pdus[dir].framer:set_digests(false, false)
+  f.wscale_offered = seg.wscale or -1
+  if seg.mss and seg.mss ~= 0 then
+    self.flow[1 - dir].mss = seg.mss
+    self.flow[1 - dir].mss_from_syn = true
+  end
+  if not hasbit(seg.flags, 0x10) then
+    self.saw_syn = true
+    self.syn_t = seg.t
+  elseif self.saw_syn and not self.saw_synack then
+    self.saw_synack = true
+    self.synack_t = seg.t
+    rtt_sample(self.rtt[T2I], seg.t - self.syn_t, true)
+  end
+end
+
+function Connection:handle_ack(seg, dir)
+  local peer = self.flow[1 - dir]
+  if not peer.started then return end
+  if self.saw_synack and dir == I2T and not self.rtt[I2T].hs and not hasbit(seg.flags, 0x02) then
+    rtt_sample(self.rtt[I2T], seg.t - self.synack_t, true)
+  end
+  local ack = peer:unwrap(seg.ack)
+  if ack > peer.max_end + 1073741824 then return end
+  if peer.ua_head <= peer.ua_tail and (not peer.una_known or ack > peer.una) then
+    for k = peer.ua_tail, peer.ua_head, -1 do
+      local s = peer.unacked[k]
+      if s.e == ack then
+        rtt_sample(self.rtt[dir], seg.t - s.t)
+        break
+      end
+      if s.e < ack then break end
+    end
+  end
+  if ack > peer.next and peer.started then
+    local upto = min(ack, peer.max_end > peer.next and peer.max_end or ack)
+    self:declare_gap(1 - dir, upto, seg.frame)
+  end
+  peer:acked(ack, seg.t, seg.frame)
+end
+
+function Connection:handle_payload(seg, dir)
+  local f = self.flow[dir]
+  local len = seg.wire_len
+  if not f.started then
+    f:anchor(seg.seq)
+    self.mid_session = true
+    self.pdus[dir].framer:start_unsynced()
+  end
+  f.largest_payload = max(f.largest_payload, len)
+  local start = f:unwrap(seg.seq)
+  local e = start + len
+  if e <= f.next then
+    local keepalive = len <= 1 and start + 1 >= f.next
+    if not keepalive then self:note_retransmission(dir, seg, start, e) end
+    return
+  end
+  if start > f.next then
+    if f.ooo_count == 0 then f.hole_since = seg.t end
+    local held = f.ooo[start]
+    if not held then
+      held = { bytes = "", t = 0, frame = 0 }
+      f.ooo[start] = held
+      f.ooo_count = f.ooo_count + 1
+    end
+    if #held.bytes < #seg.payload then
+      f.ooo_bytes = f.ooo_bytes + #seg.payload - #held.bytes
+      held.bytes, held.t, held.frame = seg.payload, seg.t, seg.frame
+    end
+    f.max_end = max(f.max_end, e)
+    f:move_ref(e)
+    if f.ooo_bytes > self.opt.max_out_of_order_bytes then
+      self:declare_gap(dir, f:ooo_first(), seg.frame)
+    end
+    return
+  end
+  if f.ooo_count > 0 then
+    self.retransmissions = self.retransmissions + 1
+    local fd = { kind = "retransmission", side = side_of(dir), frame = seg.frame,
+                 lost_ms = ms(seg.t - f.hole_since),
+                 detail = "retransmission fills a hole: the original was lost before the capture point" }
+    local c = self.current_slot[dir]
+    if c and c.used then
+      fd.itt, fd.command_first_frame = c.itt, c.first_frame
+      c.loss_pending_ms = c.loss_pending_ms + fd.lost_ms
+      if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
+      c.findings_set.retransmission = true
+    end
+    self:emit_finding(fd)
+  end
+  local skip = f.next - start
+  local bytes = seg.payload
+  local wire_rest = len - skip
+  if skip < #bytes then bytes = bytes:sub(skip + 1) else bytes = "" end
+  local rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = nil, small = f:is_small(len) }
+  self:deliver(dir, bytes, wire_rest, seg)
+  rec.owner = self.current_slot[dir]
+  f:push_unacked(rec)
+  if rec.small then
+    f.has_small = true
+    f.last_small = { e = e, t = seg.t, frame = seg.frame, acked = false, ack_t = 0, ack_frame = 0 }
+  end
+  f.max_end = max(f.max_end, e)
+  f.has_last_data = true
+  f.last_data_t = seg.t
+  f.last_data_frame = seg.frame
+  self:drain_out_of_order(dir, seg)
+end
+
+function Connection:deliver(dir, bytes, wire_len, seg)
+  local f = self.flow[dir]
+  local ps = self.pdus[dir]
+  local began_mid = ps.open
+  local mid_slot = began_mid and self.current_slot[dir] or nil
+  local events = ps:feed(bytes, seg.frame, seg.t)
+  if #bytes < wire_len then
+    local missing = wire_len - #bytes
+    f.bytes_missing = f.bytes_missing + missing
+    ps:gap(missing)
+  end
+  f.next = f.next + wire_len
+  f:move_ref(f.next)
+  self:on_pdus(dir, seg, events, began_mid, mid_slot)
+end
+
+function Connection:drain_out_of_order(dir, seg)
+  local f = self.flow[dir]
+  while f.ooo_count > 0 do
+    local start = f:ooo_first()
+    if start > f.next then break end
+    local held = f.ooo[start]
+    f.ooo[start] = nil
+    f.ooo_count = f.ooo_count - 1
+    f.ooo_bytes = f.ooo_bytes - #held.bytes
+    local e = start + #held.bytes
+    if e > f.next then
+      local skip = f.next - start
+      local bytes = held.bytes:sub(skip + 1)
+      local s = { frame = held.frame, t = held.t, wire_len = #bytes, flags = seg.flags }
+      self:deliver(dir, bytes, #bytes, s)
+    end
+  end
+end
+
+function Connection:declare_gap(dir, upto, frame)
+  local f = self.flow[dir]
+  while f.next < upto or (f.ooo_count > 0 and f:ooo_first() <= upto) do
+    local hole_end = upto
+    if f.ooo_count > 0 then hole_end = min(hole_end, f:ooo_first()) end
+    if hole_end > f.next then
+      local lost = hole_end - f.next
+      f.bytes_missing = f.bytes_missing + lost
+      self.pdus[dir]:gap(lost)
+      f.next = hole_end
+      f:move_ref(f.next)
+      local c = self.current_slot[dir]
+      if c and c.used then c.data_incomplete = true end
+      -- As in the engine, PDU events produced by this gap are not analysed (see lua/README.md).
+    end
+    if f.ooo_count == 0 then break end
+    local first = f.ooo[f:ooo_first()]
+    self:drain_out_of_order(dir, { frame = first.frame, t = first.t, flags = 0 })
+    if f.ooo_count == 0 or f.next >= upto then break end
+  end
+end
+
+function Connection:note_retransmission(dir, seg, start, e)
+  local f = self.flow[dir]
+  self.retransmissions = self.retransmissions + 1
+  local orig
+  for k = f.ua_head, f.ua_tail do
+    local s = f.unacked[k]
+    if s.s <= start and s.e > start then orig = s break end
+  end
+  if f.una_known and e <= f.una and not orig then return end
+  local fd = { kind = "retransmission", side = side_of(dir), frame = seg.frame, lost_ms = 0 }
+  if orig then
+    fd.related = { original = orig.frame }
+    fd.lost_ms = ms(seg.t - orig.t)
+    local c = orig.owner
+    if c and c.used then
+      fd.itt, fd.command_first_frame = c.itt, c.first_frame
+      c.loss_pending_ms = c.loss_pending_ms + fd.lost_ms
+      if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
+      c.findings_set.retransmission = true
+    end
+  end
+  fd.detail = "segment sent again after " .. floor(fd.lost_ms + 0.5) .. " ms"
+  self:emit_finding(fd)
+end
+
+-- iSCSI PDUs and commands -------------------------------------------------------------------
+
+function Connection:release(c)
+  if self.by_itt[c.itt] == c then
+    self.by_itt[c.itt] = nil
+    self.open_count = self.open_count - 1
+  end
+  for d = 0, 1 do if self.current_slot[d] == c then self.current_slot[d] = nil end end
+  c.used = false
+  if self.outstanding > 0 then self.outstanding = self.outstanding - 1 end
+end
+
+function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
+  local touches = {}
+  if began_mid and mid_slot and mid_slot.used then touches[1] = { c = mid_slot, role = "cont" } end
+  for _, ev in ipairs(events) do
+    if ev.type == "start" then
+      local c, role = self:touch_for_start(dir, ev, seg)
+      self.current_slot[dir] = c
+      if c and #touches < 8 and role ~= "start" then
+        local dup = false
+        for _, t in ipairs(touches) do if t.c == c then dup = true end end
+        if not dup then
+          touches[#touches + 1] = { c = c, role = role, response = ev.bhs.opcode == OP.ScsiResponse }
+        end
+      end
+    end
+  end
+  local verdict = { held = false, reported = false }
+  for _, t in ipairs(touches) do self:analyse_touch(dir, seg, t, verdict) end
+  for _, ev in ipairs(events) do
+    if ev.type == "end" then self:on_pdu_end(dir, seg, ev) end
+  end
+end
+
+local function new_breakdown()
+  return { request = 0, think = 0, data = 0, nagle = 0, delayed_ack = 0, r2t = 0, window = 0,
+           loss = 0, response = 0 }
+end
+
+function Connection:touch_for_start(dir, ev, seg)
+  local b = ev.bhs
+  local op = b.opcode
+  if dir == I2T and op == OP.ScsiCommand then
+    if b.itt == RESERVED_TAG then return nil end
+    local old = self.by_itt[b.itt]
+    if old then
+      self:emit_command(old)
+      self:release(old)
+    end
+    if self.open_count >= self.opt.max_open_commands then return nil end
+    local w = hasbit(b.flags, 0x20)
+    local c = { used = true, conn = self, itt = b.itt, cmdsn = b.w24, bytes = b.w20,
+      first_frame = ev.first_frame ~= 0 and ev.first_frame or seg.frame,
+      first_t = ev.first_frame ~= 0 and ev.first_t or seg.t,
+      op = cdb_name(b.cdb), write = w, findings_set = {}, findings = {},
+      breakdown = new_breakdown(), h_initiator = 1, h_target = 0, last_event_t = 0,
+      last_seg_t = { [0] = seg.t, [1] = 0 }, has_seg = { [0] = true, [1] = false },
+      needed_t = 0, request_done = false, r2ts = 0, first_r2t_frame = 0, last_r2t_t = 0,
+      h_at_r2t = 0, first_reply_frame = 0, solicited_data = false, data_out_bytes = 0,
+      data_in_bytes = 0, loss_pending_ms = 0, hold_ms = 0, completed = false,
+      data_incomplete = false }
+    c.kind = (CDB[b.cdb:byte(1)] and READWRITE[b.cdb:byte(1)]) and (w and "write" or "read") or "other"
+    if w then
+      c.unsolicited_expected = min(b.w20, self.keys.initial_r2t and 0 or self.keys.first_burst)
+    else
+      c.unsolicited_expected = 0
+    end
+    c.ideal_round_trips = ideal_round_trips(self.keys, w, w and b.w20 or 0)
+    c.last_event_t = c.first_t
+    self.by_itt[b.itt] = c
+    self.open_count = self.open_count + 1
+    self.commands = self.commands + 1
+    self.outstanding = self.outstanding + 1
+    self.max_outstanding = max(self.max_outstanding, self.outstanding)
+    if self.first_command_frame == 0 then self.first_command_frame = c.first_frame end
+    self.an:on_command_start(c)
+    return c, "start"
+  end
+  if b.itt == RESERVED_TAG then return nil end
+  local c = self.by_itt[b.itt]
+  if not c then return nil end
+  local role
+  if op == OP.DataOut then
+    if b.w20 ~= RESERVED_TAG then
+      role = c.solicited_data and "cont" or "solicited"
+      c.solicited_data = true
+    else
+      role = "cont"
+      if self.keys.initial_r2t and not self.keys.from_login then
+        self.keys.initial_r2t = false
+        self.keys.initial_r2t_inferred = true
+      end
+    end
+  elseif op == OP.R2T then
+    role = "reply"
+    c.solicited_data = false
+  elseif op == OP.DataIn or op == OP.ScsiResponse then
+    role = c.has_seg[T2I] and "cont" or "reply"
+    if op == OP.ScsiResponse and c.write and c.r2ts > 0 then role = "reply" end
+  else
+    return nil
+  end
+  return c, role
+end
+
+function Connection:analyse_touch(dir, seg, t, verdict)
+  local c = t.c
+  if not c.used then return end
+  local now = seg.t
+  local rtt_side = self:rtt_ns(dir)
+  local ready
+  if t.role == "cont" then
+    ready = c.has_seg[dir] and c.last_seg_t[dir] or c.last_event_t
+  elseif t.role == "solicited" then
+    ready = c.last_r2t_t + rtt_side
+  else
+    ready = c.needed_t + rtt_side
+  end
+  local interval = max(0, now - c.last_event_t)
+  local crossing = min(max(ready - c.last_event_t, 0), interval)
+  local rest = interval - crossing
+  local bd = c.breakdown
+  local reply = t.role == "reply"
+  local solicited = t.role == "solicited"
+  if crossing > 0 then
+    if solicited or (reply and c.r2ts > 0) then bd.r2t = bd.r2t + ms(crossing)
+    else bd.request = bd.request + ms(crossing) end
+  end
+  local wait_min = max(500000, self:full_rtt_ns() / 4)
+  local loss = min(c.loss_pending_ms, ms(rest))
+  if loss > 0 then
+    bd.loss = bd.loss + loss
+    c.loss_pending_ms = c.loss_pending_ms - loss
+    rest = rest - trunc(loss * 1e6)
+  end
+  if rest > wait_min then
+    if not verdict.reported then
+      local v = self:classify_hold(dir, seg, ready)
+      for k, val in pairs(v) do verdict[k] = val end
+      verdict.reported = true
+      if verdict.held then
+        local fd = { kind = verdict.kind, side = side_of(dir), frame = seg.frame,
+                     related = { released_by = verdict.release_frame }, lost_ms = ms(rest),
+                     itt = c.itt, command_first_frame = c.first_frame }
+        if verdict.acked_frame and verdict.acked_frame ~= 0 then fd.related.previous_small = verdict.acked_frame end
+        if verdict.kind == "nagle_hold" then
+          fd.detail = "sub-MSS segment held until the peer acknowledged the previous one"
+        elseif verdict.kind == "rwnd_limited" then
+          fd.detail = "sender waited for the receiver's window to open"
+        else
+          fd.detail = "sender waited for ACKs to grow its congestion window"
+        end
+        self:emit_finding(fd)
+        if verdict.delayed_ack_ms > 0 then
+          local da = { kind = "delayed_ack", side = side_of(1 - dir), frame = verdict.release_frame,
+                       related = { acks = verdict.acked_frame, released = seg.frame },
+                       lost_ms = min(verdict.delayed_ack_ms, ms(rest)), itt = c.itt,
+                       command_first_frame = c.first_frame,
+                       detail = "ACK sent " .. floor(verdict.delayed_ack_ms + 0.5) ..
+                                " ms late by the delayed-ACK timer while the peer waited" }
+          self:emit_finding(da)
+        end
+      end
+    end
+    if verdict.held then
+      local held_ms = ms(rest)
+      local dack = min(verdict.delayed_ack_ms, held_ms)
+      if verdict.kind == "nagle_hold" then
+        bd.delayed_ack = bd.delayed_ack + dack
+        bd.nagle = bd.nagle + held_ms - dack
+      else
+        bd.window = bd.window + held_ms
+      end
+      c.hold_ms = c.hold_ms + held_ms
+      c.findings_set[verdict.kind] = true
+      if dack > 0 then c.findings_set.delayed_ack = true end
+      if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
+      rest = 0
+    end
+  end
+  if rest > 0 then
+    if dir == T2I and (reply or rest > wait_min) then bd.think = bd.think + ms(rest)
+    elseif solicited then bd.r2t = bd.r2t + ms(rest)
+    elseif t.response then bd.response = bd.response + ms(rest)
+    elseif dir == I2T then bd.request = bd.request + ms(rest)
+    elseif c.has_seg[T2I] then bd.data = bd.data + ms(rest)
+    else bd.request = bd.request + ms(rest) end
+  end
+  if reply and c.first_reply_frame == 0 then c.first_reply_frame = seg.frame end
+  if reply then c.h_target = max(c.h_target, c.h_initiator + 1) end
+  if solicited then c.h_initiator = max(c.h_initiator, c.h_at_r2t + 1) end
+  c.last_event_t = max(c.last_event_t, now)
+  c.last_seg_t[dir] = now
+  c.has_seg[dir] = true
+end
+
+function Connection:classify_hold(dir, seg, ready)
+  local v = { held = false, kind = "cwnd_limited", release_frame = 0, release_t = 0,
+              delayed_ack_ms = 0, acked_frame = 0 }
+  local f = self.flow[dir]
+  if not self.rtt[dir].known then return v end
+  local rtt_side = self:rtt_ns(dir)
+  local tol = self:tolerance_ns()
+  local function released_by(ack_t)
+    return math.abs(seg.t - (ack_t + rtt_side)) <= tol and ack_t + rtt_side >= ready
+  end
+  local len = seg.wire_len
+  local small = f.last_small
+  if f.has_small and small.acked and small.frame ~= seg.frame and len <= f:effective_mss() and
+     released_by(small.ack_t) then
+    v.held = true
+    v.kind = "nagle_hold"
+    v.release_frame = small.ack_frame
+    v.release_t = small.ack_t
+    v.acked_frame = small.frame
+    local ack_delay = small.ack_t - small.t - self:rtt_ns(1 - dir)
+    if ms(ack_delay) >= self.opt.delayed_ack_min_ms then v.delayed_ack_ms = ms(ack_delay) end
+    return v
+  end
+  if not f.una_known or not released_by(f.una_t) then return v end
+  v.held = true
+  v.release_frame = f.una_frame
+  v.release_t = f.una_t
+  if f.peer_window_known and (f.max_end - f.prev_una) + f:effective_mss() > f.prev_peer_window then
+    v.kind = "rwnd_limited"
+  else
+    v.kind = "cwnd_limited"
+  end
+  return v
+end
+
+function Connection:on_pdu_end(dir, seg, ev)
+  local b = ev.bhs
+  local op = b.opcode
+  if op == OP.LoginRequest or op == OP.LoginResponse or op == OP.TextRequest or op == OP.TextResponse then
+    self:on_login(dir, ev, seg)
+    return
+  end
+  if op == OP.Reject or op == OP.TaskMgmtResponse or op == OP.LogoutResponse then return end
+  if b.itt == RESERVED_TAG then return end
+  local c = self.by_itt[b.itt]
+  if not c then return end
+  if ev.data_incomplete then c.data_incomplete = true end
+  if op == OP.ScsiCommand then
+    c.needed_t = seg.t
+    if b.data_length > 0 then c.data_out_bytes = c.data_out_bytes + b.data_length end
+    if c.unsolicited_expected <= c.data_out_bytes then c.request_done = true end
+  elseif op == OP.DataOut then
+    c.data_out_bytes = c.data_out_bytes + b.data_length
+    if hasbit(b.flags, 0x80) then
+      c.needed_t = seg.t
+      c.request_done = true
+    end
+  elseif op == OP.R2T then
+    c.r2ts = c.r2ts + 1
+    if c.first_r2t_frame == 0 then c.first_r2t_frame = seg.frame end
+    c.last_r2t_t = seg.t
+    c.h_at_r2t = c.h_target
+  elseif op == OP.DataIn then
+    c.data_in_bytes = c.data_in_bytes + b.data_length
+    if hasbit(b.flags, 0x01) then
+      c.scsi_status = b.byte3
+      self:complete(c, seg)
+    end
+  elseif op == OP.ScsiResponse then
+    c.iscsi_response = b.byte2
+    c.scsi_status = b.byte3
+    self:complete(c, seg)
+  end
+end
+
+function Connection:complete(c, seg)
+  c.completed = true
+  c.status_frame = seg.frame
+  c.status_t = seg.t
+  self:emit_command(c)
+  self:release(c)
+end
+
+function Connection:add_kind(c, k)
+  if not c.findings_set[k] then c.findings_set[k] = true end
+end
+
+function Connection:emit_command(c)
+  if c.completed then
+    c.latency_ms = ms(c.status_t - c.first_t)
+    c.round_trips = max(1, floor((c.h_target + 1) / 2))
+    self.completed = self.completed + 1
+    if c.write and c.r2ts > 0 and c.bytes <= 16777215 then
+      self:add_kind(c, "r2t_round_trip")
+      self:emit_finding({ kind = "r2t_round_trip", side = "target", frame = c.first_r2t_frame,
+        lost_ms = c.breakdown.r2t, itt = c.itt, command_first_frame = c.first_frame,
+        detail = c.r2ts .. " R2T round trip(s) for a " .. c.bytes .. "-byte write" })
+    end
+    local think = c.breakdown.think
+    if think >= self.opt.think_min_ms and think >= 0.5 * c.latency_ms then
+      self:add_kind(c, "target_think")
+      self:emit_finding({ kind = "target_think", side = "target",
+        frame = c.first_reply_frame ~= 0 and c.first_reply_frame or c.status_frame,
+        related = { command = c.first_frame }, lost_ms = think, itt = c.itt,
+        command_first_frame = c.first_frame,
+        detail = "the target took " .. floor(think + 0.5) .. " ms to answer: the target, not the network" })
+    end
+    if self.max_outstanding <= 1 then
+      local b = c.breakdown
+      self.serial_commands = self.serial_commands + 1
+      self.serial_latency_ms = self.serial_latency_ms + c.latency_ms
+      self.serial_wait_ms = self.serial_wait_ms + b.request + b.r2t + b.nagle + b.delayed_ack +
+                            b.window + b.response
+    end
+  end
+  for _, k in ipairs(FINDING_KINDS) do
+    if c.findings_set[k] then c.findings[#c.findings + 1] = k end
+  end
+  c.session = self:session_id()
+  self.an:on_command(c)
+end
+
+function Connection:on_login(dir, ev, seg)
+  local b = ev.bhs
+  local login = b.opcode == OP.LoginRequest or b.opcode == OP.LoginResponse
+  if login then
+    self.saw_login = true
+    self.isid = string.format("%08x%04x", b.lun_hi, floor(b.lun_lo / 65536))
+    if b.opcode == OP.LoginResponse then self.tsih = b.lun_lo % 65536 end
+  end
+  self.login:add_pdu(b, ev.data, ev.data_incomplete)
+  local k = self.login.result
+  if not k.complete or self.login_done then return end
+  self.login_done = true
+  local keys = self.keys
+  keys.immediate_data = k.immediate_data
+  keys.initial_r2t = k.initial_r2t
+  keys.first_burst = k.first_burst
+  keys.max_burst = k.max_burst
+  keys.target_mrdsl = k.target_mrdsl
+  keys.initiator_mrdsl = k.initiator_mrdsl
+  keys.max_outstanding_r2t = k.max_outstanding_r2t
+  keys.from_login = true
+  self.header_digest = k.header_digest == "CRC32C"
+  self.data_digest = k.data_digest == "CRC32C"
+  self.pdus[I2T].framer:set_digests(self.header_digest, self.data_digest)
+  self.pdus[T2I].framer:set_digests(self.header_digest, self.data_digest)
+  self.initiator_name = k.initiator_name
+  self.target_name = k.target_name
+  self.session_type = k.session_type
+  self:session_id()
+end
+
+function Connection:emit_finding(f)
+  f.session = self:session_id()
+  f.connection = self.id
+  self.an:on_finding(f)
+end
+
+function Connection:finish()
+  for d = 0, 1 do
+    local f = self.flow[d]
+    if f.ooo_count > 0 then
+      self:declare_gap(d, f.max_end, f.ooo[f:ooo_first()].frame)
+    end
+  end
+  for d = 0, 1 do
+    local s = { frame = self.flow[d].last_data_frame, t = self.flow[d].last_data_t, wire_len = 0 }
+    local events = self.pdus[d]:finish()
+    self:on_pdus(d, s, events, false, nil)
+  end
+  local open = {}
+  for _, c in pairs(self.by_itt) do open[#open + 1] = c end
+  table.sort(open, function(a, b) return a.first_frame < b.first_frame end)
+  for _, c in ipairs(open) do
+    if c.used then
+      self:emit_command(c)
+      self:release(c)
+    end
+  end
+  if self.serial_commands >= 8 and self.max_outstanding <= 1 and
+     self.serial_wait_ms >= 0.25 * self.serial_latency_ms then
+    self:emit_finding({ kind = "serialized", side = "initiator", frame = self.first_command_frame,
+      lost_ms = self.serial_wait_ms,
+      detail = self.serial_commands .. " commands issued one at a time; the link sat idle waiting on round trips for " ..
+               floor(self.serial_wait_ms + 0.5) .. " ms" })
+  end
+end
+
+---------------------------------------------------------------------------------------------
+-- Analyzer: the connection table (engine/src/analyzer.cpp) and the results per frame.
+
+local Analyzer = {}
+Analyzer.__index = Analyzer
+
+function Analyzer.new(options)
+  local a = setmetatable({ options = options or DEFAULT_OPTIONS, live = {}, live_count = 0,
+    connections = {}, next_id = 1, sessions = {}, session_keys = {},
+    findings = {}, commands = {}, by_evidence = {}, by_decision = {}, by_status = {},
+    cur_frame = 0, finished = false, last_frame = 0 }, Analyzer)
+  return a
+end
+
+function Analyzer:resolve_session(key, conn)
+  local id = self.session_keys[key]
+  if not id then
+    id = #self.sessions + 1
+    self.session_keys[key] = id
+    self.sessions[id] = { id = id, connections = {}, initiator = conn.initiator, target = conn.target }
+  end
+  local s = self.sessions[id]
+  s.connections[#s.connections + 1] = conn.id
+  if conn.login_done then
+    s.initiator_name, s.target_name = conn.initiator_name, conn.target_name
+  end
+  return id
+end
+
+local function push(t, k, v)
+  local l = t[k]
+  if not l then l = {}; t[k] = l end
+  l[#l + 1] = v
+end
+
+function Analyzer:on_finding(f)
+  f.decided_frame = self.cur_frame
+  f.fix = fix_for(f.kind, f.side)
+  self.findings[#self.findings + 1] = f
+  push(self.by_evidence, f.frame, f)
+  push(self.by_decision, self.cur_frame, f)
+end
+
+function Analyzer:on_command_start(c) end
+
+function Analyzer:on_command(c)
+  self.commands[#self.commands + 1] = c
+  if c.completed then push(self.by_status, c.status_frame, c) end
+end
+
+local function looks_like_login(payload)
+  if #payload < 48 or payload:byte(1) ~= 0x43 then return false end
+  return plausible(parse_bhs(payload), true, true)
+end
+
+-- seg: frame, t (ns, any origin), src, dst (endpoint strings), sport, dport, seq, ack, flags,
+-- window, mss, wscale, payload (captured bytes), wire_len
+function Analyzer:feed(seg)
+  self.cur_frame = seg.frame
+  self.last_frame = max(self.last_frame, seg.frame)
+  local key = seg.src < seg.dst and (seg.src .. "|" .. seg.dst) or (seg.dst .. "|" .. seg.src)
+  local c = self.live[key]
+  local syn = hasbit(seg.flags, 0x02) and not hasbit(seg.flags, 0x10)
+  if c and syn and c.closed then
+    c:finish()
+    self.live[key] = nil
+    self.live_count = self.live_count - 1
+    c = nil
+  end
+  if not c then
+    if not syn and seg.wire_len == 0 then return end
+    local ini, tgt
+    local opt = self.options
+    if opt.ports[seg.dport] then ini, tgt = seg.src, seg.dst
+    elseif opt.ports[seg.sport] then ini, tgt = seg.dst, seg.src
+    elseif opt.detect_ports and not syn and looks_like_login(seg.payload) then ini, tgt = seg.src, seg.dst end
+    if not ini then return end
+    if self.live_count >= opt.max_connections then return end
+    c = Connection.new(self, self.next_id, ini, tgt)
+    self.next_id = self.next_id + 1
+    self.live[key] = c
+    self.live_count = self.live_count + 1
+    self.connections[#self.connections + 1] = c
+  end
+  local dir = seg.src == c.initiator and I2T or T2I
+  c:on_segment(seg, dir)
+end
+
+function Analyzer:finish()
+  if self.finished then return end
+  self.finished = true
+  self.cur_frame = self.last_frame
+  local list = {}
+  for _, c in pairs(self.live) do list[#list + 1] = c end
+  table.sort(list, function(a, b) return a.id < b.id end)
+  for _, c in ipairs(list) do c:finish() end
+end
+
+---------------------------------------------------------------------------------------------
+-- Text report (the Tools menu window, and tshark with -o iscsi_doctor_lua.report:TRUE)
+
+local function fmt_ms(v) return string.format("%.3f", v or 0) end
+
+function Analyzer:report()
+  local out = {}
+  local function p(s) out[#out + 1] = s end
+  p("iscsi-doctor (Lua plugin " .. VERSION .. ")")
+  local completed = 0
+  for _, c in ipairs(self.commands) do if c.completed then completed = completed + 1 end end
+  p(string.format("%d commands (%d completed), %d findings, %d connections",
+    #self.commands, completed, #self.findings, #self.connections))
+  for _, s in ipairs(self.sessions) do
+    p("")
+    local name = (s.initiator_name and s.initiator_name ~= "") and
+      (s.initiator_name .. " -> " .. (s.target_name or "")) or (s.initiator .. " -> " .. s.target)
+    p(string.format("Session %d: %s (connections %s)", s.id, name, table.concat(s.connections, ",")))
+    local kinds, order = {}, {}
+    for _, f in ipairs(self.findings) do
+      if f.session == s.id then
+        local key = f.kind .. "|" .. f.side
+        local k = kinds[key]
+        if not k then
+          k = { kind = f.kind, side = f.side, n = 0, lost = 0, frames = {} }
+          kinds[key] = k
+          order[#order + 1] = k
+        end
+        k.n = k.n + 1
+        k.lost = k.lost + (f.lost_ms or 0)
+        k.frames[#k.frames + 1] = f.frame
+      end
+    end
+    table.sort(order, function(a, b) return a.lost > b.lost end)
+    if #order == 0 then p("  no findings") end
+    for _, k in ipairs(order) do
+      local ex = {}
+      for i = 1, min(5, #k.frames) do ex[i] = tostring(k.frames[i]) end
+      p(string.format("  %s (%s): %d occurrence(s), %s ms lost; frames %s", k.kind, k.side, k.n,
+        fmt_ms(k.lost), table.concat(ex, ", ")))
+      p("    fix: " .. fix_for(k.kind, k.side))
+    end
+  end
+  p("")
+  p("Findings (frame kind side lost_ms itt):")
+  for _, f in ipairs(self.findings) do
+    p(string.format("finding %d %s %s %s %s", f.frame, f.kind, f.side, fmt_ms(f.lost_ms),
+      f.itt and string.format("0x%08x", f.itt) or "-"))
+  end
+  p("Commands (status_frame itt round_trips ideal latency_ms):")
+  for _, c in ipairs(self.commands) do
+    if c.completed then
+      p(string.format("command %d 0x%08x %d %d %s", c.status_frame, c.itt, c.round_trips,
+        c.ideal_round_trips, fmt_ms(c.latency_ms)))
+    end
+  end
+  return table.concat(out, "\n")
+end
+
+local core = { Analyzer = Analyzer, FINDING_KINDS = FINDING_KINDS,
+               UNSUPPORTED_KINDS = UNSUPPORTED_KINDS, fix_for = fix_for, VERSION = VERSION }
+
+---------------------------------------------------------------------------------------------
+-- Wireshark glue
+
+if not rawget(_G, "Proto") then
+  return core  -- loaded outside Wireshark (plain Lua): the analysis core only
+end
+
+local proto = Proto("iscsi_doctor_lua", "iSCSI Doctor (Lua)")
+local pf = {
+  itt = ProtoField.string("iscsi_doctor_lua.itt", "Initiator task tag"),
+  round_trips = ProtoField.uint32("iscsi_doctor_lua.round_trips", "Round trips"),
+  ideal_round_trips = ProtoField.uint32("iscsi_doctor_lua.ideal_round_trips", "Ideal round trips"),
+  latency_ms = ProtoField.double("iscsi_doctor_lua.latency_ms", "Latency (ms)"),
+  command_frame = ProtoField.framenum("iscsi_doctor_lua.command_frame", "Command first frame"),
+  op = ProtoField.string("iscsi_doctor_lua.op", "SCSI operation"),
+  finding = ProtoField.string("iscsi_doctor_lua.finding", "Finding"),
+  side = ProtoField.string("iscsi_doctor_lua.side", "Side at fault"),
+  lost_ms = ProtoField.double("iscsi_doctor_lua.lost_ms", "Time lost (ms)"),
+  fix = ProtoField.string("iscsi_doctor_lua.fix", "Fix"),
+  detail = ProtoField.string("iscsi_doctor_lua.detail", "Detail"),
+  evidence_frame = ProtoField.framenum("iscsi_doctor_lua.evidence_frame", "Evidence frame"),
+  related_frame = ProtoField.framenum("iscsi_doctor_lua.related_frame", "Related frame"),
+}
+proto.fields = { pf.itt, pf.round_trips, pf.ideal_round_trips, pf.latency_ms, pf.command_frame,
+  pf.op, pf.finding, pf.side, pf.lost_ms, pf.fix, pf.detail, pf.evidence_frame, pf.related_frame }
+
+local ef = {
+  finding = ProtoExpert.new("iscsi_doctor_lua.finding.expert", "iscsi-doctor finding",
+                            expert.group.SEQUENCE, expert.severity.WARN),
+  slow = ProtoExpert.new("iscsi_doctor_lua.excess_round_trips", "Command needed more round trips than ideal",
+                         expert.group.SEQUENCE, expert.severity.NOTE),
+}
+proto.experts = { ef.finding, ef.slow }
+
+proto.prefs.ports = Pref.string("iSCSI target ports", "3260", "Comma-separated TCP ports of iSCSI targets")
+proto.prefs.detect_ports = Pref.bool("Detect iSCSI on other ports", true,
+  "Follow connections on other ports that start with a Login Request")
+proto.prefs.report = Pref.bool("Print report at the end (tshark)", false,
+  "Print the text report when tshark finishes (as the Tools menu window shows it)")
+
+local F = {}
+local function fld(name)
+  local ok, f = pcall(Field.new, name)
+  if ok then F[name] = f end
+end
+for _, n in ipairs({ "frame.time_epoch", "ip.src", "ip.dst", "ipv6.src", "ipv6.dst", "tcp.srcport",
+  "tcp.dstport", "tcp.seq_raw", "tcp.ack_raw", "tcp.flags", "tcp.window_size_value",
+  "tcp.options.mss_val", "tcp.options.wscale.shift", "tcp.len", "tcp.payload" }) do
+  fld(n)
+end
+
+local state = nil
+local base_secs = nil
+
+local function options_from_prefs()
+  local o = {}
+  for k, v in pairs(DEFAULT_OPTIONS) do o[k] = v end
+  o.ports = {}
+  for n in tostring(proto.prefs.ports or "3260"):gmatch("%d+") do o.ports[tonumber(n)] = true end
+  o.detect_ports = proto.prefs.detect_ports
+  return o
+end
+
+function proto.init()
+  state = Analyzer.new(options_from_prefs())
+  base_secs = nil
+end
+
+local function first(name)
+  local f = F[name]
+  if not f then return nil end
+  local v = f()
+  return v
+end
+
+local function feed_frame(pinfo)
+  local len_fi = first("tcp.len")
+  if not len_fi then return end
+  local srcport, dstport = first("tcp.srcport"), first("tcp.dstport")
+  local seq, ack = first("tcp.seq_raw"), first("tcp.ack_raw")
+  local flags = first("tcp.flags")
+  if not (srcport and dstport and seq and flags) then return end
+  local src, dst = first("ip.src"), first("ip.dst")
+  if not src then src, dst = first("ipv6.src"), first("ipv6.dst") end
+  if not src or not dst then return end
+  local te = first("frame.time_epoch").value
+  if not base_secs then base_secs = te.secs end
+  local t = (te.secs - base_secs) * 1e9 + te.nsecs
+  local payload = ""
+  local wire_len = len_fi.value
+  if wire_len > 0 then
+    local pl = first("tcp.payload")
+    if pl then
+      local ok, raw = pcall(function() return pl.range:raw() end)
+      if ok and raw then payload = raw else payload = tostring(pl.value):gsub("%x%x", function(h) return string.char(tonumber(h, 16)) end) end
+    end
+  end
+  local mss, ws = first("tcp.options.mss_val"), first("tcp.options.wscale.shift")
+  local sp, dp = srcport.value, dstport.value
+  state:feed({ frame = pinfo.number, t = t, src = tostring(src.value) .. ":" .. sp,
+    dst = tostring(dst.value) .. ":" .. dp, sport = sp, dport = dp, seq = seq.value,
+    ack = ack and ack.value or 0, flags = flags.value % 256,
+    window = (first("tcp.window_size_value") or { value = 0 }).value,
+    mss = mss and mss.value or 0, wscale = ws and ws.value or -1,
+    payload = payload, wire_len = wire_len })
+end
+
+local function add_command(tree, c)
+  local t = tree:add(proto, string.format("Command ITT 0x%08x %s: %d round trip(s) (ideal %d), %.3f ms",
+    c.itt, c.op or "?", c.round_trips, c.ideal_round_trips, c.latency_ms))
+  t:add(pf.itt, string.format("0x%08x", c.itt))
+  t:add(pf.op, c.op or "?")
+  t:add(pf.command_frame, c.first_frame)
+  t:add(pf.round_trips, c.round_trips)
+  t:add(pf.ideal_round_trips, c.ideal_round_trips)
+  t:add(pf.latency_ms, c.latency_ms)
+  if #c.findings > 0 then t:append_text(" [" .. table.concat(c.findings, ", ") .. "]") end
+  if c.round_trips > c.ideal_round_trips then
+    t:add_proto_expert_info(ef.slow, string.format("%d round trips where %d would do",
+      c.round_trips, c.ideal_round_trips))
+  end
+end
+
+local function add_finding(tree, f)
+  local t = tree:add(proto, string.format("Finding %s (%s): %.3f ms lost", f.kind, f.side, f.lost_ms or 0))
+  t:add(pf.finding, f.kind)
+  t:add(pf.side, f.side)
+  t:add(pf.lost_ms, f.lost_ms or 0)
+  t:add(pf.evidence_frame, f.frame)
+  if f.itt then t:add(pf.itt, string.format("0x%08x", f.itt)) end
+  if f.command_frame or f.command_first_frame then t:add(pf.command_frame, f.command_first_frame) end
+  if f.related then
+    for k, v in pairs(f.related) do
+      if v and v ~= 0 then t:add(pf.related_frame, v):append_text(" (" .. k .. ")") end
+    end
+  end
+  if f.detail then t:add(pf.detail, f.detail) end
+  t:add(pf.fix, f.fix)
+  t:add_proto_expert_info(ef.finding, f.kind .. " (" .. f.side .. "): " .. (f.detail or ""))
+end
+
+function proto.dissector(tvb, pinfo, tree)
+  if not state then proto.init() end
+  local n = pinfo.number
+  local findings
+  if not pinfo.visited then
+    state.first_pass_seen = true
+    if n > state.last_frame then feed_frame(pinfo) end
+    findings = state.by_decision[n]  -- one pass: what this frame decided (evidence may be earlier)
+  elseif not state.first_pass_seen then
+    -- tshark -2 without -R/-Y does not dissect on its first pass: this is then the only pass.
+    if n > state.last_frame then feed_frame(pinfo) end
+    findings = state.by_decision[n]
+  else
+    state:finish()                   -- the first pass is over: results by evidence frame
+    findings = state.by_evidence[n]
+  end
+  local cmds = state.by_status[n]
+  if cmds then for _, c in ipairs(cmds) do add_command(tree, c) end end
+  if findings then for _, f in ipairs(findings) do add_finding(tree, f) end end
+end
+
+register_postdissector(proto)
+
+-- End of a tshark run: finish (serialized queue, open commands) and print the report if asked.
+local tap = Listener.new("frame", nil)
+function tap.draw()
+  if not state then return end
+  state:finish()
+  if proto.prefs.report and not gui_enabled() then print(state:report()) end
+end
+
+if gui_enabled() then
+  local function show_report()
+    local w = TextWindow.new("iSCSI Doctor (Lua)")
+    if not state then w:set("No capture analysed yet.") return end
+    state:finish()
+    w:set(state:report())
+  end
+  register_menu("iSCSI Doctor (Lua)/Report", show_report, MENU_TOOLS_UNSORTED)
+end
+
+return core
