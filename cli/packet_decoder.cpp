@@ -59,6 +59,7 @@ Decoded decode_tcp(Bytes tcp, uint32_t wire_len, Segment& s, std::string_view& w
     return Decoded::malformed;
   }
   s.payload_wire_len = wire_len - uint32_t(header_len);
+  s.options_len = uint8_t(header_len - 20);
   s.payload = tcp.size() > header_len ? tcp.subspan(header_len) : Bytes{};
   // MSS and window scale only mean something on a SYN (RFC 9293 3.7.1, RFC 7323 2.2).
   if ((s.flags & tcp_flag::syn) && header_len > 20) {

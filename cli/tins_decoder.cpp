@@ -112,6 +112,7 @@ Decoded decode_with(Frame f, Segment& s, std::string_view& why) {
     s.flags = uint8_t(tcp->flags() & 0x3f);
     s.window = tcp->window();
     s.payload_wire_len = uint32_t(wire - tcp_header);
+    s.options_len = tcp_header > 20 ? uint8_t(tcp_header - 20) : 0;
     s.payload = raw ? std::span<const uint8_t>(raw->payload().data(), captured)
                     : std::span<const uint8_t>{};
     if (s.flags & tcp_flag::syn) {

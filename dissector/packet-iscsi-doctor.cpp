@@ -247,6 +247,7 @@ void feed_frame(packet_info* pinfo, proto_tree* tree) {
   if (!uint_field(tree, w_hdr_len, hdr_len)) return;
   if (!uint_field(tree, w_len, payload_len)) payload_len = 0;
   s.payload_wire_len = payload_len;
+  if (hdr_len > 20 && hdr_len <= 60) s.options_len = static_cast<uint8_t>(hdr_len - 20);
   const guint8* payload = nullptr;
   uint32_t captured = 0;
   if (payload_len > 0) {

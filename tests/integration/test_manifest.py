@@ -131,6 +131,19 @@ def tshark_pairs(path):
     return pairs
 
 
+_gave_up = {}
+
+
+def wireshark_gave_up(path):
+    """Frames where Wireshark's dissection ended in an exception (short or malformed data)."""
+    if path not in _gave_up:
+        out = subprocess.run(["tshark", "-r", str(path), "-Y", "_ws.short || _ws.malformed",
+                              "-T", "fields", "-e", "frame.number"],
+                             capture_output=True, text=True, timeout=600, check=True)
+        _gave_up[path] = {int(x) for x in out.stdout.split()}
+    return _gave_up[path]
+
+
 FIXTURES = [e for e in manifest_entries() if e["file"].startswith("fixtures/")]
 
 
@@ -147,10 +160,16 @@ def test_commands_agree_with_wireshark(entry):
     ours_by_key = {(itt, status) for itt, _, status in ours}
     assert theirs, "tshark paired no SCSI commands"
     missing = theirs_by_key - ours_by_key
-    extra = ours_by_key - theirs_by_key
+    # Wireshark stops dissecting a segment at an exception (a Data-In longer than the CDB's
+    # allocation length is "SCSI truncated"/malformed), so a SCSI Response later in that same
+    # segment goes unpaired there. Accepted only where tshark itself flags the status frame so.
+    extra = {(itt, status) for itt, status in ours_by_key - theirs_by_key
+             if status not in wireshark_gave_up(path)}
     assert not missing and not extra, (
         f"{len(missing)} pairs only in tshark (e.g. {sorted(missing)[:5]}), "
         f"{len(extra)} only in iscsi-doctor (e.g. {sorted(extra)[:5]})")
     for itt, first, status in ours:
+        if (itt, status) not in theirs_by_key:
+            continue  # one of the accepted differences above
         match = [f for (t, f, r) in theirs if t == itt and r == status]
         assert match and first <= match[0], f"itt {itt:#x}: first frame {first} after tshark's {match}"

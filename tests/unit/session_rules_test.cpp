@@ -114,3 +114,49 @@ TEST(SessionRules, R2TWriteIsTwoRoundTrips) {
   EXPECT_TRUE(rec.has(FindingKind::r2t_round_trip, Side::target));
   EXPECT_FALSE(rec.has(FindingKind::nagle_hold, Side::target));
 }
+
+// Two reads issued together (QD2, as the lab's target-nagle batch): the second's Data-In with
+// status is itself the held segment; it still pays the ACK's crossing and its own: 2 trips.
+TEST(SessionRules, HeldFirstReplyOfSecondCommandIsTwoRoundTrips) {
+  Recorder rec;
+  Analyzer an(Options{}, rec);
+  Wire w(an);
+  w.handshake(0, 8 * kMs, 50'000);
+  w.data(true, 10 * kMs, read10(1, 1024));
+  w.data(true, 10 * kMs + 20'000, read10(2, 512));
+  w.data(false, 18 * kMs + 100'000, data_in(1, 1024, true));
+  w.ack(true, 58 * kMs + 100'000);  // delayed ACK of the first reply
+  uint64_t ack_frame = w.frame();
+  w.data(false, 66 * kMs + 100'000, data_in(2, 512, true));
+  an.finish();
+  ASSERT_EQ(rec.commands.size(), 2u);
+  EXPECT_EQ(rec.commands[0].round_trips, 1);
+  EXPECT_TRUE(rec.commands[0].findings.empty());
+  EXPECT_EQ(rec.commands[1].round_trips, 2);
+  EXPECT_TRUE(rec.has(FindingKind::nagle_hold, Side::target));
+  EXPECT_TRUE(rec.has(FindingKind::delayed_ack, Side::initiator));
+  for (auto& f : rec.findings)
+    if (f.kind == FindingKind::delayed_ack) EXPECT_EQ(f.frame, ack_frame);
+}
+
+// A full-sized segment is never held by Nagle, whatever the pause before it: with timestamps on,
+// 1448 bytes fill an MSS option of 1460.
+TEST(SessionRules, FullSegmentAfterPauseIsNotNagle) {
+  Recorder rec;
+  Analyzer an(Options{}, rec);
+  Wire w(an);
+  w.handshake(0, 8 * kMs, 50'000);
+  w.options(12);
+  w.data(true, 10 * kMs, read10(5, 2896));
+  auto di = data_in(5, 2896, true);
+  auto part = [&](size_t from, size_t n) {
+    return std::vector<uint8_t>(di.begin() + long(from), di.begin() + long(std::min(di.size(), from + n)));
+  };
+  w.data(false, 18 * kMs + 100'000, part(0, 952));  // a sub-MSS piece first
+  w.ack(true, 18 * kMs + 150'000);
+  w.data(false, 26 * kMs + 150'000, part(952, 1448));  // full: released by the ACK, not Nagle
+  w.data(false, 26 * kMs + 160'000, part(952 + 1448, 4096));
+  an.finish();
+  ASSERT_EQ(rec.commands.size(), 1u);
+  EXPECT_FALSE(rec.has(FindingKind::nagle_hold, Side::target));
+}

@@ -57,6 +57,8 @@ public:
   }
   void ack(bool from_initiator, int64_t t) { send(from_initiator, t, tcp_flag::ack, {}); }
   uint64_t frame() const { return frame_; }
+  // TCP option bytes on every later segment (12 for timestamps).
+  void options(uint8_t n) { options_len_ = n; }
   uint32_t next_seq(bool from_initiator) const { return from_initiator ? iseq_ : tseq_; }
   // Bytes the sender sent that the capture never saw.
   void skip(bool from_initiator, uint32_t n) { (from_initiator ? iseq_ : tseq_) += n; }
@@ -84,6 +86,7 @@ public:
     s.flags = flags;
     s.window = 65535;
     s.mss_option = mss;
+    s.options_len = options_len_;
     s.payload = payload;
     s.payload_wire_len = uint32_t(payload.size());
     a_.feed(s);
@@ -95,6 +98,7 @@ private:
   Endpoint ini_, tgt_;
   uint32_t iseq_ = 0xfffff000u, tseq_ = 1000;  // initiator's sequence wraps mid-test
   uint64_t frame_ = 0;
+  uint8_t options_len_ = 0;
 };
 
 inline std::vector<uint8_t> read10(uint32_t itt, uint32_t bytes) {

@@ -138,6 +138,7 @@ void Connection::handle_payload(const Segment& seg, int dir) {
     }
   }
   f.largest_payload = std::max(f.largest_payload, len);
+  if (seg.options_len) f.data_options_len = seg.options_len;
   uint64_t start = f.unwrap(seg.seq);
   uint64_t end = start + len;
   if (end <= f.next) {
@@ -489,6 +490,10 @@ void Connection::analyse_touch(int dir, const Segment& seg, const Touch& t, Hold
   Breakdown& bd = c.r.breakdown;
   bool reply = t.role == Touch::Role::reply;
   bool solicited = t.role == Touch::Role::solicited;
+  // Half trips: a reply or solicited data is one crossing after what it answers; a hold found
+  // below adds the peer's ACK crossing and this segment's own crossing on top of that.
+  if (reply) c.h_target = std::max(c.h_target, c.h_initiator + 1);
+  if (solicited) c.h_initiator = std::max(c.h_initiator, c.h_at_r2t + 1);
 
   // The crossing part: the network between the capture point and the sender, and back.
   if (crossing > 0) {
@@ -568,10 +573,6 @@ void Connection::analyse_touch(int dir, const Segment& seg, const Touch& t, Hold
     else bd.request_ms += ms(rest);
   }
   if (reply && !c.first_reply_frame) c.first_reply_frame = seg.frame;
-
-  // Half trips: a reply or solicited data is one crossing after what it answers.
-  if (reply) c.h_target = std::max(c.h_target, c.h_initiator + 1);
-  if (solicited) c.h_initiator = std::max(c.h_initiator, c.h_at_r2t + 1);
   c.last_event_t = std::max(c.last_event_t, now);
   c.last_seg_t[dir] = now;
   c.has_seg[dir] = true;
@@ -589,7 +590,7 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   };
   uint32_t len = seg.payload_wire_len;
   const tcp::SmallSegment& small = f.last_small;
-  if (f.has_small && small.acked && small.frame != seg.frame && len <= f.effective_mss() &&
+  if (f.has_small && small.acked && small.frame != seg.frame && len < f.effective_mss() &&
       released_by(small.ack_t)) {
     // Nagle (Minshall's variant, as in Linux): a partial segment waits while the previous
     // partial segment is unacknowledged.

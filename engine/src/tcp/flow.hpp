@@ -71,6 +71,7 @@ public:
   uint16_t mss = 0;            // largest segment this side may send
   bool mss_from_syn = false;
   uint32_t largest_payload = 0;
+  uint8_t data_options_len = 0;  // TCP option bytes on the last data segment
 
   bool has_small = false;
   SmallSegment last_small;
@@ -92,10 +93,12 @@ public:
   uint64_t bytes_missing = 0;
 
   // MSS to judge "small" by. The SYN's MSS option does not count TCP options in data segments
-  // (timestamps take 12 bytes: 1460 becomes 1448), so a largest segment within 40 bytes below
+  // (timestamps take 12 bytes: 1460 becomes 1448): the option less the options of the last data
+  // segment; when the front-end gives no option length, a largest segment within 40 bytes below
   // the option is the real maximum. Without a SYN, the largest segment seen (at least 536).
   uint32_t effective_mss() const {
     if (mss) {
+      if (data_options_len && data_options_len < mss) return mss - data_options_len;
       if (largest_payload <= mss && largest_payload + 40 >= mss) return largest_payload;
       return mss;
     }
