@@ -46,7 +46,7 @@ struct Analyzer::Impl {
 Analyzer::Analyzer(Options options, Sink& sink) : impl_(std::make_unique<Impl>(std::move(options), sink)) {}
 Analyzer::~Analyzer() = default;
 
-void Analyzer::feed(const Segment& seg) {
+SegmentStatus Analyzer::feed(const Segment& seg) {
   Impl& m = *impl_;
   Impl::Key key = seg.src < seg.dst ? Impl::Key{seg.src, seg.dst} : Impl::Key{seg.dst, seg.src};
   auto it = m.live.find(key);
@@ -58,20 +58,20 @@ void Analyzer::feed(const Segment& seg) {
     it = m.live.end();
   }
   if (it == m.live.end()) {
-    if (!syn && seg.payload_wire_len == 0) return;  // stray ACKs, FINs: nothing to frame
+    if (!syn && seg.payload_wire_len == 0) return SegmentStatus::ignored;  // stray ACKs, FINs
     const Endpoint *initiator = nullptr, *target = nullptr;
     if (m.is_target_port(seg.dst.port)) initiator = &seg.src, target = &seg.dst;
     else if (m.is_target_port(seg.src.port)) initiator = &seg.dst, target = &seg.src;
     else if (m.options.detect_ports && !syn && Impl::looks_like_login(seg))
       initiator = &seg.src, target = &seg.dst;
-    if (!initiator) return;
+    if (!initiator) return SegmentStatus::ignored;
     if (m.live.size() >= m.options.max_connections) {
       if (!m.cap_reported)
         m.sink.on_notice({Notice::Level::error, seg.frame, 0,
                           "connection cap (" + std::to_string(m.options.max_connections) +
                               ") hit: further connections are not analysed"});
       m.cap_reported = true;
-      return;
+      return SegmentStatus::ignored;
     }
     auto conn = std::make_unique<Connection>(m.next_id++, *initiator, *target, m.options, m.sink,
                                              m.sessions);
@@ -79,7 +79,7 @@ void Analyzer::feed(const Segment& seg) {
   }
   Connection& c = *it->second;
   int dir = seg.src == c.info_initiator() ? session::kI2T : session::kT2I;
-  c.on_segment(seg, dir);
+  return c.on_segment(seg, dir);
 }
 
 void Analyzer::finish() {

@@ -120,3 +120,48 @@ TEST(SessionTcp, MidSessionStartResyncs) {
   ASSERT_EQ(rec.connections.size(), 1u);
   EXPECT_TRUE(rec.connections[0].mid_session_start);
 }
+
+// Every segment gets a status on its connection's timeline (docs/rules.md "TCP").
+TEST(SessionTcp, EverySegmentGetsAStatus) {
+  Recorder rec;
+  Analyzer an(Options{}, rec);
+  Wire w(an);
+  w.send(true, 0, tcp_flag::syn, {}, 1460);
+  EXPECT_EQ(w.status(), SegmentStatus::syn);
+  w.send(false, 8 * kMs, tcp_flag::syn | tcp_flag::ack, {}, 1460);
+  EXPECT_EQ(w.status(), SegmentStatus::syn);
+  w.ack(true, 8 * kMs + 50'000);
+  EXPECT_EQ(w.status(), SegmentStatus::pure_ack);
+  auto cmd = read10(1, 4096);
+  uint32_t seq = w.next_seq(true);
+  w.data(true, 10 * kMs, cmd);
+  EXPECT_EQ(w.status(), SegmentStatus::new_data);
+  w.at(true, 10 * kMs + 10'000, seq, cmd);
+  EXPECT_EQ(w.status(), SegmentStatus::retransmission);
+  w.at(true, 10 * kMs + 20'000, seq + uint32_t(cmd.size()) - 1, {0});
+  EXPECT_EQ(w.status(), SegmentStatus::keepalive);
+  auto reply = data_in(1, 4096, true);
+  uint32_t tseq = w.next_seq(false);
+  std::vector<uint8_t> head(reply.begin(), reply.begin() + 1000), tail(reply.begin() + 1000, reply.end());
+  w.at(false, 18 * kMs, tseq + 1000, tail);
+  EXPECT_EQ(w.status(), SegmentStatus::out_of_order);
+  w.at(false, 18 * kMs + 10'000, tseq, head);
+  EXPECT_EQ(w.status(), SegmentStatus::new_data);
+  w.ack(true, 18 * kMs + 20'000);
+  EXPECT_EQ(w.status(), SegmentStatus::pure_ack);
+  w.window = 1024;
+  w.ack(true, 18 * kMs + 30'000);
+  EXPECT_EQ(w.status(), SegmentStatus::window_update);
+  w.send(true, 20 * kMs, tcp_flag::fin | tcp_flag::ack, {});
+  EXPECT_EQ(w.status(), SegmentStatus::fin);
+  Segment other;
+  other.src.port = 1234;
+  other.dst.port = 80;
+  other.flags = tcp_flag::ack;
+  other.payload_wire_len = 10;
+  EXPECT_EQ(an.feed(other), SegmentStatus::ignored);
+  EXPECT_EQ(segment_status_name(SegmentStatus::window_update), "window_update");
+  an.finish();
+  ASSERT_EQ(rec.commands.size(), 1u);
+  EXPECT_TRUE(rec.commands[0].completed);
+}

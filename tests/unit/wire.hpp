@@ -57,6 +57,8 @@ public:
   }
   void ack(bool from_initiator, int64_t t) { send(from_initiator, t, tcp_flag::ack, {}); }
   uint64_t frame() const { return frame_; }
+  SegmentStatus status() const { return status_; }  // of the last segment sent
+  uint16_t window = 65535;                          // advertised on later segments
   // TCP option bytes on every later segment (12 for timestamps).
   void options(uint8_t n) { options_len_ = n; }
   uint32_t next_seq(bool from_initiator) const { return from_initiator ? iseq_ : tseq_; }
@@ -84,12 +86,12 @@ public:
     s.seq = my;
     s.ack = their;
     s.flags = flags;
-    s.window = 65535;
+    s.window = window;
     s.mss_option = mss;
     s.options_len = options_len_;
     s.payload = payload;
     s.payload_wire_len = uint32_t(payload.size());
-    a_.feed(s);
+    status_ = a_.feed(s);
     my += uint32_t(payload.size()) + ((flags & tcp_flag::syn) ? 1 : 0);
   }
 
@@ -99,6 +101,7 @@ private:
   uint32_t iseq_ = 0xfffff000u, tseq_ = 1000;  // initiator's sequence wraps mid-test
   uint64_t frame_ = 0;
   uint8_t options_len_ = 0;
+  SegmentStatus status_ = SegmentStatus::ignored;
 };
 
 inline std::vector<uint8_t> read10(uint32_t itt, uint32_t bytes) {

@@ -41,7 +41,7 @@ public:
   Analyzer& operator=(const Analyzer&) = delete;
 
   // Segments must come in capture order. Non-iSCSI segments are ignored cheaply.
-  void feed(const Segment& segment);
+  SegmentStatus feed(const Segment& segment);
   // End of capture: reports still-open commands (completed = false) and every connection.
   void finish();
 

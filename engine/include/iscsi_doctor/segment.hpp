@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace iscsi_doctor {
 
@@ -32,6 +33,22 @@ struct Endpoint {
 namespace tcp_flag {
 inline constexpr uint8_t fin = 0x01, syn = 0x02, rst = 0x04, psh = 0x08, ack = 0x10, urg = 0x20;
 }
+
+// What a segment was to its connection's byte stream (Analyzer::feed's answer), so front-ends can
+// show the timeline Wireshark-style without redoing the TCP work.
+enum class SegmentStatus : uint8_t {
+  ignored,         // not an iSCSI connection (or over a cap)
+  syn,             // SYN or SYN-ACK
+  new_data,        // in-order bytes delivered to the iSCSI framer
+  out_of_order,    // beyond a hole; held until the hole fills
+  retransmission,  // bytes already seen (or filling an acknowledged hole is new_data)
+  keepalive,       // 0/1 byte below the next sequence number
+  pure_ack,        // no data, acknowledges
+  window_update,   // no data, same ACK, a new window
+  fin,
+  rst,
+};
+std::string_view segment_status_name(SegmentStatus s);
 
 struct Segment {
   uint64_t frame = 0;   // 1-based, as Wireshark counts

@@ -70,6 +70,8 @@ const char* check(const Bhs& b, bool from_initiator, uint32_t max_data_length, b
   if (is_initiator_opcode(op) != from_initiator) return "opcode from the wrong direction";
   if (b.byte0 & 0x80) return "reserved bit 7 of byte 0 set";
   if (b.data_length > max_data_length) return "DataSegmentLength above limit";
+  // The longest valid AHS: an extended CDB (248 bytes) and a bidirectional read length (8).
+  if (b.ahs_words > 64) return "TotalAHSLength above 256 bytes";
   if (!strict) return kOk;
   if (!from_initiator && (b.byte0 & 0x40)) return "I bit set on a target PDU";
   // Only SCSI Command defines AHS types (§11.2.2: extended CDB, bidirectional read length).

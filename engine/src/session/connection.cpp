@@ -50,11 +50,19 @@ uint32_t Connection::session_id() const {
 // ---------------------------------------------------------------------------------------------
 // TCP
 
-void Connection::on_segment(const Segment& seg, int dir) {
+SegmentStatus Connection::on_segment(const Segment& seg, int dir) {
   ++frames_;
-  if (seg.flags & tcp_flag::syn) handle_handshake(seg, dir);
+  status_ = SegmentStatus::pure_ack;
+  uint64_t una_before = flow_[dir ^ 1].una;
+  if (seg.flags & tcp_flag::syn) {
+    status_ = SegmentStatus::syn;
+    handle_handshake(seg, dir);
+  }
   if (seg.flags & tcp_flag::ack) handle_ack(seg, dir);
   if (seg.payload_wire_len > 0 && !(seg.flags & tcp_flag::syn)) handle_payload(seg, dir);
+  bool no_data = status_ == SegmentStatus::pure_ack;
+  if (no_data && (seg.flags & tcp_flag::rst)) status_ = SegmentStatus::rst;
+  else if (no_data && (seg.flags & tcp_flag::fin)) status_ = SegmentStatus::fin;
   tcp::Flow& f = flow_[dir];
   if (seg.flags & (tcp_flag::fin | tcp_flag::rst)) {
     f.fin_seen = true;
@@ -67,8 +75,12 @@ void Connection::on_segment(const Segment& seg, int dir) {
   // The window this side advertises limits what the other side may send.
   tcp::Flow& other = flow_[dir ^ 1];
   if (other.peer_window != win) other.prev_peer_window = other.peer_window_known ? other.peer_window : win;
+  bool window_changed = other.peer_window_known && other.peer_window != win;
   other.peer_window = win;
   other.peer_window_known = true;
+  if (status_ == SegmentStatus::pure_ack && window_changed && flow_[dir ^ 1].una == una_before)
+    status_ = SegmentStatus::window_update;
+  return status_;
 }
 
 void Connection::handle_handshake(const Segment& seg, int dir) {
@@ -143,6 +155,7 @@ void Connection::handle_payload(const Segment& seg, int dir) {
   uint64_t end = start + len;
   if (end <= f.next) {
     bool keepalive = len <= 1 && start + 1 >= f.next;
+    status_ = keepalive ? SegmentStatus::keepalive : SegmentStatus::retransmission;
     if (!keepalive) note_retransmission(dir, seg, start, end);
     return;
   }
@@ -150,6 +163,7 @@ void Connection::handle_payload(const Segment& seg, int dir) {
     // Beyond a hole: keep it until the hole fills, the receiver acknowledges past it, or the
     // buffer cap is hit (then the hole is declared lost).
     ++out_of_order_;
+    status_ = SegmentStatus::out_of_order;
     if (f.out_of_order.empty()) f.hole_since = seg.time_ns;
     auto& held = f.out_of_order[start];
     if (held.bytes.size() < seg.payload.size()) {
@@ -165,6 +179,7 @@ void Connection::handle_payload(const Segment& seg, int dir) {
                   "out-of-order buffer cap hit; hole declared lost");
     return;
   }
+  status_ = SegmentStatus::new_data;
   bool filled_hole = !f.out_of_order.empty();
   if (filled_hole) {
     ++retransmissions_;
@@ -797,8 +812,11 @@ void Connection::on_login(int dir, const PduEvent& ev, const Segment& seg) {
   keys_.from_login = true;
   header_digest_ = k.header_digest.value == iscsi::Digest::CRC32C;
   data_digest_ = k.data_digest.value == iscsi::Digest::CRC32C;
-  pdus_[kI2T].set_digests(header_digest_, data_digest_);
-  pdus_[kT2I].set_digests(header_digest_, data_digest_);
+  // A corrupt DataSegmentLength (up to 16 MiB) would swallow the stream: bound it by what the
+  // receiver declared, with headroom for later Text renegotiation.
+  const uint32_t bound = std::max({k.max_burst_length.value, k.first_burst_length.value, 262144u});
+  pdus_[kI2T].set_digests(header_digest_, data_digest_, std::max(bound, k.target_max_recv_data_segment.value));
+  pdus_[kT2I].set_digests(header_digest_, data_digest_, std::max(bound, k.initiator_max_recv_data_segment.value));
   initiator_name_ = k.initiator_name.value;
   target_name_ = k.target_name.value;
   session_type_ = k.session_type.value;

@@ -29,7 +29,7 @@ public:
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  void on_segment(const Segment& seg, int dir);
+  SegmentStatus on_segment(const Segment& seg, int dir);
   // End of capture (or of the connection): open commands are reported incomplete.
   void finish();
 
@@ -64,6 +64,7 @@ private:
   void handle_handshake(const Segment& seg, int dir);
   void handle_ack(const Segment& seg, int dir);
   void handle_payload(const Segment& seg, int dir);
+  SegmentStatus status_ = SegmentStatus::ignored;  // of the segment being handled
   void deliver(int dir, std::span<const uint8_t> bytes, uint32_t wire_len, const Segment& seg);
   void drain_out_of_order(int dir, const Segment& seg);
   void declare_gap(int dir, uint64_t upto, uint64_t frame, const char* why);

@@ -34,10 +34,11 @@ void PduStream::finish() {
   framer_.finish(*this);
 }
 
-void PduStream::set_digests(bool header, bool data) {
+void PduStream::set_digests(bool header, bool data, uint32_t max_data_segment) {
   iscsi::FramerConfig c = framer_.config();
   c.header_digest = header;
   c.data_digest = data;
+  c.max_data_segment = max_data_segment;
   c.digests_known = true;
   framer_.set_config(c);
 }

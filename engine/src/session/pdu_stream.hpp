@@ -36,7 +36,8 @@ public:
   void gap(uint64_t lost_bytes);
   void finish();
   void start_unsynced() { framer_.start_unsynced(); }
-  void set_digests(bool header, bool data);
+  // max_data_segment: a longer DataSegmentLength is taken as lost framing (then resync).
+  void set_digests(bool header, bool data, uint32_t max_data_segment = iscsi::kMaxDataSegmentLength);
 
   bool mid_pdu() const { return open_; }  // inside a PDU whose header has been seen
   std::vector<PduEvent>& events() { return events_; }

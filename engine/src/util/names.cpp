@@ -25,6 +25,21 @@ std::optional<FindingKind> finding_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+std::string_view segment_status_name(SegmentStatus s) {
+  switch (s) {
+    case SegmentStatus::syn: return "syn";
+    case SegmentStatus::new_data: return "new_data";
+    case SegmentStatus::out_of_order: return "out_of_order";
+    case SegmentStatus::retransmission: return "retransmission";
+    case SegmentStatus::keepalive: return "keepalive";
+    case SegmentStatus::pure_ack: return "pure_ack";
+    case SegmentStatus::window_update: return "window_update";
+    case SegmentStatus::fin: return "fin";
+    case SegmentStatus::rst: return "rst";
+    default: return "ignored";
+  }
+}
+
 std::string_view vantage_name(Vantage v) {
   switch (v) {
     case Vantage::initiator: return "initiator";
