@@ -130,6 +130,7 @@ private:
   uint32_t outstanding_ = 0, max_outstanding_ = 0;
   uint64_t serial_commands_ = 0;
   double serial_wait_ms_ = 0, serial_latency_ms_ = 0;
+  double serial_crossing_ms_ = 0;
   uint64_t first_command_frame_ = 0;
   uint64_t notices_ = 0;
   uint64_t retransmissions_ = 0, out_of_order_ = 0;
