@@ -18,7 +18,9 @@
 #include <epan/stats_tree.h>
 #include <epan/tap.h>
 #include <epan/tvbuff.h>
+#include <wsutil/wslog.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -155,12 +157,17 @@ struct State final : Sink {
 };
 
 std::unique_ptr<State> g_state;
+constexpr const char* log_domain = "iscsi_doctor";
 
 void init_routine() { g_state = std::make_unique<State>(); }
 void cleanup_routine() { g_state.reset(); }
 // After the first sequential pass (tshark -2, the GUI after reading a file): end of capture.
 void postseq_routine() {
-  if (g_state) g_state->finish();
+  if (!g_state || g_state->finished) return;
+  g_state->finish();
+  // At level info (--log-level info): how a GUI session shows it ran, which its tests check.
+  ws_log(log_domain, LOG_LEVEL_INFO, "first pass done: %zu commands completed, %zu findings",
+         g_state->commands.size(), g_state->findings.size());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -456,6 +463,13 @@ void st_command(stats_tree* st, int parent, const CommandResult& c) {
     }
 }
 
+// The fix up to its first explanation (" (", ":", ";"): a node name, so it must fit a GUI column;
+// the whole text is in iscsi_doctor.fix and the expert info.
+std::string short_fix(const std::string& fix) {
+  size_t cut = std::min({fix.find(" ("), fix.find(':'), fix.find(';')});
+  return cut == std::string::npos ? fix : fix.substr(0, cut);
+}
+
 void st_finding(stats_tree* st, int parent, const std::string& scope, const FindingRec& r) {
   const Finding& f = r.f;
   int kn = tick_stat_node(st, kind_name(f.kind), parent, TRUE);
@@ -466,7 +480,7 @@ void st_finding(stats_tree* st, int parent, const std::string& scope, const Find
   set_stat_node(st, "time lost (ms, total)", kn, FALSE, static_cast<gint>(std::lround(total)));
   std::string side = std::string("side: ") + side_name(f.side).data();
   tick_stat_node(st, side.c_str(), kn, FALSE);
-  std::string fix = "fix: " + r.fix;
+  std::string fix = "fix: " + short_fix(r.fix);
   tick_stat_node(st, fix.c_str(), kn, FALSE);
 }
 
@@ -676,6 +690,8 @@ extern "C" void proto_register_iscsi_doctor(void) {
 
   stats_tree_register_plugin("iscsi_doctor", "iscsi_doctor", "iSCSI Doctor", 0, st_packet,
                              st_init, st_cleanup);
+  // Wireshark 4.0 does not log which plugins it loaded; this line shows ours did (--log-level info).
+  ws_log(log_domain, LOG_LEVEL_INFO, "plugin %s registered", ISCSI_DOCTOR_VERSION);
 }
 
 extern "C" void proto_reg_handoff_iscsi_doctor(void) {

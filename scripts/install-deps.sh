@@ -10,6 +10,7 @@ packages=(
   libpcap-dev libtins-dev zlib1g-dev nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
   # Wireshark plugin and the oracle for tests
   tshark libwireshark-dev
+  wireshark-qt xvfb xauth xdotool imagemagick  # GUI test and screenshots (tests/dissector)
   # the capture lab: real iSCSI peers and a capture tool
   tgt libiscsi-bin qemu-utils qemu-block-extra tcpdump iproute2
   # fuzzing and sanitizers
