@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 
 #include "batch.hpp"
+#include "ladder.hpp"
+#include "report_html.hpp"
 
 using namespace iscsi_doctor;
 using namespace iscsi_doctor::cli;
@@ -24,6 +26,9 @@ std::string kind_list() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `iscsi-doctor ladder ...`: one command's diagram (ladder.cpp has its own options).
+  if (argc > 1 && std::string_view(argv[1]) == "ladder") return ladder_main(argc - 1, argv + 1);
+
   CLI::App app{"iscsi-doctor: explains, per SCSI command in an iSCSI capture, why it was slow\n"
                "(Nagle holds, delayed ACKs, R2T round trips, window stalls, loss, slow targets).",
                "iscsi-doctor"};
@@ -42,7 +47,12 @@ int main(int argc, char** argv) {
       ->required();
   app.add_option("--format", format, "report format: text (default), json or csv")
       ->check(CLI::IsMember({"text", "json", "csv"}));
-  app.add_option("-o,--output", opt.output, "write the report to FILE instead of standard output");
+  auto* output_opt = app.add_option("-o,--output", opt.output, "write the report to FILE instead of standard output");
+  std::string html;
+  app.add_option("--html", html,
+                 "write a self-contained HTML report (ladder diagrams, latency plots) to FILE instead of "
+                 "the text/JSON/CSV report")
+      ->excludes(output_opt);
   app.add_option("--port", ports, "iSCSI target port (repeatable or comma-separated; default 3260)")
       ->delimiter(',')
       ->allow_extra_args(false)
@@ -98,6 +108,13 @@ int main(int argc, char** argv) {
       }
       opt.fail_on.push_back(*kind);
     }
+  }
+  if (!html.empty()) {
+    if (format != "text") {
+      std::fprintf(stderr, "iscsi-doctor: --html cannot be combined with --format\n");
+      return kExitUnusable;
+    }
+    return run_html_report(opt, html);
   }
   return run_batch(opt);
 }

@@ -1,0 +1,963 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// The HTML report (report_html.hpp). Written as polyglot XHTML (every element closed, only XML's
+// own entities), so tests can parse it with an XML parser as well as open it in a browser.
+#include "report_html.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <queue>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "iscsi_doctor/analyzer.hpp"
+#include "iscsi_doctor/summary.hpp"
+#include "ladder.hpp"
+#include "report.hpp"
+#include "svg.hpp"
+
+namespace iscsi_doctor::cli {
+namespace {
+
+using svg::esc;
+using svg::num;
+
+constexpr size_t kSlowest = finding_kind_count;  // pick slot for "slowest commands"
+constexpr size_t kPendingCap = 200000;           // findings waiting for their command
+constexpr size_t kClassesDrawn = 8;              // latency charts per capture
+constexpr size_t kBreakdownRows = 12;
+constexpr size_t kScatterPoints = 2000;
+constexpr size_t kReorder = 64;                  // commands re-ordered by first frame for LBA gaps
+constexpr int kGapBins = 48;                     // |gap| up to 2^47 bytes, per sign
+
+// ---- First pass: aggregates ----------------------------------------------------------------------
+
+struct ClassAgg {
+  svg::LogHistogram hist;
+  Breakdown sum;
+  uint64_t n = 0;
+};
+
+struct Pick {
+  double score = 0;
+  LadderRequest req;
+};
+
+struct LbaState {
+  struct Item {
+    uint64_t first_frame;
+    uint64_t lba;
+    uint32_t bytes;
+    bool operator>(const Item& o) const { return first_frame > o.first_frame; }
+  };
+  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> pending;
+  bool have_prev = false;
+  uint64_t prev_lba = 0;
+  uint32_t prev_bytes = 0;
+};
+
+struct Aggregates {
+  std::map<std::pair<char, uint32_t>, ClassAgg> classes;
+  svg::TimeBins time;  // series 0: commands in flight (ns), 1: bytes read, 2: bytes written
+  // Gap between consecutive commands' LBAs, as bytes, for 512- and 4096-byte blocks (the block
+  // size is not on the wire; the one that makes more accesses sequential is shown).
+  std::array<std::array<uint64_t, 2 * kGapBins + 1>, 2> gaps{};
+  std::array<uint64_t, 2> sequential{};
+  uint64_t gap_pairs = 0;
+  std::map<uint32_t, LbaState> lba;
+  struct Point {
+    int64_t t;
+    uint64_t lba;
+    char kind;
+  };
+  std::vector<Point> scatter;
+  uint64_t scatter_seen = 0, scatter_stride = 1;
+  uint64_t max_lba = 0;
+  std::array<std::vector<Pick>, finding_kind_count + 1> picks;
+  std::map<std::pair<uint32_t, uint64_t>, std::vector<Finding>> pending;
+  int64_t first_ns = 0;
+  bool have_first = false;
+};
+
+int gap_bin(int64_t g) {
+  if (g == 0) return kGapBins;
+  const uint64_t a = g < 0 ? uint64_t(-(g + 1)) + 1 : uint64_t(g);
+  const int b = std::min(kGapBins, 1 + int(std::log2(double(a))));
+  return kGapBins + (g < 0 ? -b : b);
+}
+
+double score_for(size_t kind, const CommandResult& c) {
+  const Breakdown& b = c.breakdown;
+  if (kind == kSlowest) return c.latency_ms;
+  switch (FindingKind(kind)) {
+    case FindingKind::nagle_hold: return b.nagle_ms + b.delayed_ack_ms;
+    case FindingKind::delayed_ack: return b.delayed_ack_ms;
+    case FindingKind::r2t_round_trip: return b.r2t_ms;
+    case FindingKind::cwnd_limited:
+    case FindingKind::rwnd_limited: return b.window_ms;
+    case FindingKind::retransmission: return b.loss_ms;
+    case FindingKind::target_think: return b.think_ms;
+    default: return c.latency_ms;
+  }
+}
+
+class HtmlSink final : public Sink {
+public:
+  HtmlSink(Summary& s, Summary* overall, Aggregates& a, size_t per_kind, bool echo, std::string path)
+      : s_(s), overall_(overall), a_(a), per_kind_(per_kind), echo_(echo), path_(std::move(path)) {}
+
+  void first_time(int64_t t) {
+    if (a_.have_first) return;
+    a_.have_first = true;
+    a_.first_ns = t;
+    a_.time.start(t);
+  }
+
+  void on_command(const CommandResult& c) override {
+    s_.on_command(c);
+    if (overall_) overall_->on_command(c);
+    std::vector<Finding> mine;
+    if (auto it = a_.pending.find({c.connection, c.first_frame}); it != a_.pending.end()) {
+      mine = std::move(it->second);
+      a_.pending.erase(it);
+    }
+    if (c.completed) {
+      ClassAgg& k = a_.classes[{c.kind, c.bytes}];
+      k.hist.add(c.latency_ms);
+      ++k.n;
+      for (const auto& p : kBreakdownParts) k.sum.*p.field += c.breakdown.*p.field;
+      a_.time.add_span(0, c.first_ns, c.status_ns, double(c.status_ns - c.first_ns));
+      if (c.kind == 'r' || c.kind == 'w') a_.time.add_span(c.kind == 'r' ? 1 : 2, c.first_ns, c.status_ns, c.bytes);
+    }
+    if (c.lba && (c.kind == 'r' || c.kind == 'w')) lba(c);
+    for (auto kind : c.findings) consider(size_t(kind), c, mine);
+    if (c.completed && c.findings.empty()) consider(kSlowest, c, mine);
+  }
+
+  void on_finding(const Finding& f) override {
+    s_.on_finding(f);
+    if (overall_) overall_->on_finding(f);
+    if (!f.itt) return;
+    for (auto& picks : a_.picks)  // a finding after its command: only picked ones care
+      for (Pick& p : picks)
+        if (p.req.command.connection == f.connection && p.req.command.first_frame == f.command_first_frame &&
+            p.req.command.itt == *f.itt) {
+          p.req.findings.push_back(f);
+          return;
+        }
+    if (a_.pending.size() >= kPendingCap) a_.pending.clear();  // bounded: lose highlights, not memory
+    a_.pending[{f.connection, f.command_first_frame}].push_back(f);
+  }
+
+  void on_notice(const Notice& n) override {
+    s_.on_notice(n);
+    if (echo_ && echoed_++ < 10)
+      std::fprintf(stderr, "iscsi-doctor: %s: %s%s: %s\n", path_.c_str(),
+                   n.frame ? fmt::format("frame {}: ", n.frame).c_str() : "",
+                   std::string(notice_level_name(n.level)).c_str(), n.message.c_str());
+  }
+  void on_connection(const ConnectionInfo& c) override { s_.on_connection(c); }
+
+  void finish_lba() {
+    for (auto& [conn, st] : a_.lba)
+      while (!st.pending.empty()) {
+        step(st, st.pending.top());
+        st.pending.pop();
+      }
+  }
+
+private:
+  void consider(size_t kind, const CommandResult& c, const std::vector<Finding>& mine) {
+    auto& picks = a_.picks[kind];
+    const double score = score_for(kind, c);
+    if (picks.size() >= per_kind_ && score <= picks.back().score) return;
+    Pick p;
+    p.score = score;
+    p.req.command = c;
+    p.req.findings = mine;
+    auto at = std::upper_bound(picks.begin(), picks.end(), score,
+                               [](double s, const Pick& x) { return s > x.score; });
+    picks.insert(at, std::move(p));
+    if (picks.size() > per_kind_) picks.pop_back();
+  }
+
+  void lba(const CommandResult& c) {
+    LbaState& st = a_.lba[c.connection];
+    st.pending.push({c.first_frame, *c.lba, c.bytes});
+    if (st.pending.size() > kReorder) {
+      step(st, st.pending.top());
+      st.pending.pop();
+    }
+    a_.max_lba = std::max(a_.max_lba, *c.lba);
+    if (a_.scatter_seen++ % a_.scatter_stride == 0) {
+      a_.scatter.push_back({c.first_ns - a_.first_ns, *c.lba, c.kind});
+      if (a_.scatter.size() >= kScatterPoints) {  // keep every other point, sample half as often
+        size_t j = 0;
+        for (size_t i = 0; i < a_.scatter.size(); i += 2) a_.scatter[j++] = a_.scatter[i];
+        a_.scatter.resize(j);
+        a_.scatter_stride *= 2;
+      }
+    }
+  }
+
+  void step(LbaState& st, const LbaState::Item& it) {
+    if (st.have_prev) {
+      ++a_.gap_pairs;
+      const uint32_t bs[2] = {512, 4096};
+      for (int i = 0; i < 2; ++i) {
+        const int64_t expect = int64_t(st.prev_lba + st.prev_bytes / bs[i]);
+        const int64_t g = (int64_t(it.lba) - expect) * int64_t(bs[i]);
+        a_.gaps[i][size_t(gap_bin(g))]++;
+        a_.sequential[i] += g == 0;
+      }
+    }
+    st.have_prev = true;
+    st.prev_lba = it.lba;
+    st.prev_bytes = it.bytes;
+  }
+
+  Summary& s_;
+  Summary* overall_;
+  Aggregates& a_;
+  size_t per_kind_;
+  bool echo_;
+  std::string path_;
+  size_t echoed_ = 0;
+};
+
+class Feed final : public ReaderEvents {
+public:
+  Feed(Analyzer& a, HtmlSink& s) : a_(a), s_(s) {}
+  void on_segment(const Segment& seg) override {
+    if (!started_) {
+      started_ = true;
+      s_.first_time(seg.time_ns);
+    }
+    a_.feed(seg);
+  }
+  void on_notice(Notice::Level level, uint64_t frame, std::string message) override {
+    Notice n;
+    n.level = level;
+    n.frame = frame;
+    n.message = std::move(message);
+    s_.on_notice(n);
+  }
+
+private:
+  Analyzer& a_;
+  HtmlSink& s_;
+  bool started_ = false;
+};
+
+// ---- Drawing helpers -------------------------------------------------------------------------
+
+using Out = std::string;
+
+template <typename... Args>
+void put(Out& o, fmt::format_string<Args...> f, Args&&... args) {
+  fmt::format_to(std::back_inserter(o), f, std::forward<Args>(args)...);
+}
+
+const char* part_color(std::string_view part) {
+  static const std::map<std::string_view, const char*> k = {
+      {"request", "#8ab6d6"}, {"think", "#7fb77e"},    {"data", "#c9c9c9"},
+      {"nagle", "#d62728"},   {"delayed_ack", "#f2b705"}, {"r2t", "#9467bd"},
+      {"window", "#17becf"},  {"loss", "#8c564b"},      {"response", "#4a6fa5"}};
+  auto it = k.find(part);
+  return it == k.end() ? "#999" : it->second;
+}
+
+std::string ms_axis(double ms) {
+  if (ms >= 1000) return fmt::format("{:g} s", ms / 1000);
+  if (ms >= 1) return fmt::format("{:g} ms", ms);
+  return fmt::format("{:g} µs", ms * 1000);
+}
+
+std::string bytes_axis(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (std::fabs(b) >= 1024 && u < 6) b /= 1024, ++u;
+  return fmt::format("{:g} {}", std::round(b * 10) / 10, units[u]);
+}
+
+std::string class_name(char kind, uint32_t bytes) {
+  return fmt::format("{} {}", command_kind_name(kind), svg::size_text(bytes));
+}
+
+// Latency histogram (bars) and CDF (line) on a log axis, with 1-3 round trips marked.
+void latency_chart(Out& o, const std::string& id, char kind, uint32_t bytes, const ClassAgg& k,
+                   const ClassStats* st, double rtt_ms) {
+  const double W = 460, H = 230, L = 46, R = 40, T = 34, B = 34;
+  const auto& h = k.hist;
+  int lo = svg::LogHistogram::kBins, hi = -1;
+  uint64_t peak = 0;
+  for (int i = 0; i < svg::LogHistogram::kBins; ++i)
+    if (h.bins[size_t(i)]) lo = std::min(lo, i), hi = std::max(hi, i), peak = std::max(peak, h.bins[size_t(i)]);
+  if (hi < 0) return;
+  double xmin = svg::LogHistogram::edge_ms(lo), xmax = svg::LogHistogram::edge_ms(hi + 1);
+  if (rtt_ms > 0) xmin = std::min(xmin, rtt_ms * 0.7), xmax = std::max(xmax, rtt_ms * 3.4);
+  xmin = std::pow(10, std::floor(std::log10(xmin)));
+  xmax = std::pow(10, std::ceil(std::log10(xmax)));
+  const double lx0 = std::log10(xmin), lx1 = std::log10(xmax);
+  auto X = [&](double ms) { return L + (W - L - R) * (std::log10(std::max(ms, 1e-9)) - lx0) / (lx1 - lx0); };
+  auto Yc = [&](double f) { return H - B - (H - T - B) * f; };
+  put(o,
+      "<svg class=\"latency-chart\" id=\"{}\" data-kind=\"{}\" data-bytes=\"{}\" data-rtt-ms=\"{:.3f}\" "
+      "width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" font-family=\"sans-serif\" font-size=\"11\">",
+      id, command_kind_name(kind), bytes, rtt_ms, num(W), num(H), num(W), num(H));
+  put(o, "<text x=\"{}\" y=\"14\" font-weight=\"bold\" font-size=\"12\">{}</text>", num(L), esc(class_name(kind, bytes)));
+  if (st)
+    put(o, "<text x=\"{}\" y=\"27\" fill=\"#555\">{} commands · median {} · p90 {} · {:g} RT (ideal {})</text>",
+        num(L), svg::count_text(st->commands), svg::ms_text(st->median_ms), svg::ms_text(st->p90_ms),
+        st->median_round_trips, st->ideal_round_trips);
+  // Decade grid.
+  for (double d = xmin; d <= xmax * 1.0001; d *= 10) {
+    put(o, "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#eee\"/><text x=\"{0}\" y=\"{3}\" "
+           "text-anchor=\"middle\" fill=\"#555\">{4}</text>",
+        num(X(d)), num(T), num(H - B), num(H - B + 14), ms_axis(d));
+  }
+  put(o, "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#999\"/>", num(L), num(H - B), num(W - R));
+  put(o, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">latency (log scale)</text>", num((L + W - R) / 2), num(H - 4));
+  // Bars.
+  for (int i = lo; i <= hi; ++i) {
+    const uint64_t n = h.bins[size_t(i)];
+    if (!n) continue;
+    const double x0 = X(svg::LogHistogram::edge_ms(i)), x1 = X(svg::LogHistogram::edge_ms(i + 1));
+    const double y = H - B - (H - T - B) * double(n) / double(peak);
+    put(o, "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#8ab6d6\"><title>{} – {}: {} commands</title></rect>",
+        num(x0 + 0.5), num(y), num(std::max(1.0, x1 - x0 - 1)), num(H - B - y), svg::ms_text(svg::LogHistogram::edge_ms(i)),
+        svg::ms_text(svg::LogHistogram::edge_ms(i + 1)), n);
+  }
+  // CDF, stepping at each bin's upper edge.
+  std::string pts = fmt::format("{},{}", num(X(svg::LogHistogram::edge_ms(lo))), num(Yc(0)));
+  uint64_t cum = 0;
+  for (int i = lo; i <= hi; ++i) {
+    cum += h.bins[size_t(i)];
+    pts += fmt::format(" {},{}", num(X(svg::LogHistogram::edge_ms(i + 1))), num(Yc(double(cum) / double(h.total))));
+  }
+  put(o, "<polyline class=\"cdf\" points=\"{}\" fill=\"none\" stroke=\"#264653\" stroke-width=\"1.8\"/>", pts);
+  for (int p : {0, 50, 100})
+    put(o, "<text x=\"{}\" y=\"{}\" fill=\"#264653\">{}%</text>", num(W - R + 4), num(Yc(p / 100.0) + 4), p);
+  put(o, "<text x=\"{}\" y=\"{}\" fill=\"#555\" text-anchor=\"end\">count</text>", num(L - 4), num(T + 4));
+  // 1, 2, 3 round trips.
+  if (rtt_ms > 0)
+    for (int n = 1; n <= 3; ++n) {
+      const double x = X(rtt_ms * n);
+      put(o,
+          "<g data-role=\"rtt-line\" data-rt=\"{0}\"><line x1=\"{1}\" y1=\"{2}\" x2=\"{1}\" y2=\"{3}\" stroke=\"#e76f51\" "
+          "stroke-dasharray=\"4 3\" stroke-width=\"1.4\"/><text x=\"{4}\" y=\"{5}\" fill=\"#e76f51\">{0} RT</text></g>",
+          n, num(x), num(T + 8), num(H - B), num(x + 3), num(T + 8 + 12 * (n - 1)));
+    }
+  o += "</svg>\n";
+}
+
+void breakdown_chart(Out& o, const std::string& id, const std::vector<std::pair<std::pair<char, uint32_t>, const ClassAgg*>>& rows) {
+  if (rows.empty()) return;
+  const double W = 940, L = 150, R = 90, row = 24, T = 34;
+  const double H = T + row * double(rows.size()) + 10;
+  double maxv = 0;
+  for (const auto& [key, k] : rows) {
+    double t = 0;
+    for (const auto& p : kBreakdownParts) t += k->sum.*p.field / double(k->n);
+    maxv = std::max(maxv, t);
+  }
+  if (maxv <= 0) maxv = 1;
+  put(o, "<svg class=\"breakdown-chart\" id=\"{}\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
+         "font-family=\"sans-serif\" font-size=\"11\">",
+      id, num(W), num(H), num(W), num(H));
+  double lx = L;
+  for (const auto& p : kBreakdownParts) {
+    put(o, "<rect x=\"{}\" y=\"6\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{}\" y=\"16\">{}</text>", num(lx),
+        part_color(p.name), num(lx + 16), p.name);
+    lx += 26 + 6.5 * double(p.name.size());
+  }
+  double y = T;
+  for (const auto& [key, k] : rows) {
+    put(o, "<g data-class=\"{}\"><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{} ({})</text>",
+        esc(class_name(key.first, key.second)), num(L - 6), num(y + 15), esc(class_name(key.first, key.second)),
+        svg::count_text(k->n));
+    double x = L, total = 0;
+    for (const auto& p : kBreakdownParts) {
+      const double v = k->sum.*p.field / double(k->n);
+      total += v;
+      const double w = (W - L - R) * v / maxv;
+      if (w < 0.3) continue;
+      put(o, "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}: {} mean</title></rect>", num(x),
+          num(y + 3), num(w), num(row - 6), part_color(p.name), p.name, svg::ms_text(v));
+      x += w;
+    }
+    put(o, "<text x=\"{}\" y=\"{}\" fill=\"#333\">{}</text></g>", num(x + 5), num(y + 15), svg::ms_text(total));
+    y += row;
+  }
+  o += "</svg>\n";
+}
+
+void timeline_chart(Out& o, const std::string& id, const svg::TimeBins& tb) {
+  const size_t n = tb.used();
+  if (n == 0) return;
+  const double W = 940, L = 60, R = 20, ph = 110, gap = 34, T = 22;
+  const double H = T + ph + gap + ph + 34;
+  const double w_s = double(tb.width_ns) / 1e9;
+  double qmax = 0, bmax = 0;
+  for (size_t i = 0; i < n; ++i) {
+    qmax = std::max(qmax, tb.v[i][0] / double(tb.width_ns));
+    bmax = std::max({bmax, tb.v[i][1] / w_s / 1e6, tb.v[i][2] / w_s / 1e6});
+  }
+  if (qmax <= 0) qmax = 1;
+  if (bmax <= 0) bmax = 1;
+  const double bw = (W - L - R) / double(n);
+  put(o, "<svg class=\"timeline-chart\" id=\"{}\" data-bins=\"{}\" data-bin-ms=\"{:g}\" width=\"{}\" height=\"{}\" "
+         "viewBox=\"0 0 {} {}\" font-family=\"sans-serif\" font-size=\"11\">",
+      id, n, double(tb.width_ns) / 1e6, num(W), num(H), num(W), num(H));
+  // Queue depth: mean number of commands in flight per bin.
+  const double y0 = T + ph;
+  put(o, "<text x=\"{}\" y=\"14\" font-weight=\"bold\">commands in flight (mean per {} bin; max {:.2f})</text>", num(L),
+      svg::ms_text(double(tb.width_ns) / 1e6), qmax);
+  std::string d = fmt::format("M{},{}", num(L), num(y0));
+  for (size_t i = 0; i < n; ++i) {
+    const double q = tb.v[i][0] / double(tb.width_ns);
+    const double y = y0 - ph * q / qmax;
+    d += fmt::format(" L{},{} L{},{}", num(L + bw * double(i)), num(y), num(L + bw * double(i + 1)), num(y));
+  }
+  d += fmt::format(" L{},{} Z", num(L + bw * double(n)), num(y0));
+  put(o, "<path d=\"{}\" fill=\"#8ab6d6\" stroke=\"#4a6fa5\" stroke-width=\"1\"/>", d);
+  put(o, "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#999\"/><text x=\"{3}\" y=\"{4}\" text-anchor=\"end\">{5:.2g}</text>"
+         "<text x=\"{3}\" y=\"{1}\" text-anchor=\"end\">0</text>",
+      num(L), num(y0), num(W - R), num(L - 4), num(T + 8), qmax);
+  // Throughput, read and write.
+  const double y1 = y0 + gap + ph;
+  put(o, "<text x=\"{}\" y=\"{}\" font-weight=\"bold\">throughput (MB/s): <tspan fill=\"#1f6fd0\">read</tspan> "
+         "<tspan fill=\"#e76f51\">write</tspan></text>",
+      num(L), num(y0 + gap - 8));
+  for (size_t k = 1; k <= 2; ++k) {
+    std::string pts;
+    for (size_t i = 0; i < n; ++i)
+      pts += fmt::format("{}{},{}", i ? " " : "", num(L + bw * (double(i) + 0.5)), num(y1 - ph * tb.v[i][k] / w_s / 1e6 / bmax));
+    put(o, "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"/>", pts, k == 1 ? "#1f6fd0" : "#e76f51");
+  }
+  put(o, "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#999\"/><text x=\"{3}\" y=\"{4}\" text-anchor=\"end\">{5:.3g}</text>"
+         "<text x=\"{3}\" y=\"{1}\" text-anchor=\"end\">0</text>",
+      num(L), num(y1), num(W - R), num(L - 4), num(y1 - ph + 8), bmax);
+  // Time axis in seconds from the first segment.
+  const double total_s = w_s * double(n);
+  const double step = std::pow(10, std::floor(std::log10(std::max(total_s, 1e-6) / 5)));
+  for (double t = 0; t <= total_s * 1.0001; t += step) {
+    const double x = L + (W - L - R) * t / total_s;
+    put(o, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">{:g}</text>", num(x), num(y1 + 14), t);
+    if (t + step > total_s * 1.0001 || total_s / step > 12) break;
+  }
+  put(o, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">seconds from the first segment (command "
+         "spans spread over bins)</text>",
+      num((L + W - R) / 2), num(y1 + 28));
+  o += "</svg>\n";
+}
+
+void gap_chart(Out& o, const std::string& id, const Aggregates& a) {
+  if (!a.gap_pairs) return;
+  const int bsi = a.sequential[1] > a.sequential[0] ? 1 : 0;
+  const uint32_t bs = bsi ? 4096 : 512;
+  const auto& g = a.gaps[size_t(bsi)];
+  int lo = 2 * kGapBins, hi = 0;
+  uint64_t peak = 0;
+  for (int i = 0; i <= 2 * kGapBins; ++i)
+    if (g[size_t(i)]) lo = std::min(lo, i), hi = std::max(hi, i), peak = std::max(peak, g[size_t(i)]);
+  lo = std::min(lo, kGapBins - 1), hi = std::max(hi, kGapBins + 1);
+  const double W = 460, H = 230, L = 40, R = 12, T = 34, B = 46;
+  const double bw = (W - L - R) / double(hi - lo + 1);
+  const double seq_pct = 100.0 * double(a.sequential[size_t(bsi)]) / double(a.gap_pairs);
+  put(o, "<svg class=\"gap-chart\" id=\"{}\" data-sequential-pct=\"{:.1f}\" data-block-size=\"{}\" width=\"{}\" "
+         "height=\"{}\" viewBox=\"0 0 {} {}\" font-family=\"sans-serif\" font-size=\"11\">",
+      id, seq_pct, bs, num(W), num(H), num(W), num(H));
+  put(o, "<text x=\"{}\" y=\"14\" font-weight=\"bold\" font-size=\"12\">LBA gap to the previous command</text>", num(L));
+  put(o, "<text x=\"{}\" y=\"27\" fill=\"#555\">{:.1f}% sequential of {} pairs ({}-byte blocks assumed)</text>", num(L),
+      seq_pct, svg::count_text(a.gap_pairs), bs);
+  for (int i = lo; i <= hi; ++i) {
+    const uint64_t n = g[size_t(i)];
+    const double x = L + bw * double(i - lo);
+    const int b = i - kGapBins;
+    if (n) {
+      const double y = H - B - (H - T - B) * double(n) / double(peak);
+      const std::string range = b == 0 ? std::string("sequential (gap 0)")
+                                       : fmt::format("gap {}{} to {}{}", b < 0 ? "-" : "+", bytes_axis(std::ldexp(1.0, std::abs(b) - 1)),
+                                                     b < 0 ? "-" : "+", bytes_axis(std::ldexp(1.0, std::abs(b))));
+      put(o, "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}: {}</title></rect>", num(x + 0.5),
+          num(y), num(std::max(1.0, bw - 1)), num(H - B - y), b == 0 ? "#2a9d8f" : "#b07aa1", range, n);
+    }
+    if (b == 0 || (std::abs(b) % 10 == 1 && std::abs(b) > 1))
+      put(o, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">{}</text>", num(x + bw / 2), num(H - B + 14),
+          b == 0 ? std::string("0") : fmt::format("{}{}", b < 0 ? "-" : "+", bytes_axis(std::ldexp(1.0, std::abs(b) - 1))));
+  }
+  put(o, "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#999\"/>", num(L), num(H - B), num(W - R));
+  put(o, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">backward ← gap in bytes (log) → forward</text>",
+      num((L + W - R) / 2), num(H - 16));
+  o += "</svg>\n";
+}
+
+void scatter_chart(Out& o, const std::string& id, const Aggregates& a, int64_t duration_ns) {
+  if (a.scatter.empty()) return;
+  const double W = 460, H = 230, L = 70, R = 12, T = 22, B = 34;
+  const double tmax = double(std::max<int64_t>(duration_ns, 1));
+  const double lmax = double(std::max<uint64_t>(a.max_lba, 1));
+  std::string rd, wr;
+  for (const auto& p : a.scatter) {
+    const double x = L + (W - L - R) * double(std::max<int64_t>(p.t, 0)) / tmax;
+    const double y = H - B - (H - T - B) * double(p.lba) / lmax;
+    (p.kind == 'r' ? rd : wr) += fmt::format("M{},{}h1.5", num(x), num(y));
+  }
+  put(o, "<svg class=\"lba-chart\" id=\"{}\" data-points=\"{}\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
+         "font-family=\"sans-serif\" font-size=\"11\">",
+      id, a.scatter.size(), num(W), num(H), num(W), num(H));
+  put(o, "<text x=\"{}\" y=\"14\" font-weight=\"bold\" font-size=\"12\">LBA over time (<tspan fill=\"#1f6fd0\">read</tspan>, "
+         "<tspan fill=\"#e76f51\">write</tspan>; {} sampled)</text>",
+      num(L), svg::count_text(a.scatter.size()));
+  put(o, "<path d=\"{}\" stroke=\"#1f6fd0\" stroke-width=\"2\" stroke-linecap=\"round\"/>", rd);
+  put(o, "<path d=\"{}\" stroke=\"#e76f51\" stroke-width=\"2\" stroke-linecap=\"round\"/>", wr);
+  put(o, "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#999\"/><line x1=\"{0}\" y1=\"{3}\" x2=\"{0}\" "
+         "y2=\"{1}\" stroke=\"#999\"/>",
+      num(L), num(H - B), num(W - R), num(T));
+  put(o, "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" fill=\"#555\">{}</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\" "
+         "fill=\"#555\">0</text>",
+      num(L - 4), num(T + 8), a.max_lba, num(L - 4), num(H - B));
+  put(o, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">0 … {:.3g} s (time of the command)</text>",
+      num((L + W - R) / 2), num(H - 14), tmax / 1e9);
+  o += "</svg>\n";
+}
+
+// ---- Page ----------------------------------------------------------------------------------------
+
+constexpr const char* kCss = R"(
+body { font-family: system-ui, sans-serif; margin: 0; color: #222; background: #f6f7f9; }
+header { background: #264653; color: #fff; padding: 14px 24px; }
+header h1 { margin: 0; font-size: 22px; }
+header p { margin: 4px 0 0; opacity: 0.85; }
+main { padding: 8px 24px 40px; max-width: 1400px; }
+section.capture, section.all { background: #fff; border: 1px solid #ddd; border-radius: 6px; padding: 8px 18px 16px; margin: 16px 0; }
+h2 { font-size: 18px; margin: 12px 0 4px; word-break: break-all; }
+h3 { font-size: 16px; margin: 20px 0 6px; border-bottom: 1px solid #eee; padding-bottom: 3px; }
+h4 { font-size: 14px; margin: 14px 0 4px; }
+.facts { color: #444; margin: 2px 0 8px; }
+table { border-collapse: collapse; font-size: 13px; margin: 4px 0; }
+th, td { border-bottom: 1px solid #e4e4e4; padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: #f0f2f4; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; }
+.fix { color: #1d5e3a; }
+p.small { font-size: 13px; margin: 2px 0 6px; }
+summary { cursor: pointer; color: #264653; font-size: 13px; }
+.kind { font-family: monospace; font-weight: bold; }
+.charts { display: flex; flex-wrap: wrap; gap: 10px; }
+.charts svg, figure svg { background: #fff; border: 1px solid #e4e4e4; border-radius: 4px; }
+figure { margin: 8px 0 16px; overflow-x: auto; }
+figcaption { font-size: 13px; color: #444; margin-bottom: 4px; }
+.gate-ok { color: #1d5e3a; font-weight: bold; }
+.gate-bad { color: #b00020; font-weight: bold; }
+.note { color: #666; font-size: 13px; }
+details pre { font-size: 12px; background: #f6f7f9; padding: 8px; overflow-x: auto; }
+nav a { margin-right: 12px; }
+)";
+
+std::string frames_text(const std::vector<uint64_t>& f) {
+  std::string s;
+  for (size_t i = 0; i < f.size(); ++i) s += fmt::format("{}{}", i ? ", " : "", f[i]);
+  return s;
+}
+
+void advice_table(Out& o, const Summary& s, bool evidence, const std::string& anchor_prefix,
+                  const std::set<size_t>& with_ladders) {
+  const auto advice = s.advice();
+  if (advice.empty()) {
+    put(o, "<p>{}</p>\n", s.commands() ? "No findings." : "No findings (no SCSI commands).");
+    return;
+  }
+  o += "<table class=\"findings\"><tr><th>#</th><th>finding</th><th>side</th><th>commands</th><th>time lost</th>"
+       "<th>median latency now → after fix</th><th>fix</th>";
+  if (evidence) o += "<th>e.g. frames</th>";
+  o += "</tr>\n";
+  size_t rank = 0;
+  for (const Advice& a : advice) {
+    const std::string name(finding_name(a.kind));
+    const std::string cell = with_ladders.count(size_t(a.kind))
+                                 ? fmt::format("<a href=\"#{}-{}\">{}</a>", anchor_prefix, name, name)
+                                 : name;
+    put(o, "<tr data-kind=\"{}\"><td class=\"n\">{}</td><td class=\"kind\">{}</td><td>{}</td><td class=\"n\">{}</td>"
+           "<td class=\"n\">{}</td><td>{}</td><td class=\"fix\">{}</td>",
+        name, ++rank, cell, side_name(a.side), svg::count_text(a.commands), svg::ms_text(a.lost_ms),
+        a.commands ? fmt::format("{} → {}", svg::ms_text(a.median_latency_ms), svg::ms_text(a.median_fixed_ms))
+                   : std::string("– (not tied to single commands)"),
+        esc(a.fix));
+    if (evidence) put(o, "<td>{}</td>", frames_text(a.example_frames));
+    o += "</tr>\n";
+  }
+  o += "</table>\n";
+}
+
+void classes_table(Out& o, const Summary& s) {
+  const auto classes = s.classes();
+  if (classes.empty()) return;
+  o += "<table class=\"classes\"><tr><th>kind</th><th>size</th><th>commands</th><th>median</th><th>p90</th><th>max</th>"
+       "<th>round trips median (ideal)</th></tr>\n";
+  for (const ClassStats& c : classes)
+    put(o, "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
+           "<td class=\"n\">{}</td><td class=\"n\">{:g} ({})</td></tr>\n",
+        command_kind_name(c.kind), svg::size_text(c.bytes), svg::count_text(c.commands), svg::ms_text(c.median_ms),
+        svg::ms_text(c.p90_ms), svg::ms_text(c.max_ms), c.median_round_trips, c.ideal_round_trips);
+  o += "</table>\n";
+}
+
+std::string vantage_text(Vantage v) {
+  switch (v) {
+    case Vantage::initiator: return "near the initiator";
+    case Vantage::target: return "near the target";
+    case Vantage::midpath: return "mid-path";
+    default: return "unknown";
+  }
+}
+
+void connections_table(Out& o, const CaptureResult& r) {
+  if (r.connections.empty()) {
+    o += "<p>No iSCSI connection found (ports other than 3260? see --port).</p>\n";
+    return;
+  }
+  o += "<table class=\"connections\"><tr><th>conn.</th><th>session</th><th>initiator</th><th>target</th><th>capture point</th>"
+       "<th>RTT</th><th>to initiator</th><th>to target</th><th>MSS i/t</th><th>commands</th><th>max in flight</th>"
+       "<th>negotiated keys</th></tr>\n";
+  for (const ConnectionInfo& c : r.connections) {
+    std::string names;
+    for (const SessionInfo& s : r.sessions)
+      if (s.id == c.session && (!s.initiator_name.empty() || !s.target_name.empty()))
+        names = fmt::format(" ({} → {})", s.initiator_name.empty() ? "?" : s.initiator_name,
+                            s.target_name.empty() ? "?" : s.target_name);
+    std::string keys;
+    for (const auto& [k, v] : c.keys) keys += fmt::format("{}{}={}", keys.empty() ? "" : " ", k, v);
+    if (keys.empty()) keys = "login not captured";
+    put(o, "<tr><td class=\"n\">{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td>"
+           "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}/{}{}</td><td class=\"n\">{}</td>"
+           "<td class=\"n\">{}</td><td class=\"note\">{}</td></tr>\n",
+        c.id, c.session, esc(names), esc(c.initiator.str()), esc(c.target.str()), vantage_text(c.vantage),
+        svg::ms_text(c.rtt_ms), svg::ms_text(c.rtt_initiator_ms), svg::ms_text(c.rtt_target_ms), c.mss_initiator,
+        c.mss_target, c.mss_inferred ? " (inferred)" : "", svg::count_text(c.commands), c.max_outstanding, esc(keys));
+  }
+  o += "</table>\n";
+}
+
+// Command-weighted median of the connections' round trips: the RTT the charts measure against.
+double typical_rtt(const std::vector<ConnectionInfo>& conns) {
+  std::vector<std::pair<double, uint64_t>> v;
+  uint64_t total = 0;
+  for (const auto& c : conns)
+    if (c.rtt_ms > 0) v.emplace_back(c.rtt_ms, c.commands + 1), total += c.commands + 1;
+  if (v.empty()) return -1;
+  std::sort(v.begin(), v.end());
+  uint64_t acc = 0;
+  for (const auto& [rtt, n] : v)
+    if ((acc += n) * 2 >= total) return rtt;
+  return v.back().first;
+}
+
+std::string text_report(const CaptureResult& r) {
+  char* buf = nullptr;
+  size_t len = 0;
+  FILE* f = open_memstream(&buf, &len);
+  if (!f) return {};
+  ReportOptions ro;
+  ro.paths = {r.path};
+  make_text_report(ro)->capture_done(f, r);
+  std::fclose(f);
+  std::string s(buf, len);
+  std::free(buf);
+  return s;
+}
+
+struct Run {
+  const BatchOptions& opt;
+  size_t captures = 0;
+  size_t per_kind = 3;
+  Summary* overall = nullptr;
+};
+
+// One capture: both passes, then its section of the page.
+void capture_section(Run& run, const Input& in, size_t index, Out& o, bool& usable, uint64_t& packets) {
+  CaptureResult r;
+  r.index = index;
+  r.path = in.path;
+  Aggregates agg;
+  const std::string cid = fmt::format("c{}", index);
+  usable = false;
+  if (in.error.empty()) {
+    try {
+      CaptureReader reader(in.path, run.opt.decoder);
+      r.probe = reader.probe();
+      r.link_type = reader.link_type_name();
+      r.link_description = reader.link_type_description();
+      r.decoder = reader.decoder_name();
+      r.summary = std::make_unique<Summary>(run.opt.worst);
+      HtmlSink sink(*r.summary, run.overall, agg, run.per_kind, !run.opt.quiet, in.path);
+      Analyzer analyzer(run.opt.engine, sink);
+      Feed feed(analyzer, sink);
+      r.stats = reader.read_all(feed);
+      analyzer.finish();
+      sink.finish_lba();
+      r.connections = analyzer.connections();
+      r.sessions = analyzer.sessions();
+      if (r.stats.packets == 0 && r.stats.damaged) {
+        r.error = fmt::format("{}: no packet could be read", in.path);
+        r.summary.reset();
+      } else {
+        usable = true;
+      }
+    } catch (const CaptureError& e) {
+      r.error = e.what();
+      r.summary.reset();
+    }
+  } else {
+    r.error = in.error;
+  }
+  packets += r.stats.packets;
+  put(o, "<section class=\"capture\" id=\"{}\" data-path=\"{}\">\n<h2>{}</h2>\n", cid, esc(r.path), esc(r.path));
+  if (!usable) {
+    std::fprintf(stderr, "iscsi-doctor: error: %s\n", r.error.c_str());
+    put(o, "<p class=\"gate-bad\">unusable: {}</p>\n</section>\n", esc(r.error));
+    return;
+  }
+
+  // Second pass: the picked commands' segments (each command drawn once, shown under each kind).
+  std::map<std::pair<uint32_t, uint64_t>, LadderRequest> unique;
+  for (auto& picks : agg.picks)
+    for (Pick& p : picks) {
+      for (const ConnectionInfo& ci : r.connections)
+        if (ci.id == p.req.command.connection) p.req.conn = ci;
+      auto [it, fresh] = unique.try_emplace({p.req.command.connection, p.req.command.first_frame}, p.req);
+      if (!fresh)  // merge findings known to either pick
+        for (const Finding& f : p.req.findings) {
+          bool have = false;
+          for (const Finding& g : it->second.findings) have |= g.kind == f.kind && g.frame == f.frame;
+          if (!have) it->second.findings.push_back(f);
+        }
+    }
+  std::vector<LadderRequest*> reqs;
+  for (auto& [key, req] : unique) reqs.push_back(&req);
+  try {
+    collect_ladders(in.path, run.opt.decoder, reqs);
+  } catch (const CaptureError&) {
+  }
+
+  const Summary& s = *r.summary;
+  const double secs = r.stats.packets ? double(r.stats.last_ns - r.stats.first_ns) / 1e9 : 0;
+  put(o, "<p class=\"facts\">{}{}, {}, {} bytes, {} packets over {:.1f} s · {} SCSI commands, {} completed, "
+         "<b>{} excess round trips</b></p>\n",
+      format_name(r.probe.format), r.probe.gzip ? " (gzip)" : "", esc(r.link_description), svg::count_text(r.probe.size),
+      svg::count_text(r.stats.packets), secs, svg::count_text(s.commands()), svg::count_text(s.completed()),
+      svg::count_text(s.excess_round_trips()));
+
+  std::set<size_t> with_ladders;
+  for (size_t k = 0; k < finding_kind_count; ++k)
+    if (!agg.picks[k].empty()) with_ladders.insert(k);
+  o += "<h3>Findings, ranked by time lost</h3>\n";
+  advice_table(o, s, true, cid, with_ladders);
+
+  o += "<h3>Ladder diagrams of the worst commands</h3>\n";
+  o += "<p class=\"note\">Per finding kind, the commands it cost most. Initiator left, target right, the capture point "
+       "dashed between them where the measured round trips place it; time runs down. Hover an arrow for its TCP "
+       "header.</p>\n";
+  bool any_ladder = false;
+  auto draw = [&](size_t k, const std::string& title, const std::string& fix) {
+    const auto& picks = agg.picks[k];
+    if (picks.empty()) return;
+    any_ladder = true;
+    const std::string kname = k == kSlowest ? std::string("slowest") : std::string(finding_name(FindingKind(k)));
+    put(o, "<h4 id=\"{}-{}\">{}</h4>\n", cid, kname, esc(title));
+    if (!fix.empty()) put(o, "<p class=\"fix small\">fix: {}</p>\n", esc(fix));
+    size_t rank = 0;
+    for (const Pick& p : picks) {
+      const auto it = unique.find({p.req.command.connection, p.req.command.first_frame});
+      if (it == unique.end()) continue;
+      const std::string lid = fmt::format("{}-{}-{}", cid, kname, ++rank);
+      if (rank == 2)  // the worst one open, the others folded: the page stays short
+        put(o, "<details><summary>{} more</summary>\n", picks.size() - 1);
+      put(o, "<figure data-kind=\"{}\" data-itt=\"0x{:08x}\"><figcaption>#{} by {} ({}) · connection {} · "
+             "<code>iscsi-doctor ladder --itt 0x{:08x} --frame {} {}</code></figcaption>\n",
+          kname, p.req.command.itt, rank, k == kSlowest ? "latency" : "time lost to it", svg::ms_text(p.score),
+          p.req.command.connection, p.req.command.itt, p.req.command.first_frame, esc(r.path));
+      o += render_ladder(it->second, lid, false);
+      o += "</figure>\n";
+    }
+    if (rank >= 2) o += "</details>\n";
+  };
+  for (const Advice& a : s.advice())  // in the order of the findings table
+    draw(size_t(a.kind), fmt::format("{} — {} worst command{}", finding_name(a.kind), agg.picks[size_t(a.kind)].size(),
+                                     agg.picks[size_t(a.kind)].size() == 1 ? "" : "s"),
+         a.fix);
+  if (!any_ladder) draw(kSlowest, "No finding: the slowest commands", "");
+  if (!any_ladder) o += "<p>No commands to draw.</p>\n";
+  if (s.finding_counts()[size_t(FindingKind::serialized)])
+    o += "<p class=\"note\">serialized is a connection-level finding: see commands in flight over time below.</p>\n";
+
+  // Latency per class against the measured round trip.
+  const double rtt = typical_rtt(r.connections);
+  const auto stats = s.classes();
+  std::vector<std::pair<std::pair<char, uint32_t>, const ClassAgg*>> rows;
+  for (const auto& [key, k] : agg.classes) rows.emplace_back(key, &k);
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second->n > b.second->n; });
+  if (!rows.empty()) {
+    o += "<h3>Latency per operation and size</h3>\n";
+    put(o, "<p class=\"note\">Histogram (bars) and cumulative distribution (line) of latency as captured; dashed lines at "
+           "1, 2 and 3 round trips of the measured RTT ({}, median over connections weighted by commands).</p>\n",
+        svg::ms_text(rtt));
+    o += "<div class=\"charts\">\n";
+    for (size_t i = 0; i < rows.size() && i < kClassesDrawn; ++i) {
+      const ClassStats* st = nullptr;
+      for (const auto& c : stats)
+        if (c.kind == rows[i].first.first && c.bytes == rows[i].first.second) st = &c;
+      latency_chart(o, fmt::format("{}-lat-{}", cid, i), rows[i].first.first, rows[i].first.second, *rows[i].second, st, rtt);
+    }
+    o += "</div>\n";
+    if (rows.size() > kClassesDrawn)
+      put(o, "<p class=\"note\">{} more classes in the table below.</p>\n", rows.size() - kClassesDrawn);
+    o += "<h3>Where the time went: mean breakdown per command class</h3>\n";
+    std::vector<std::pair<std::pair<char, uint32_t>, const ClassAgg*>> top(rows.begin(),
+                                                                           rows.begin() + long(std::min(rows.size(), kBreakdownRows)));
+    breakdown_chart(o, cid + "-breakdown", top);
+    classes_table(o, s);
+    o += "<h3>Queue depth and throughput over time</h3>\n";
+    timeline_chart(o, cid + "-timeline", agg.time);
+  }
+  if (agg.gap_pairs || !agg.scatter.empty()) {
+    o += "<h3>Access pattern: sequential or scattered</h3>\n<div class=\"charts\">\n";
+    gap_chart(o, cid + "-gaps", agg);
+    scatter_chart(o, cid + "-lba", agg, r.stats.last_ns - agg.first_ns);
+    o += "</div>\n<p class=\"note\">Gap = this command's LBA minus the end of the previous command's on the same "
+         "connection, in the order the commands were issued.</p>\n";
+  }
+
+  // Worst commands, linked to their diagram when there is one.
+  const auto& worst = s.worst();
+  if (!worst.empty()) {
+    o += "<h3>Worst commands (by excess round trips, then latency)</h3>\n<table class=\"worst\"><tr><th>ITT</th>"
+         "<th>op</th><th>LBA</th><th>bytes</th><th>frames</th><th>latency</th><th>RT/ideal</th><th>findings</th></tr>\n";
+    for (const CommandResult& c : worst) {
+      std::string kinds;
+      for (auto k : c.findings) kinds += fmt::format("{}{}", kinds.empty() ? "" : ", ", finding_name(k));
+      if (!c.completed) kinds = "(no status) " + kinds;
+      put(o, "<tr><td><code>0x{:08x}</code></td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}-{}</td>"
+             "<td class=\"n\">{}</td><td class=\"n\">{}/{}</td><td>{}</td></tr>\n",
+          c.itt, esc(c.op), c.lba ? std::to_string(*c.lba) : "-", svg::count_text(c.bytes), c.first_frame,
+          c.status_frame ? std::to_string(c.status_frame) : "", c.completed ? svg::ms_text(c.latency_ms) : "-",
+          c.round_trips, c.ideal_round_trips, kinds);
+    }
+    o += "</table>\n";
+  }
+  o += "<h3>Connections</h3>\n";
+  connections_table(o, r);
+  const auto& notices = s.notices();
+  if (!notices.empty()) {
+    put(o, "<h3>Notices ({})</h3>\n<table class=\"notices\">", notices.size());
+    for (size_t i = 0; i < notices.size() && i < 20; ++i)
+      put(o, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>\n", notice_level_name(notices[i].level),
+          notices[i].frame ? fmt::format("frame {}", notices[i].frame) : std::string("-"), esc(notices[i].message));
+    o += "</table>\n";
+  }
+  put(o, "<details><summary>The text report</summary><pre>{}</pre></details>\n</section>\n", esc(text_report(r)));
+}
+
+}  // namespace
+
+int run_html_report(const BatchOptions& opt, const std::string& path) {
+  const std::vector<Input> inputs = expand_inputs(opt.inputs);
+  FILE* out = std::fopen(path.c_str(), "w");
+  if (!out) {
+    std::fprintf(stderr, "iscsi-doctor: %s: cannot write: %s\n", path.c_str(), std::strerror(errno));
+    return kExitUnusable;
+  }
+  Summary overall(opt.worst);
+  Run run{opt, inputs.size(), inputs.size() <= 4 ? size_t(3) : size_t(1), &overall};
+  // Sections go to a spool first: the page opens with the summary of all of them.
+  FILE* body = std::tmpfile();
+  if (!body) {
+    std::fprintf(stderr, "iscsi-doctor: cannot create a temporary file: %s\n", std::strerror(errno));
+    std::fclose(out);
+    return kExitUnusable;
+  }
+  int code = kExitClean;
+  size_t usable = 0;
+  uint64_t packets = 0;
+  std::string nav;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Out o;
+    bool ok = false;
+    capture_section(run, inputs[i], i, o, ok, packets);
+    usable += ok;
+    if (!ok) code = kExitUnusable;
+    std::fwrite(o.data(), 1, o.size(), body);
+    nav += fmt::format("<a href=\"#c{}\">{}</a> ", i, esc(inputs[i].path));
+  }
+
+  // The gate, as run_batch evaluates it.
+  std::vector<std::string> reasons;
+  const bool gate = !opt.fail_on.empty() || opt.max_excess_round_trips;
+  bool unevaluable = false;
+  if (gate) {
+    if (overall.commands() == 0) {
+      unevaluable = true;
+    } else {
+      const auto counts = overall.finding_counts();
+      for (auto k : opt.fail_on)
+        if (counts[size_t(k)]) reasons.push_back(fmt::format("{}: {} found (--fail-on)", finding_name(k), counts[size_t(k)]));
+      if (opt.max_excess_round_trips && overall.excess_round_trips() > *opt.max_excess_round_trips)
+        reasons.push_back(fmt::format("{} excess round trips > {} (--max-excess-round-trips)", overall.excess_round_trips(),
+                                      *opt.max_excess_round_trips));
+    }
+  }
+
+  Out h;
+  put(h, "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\"><head><meta charset=\"utf-8\"/>"
+         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>"
+         "<title>iscsi-doctor report</title><style>{}</style></head>\n<body>\n",
+      kCss);
+  put(h, "<header><h1>iscsi-doctor report</h1><p>{} capture{}, {} usable, {} packets, {} SCSI commands, {} completed, "
+         "{} excess round trips · iscsi-doctor {}</p></header>\n<main>\n",
+      inputs.size(), inputs.size() == 1 ? "" : "s", usable, svg::count_text(packets), svg::count_text(overall.commands()),
+      svg::count_text(overall.completed()), svg::count_text(overall.excess_round_trips()), ISCSI_DOCTOR_VERSION);
+  if (gate) {
+    if (unevaluable) h += "<p class=\"gate-bad\" id=\"gate\">Gate: not evaluated, no SCSI command found</p>\n";
+    else if (!reasons.empty()) {
+      std::string all;
+      for (const auto& x : reasons) all += (all.empty() ? "" : "; ") + x;
+      put(h, "<p class=\"gate-bad\" id=\"gate\">Gate: TRIPPED ({})</p>\n", esc(all));
+    } else
+      h += "<p class=\"gate-ok\" id=\"gate\">Gate: passed</p>\n";
+  }
+  if (inputs.size() > 1) {
+    put(h, "<nav>{}</nav>\n<section class=\"all\" id=\"all\"><h2>All {} captures</h2>\n", nav, inputs.size());
+    advice_table(h, overall, false, "all", {});
+    classes_table(h, overall);
+    h += "</section>\n";
+  }
+  std::fwrite(h.data(), 1, h.size(), out);
+  copy_file(body, out);
+  std::fclose(body);
+  const std::string tail = "</main>\n</body>\n</html>\n";
+  std::fwrite(tail.data(), 1, tail.size(), out);
+  if (std::fflush(out) != 0 || std::ferror(out)) {
+    std::fprintf(stderr, "iscsi-doctor: %s: write error\n", path.c_str());
+    code = kExitUnusable;
+  }
+  std::fclose(out);
+
+  if (gate && unevaluable) {
+    std::fprintf(stderr, "iscsi-doctor: error: the gate cannot be evaluated: no SCSI command found in the input\n");
+    return kExitUnusable;
+  }
+  if (!reasons.empty()) {
+    if (!opt.quiet)
+      for (const auto& x : reasons) std::fprintf(stderr, "iscsi-doctor: gate tripped: %s\n", x.c_str());
+    if (code == kExitClean) code = kExitGate;
+  }
+  return code;
+}
+
+}  // namespace iscsi_doctor::cli

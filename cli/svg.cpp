@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+#include "svg.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace iscsi_doctor::cli::svg {
+
+std::string esc(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default:
+        // Control characters are not allowed in XML 1.0; names come from the wire.
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') out += '?';
+        else out += c;
+    }
+  return out;
+}
+
+std::string num(double v) {
+  if (!std::isfinite(v)) return "0";
+  std::string s = fmt::format("{:.1f}", v);
+  if (s.size() > 2 && s.compare(s.size() - 2, 2, ".0") == 0) s.resize(s.size() - 2);
+  if (s == "-0") s = "0";
+  return s;
+}
+
+std::string ms_text(double v) {
+  if (!std::isfinite(v) || v < 0) return "-";
+  if (v >= 1000) return fmt::format("{:.2f} s", v / 1000);
+  if (v >= 100) return fmt::format("{:.0f} ms", v);
+  if (v >= 10) return fmt::format("{:.1f} ms", v);
+  if (v >= 1) return fmt::format("{:.2f} ms", v);
+  return fmt::format("{:.3f} ms", v);
+}
+
+std::string size_text(uint64_t b) {
+  if (b >= (1u << 20) && b % (1u << 20) == 0) return fmt::format("{} MiB", b >> 20);
+  if (b >= 1024 && b % 1024 == 0) return fmt::format("{} KiB", b >> 10);
+  return fmt::format("{} B", b);
+}
+
+std::string count_text(uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+void LogHistogram::add(double ms) {
+  int i = 0;
+  if (ms > kMinMs) i = int(std::floor(std::log10(ms / kMinMs) * kPerDecade));
+  bins[size_t(std::clamp(i, 0, kBins - 1))]++;
+  ++total;
+}
+
+double LogHistogram::edge_ms(int i) { return kMinMs * std::pow(10.0, double(i) / kPerDecade); }
+
+void TimeBins::start(int64_t t0) {
+  if (started) return;
+  started = true;
+  origin_ns = t0;
+}
+
+void TimeBins::grow_to(int64_t t) {
+  while (t - origin_ns >= width_ns * int64_t(kBins)) {
+    for (size_t i = 0; i < kBins / 2; ++i)
+      for (size_t k = 0; k < 3; ++k) v[i][k] = v[2 * i][k] + v[2 * i + 1][k];
+    for (size_t i = kBins / 2; i < kBins; ++i) v[i] = {};
+    width_ns *= 2;
+  }
+}
+
+void TimeBins::add_span(size_t k, int64_t from, int64_t to, double amount) {
+  if (!started) start(from);
+  from = std::max(from, origin_ns);
+  to = std::max(to, from);
+  grow_to(to);
+  const int64_t b0 = (from - origin_ns) / width_ns, b1 = (to - origin_ns) / width_ns;
+  if (b0 == b1) {
+    v[size_t(b0)][k] += amount;
+    return;
+  }
+  const double per_ns = amount / double(to - from);
+  for (int64_t b = b0; b <= b1; ++b) {
+    const int64_t lo = std::max(from, origin_ns + b * width_ns);
+    const int64_t hi = std::min(to, origin_ns + (b + 1) * width_ns);
+    v[size_t(b)][k] += per_ns * double(hi - lo);
+  }
+}
+
+size_t TimeBins::used() const {
+  size_t n = 0;
+  for (size_t i = 0; i < kBins; ++i)
+    if (v[i][0] != 0 || v[i][1] != 0 || v[i][2] != 0) n = i + 1;
+  return n;
+}
+
+}  // namespace iscsi_doctor::cli::svg
