@@ -19,18 +19,17 @@ MANIFEST = ROOT / "captures" / "MANIFEST.json"
 
 
 def capture_files():
-    """Every capture in captures/MANIFEST.json, plus the bundled Wireshark wiki captures; until the
-    manifest exists, every fixture file."""
+    """Every capture in captures/MANIFEST.json, plus every fixture and Wireshark wiki capture on
+    disk. A manifest entry whose file is missing stays in the list, so its tests fail."""
     files = []
     if MANIFEST.exists():
         for e in json.loads(MANIFEST.read_text())["captures"]:
             files.append(ROOT / "captures" / e["file"])
-    else:
-        files += sorted((ROOT / "captures" / "fixtures").glob("*.pcap*"))
-    for f in sorted((ROOT / "captures" / "wireshark-wiki").glob("*.pcap*")):
-        if f not in files:
-            files.append(f)
-    return [f for f in files if f.exists()]
+    for d in ("fixtures", "wireshark-wiki"):
+        for f in sorted((ROOT / "captures" / d).glob("*.pcap*")):
+            if f not in files:
+                files.append(f)
+    return files
 
 
 def plugin_env(home):

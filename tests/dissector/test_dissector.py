@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import ROOT, capture_files, cli_report
+from conftest import MANIFEST, ROOT, capture_files, cli_report
 
 CAPTURES = capture_files()
 FIELDS = ["frame.number", "iscsi_doctor.finding", "iscsi_doctor.reported.frame",
@@ -82,6 +82,18 @@ def two_pass(tshark, path):
     if path not in _two_pass:
         _two_pass[path] = tshark_results(tshark_fields(tshark, path, True))
     return _two_pass[path]
+
+
+def test_every_capture_is_compared():
+    """The comparisons below run on every manifest entry and every bundled capture file."""
+    import json
+    assert MANIFEST.exists(), MANIFEST
+    entries = [ROOT / "captures" / e["file"] for e in json.loads(MANIFEST.read_text())["captures"]]
+    assert [p for p in entries if not p.exists()] == []
+    on_disk = [*(ROOT / "captures" / "fixtures").glob("*.pcap*"),
+               *(ROOT / "captures" / "wireshark-wiki").glob("*.pcap*")]
+    assert set(entries) | set(on_disk) == set(CAPTURES)
+    assert len(CAPTURES) == len(set(CAPTURES))
 
 
 @pytest.mark.skipif(not CAPTURES, reason="no captures")

@@ -35,10 +35,10 @@ TOOLS = ["Xvfb", "xauth", "xdotool", "import", "wireshark"]
 COLUMNS = [("No.", "%m"), ("Time", "%t"), ("Source", "%s"), ("Destination", "%d"),
            ("Info", "%i"),
            ("Finding", "%Cus:iscsi_doctor.finding:0:R"), ("Side", "%Cus:iscsi_doctor.side:0:R"),
+           ("Released by", "%Cus:iscsi_doctor.released_by:0:R"),
            ("Lost ms", "%Cus:iscsi_doctor.lost_ms:0:R"),
            ("RT", "%Cus:iscsi_doctor.round_trips:0:R"),
-           ("Ideal", "%Cus:iscsi_doctor.ideal_round_trips:0:R"),
-           ("Released by", "%Cus:iscsi_doctor.released_by:0:R")]
+           ("Ideal", "%Cus:iscsi_doctor.ideal_round_trips:0:R")]
 PREFS = {
     "gui.column.format": ", ".join(f'"{t}", "{f}"' for t, f in COLUMNS),
     # Packet list over packet details, no bytes pane: the details show the iscsi_doctor tree.
@@ -52,7 +52,7 @@ PREFS = {
 WIDTHS = {"%m": 45, "%t": 80, "%s": 90, "%d": 90, "%i": 400, "%Cus:iscsi_doctor.finding": 95, "%Cus:iscsi_doctor.side": 70,
           "%Cus:iscsi_doctor.lost_ms": 80, "%Cus:iscsi_doctor.round_trips": 35,
           "%Cus:iscsi_doctor.ideal_round_trips": 45,
-          "%Cus:iscsi_doctor.released_by": 90}
+          "%Cus:iscsi_doctor.released_by": 85}
 RECENT = (f"gui.geometry_main_upper_pane: {UPPER_PANE}\n"
           "column.width:\n" + ",\n".join(
               f'\t"{f.rsplit(":", 2)[0]}", {WIDTHS.get(f.rsplit(":", 2)[0], -1)}'
@@ -82,6 +82,17 @@ class Gui:
 
     # -- X server
     def start_x(self):
+        for attempt in range(3):  # another X server may take the display number meanwhile
+            try:
+                return self._start_x()
+            except RuntimeError:
+                if self.xvfb and self.xvfb.poll() is None:
+                    self.xvfb.terminate()
+                    self.xvfb.wait()
+                if attempt == 2:
+                    raise
+
+    def _start_x(self):
         self.display = free_display()
         auth = self.home / "Xauthority"
         subprocess.run(["xauth", "-f", str(auth), "add", f":{self.display}", ".",
@@ -89,7 +100,7 @@ class Gui:
         auth.chmod(0o644)
         self.env = {**conftest.plugin_env(self.home), "DISPLAY": f":{self.display}",
                     "XAUTHORITY": str(auth), "XDG_RUNTIME_DIR": str(self.home / "run")}
-        (self.home / "run").mkdir(mode=0o777)
+        (self.home / "run").mkdir(mode=0o777, exist_ok=True)
         (self.home / "run").chmod(0o777)
         w, h = self.size
         self.xvfb = subprocess.Popen(
