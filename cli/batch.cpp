@@ -205,7 +205,14 @@ public:
                                    n.message));
     }
   }
-  void on_connection(const ConnectionInfo& c) override { r_.summary->on_connection(c); }
+  void on_connection(const ConnectionInfo& c) override {
+    r_.summary->on_connection(c);
+    if (c.frames && !c.pdus)  // else such a connection would vanish without a word
+      on_notice({Notice::Level::warning, 0, c.id,
+                 fmt::format("connection {} ({} -> {}): {} frames on an iSCSI port carried no iSCSI PDU "
+                             "(not iSCSI, or its framing was never found)",
+                             c.id, c.initiator.str(), c.target.str(), c.frames)});
+  }
 
   size_t notices_not_echoed() const { return echoed_ > kNoticesEchoed ? echoed_ - kNoticesEchoed : 0; }
 

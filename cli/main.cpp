@@ -70,6 +70,16 @@ int main(int argc, char** argv) {
   app.add_option("--delayed-ack-ms", delayed_ack_ms,
                  "an ACK later than this beyond the RTT counts as delayed (default 10)")
       ->check(CLI::PositiveNumber);
+  // Caps (memory stays bounded whatever the capture holds); hitting one is reported as an error notice.
+  app.add_option("--max-connections", opt.engine.max_connections,
+                 "connections followed at once per capture (default 65536)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-open-commands", opt.engine.max_open_commands,
+                 "commands awaiting their status per connection (default 65536)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-reorder-bytes", opt.engine.max_out_of_order_bytes,
+                 "out-of-order bytes held per direction before a hole is declared lost (default 4 MiB)")
+      ->check(CLI::PositiveNumber);
   app.add_option("-j,--jobs", opt.jobs, "captures analysed in parallel (default 1); output stays in argument order")
       ->check(CLI::Range(size_t(1), size_t(1024)));
   app.add_option("--worst", opt.worst, "how many of the worst commands the text report lists (default 10)");

@@ -1,0 +1,75 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""The bad-input corpus: each broken capture gives its expected exit code and message (naming the
+file and the frame), and still yields the commands it can (tests/corpus/expect.json)."""
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+DOCTOR = os.environ.get("ISCSI_DOCTOR", "iscsi-doctor")
+EXPECT = json.loads((HERE / "expect.json").read_text())
+CASES = EXPECT["files"]
+
+
+def run(args, tmp_path):
+    out = tmp_path / "report.json"
+    r = subprocess.run([DOCTOR, "--format", "json", "-o", str(out)] + args,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
+    report = json.loads(out.read_text()) if out.exists() and out.stat().st_size else None
+    return r, report
+
+
+def test_every_corpus_file_has_an_expectation():
+    files = {p.name for p in HERE.iterdir() if p.suffix in (".pcap", ".gz", ".pcapng")}
+    assert files == set(CASES)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_corpus_file(name, tmp_path):
+    e = CASES[name]
+    r, report = run(e.get("args", []) + [str(HERE / name)], tmp_path)
+    assert r.returncode == e["exit"], r.stderr
+    assert "AddressSanitizer" not in r.stderr and "runtime error" not in r.stderr, r.stderr
+    for s in e.get("stderr", []):
+        assert s in r.stderr, "%r not in stderr:\n%s" % (s, r.stderr)
+    for s in e.get("not_stderr", []):
+        assert s not in r.stderr, r.stderr
+    if report is None:
+        assert not e.get("min_commands"), "no report written"
+        return
+    cmds = report["commands"]
+    assert len(cmds) >= e.get("min_commands", 0)
+    assert sum(c["completed"] for c in cmds) >= e.get("min_completed", 0)
+    if "max_commands" in e:
+        assert len(cmds) <= e["max_commands"]
+    if "min_incomplete" in e:
+        assert sum(not c["completed"] for c in cmds) >= e["min_incomplete"]
+    notices = [n["message"] for n in report.get("notices", [])]
+    for s in e.get("notices", []):
+        assert any(s in n for n in notices), "%r not among the notices:\n%s" % (s, "\n".join(notices))
+    if "connection_min_completed" in e:
+        # the undamaged connection is analysed in full: its commands all complete
+        per = {}
+        for c in cmds:
+            per.setdefault(c["connection"], []).append(c["completed"])
+        best = max(sum(v) for v in per.values())
+        assert best >= e["connection_min_completed"], per.keys()
+
+
+def test_millions_of_open_commands(tmp_path):
+    """2 million commands, none answered: the open-command cap is hit and said, memory stays low."""
+    subprocess.run([sys.executable, str(HERE / "make_corpus.py"), "--big", str(tmp_path)], check=True,
+                   stdout=subprocess.DEVNULL)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    r, report = run(["-q", str(tmp_path / "open-commands-2m.pcap")], tmp_path)
+    rss_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    assert r.returncode == 0, r.stderr
+    assert "open-command cap (65536) hit" in r.stderr
+    assert any("open-command cap" in n["message"] for n in report["notices"])
+    if not os.environ.get("ISCSI_DOCTOR_SANITIZED") and before < 200 * 1024:
+        assert rss_mib < 200, rss_mib
