@@ -266,6 +266,8 @@ local function plausible(b, from_initiator, strict)
     if hasbit(f, 0x20) or hasbit(f, 0x10) then return false end
     local csg, nsg, t = floor(f / 4) % 4, f % 4, hasbit(f, 0x80)
     if csg == 2 or (t and (nsg == 2 or nsg <= csg)) then return false end
+    -- An all-zero ISID is no real initiator's; ISID type 3 is reserved.
+    if (b.lun_hi == 0 and floor(b.lun_lo / 65536) == 0) or b.lun_hi >= 0xc0000000 then return false end
     if b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
     if b.w40 ~= 0 or b.w44 ~= 0 then return false end
     if op == OP.LoginRequest then
@@ -277,7 +279,9 @@ local function plausible(b, from_initiator, strict)
     end
     return true
   elseif op == OP.TextRequest or op == OP.TextResponse then
-    if f % 64 ~= 0 or (hasbit(f, 0x80) and hasbit(f, 0x40)) then return false end
+    -- F and C together are an error; neither is what zero-filled data looks like.
+    if f % 64 ~= 0 or (hasbit(f, 0x80) == hasbit(f, 0x40)) then return false end
+    if b.itt == RESERVED_TAG then return false end
     if b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
     if b.w36 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
     if op == OP.TextRequest and b.w32 ~= 0 then return false end
@@ -286,6 +290,7 @@ local function plausible(b, from_initiator, strict)
     if f % 128 ~= 0 then return false end
     if b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
     if b.w24 ~= 0 or b.w32 ~= 0 or b.w44 ~= 0 then return false end
+    if b.data_length == 0 or b.itt == RESERVED_TAG then return false end
     if b.w40 + b.data_length > 0xffffffff then return false end
     return true
   elseif op == OP.LogoutRequest then
@@ -321,7 +326,10 @@ local function plausible(b, from_initiator, strict)
       if hasbit(f, 0x04) and hasbit(f, 0x02) then return false end
     elseif b.byte3 ~= 0 or hasbit(f, 0x04) or hasbit(f, 0x02) then
       return false
+    elseif b.data_length == 0 then
+      return false
     end
+    if b.itt == RESERVED_TAG then return false end
     if b.w40 + b.data_length > 0xffffffff then return false end
     return true
   elseif op == OP.LogoutResponse then
@@ -372,12 +380,14 @@ local CARRY, PROBE = 47, 52
 
 function Framer.new(from_initiator)
   local f = setmetatable({ from_initiator = from_initiator, hd = "unknown", dd = "unknown",
-    next_abs = 0, chunk_base = 0, chunk_end = 0, carry = "", carry_abs = 0, candidate = false }, Framer)
+    next_abs = 0, chunk_base = 0, chunk_end = 0, carry = "", carry_abs = 0, candidate = false,
+    login_possible = true }, Framer)
   f:reset_pdu()
   return f
 end
 
 function Framer:set_digests(h, d)
+  self.login_possible = false  -- digests are settled when login is over
   self.hd = h and "on" or "off"
   self.dd = d and "on" or "off"
 end
@@ -394,6 +404,7 @@ function Framer:reset_pdu()
 end
 
 function Framer:start_unsynced()
+  self.login_possible = false
   self:reset_pdu()
   self.state = "scan"
   self.candidate = false
@@ -441,6 +452,8 @@ function Framer:candidate_at(s, p)
   if b0 >= 0x80 then return false end
   local op = b0 % 64
   if not OPNAMES[op] or is_initiator_opcode(op) ~= self.from_initiator then return false end
+  -- Login happens once, first: after Full Feature Phase PDUs a "Login" header is payload.
+  if not self.login_possible and not carries_digests(op) then return false end
   return plausible(parse_bhs(s, p), self.from_initiator, true)
 end
 
@@ -558,6 +571,7 @@ function Framer:header_complete()
     self.candidate = false
   end
   self.started = true
+  if carries_digests(b.opcode) then self.login_possible = false end
   self.sink:on_pdu_start(b, self.pdu_abs)
   self:begin_data()
 end
@@ -578,7 +592,7 @@ function Framer:begin_data()
   self.dd_this = digests and self.dd == "on"
   self.dd_probe = digests and self.dd == "unknown"
   if dl == 0 then
-    self:end_pdu(false)
+    self:end_pdu(self.pdu_abs + #self.hdr - 1, false)
   else
     self.state = "data"
   end
@@ -603,7 +617,7 @@ function Framer:step_data(s, i, abs)
       self.tail = ""
       self.tail_abs = abs + take
     else
-      self:end_pdu(false)
+      self:end_pdu(abs + take - 1, false)
     end
   end
   return take
@@ -613,7 +627,7 @@ function Framer:step_data_digest(s, i, abs)
   local take = min(#s - i + 1, 4 - #self.tail)
   self.tail = self.tail .. s:sub(i, i + take - 1)
   if #self.tail < 4 then return take end
-  self:end_pdu(false)
+  self:end_pdu(abs + take - 1, false)
   return take
 end
 
@@ -630,7 +644,10 @@ function Framer:step_probe(s, i, abs, force)
   end
   local t = self.tail
   local crc_match = self.crc_valid and #t >= 4 and digest_from_wire(t, 1) == crc32c_final(self.crc)
-  local at0 = not crc_match and self:plausible_at(t, 0)
+  -- A CRC that was computable and did not match: 4 bytes that can start a BHS already say "no
+  -- digest" (waiting for 48 would delay this PDU's end until the peer's next PDU).
+  local at0 = not crc_match and (self:plausible_at(t, 0) or
+    (self.crc_valid and #t >= 4 and #t < 48 and self:could_start_bhs(t)))
   if not crc_match and not at0 and #t < PROBE and not force then return take end
   local on, commit = crc_match, true
   if not on then
@@ -641,20 +658,30 @@ function Framer:step_probe(s, i, abs, force)
   if commit then self.dd = on and "on" or "off" end
   local probe, probe_abs = t, self.tail_abs
   if on and #probe >= 4 then
-    self:end_pdu(false)
+    self:end_pdu(probe_abs + 3, false)
     if #probe > 4 then self:push_back(probe:sub(5), probe_abs + 4) end
   else
-    self:end_pdu(false)
+    self:end_pdu(probe_abs - 1, false)
     if #probe > 0 then self:push_back(probe, probe_abs) end
   end
   return take
 end
 
-function Framer:end_pdu(truncated)
+function Framer:could_start_bhs(t)
+  local b0 = t:byte(1)
+  if b0 >= 0x80 then return false end
+  local op = b0 % 64
+  if not OPNAMES[op] or is_initiator_opcode(op) ~= self.from_initiator then return false end
+  if not self.from_initiator and b0 >= 0x40 then return false end
+  return true
+end
+
+function Framer:end_pdu(last_abs, truncated)
   local b = self.bhs
   local first, keep, inc = self.pdu_abs, self.keep, self.data_incomplete
+  local kept_truncated = #keep < b.data_length
   self:reset_pdu()
-  self.sink:on_pdu_end(b, first, keep, inc, truncated)
+  self.sink:on_pdu_end(b, first, last_abs, keep, kept_truncated, inc, truncated)
 end
 
 function Framer:lose_sync(at)
@@ -713,10 +740,10 @@ function Framer:gap(lost, sink)
           self.tail_abs = at
           return
         end
-        self:end_pdu(false)
+        self:end_pdu(at - 1, false)
         self:lose_sync(at)
       else
-        self:end_pdu(false)
+        self:end_pdu(at - 1, false)
         if left == 0 then return end
         self:lose_sync(at)
       end
@@ -727,7 +754,7 @@ function Framer:gap(lost, sink)
       left = left - inn
       at = at + inn
       if #self.tail < 4 then return end
-      self:end_pdu(false)
+      self:end_pdu(at - 1, false)
       if left == 0 then return end
       self:lose_sync(at)
     end
@@ -743,7 +770,7 @@ function Framer:finish(sink)
     self:run("", self.next_abs)
   end
   if self.started then
-    self:end_pdu(true)
+    self:end_pdu(self.next_abs == 0 and 0 or self.next_abs - 1, true)
   end
   if self.state == "scan" then self.carry = "" else self:reset_pdu() end
 end
@@ -810,10 +837,14 @@ function PduStream:on_pdu_start(b, first_abs)
   self.open = true
 end
 
-function PduStream:on_pdu_end(b, first_abs, kept, data_incomplete, truncated)
-  local ev = { type = "end", bhs = b, data = kept, data_incomplete = data_incomplete,
-               truncated = truncated }
+function PduStream:on_pdu_end(b, first_abs, last_abs, kept, kept_truncated, data_incomplete, truncated)
+  local ev = { type = "end", bhs = b, data = kept, kept_truncated = kept_truncated,
+               data_incomplete = data_incomplete, truncated = truncated }
   self:locate(first_abs, ev)
+  -- The segment with the PDU's last byte: the status frame of a SCSI Response.
+  local last = {}
+  self:locate(last_abs, last)
+  ev.last_frame, ev.last_t = last.first_frame, last.first_t
   self.events[#self.events + 1] = ev
   self.open = false
 end
@@ -1006,7 +1037,7 @@ function Flow.new()
   return setmetatable({ started = false, syn_seen = false, fin_seen = false, next = 0, max_end = 0,
     una = 0, una_known = false, prev_una = 0, una_t = 0, una_frame = 0, peer_window = 0,
     prev_peer_window = 0, peer_window_known = false, wscale_offered = -1, mss = 0,
-    mss_from_syn = false, largest_payload = 0, has_small = false, last_small = nil,
+    mss_from_syn = false, largest_payload = 0, data_options_len = 0, has_small = false, last_small = nil,
     last_data_t = 0, last_data_frame = 0, has_last_data = false,
     unacked = {}, ua_head = 1, ua_tail = 0, ooo = {}, ooo_count = 0, ooo_bytes = 0,
     hole_since = 0, bytes_missing = 0, ref = 0 }, Flow)
@@ -1023,8 +1054,16 @@ function Flow:anchor(seq)
   self.next, self.max_end, self.una = self.ref, self.ref, self.ref
 end
 function Flow:move_ref(abs) self.ref = abs end
+-- The SYN's MSS option does not count the TCP options of data segments (timestamps make 1460
+-- into 1448): the option less the options of the last data segment.
 function Flow:effective_mss()
-  if self.mss ~= 0 then return self.mss end
+  local mss = self.mss
+  if mss ~= 0 then
+    local o = self.data_options_len
+    if o ~= 0 and o < mss then return mss - o end
+    if self.largest_payload <= mss and self.largest_payload + 40 >= mss then return self.largest_payload end
+    return mss
+  end
   return self.largest_payload > 536 and self.largest_payload or 536
 end
 function Flow:is_small(len) return len < self:effective_mss() end
@@ -1071,6 +1110,13 @@ local function side_of(dir) return dir == I2T and "initiator" or "target" end
 local Connection = {}
 Connection.__index = Connection
 
+local function starts_with_login(payload, dir)
+  if #payload < 48 then return false end
+  local want = dir == I2T and OP.LoginRequest or OP.LoginResponse
+  if payload:byte(1) % 64 ~= want then return false end
+  return plausible(parse_bhs(payload), dir == I2T, true)
+end
+
 function Connection.new(an, id, initiator, target)
   local c = setmetatable({ an = an, id = id, initiator = initiator, target = target,
     opt = an.options, flow = { [0] = Flow.new(), [1] = Flow.new() },
@@ -1082,7 +1128,7 @@ function Connection.new(an, id, initiator, target)
     header_digest = false, data_digest = false, by_itt = {}, open_count = 0, current_slot = { [0] = nil, [1] = nil },
     frames = 0, commands = 0, completed = 0, outstanding = 0, max_outstanding = 0,
     serial_commands = 0, serial_wait_ms = 0, serial_latency_ms = 0, first_command_frame = 0,
-    retransmissions = 0, session = nil }, Connection)
+    retransmissions = 0, session = nil, orphans = {} }, Connection)
   return c
 end
 
@@ -1162,6 +1208,7 @@ function Connection:handle_ack(seg, dir)
   end
   local ack = peer:unwrap(seg.ack)
   if ack > peer.max_end + 1073741824 then return end
+  if peer.fin_seen and ack == peer.next + 1 then ack = peer.next end  -- the FIN's sequence number
   if peer.ua_head <= peer.ua_tail and (not peer.una_known or ack > peer.una) then
     for k = peer.ua_tail, peer.ua_head, -1 do
       local s = peer.unacked[k]
@@ -1183,11 +1230,18 @@ function Connection:handle_payload(seg, dir)
   local f = self.flow[dir]
   local len = seg.wire_len
   if not f.started then
+    -- No SYN: a stream that starts with a Login PDU is framed from here (no digests until
+    -- negotiated); otherwise the capture began mid-stream and framing resumes at a BHS.
     f:anchor(seg.seq)
-    self.mid_session = true
-    self.pdus[dir].framer:start_unsynced()
+    if starts_with_login(seg.payload, dir) then
+      self.pdus[dir].framer:set_digests(false, false)
+    else
+      self.mid_session = true
+      self.pdus[dir].framer:start_unsynced()
+    end
   end
   f.largest_payload = max(f.largest_payload, len)
+  if seg.options_len and seg.options_len ~= 0 then f.data_options_len = seg.options_len end
   local start = f:unwrap(seg.seq)
   local e = start + len
   if e <= f.next then
@@ -1392,6 +1446,7 @@ function Connection:touch_for_start(dir, ev, seg)
       data_in_bytes = 0, loss_pending_ms = 0, hold_ms = 0, completed = false,
       data_incomplete = false }
     c.kind = (CDB[b.cdb:byte(1)] and READWRITE[b.cdb:byte(1)]) and (w and "write" or "read") or "other"
+    if not self.keys.from_login and w and b.data_length > 0 then self.keys.immediate_data = true end
     if w then
       c.unsolicited_expected = min(b.w20, self.keys.initial_r2t and 0 or self.keys.first_burst)
     else
@@ -1454,6 +1509,10 @@ function Connection:analyse_touch(dir, seg, t, verdict)
   local bd = c.breakdown
   local reply = t.role == "reply"
   local solicited = t.role == "solicited"
+  -- Half trips: a reply or solicited data is one crossing after what it answers; a hold found
+  -- below adds the peer's ACK crossing and this segment's own on top of that.
+  if reply then c.h_target = max(c.h_target, c.h_initiator + 1) end
+  if solicited then c.h_initiator = max(c.h_initiator, c.h_at_r2t + 1) end
   if crossing > 0 then
     if solicited or (reply and c.r2ts > 0) then bd.r2t = bd.r2t + ms(crossing)
     else bd.request = bd.request + ms(crossing) end
@@ -1519,8 +1578,6 @@ function Connection:analyse_touch(dir, seg, t, verdict)
     else bd.request = bd.request + ms(rest) end
   end
   if reply and c.first_reply_frame == 0 then c.first_reply_frame = seg.frame end
-  if reply then c.h_target = max(c.h_target, c.h_initiator + 1) end
-  if solicited then c.h_initiator = max(c.h_initiator, c.h_at_r2t + 1) end
   c.last_event_t = max(c.last_event_t, now)
   c.last_seg_t[dir] = now
   c.has_seg[dir] = true
@@ -1538,7 +1595,7 @@ function Connection:classify_hold(dir, seg, ready)
   end
   local len = seg.wire_len
   local small = f.last_small
-  if f.has_small and small.acked and small.frame ~= seg.frame and len <= f:effective_mss() and
+  if f.has_small and small.acked and small.frame ~= seg.frame and len < f:effective_mss() and
      released_by(small.ack_t) then
     v.held = true
     v.kind = "nagle_hold"
@@ -1571,12 +1628,24 @@ function Connection:on_pdu_end(dir, seg, ev)
   if op == OP.Reject or op == OP.TaskMgmtResponse or op == OP.LogoutResponse then return end
   if b.itt == RESERVED_TAG then return end
   local c = self.by_itt[b.itt]
-  if not c then return end
+  if not c then
+    -- A reply framed before its command (the initiator's stream still waiting on a digest
+    -- probe after a mid-stream start): kept until the command shows up.
+    if dir == T2I and (op == OP.DataIn or op == OP.ScsiResponse or op == OP.R2T) then
+      local o = self.orphans
+      if #o >= 32 then table.remove(o, 1) end
+      local fr, t = seg.frame, seg.t
+      if ev.last_frame and ev.last_frame ~= 0 then fr, t = ev.last_frame, ev.last_t end
+      o[#o + 1] = { ev = ev, frame = fr, t = t }
+    end
+    return
+  end
   if ev.data_incomplete then c.data_incomplete = true end
   if op == OP.ScsiCommand then
     c.needed_t = seg.t
     if b.data_length > 0 then c.data_out_bytes = c.data_out_bytes + b.data_length end
     if c.unsolicited_expected <= c.data_out_bytes then c.request_done = true end
+    self:replay_orphans(b.itt)
   elseif op == OP.DataOut then
     c.data_out_bytes = c.data_out_bytes + b.data_length
     if hasbit(b.flags, 0x80) then
@@ -1592,19 +1661,36 @@ function Connection:on_pdu_end(dir, seg, ev)
     c.data_in_bytes = c.data_in_bytes + b.data_length
     if hasbit(b.flags, 0x01) then
       c.scsi_status = b.byte3
-      self:complete(c, seg)
+      self:complete(c, seg, ev)
     end
   elseif op == OP.ScsiResponse then
     c.iscsi_response = b.byte2
     c.scsi_status = b.byte3
-    self:complete(c, seg)
+    self:complete(c, seg, ev)
   end
 end
 
-function Connection:complete(c, seg)
+function Connection:replay_orphans(itt)
+  local o = self.orphans
+  local i = 1
+  while i <= #o do
+    if o[i].ev.bhs.itt ~= itt then
+      i = i + 1
+    else
+      local x = table.remove(o, i)
+      self:on_pdu_end(T2I, { frame = x.frame, t = x.t, wire_len = 0 }, x.ev)
+    end
+  end
+end
+
+function Connection:complete(c, seg, ev)
   c.completed = true
-  c.status_frame = seg.frame
-  c.status_t = seg.t
+  -- The segment with the PDU's last byte (earlier than this one while a digest probe waited).
+  if ev.last_frame and ev.last_frame ~= 0 then
+    c.status_frame, c.status_t = ev.last_frame, ev.last_t
+  else
+    c.status_frame, c.status_t = seg.frame, seg.t
+  end
   self:emit_command(c)
   self:release(c)
 end
@@ -1656,7 +1742,7 @@ function Connection:on_login(dir, ev, seg)
     self.isid = string.format("%08x%04x", b.lun_hi, floor(b.lun_lo / 65536))
     if b.opcode == OP.LoginResponse then self.tsih = b.lun_lo % 65536 end
   end
-  self.login:add_pdu(b, ev.data, ev.data_incomplete)
+  self.login:add_pdu(b, ev.data, ev.kept_truncated)
   local k = self.login.result
   if not k.complete or self.login_done then return end
   self.login_done = true
@@ -1725,6 +1811,7 @@ function Analyzer.new(options)
   local a = setmetatable({ options = options or DEFAULT_OPTIONS, live = {}, live_count = 0,
     connections = {}, next_id = 1, sessions = {}, session_keys = {},
     findings = {}, commands = {}, by_evidence = {}, by_decision = {}, by_status = {},
+    cmd_by_decision = {},
     cur_frame = 0, finished = false, last_frame = 0 }, Analyzer)
   return a
 end
@@ -1762,7 +1849,10 @@ function Analyzer:on_command_start(c) end
 
 function Analyzer:on_command(c)
   self.commands[#self.commands + 1] = c
-  if c.completed then push(self.by_status, c.status_frame, c) end
+  if c.completed then
+    push(self.by_status, c.status_frame, c)
+    push(self.cmd_by_decision, self.cur_frame, c)
+  end
 end
 
 local function looks_like_login(payload)
@@ -1889,6 +1979,7 @@ local pf = {
   ideal_round_trips = ProtoField.uint32("iscsi_doctor_lua.ideal_round_trips", "Ideal round trips"),
   latency_ms = ProtoField.double("iscsi_doctor_lua.latency_ms", "Latency (ms)"),
   command_frame = ProtoField.framenum("iscsi_doctor_lua.command_frame", "Command first frame"),
+  status_frame = ProtoField.framenum("iscsi_doctor_lua.status_frame", "Status frame"),
   op = ProtoField.string("iscsi_doctor_lua.op", "SCSI operation"),
   finding = ProtoField.string("iscsi_doctor_lua.finding", "Finding"),
   side = ProtoField.string("iscsi_doctor_lua.side", "Side at fault"),
@@ -1899,6 +1990,7 @@ local pf = {
   related_frame = ProtoField.framenum("iscsi_doctor_lua.related_frame", "Related frame"),
 }
 proto.fields = { pf.itt, pf.round_trips, pf.ideal_round_trips, pf.latency_ms, pf.command_frame,
+  pf.status_frame,
   pf.op, pf.finding, pf.side, pf.lost_ms, pf.fix, pf.detail, pf.evidence_frame, pf.related_frame }
 
 local ef = {
@@ -1922,7 +2014,8 @@ local function fld(name)
 end
 for _, n in ipairs({ "frame.time_epoch", "ip.src", "ip.dst", "ipv6.src", "ipv6.dst", "tcp.srcport",
   "tcp.dstport", "tcp.seq_raw", "tcp.ack_raw", "tcp.flags", "tcp.window_size_value",
-  "tcp.options.mss_val", "tcp.options.wscale.shift", "tcp.len", "tcp.payload" }) do
+  "tcp.options.mss_val", "tcp.options.wscale.shift", "tcp.len", "tcp.hdr_len", "tcp.payload",
+  "tcp.segment_data" }) do
   fld(n)
 end
 
@@ -1973,12 +2066,14 @@ local function feed_frame(pinfo)
     end
   end
   local mss, ws = first("tcp.options.mss_val"), first("tcp.options.wscale.shift")
+  local hl = first("tcp.hdr_len")
+  local options_len = hl and max(0, hl.value - 20) or 0
   local sp, dp = srcport.value, dstport.value
   state:feed({ frame = pinfo.number, t = t, src = tostring(src.value) .. ":" .. sp,
     dst = tostring(dst.value) .. ":" .. dp, sport = sp, dport = dp, seq = seq.value,
     ack = ack and ack.value or 0, flags = flags.value % 256,
     window = (first("tcp.window_size_value") or { value = 0 }).value,
-    mss = mss and mss.value or 0, wscale = ws and ws.value or -1,
+    mss = mss and mss.value or 0, wscale = ws and ws.value or -1, options_len = options_len,
     payload = payload, wire_len = wire_len })
 end
 
@@ -1988,6 +2083,7 @@ local function add_command(tree, c)
   t:add(pf.itt, string.format("0x%08x", c.itt))
   t:add(pf.op, c.op or "?")
   t:add(pf.command_frame, c.first_frame)
+  t:add(pf.status_frame, c.status_frame)
   t:add(pf.round_trips, c.round_trips)
   t:add(pf.ideal_round_trips, c.ideal_round_trips)
   t:add(pf.latency_ms, c.latency_ms)
@@ -2019,20 +2115,18 @@ end
 function proto.dissector(tvb, pinfo, tree)
   if not state then proto.init() end
   local n = pinfo.number
-  local findings
-  if not pinfo.visited then
-    state.first_pass_seen = true
+  local findings, cmds
+  if not pinfo.visited then state.first_pass_seen = true end
+  if not pinfo.visited or not state.first_pass_seen then
+    -- First pass (or tshark -2 without -R/-Y, whose first pass dissects nothing: then this is
+    -- the only one). State is built here only; a frame shows what it decided, and the
+    -- evidence_frame/status_frame fields say where (the evidence may be earlier).
     if n > state.last_frame then feed_frame(pinfo) end
-    findings = state.by_decision[n]  -- one pass: what this frame decided (evidence may be earlier)
-  elseif not state.first_pass_seen then
-    -- tshark -2 without -R/-Y does not dissect on its first pass: this is then the only pass.
-    if n > state.last_frame then feed_frame(pinfo) end
-    findings = state.by_decision[n]
+    findings, cmds = state.by_decision[n], state.cmd_by_decision[n]
   else
-    state:finish()                   -- the first pass is over: results by evidence frame
-    findings = state.by_evidence[n]
+    state:finish()  -- the first pass is over: results on their evidence and status frames
+    findings, cmds = state.by_evidence[n], state.by_status[n]
   end
-  local cmds = state.by_status[n]
   if cmds then for _, c in ipairs(cmds) do add_command(tree, c) end end
   if findings then for _, f in ipairs(findings) do add_finding(tree, f) end end
 end

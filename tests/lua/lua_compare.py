@@ -52,7 +52,7 @@ def cli_sets(report, kinds):
 
 
 FIELDS = ["frame.number", "iscsi_doctor_lua.finding", "iscsi_doctor_lua.evidence_frame",
-          "iscsi_doctor_lua.round_trips", "iscsi_doctor_lua.itt"]
+          "iscsi_doctor_lua.round_trips", "iscsi_doctor_lua.itt", "iscsi_doctor_lua.status_frame"]
 
 
 def tshark(path, two_pass, extra=()):
@@ -83,13 +83,15 @@ def lua_sets(stdout):
         evid = [int(x) for x in cols[2].split(";") if x]
         rts = [int(x) for x in cols[3].split(";") if x]
         itts = [x for x in cols[4].split(";") if x]
+        status = [int(x) for x in cols[5].split(";") if x]
+        assert len(status) == len(rts), line
         assert len(kinds) == len(evid), line
         for k, e in zip(kinds, evid):
             findings[(e, k)] += 1
             shown.append((frame, e, k))
         # Commands come first in the tree, so the first len(rts) ITTs are theirs.
         for i, rt in enumerate(rts):
-            commands[(frame, itts[i], rt)] += 1
+            commands[(status[i], itts[i], rt)] += 1
     return findings, commands, shown
 
 
