@@ -16,6 +16,7 @@ packages=(
   # fuzzing and sanitizers
   clang
   python3
+  chromium  # renders the HTML report in tests/report (headless)
 )
 
 missing=()

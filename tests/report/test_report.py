@@ -1,0 +1,240 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""The HTML report (--html) and the ladder subcommand.
+
+- The report of a Nagle fixture is well-formed (it is written as polyglot XHTML, so an XML parser
+  reads it), and headless Chromium renders it without console errors, with every element id of the
+  file in its DOM; a screenshot is saved ($ISCSI_DOCTOR_ARTIFACTS, and docs/images/html-report.png
+  when $ISCSI_DOCTOR_UPDATE_SCREENSHOT=1).
+- Each drawn ladder of a command with a nagle_hold finding marks the held segment
+  (data-role="held") and its releasing ACK (data-role="release") at the frames the JSON findings give.
+- `iscsi-doctor ladder` writes a well-formed SVG with the same marks.
+- The report of the largest capture at hand stays under a few MB; its time against the JSON run is
+  printed (not asserted: shared machines make timings noisy).
+
+$ISCSI_DOCTOR is the binary, $ISCSI_DOCTOR_ROOT the repository; $ISCSI_DOCTOR_BIG_CAPTURE names a
+larger capture for the size test (default: the largest capture in the repository).
+"""
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+import zlib
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(os.environ.get("ISCSI_DOCTOR_ROOT", Path(__file__).resolve().parents[2]))
+BIN = Path(os.environ.get("ISCSI_DOCTOR", ROOT / "build" / "cli" / "iscsi-doctor"))
+ARTIFACTS = Path(os.environ.get("ISCSI_DOCTOR_ARTIFACTS", "/tmp/iscsi-doctor-report-test"))
+NAGLE = ROOT / "captures" / "fixtures" / "scripted-nagle-read-1k--initiator.pcap.gz"
+MAX_REPORT_BYTES = 5_000_000
+
+
+def run(*args, check=True):
+    p = subprocess.run([str(BIN), *map(str, args)], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    if check and p.returncode != 0:
+        raise AssertionError(f"iscsi-doctor {args} exited {p.returncode}: {p.stderr}")
+    return p
+
+
+def local(tag):
+    return tag.rsplit("}", 1)[-1]
+
+
+def findings(capture):
+    return json.loads(run("--format", "json", capture).stdout)["findings"]
+
+
+def held_pairs(capture):
+    """{itt: [(held frame, releasing ACK frame)]} from the JSON nagle_hold findings."""
+    pairs = {}
+    for f in findings(capture):
+        if f["kind"] == "nagle_hold" and f.get("itt"):
+            pairs.setdefault(int(f["itt"], 16), []).append((f["frame"], f["related"]["released_by"]))
+    return pairs
+
+
+def check_ladder(svg_el, pairs):
+    """The ladder's held and releasing segments are the JSON finding's frames."""
+    itt = int(svg_el.get("data-itt"), 16)
+    roles = {}
+    for el in svg_el.iter():
+        if el.get("data-frame") and el.get("data-role"):
+            roles[int(el.get("data-frame"))] = el.get("data-role")
+    for held, release in pairs[itt]:
+        assert roles.get(held) == "held", (hex(itt), held, roles)
+        assert roles.get(release) == "release", (hex(itt), release, roles)
+    return roles
+
+
+@pytest.fixture(scope="module")
+def nagle_report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("html") / "report.html"
+    run("--html", out, NAGLE.relative_to(ROOT))  # relative: the page shows the path as given
+    return out
+
+
+def test_report_is_well_formed_and_self_contained(nagle_report):
+    text = nagle_report.read_text()
+    root = ET.fromstring(text.split("\n", 1)[1])  # after <!DOCTYPE html>
+    assert local(root.tag) == "html"
+    # Nothing fetched: no scripts, stylesheets, images or fonts from elsewhere.
+    assert not re.search(r"<(script|link|img|iframe)\b", text)
+    assert not re.search(r"(src|href)=\"(https?:)?//", text)
+    assert re.sub(r"xmlns=\"http://www.w3.org/[^\"]*\"", "", text).count("http") == 0
+    # The text report's content: findings with their fixes.
+    for f in ("nagle_hold", "delayed_ack", "TCP_NODELAY", "TCP_QUICKACK"):
+        assert f in text
+    kinds = {el.get("class") for el in root.iter() if local(el.tag) == "svg"}
+    assert {"ladder", "latency-chart", "breakdown-chart", "timeline-chart", "gap-chart", "lba-chart"} <= kinds
+
+
+def test_ladders_mark_held_segment_and_releasing_ack(nagle_report):
+    pairs = held_pairs(NAGLE)
+    assert pairs, "the Nagle fixture has nagle_hold findings"
+    root = ET.fromstring(nagle_report.read_text().split("\n", 1)[1])
+    ladders = [el for el in root.iter() if local(el.tag) == "svg" and el.get("class") == "ladder"]
+    held = [el for el in ladders if int(el.get("data-itt"), 16) in pairs]
+    assert held, "a ladder of a held command"
+    for el in held:
+        check_ladder(el, pairs)
+        roles = [g.get("data-role") for g in el.iter()]
+        assert "delayed-ack-wait" in roles and "vantage" in roles and "round-trip" in roles
+    ids = [el.get("id") for el in root.iter() if el.get("id")]
+    assert len(ids) == len(set(ids)), "element ids are unique"
+
+
+class DomIds(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.ids, self.held = set(), []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if a.get("id"):
+            self.ids.add(a["id"])
+        if a.get("data-role") in ("held", "release"):
+            self.held.append((a["data-role"], int(a["data-frame"])))
+
+
+def chromium():
+    for name in ("chromium", "chromium-browser"):
+        if shutil.which(name):
+            return shutil.which(name)
+    pytest.fail("chromium is not installed (scripts/install-deps.sh installs it)")
+
+
+def png_info(path):
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    idat, pos = b"", 8
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        if kind == b"IDAT":
+            idat += data[pos + 8:pos + 8 + n]
+        pos += 12 + n
+    return width, height, zlib.decompress(idat)
+
+
+def test_chromium_renders_report(nagle_report):
+    browser = chromium()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    flags = ["--headless", "--no-sandbox", "--disable-background-networking", "--disable-gpu",
+             "--hide-scrollbars", "--enable-logging=stderr", "--v=0"]
+    url = nagle_report.resolve().as_uri()
+    dom = subprocess.run([browser, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    console = [l for l in dom.stderr.splitlines() if ":CONSOLE" in l or "Uncaught" in l]
+    assert not console, console
+    parsed = DomIds()
+    parsed.feed(dom.stdout)
+    source = set(re.findall(r' id="([^"]+)"', nagle_report.read_text()))
+    assert source == parsed.ids, "the browser's DOM holds every element of the file"
+    pairs = held_pairs(NAGLE)
+    frames = {f for pl in pairs.values() for pair in pl for f in pair}
+    assert {f for role, f in parsed.held} & frames
+    shot = ARTIFACTS / "html-report.png"
+    shot.unlink(missing_ok=True)
+    p = subprocess.run([browser, *flags, "--window-size=1024,1280", f"--screenshot={shot}", url],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and shot.exists(), p.stderr[-2000:]
+    width, height, pixels = png_info(shot)
+    assert (width, height) == (1024, 1280)
+    assert len(set(pixels[::97])) > 20, "the screenshot is not blank"
+    print(f"\nscreenshot: {shot}")
+    if os.environ.get("ISCSI_DOCTOR_UPDATE_SCREENSHOT") == "1":
+        shutil.copy(shot, ROOT / "docs" / "images" / "html-report.png")
+
+
+def test_ladder_subcommand_svg(tmp_path):
+    pairs = held_pairs(NAGLE)
+    itt = sorted(pairs)[0]
+    out = tmp_path / "one.svg"
+    run("ladder", "--itt", f"0x{itt:08x}", NAGLE, "-o", out)
+    root = ET.parse(out).getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg" and root.get("class") == "ladder"
+    assert int(root.get("data-itt"), 16) == itt
+    check_ladder(root, {itt: pairs[itt]})
+    assert root.get("id") == f"ladder-{itt:08x}"
+    assert root.find(f".//*[@id='ladder-{itt:08x}-f{pairs[itt][0][0]}']") is not None
+    # --frame picks the command spanning that frame; standard output without -o.
+    held = pairs[itt][0][0]
+    svg = run("ladder", "--itt", f"0x{itt:08x}", "--frame", held, NAGLE).stdout
+    assert ET.fromstring(svg.split("\n", 1)[1]).get("data-itt") == f"0x{itt:08x}"
+    # An ITT that is not there, and a frame the command does not span: usage errors.
+    assert run("ladder", "--itt", "0xdeadbeef", NAGLE, check=False).returncode == 2
+    assert run("ladder", "--itt", f"0x{itt:08x}", "--frame", 1, NAGLE, check=False).returncode == 2
+    assert run("ladder", "--itt", "zz", NAGLE, check=False).returncode == 2
+
+
+def test_html_gate_and_usage(tmp_path):
+    out = tmp_path / "r.html"
+    p = run("--html", out, "--fail-on", "nagle_hold", NAGLE, check=False)
+    assert p.returncode == 1 and "Gate: TRIPPED" in out.read_text()
+    assert run("--html", out, "-o", tmp_path / "x", NAGLE, check=False).returncode == 2
+    assert run("--html", out, "--format", "json", NAGLE, check=False).returncode == 2
+    # Several captures: a section each, and one for all of them.
+    other = ROOT / "captures" / "fixtures" / "stock-write--initiator.pcap.gz"
+    run("--html", out, NAGLE, other)
+    root = ET.fromstring(out.read_text().split("\n", 1)[1])
+    sections = [el.get("id") for el in root.iter() if local(el.tag) == "section"]
+    assert sections == ["all", "c0", "c1"]
+    # An unusable input is reported in the page and exits 2.
+    bad = tmp_path / "bad.pcap"
+    bad.write_bytes(b"not a capture")
+    assert run("--html", out, NAGLE, bad, check=False).returncode == 2
+    assert "unusable" in out.read_text()
+
+
+def largest_capture():
+    env = os.environ.get("ISCSI_DOCTOR_BIG_CAPTURE")
+    if env:
+        return Path(env)
+    files = [p for p in (ROOT / "captures").rglob("*") if p.is_file() and re.search(r"\.pcap(ng)?(\.gz)?$", p.name)]
+    return max(files, key=lambda p: p.stat().st_size)
+
+
+def timed(*args):
+    t = time.monotonic()
+    run(*args)
+    return time.monotonic() - t
+
+
+def test_large_capture_report_stays_small(tmp_path):
+    big = largest_capture()
+    out = tmp_path / "big.html"
+    json_s = min(timed("-q", "--format", "json", "-o", tmp_path / "big.json", big) for _ in range(2))
+    html_s = min(timed("-q", "--html", out, big) for _ in range(2))
+    size = out.stat().st_size
+    elements = out.read_text().count("<")
+    print(f"\n{big.name} ({big.stat().st_size:,} bytes): json {json_s:.2f} s, html {html_s:.2f} s "
+          f"({html_s / json_s:.2f}x), report {size:,} bytes, {elements:,} elements")
+    assert size < MAX_REPORT_BYTES
+    assert elements < 60_000
+    ET.fromstring(out.read_text().split("\n", 1)[1])
