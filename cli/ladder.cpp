@@ -748,7 +748,7 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
   };
   const Item items[] = {{"#222", "this command", false},   {"#d62728", "held segment", false},
                         {"#1f6fd0", "releasing ACK", false}, {"#ef8a17", "earlier small segment", false},
-                        {"#888", "pure ACK", false},         {"#b8b8b8", "other traffic", false},
+                        {"#888", "pure ACK", false},         {"#b8b8b8", "others", false},
                         {"#ffe08a", "delayed-ACK wait", true}, {"#f9c9c9", "hold", true}};
   double lx = 12;
   for (const Item& it : items) {
@@ -759,7 +759,7 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
       fmt::format_to(std::back_inserter(o), "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"3\"/>",
                      num(lx), num(ly - 4), num(lx + 18), num(ly - 4), it.color);
     fmt::format_to(std::back_inserter(o), "<text x=\"{}\" y=\"{}\" font-size=\"11\">{}</text>", num(lx + 23), num(ly), it.text);
-    lx += 34 + 6.0 * double(std::strlen(it.text));
+    lx += 32 + 5.8 * double(std::strlen(it.text));
   }
   fmt::format_to(std::back_inserter(o),
                  "\n<text x=\"12\" y=\"{}\" font-size=\"11\" fill=\"#555\">Left: frame, and when the capture "
