@@ -14,7 +14,7 @@ packages=(
   # the capture lab: real iSCSI peers and a capture tool
   tgt libiscsi-bin qemu-utils qemu-block-extra tcpdump iproute2
   # fuzzing and sanitizers
-  clang
+  clang libclang-rt-14-dev  # the sanitizer and libFuzzer runtimes (clang only recommends them)
   python3
   chromium  # renders the HTML report in tests/report (headless)
 )

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // Replays fuzz inputs (files or directories of files) through a fuzz target without libFuzzer,
 // so any compiler's normal build re-runs the kept crash inputs (tests/fuzz/regressions/).
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
