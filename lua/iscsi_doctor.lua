@@ -64,12 +64,30 @@ local function fix_for(kind, side)
   return ""
 end
 
+-- The rule constants, as docs/rules.md "Rule constants" lists them; tests/lua checks this table
+-- against that one, and doc_sha256 against the whole document, so that a change of the rules
+-- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
+local RULES = {
+  doc_sha256 = "d593f57c977bde7c1d21ff5e2ecbf60b59c0facd84b2a07fe11119210d4c367a",
+  delayed_ack_min_ms = 10,
+  think_min_ms = 2,
+  think_share = 0.5,
+  release_tolerance_ms = 0.3,
+  release_tolerance_rtt_divisor = 10,
+  wait_min_ms = 0.5,
+  wait_min_rtt_divisor = 4,
+  serialized_min_commands = 8,
+  serialized_wait_share = 0.25,
+  r2t_max_write_bytes = 16777215,
+  mss_fallback_min = 536,
+}
+
 -- Options (engine/include/iscsi_doctor/analyzer.hpp)
 local DEFAULT_OPTIONS = {
   ports = { [3260] = true },
   detect_ports = true,
-  delayed_ack_min_ms = 10,
-  think_min_ms = 2,
+  delayed_ack_min_ms = RULES.delayed_ack_min_ms,
+  think_min_ms = RULES.think_min_ms,
   max_connections = 65536,
   max_open_commands = 65536,
   max_out_of_order_bytes = 4 * 1048576,
@@ -1064,7 +1082,8 @@ function Flow:effective_mss()
     if self.largest_payload <= mss and self.largest_payload + 40 >= mss then return self.largest_payload end
     return mss
   end
-  return self.largest_payload > 536 and self.largest_payload or 536
+  local lo = RULES.mss_fallback_min
+  return self.largest_payload > lo and self.largest_payload or lo
 end
 function Flow:is_small(len) return len < self:effective_mss() end
 
@@ -1153,7 +1172,10 @@ end
 
 function Connection:rtt_ns(dir) local r = self.rtt[dir]; return r.known and r.min or 0 end
 function Connection:full_rtt_ns() return self:rtt_ns(I2T) + self:rtt_ns(T2I) end
-function Connection:tolerance_ns() return 300000 + self:full_rtt_ns() / 10 end
+-- Jitter allowance when matching a release to the ACK that caused it (integer ns, as the engine).
+function Connection:tolerance_ns()
+  return floor(RULES.release_tolerance_ms * 1e6 + 0.5) + floor(self:full_rtt_ns() / RULES.release_tolerance_rtt_divisor)
+end
 
 function Connection:on_segment(seg, dir)
   self.frames = self.frames + 1
@@ -1517,7 +1539,7 @@ function Connection:analyse_touch(dir, seg, t, verdict)
     if solicited or (reply and c.r2ts > 0) then bd.r2t = bd.r2t + ms(crossing)
     else bd.request = bd.request + ms(crossing) end
   end
-  local wait_min = max(500000, self:full_rtt_ns() / 4)
+  local wait_min = max(floor(RULES.wait_min_ms * 1e6 + 0.5), floor(self:full_rtt_ns() / RULES.wait_min_rtt_divisor))
   local loss = min(c.loss_pending_ms, ms(rest))
   if loss > 0 then
     bd.loss = bd.loss + loss
@@ -1704,14 +1726,14 @@ function Connection:emit_command(c)
     c.latency_ms = ms(c.status_t - c.first_t)
     c.round_trips = max(1, floor((c.h_target + 1) / 2))
     self.completed = self.completed + 1
-    if c.write and c.r2ts > 0 and c.bytes <= 16777215 then
+    if c.write and c.r2ts > 0 and c.bytes <= RULES.r2t_max_write_bytes then
       self:add_kind(c, "r2t_round_trip")
       self:emit_finding({ kind = "r2t_round_trip", side = "target", frame = c.first_r2t_frame,
         lost_ms = c.breakdown.r2t, itt = c.itt, command_first_frame = c.first_frame,
         detail = c.r2ts .. " R2T round trip(s) for a " .. c.bytes .. "-byte write" })
     end
     local think = c.breakdown.think
-    if think >= self.opt.think_min_ms and think >= 0.5 * c.latency_ms then
+    if think >= self.opt.think_min_ms and think >= RULES.think_share * c.latency_ms then
       self:add_kind(c, "target_think")
       self:emit_finding({ kind = "target_think", side = "target",
         frame = c.first_reply_frame ~= 0 and c.first_reply_frame or c.status_frame,
@@ -1792,8 +1814,8 @@ function Connection:finish()
       self:release(c)
     end
   end
-  if self.serial_commands >= 8 and self.max_outstanding <= 1 and
-     self.serial_wait_ms >= 0.25 * self.serial_latency_ms then
+  if self.serial_commands >= RULES.serialized_min_commands and self.max_outstanding <= 1 and
+     self.serial_wait_ms >= RULES.serialized_wait_share * self.serial_latency_ms then
     self:emit_finding({ kind = "serialized", side = "initiator", frame = self.first_command_frame,
       lost_ms = self.serial_wait_ms,
       detail = self.serial_commands .. " commands issued one at a time; the link sat idle waiting on round trips for " ..
@@ -1962,7 +1984,7 @@ function Analyzer:report()
   return table.concat(out, "\n")
 end
 
-local core = { Analyzer = Analyzer, FINDING_KINDS = FINDING_KINDS,
+local core = { Analyzer = Analyzer, FINDING_KINDS = FINDING_KINDS, RULES = RULES,
                UNSUPPORTED_KINDS = UNSUPPORTED_KINDS, fix_for = fix_for, VERSION = VERSION }
 
 ---------------------------------------------------------------------------------------------

@@ -1,0 +1,284 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""The Lua plugin (lua/iscsi_doctor.lua) against the CLI, docs/rules.md and the manifest.
+
+- every capture of captures/MANIFEST.json plus the Wireshark-wiki captures, through
+  `tshark -X lua_script:lua/iscsi_doctor.lua`, one pass and two passes (-2): the (evidence frame,
+  finding) pairs and the (status frame, ITT, round trips) of every completed command equal
+  `iscsi-doctor --format json`, for every finding kind the plugin supports;
+- the script loads without errors, registers its fields, and `-Y` filters on them;
+- docs/rules.md is the single source of truth: its "Rule constants" table equals the plugin's
+  RULES table and the engine's sources, and the plugin records the document's digest, so any
+  change of the rules fails here until the plugin follows;
+- the analysis core alone gives the CLI's verdicts under every Lua 5.1-5.4 interpreter installed.
+"""
+import collections
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import lua_compare as lc
+
+ROOT = lc.ROOT
+PLUGIN = lc.PLUGIN
+RULES_MD = ROOT / "docs" / "rules.md"
+LUA_SRC = PLUGIN.read_text()
+
+# Finding kinds left out of the comparison, with the reason. Empty: the plugin ports every rule.
+# (A kind the plugin cannot reproduce goes here and in lua/README.md, "What it does not do".)
+EXCLUDED = {}
+
+# `serialized` is a connection-level verdict known only at the end of the capture: a one-pass
+# tshark has printed every frame by then, so in one pass it is checked in the end-of-run report
+# (-o iscsi_doctor_lua.report:TRUE) instead of on its evidence frame.
+END_ONLY = {"serialized"}
+
+NAGLE_FIXTURE = ROOT / "captures" / "fixtures" / "scripted-nagle-read-1k--initiator.pcap.gz"
+
+
+def lua_table(name):
+    """`local NAME = { ... }` from the plugin source, as a dict of key -> number or string."""
+    m = re.search(r"^local %s = \{\n(.*?)^\}" % name, LUA_SRC, re.S | re.M)
+    assert m, f"no table {name} in {PLUGIN}"
+    out = {}
+    for k, v in re.findall(r"^\s*(\w+)\s*=\s*([^,\n]+),", m.group(1), re.M):
+        v = v.strip()
+        out[k] = v.strip('"') if v.startswith('"') else float(v)
+    return out
+
+
+def lua_list(name):
+    m = re.search(r"^local %s = \{(.*?)\}" % name, LUA_SRC, re.S | re.M)
+    assert m, f"no list {name} in {PLUGIN}"
+    return re.findall(r'"(\w+)"', m.group(1))
+
+
+SUPPORTED = set(lua_list("FINDING_KINDS")) - set(EXCLUDED)
+
+
+def doc_constants():
+    text = RULES_MD.read_text()
+    sec = text.split("## Rule constants", 1)
+    assert len(sec) == 2, "docs/rules.md has no 'Rule constants' section"
+    rows = re.findall(r"^\| `(\w+)` \| ([0-9.]+) \|", sec[1], re.M)
+    assert rows, "docs/rules.md: empty 'Rule constants' table"
+    return {k: float(v) for k, v in rows}
+
+
+@pytest.fixture(scope="module")
+def cli():
+    if not Path(lc.BINARY).exists():
+        pytest.skip(f"CLI not built: {lc.BINARY} (set ISCSI_DOCTOR)")
+    cache = {}
+
+    def report(path):
+        if path not in cache:
+            cache[path] = lc.cli_report(path)
+        return cache[path]
+    return report
+
+
+def need_tshark():
+    if not shutil.which(lc.TSHARK):
+        pytest.skip("tshark not installed")
+
+
+CAPTURES = lc.captures()
+
+
+def test_capture_list_complete():
+    """Every manifest capture and every Wireshark-wiki capture is compared."""
+    names = {p.name for p in CAPTURES}
+    manifest = json.loads(lc.MANIFEST.read_text())["captures"]
+    assert {Path(e["file"]).name for e in manifest} <= names
+    assert {p.name for p in (ROOT / "captures" / "wireshark-wiki").glob("*.pcap*")} <= names
+    assert len(CAPTURES) >= 40
+
+
+@pytest.mark.parametrize("two_pass", [False, True], ids=["1pass", "2pass"])
+@pytest.mark.parametrize("path", CAPTURES, ids=[p.name.split(".")[0] for p in CAPTURES])
+def test_same_verdicts_as_cli(cli, path, two_pass):
+    need_tshark()
+    rep = cli(path)
+    kinds = SUPPORTED if two_pass else SUPPORTED - END_ONLY
+    want_f, want_c = lc.cli_sets(rep, kinds)
+    extra = [] if two_pass else ["-o", "iscsi_doctor_lua.report:TRUE"]
+    out = lc.tshark(path, two_pass, extra)
+    fields = "\n".join(l for l in out.splitlines() if re.match(r"\d+\t", l))
+    got_f, got_c, shown = lc.lua_sets(fields)
+    got_f = collections.Counter({k: n for k, n in got_f.items() if k[1] in kinds})
+    assert got_f == want_f, f"findings (CLI only, Lua only): {lc.diff(want_f, got_f)}"
+    assert got_c == want_c, f"commands (CLI only, Lua only): {lc.diff(want_c, got_c)}"
+    if two_pass:
+        # Results sit on their evidence frames once the first pass is over.
+        assert all(f == e for f, e, _ in shown), [x for x in shown if x[0] != x[1]][:10]
+    else:
+        # The end-of-run report holds every finding, the end-only ones included.
+        found = collections.Counter()
+        for line in out.splitlines():
+            if line.startswith("finding "):
+                _, frame, kind = line.split()[:3]
+                if kind in SUPPORTED:
+                    found[(int(frame), kind)] += 1
+        want_all, _ = lc.cli_sets(rep, SUPPORTED)
+        assert found == want_all, f"report (CLI only, Lua only): {lc.diff(want_all, found)}"
+
+
+def run_tshark(*args, timeout=600):
+    need_tshark()
+    first = list(args[:2]) if args[0] == "-G" else []  # -G must come first
+    out = subprocess.run([lc.TSHARK, *first, "-X", f"lua_script:{PLUGIN}", *args[len(first):]],
+                         capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out
+
+
+def test_script_loads_and_registers_fields():
+    out = run_tshark("-G", "fields")
+    assert "Lua: Error" not in out.stderr and "lua_script" not in out.stderr, out.stderr[-2000:]
+    names = {l.split("\t")[2] for l in out.stdout.splitlines() if l.startswith("F\t")}
+    for f in ["itt", "round_trips", "ideal_round_trips", "latency_ms", "finding", "side",
+              "lost_ms", "fix"]:
+        assert f"iscsi_doctor_lua.{f}" in names, f
+    assert any(l.startswith("P\tiSCSI Doctor (Lua)\tiscsi_doctor_lua") for l in out.stdout.splitlines())
+
+
+def test_filter_selects_the_cli_nagle_frames(cli):
+    want = sorted(f["frame"] for f in cli(NAGLE_FIXTURE)["findings"] if f["kind"] == "nagle_hold")
+    assert want
+    for passes in ([], ["-2"]):
+        out = run_tshark("-r", str(NAGLE_FIXTURE), *passes, "-Y",
+                         'iscsi_doctor_lua.finding == "nagle_hold"', "-T", "fields", "-e",
+                         "frame.number")
+        assert sorted(int(x) for x in out.stdout.split()) == want, passes
+
+
+def test_fields_and_expert_info(cli):
+    """Each finding carries side, lost time and fix; its evidence frame gets expert info."""
+    rep = cli(NAGLE_FIXTURE)
+    out = run_tshark("-r", str(NAGLE_FIXTURE), "-2", "-Y", "iscsi_doctor_lua.finding", "-T",
+                     "fields", "-E", "occurrence=f", "-e", "frame.number", "-e",
+                     "iscsi_doctor_lua.finding", "-e", "iscsi_doctor_lua.side", "-e",
+                     "iscsi_doctor_lua.lost_ms", "-e", "iscsi_doctor_lua.fix")
+    rows = [l.split("\t") for l in out.stdout.splitlines()]
+    assert len(rows) == len({f["frame"] for f in rep["findings"]})
+    by_frame = collections.defaultdict(list)
+    for f in rep["findings"]:
+        by_frame[f["frame"]].append((f["kind"], f["side"], round(f["lost_ms"], 2)))
+    for frame, kind, side, lost, fix in rows:
+        assert (kind, side, round(float(lost), 2)) in by_frame[int(frame)], frame
+        assert fix
+    exp = run_tshark("-r", str(NAGLE_FIXTURE), "-2", "-Y", "iscsi_doctor_lua.finding.expert",
+                     "-T", "fields", "-e", "frame.number")
+    assert sorted(int(x) for x in exp.stdout.split()) == sorted(by_frame)
+    cmd = run_tshark("-r", str(NAGLE_FIXTURE), "-2", "-Y", "iscsi_doctor_lua.round_trips > "
+                     "iscsi_doctor_lua.ideal_round_trips", "-T", "fields", "-e", "frame.number")
+    slow = [c["status_frame"] for c in rep["commands"]
+            if c["completed"] and c["round_trips"] > c["ideal_round_trips"]]
+    assert sorted(int(x) for x in cmd.stdout.split()) == sorted(slow)
+
+
+def test_menu_is_guarded_for_tshark():
+    m = re.search(r"if gui_enabled\(\) then(.*?)\nend", LUA_SRC, re.S)
+    assert m and "register_menu(" in m.group(1)
+    assert LUA_SRC.count("register_menu(") == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/rules.md is the single source of truth
+
+
+def test_rule_constants_match_docs():
+    doc = doc_constants()
+    lua = {k: v for k, v in lua_table("RULES").items() if k != "doc_sha256"}
+    assert lua == doc, "lua/iscsi_doctor.lua RULES differs from docs/rules.md 'Rule constants'"
+
+
+def test_rules_doc_digest():
+    digest = hashlib.sha256(RULES_MD.read_bytes()).hexdigest()
+    recorded = lua_table("RULES")["doc_sha256"]
+    assert recorded == digest, (
+        "docs/rules.md changed since the Lua plugin was last checked against it: port the change "
+        f"to lua/iscsi_doctor.lua, then set RULES.doc_sha256 = \"{digest}\"")
+
+
+# Where each constant lives in the engine: (file, regex whose groups give the value).
+ENGINE = {
+    "delayed_ack_min_ms": ("engine/include/iscsi_doctor/analyzer.hpp", r"delayed_ack_min_ms = ([0-9.]+)"),
+    "think_min_ms": ("engine/include/iscsi_doctor/analyzer.hpp", r"think_min_ms = ([0-9.]+)"),
+    "think_share": ("engine/src/session/connection.cpp", r"think >= ([0-9.]+) \* r\.latency_ms"),
+    "release_tolerance_ms": ("engine/src/session/connection.cpp", r"return ([0-9']+) \+ full_rtt_ns\(\) / \d+;"),
+    "release_tolerance_rtt_divisor": ("engine/src/session/connection.cpp", r"return [0-9']+ \+ full_rtt_ns\(\) / (\d+);"),
+    "wait_min_ms": ("engine/src/session/connection.cpp", r"wait_min = std::max<int64_t>\(([0-9']+), full_rtt_ns\(\) / \d+\)"),
+    "wait_min_rtt_divisor": ("engine/src/session/connection.cpp", r"wait_min = std::max<int64_t>\([0-9']+, full_rtt_ns\(\) / (\d+)\)"),
+    "serialized_min_commands": ("engine/src/session/connection.cpp", r"serial_commands_ >= (\d+)"),
+    "serialized_wait_share": ("engine/src/session/connection.cpp", r"serial_wait_ms_ >= ([0-9.]+) \* serial_latency_ms_"),
+    "r2t_max_write_bytes": ("engine/src/session/connection.cpp", r"r\.bytes <= (\d+)u"),
+    "mss_fallback_min": ("engine/src/tcp/flow.hpp", r"largest_payload > (\d+) \? largest_payload : \d+"),
+}
+NS_PER_MS = {"release_tolerance_ms", "wait_min_ms"}  # written in nanoseconds in the engine
+
+
+def test_engine_uses_the_documented_constants():
+    doc = doc_constants()
+    assert set(ENGINE) == set(doc), "a documented constant without its engine location (or back)"
+    for name, (path, rx) in ENGINE.items():
+        m = re.search(rx, (ROOT / path).read_text())
+        assert m, f"{name}: not found in {path} ({rx}); the engine changed: update docs/rules.md"
+        v = float(m.group(1).replace("'", ""))
+        if name in NS_PER_MS:
+            v /= 1e6
+        assert v == doc[name], f"{name}: engine {v}, docs/rules.md {doc[name]}"
+
+
+def test_finding_kinds_match_docs():
+    schema = (ROOT / "docs" / "json-schema.md").read_text()
+    line = re.search(r"Finding kinds: (.*?)\(see docs/rules.md\)", schema, re.S).group(1)
+    documented = set(re.findall(r"`(\w+)`", line))
+    rules = RULES_MD.read_text()
+    for k in documented:
+        assert f"`{k}`" in rules, f"{k} not described in docs/rules.md"
+    assert set(lua_list("FINDING_KINDS")) | set(lua_list("UNSUPPORTED_KINDS")) == documented
+    readme = (ROOT / "lua" / "README.md").read_text()
+    for k in set(lua_list("UNSUPPORTED_KINDS")) | set(EXCLUDED):
+        assert f"`{k}`" in readme, f"{k}: not supported but not explained in lua/README.md"
+
+
+# ---------------------------------------------------------------------------------------------
+# The analysis core under each Lua version (Wireshark ships 5.1 up to 4.2, 5.4 from 4.4)
+
+CORE_FIXTURES = ["scripted-nagle-read-1k--initiator", "initiator-nagle-write-8k--target",
+                 "stock-write--target", "stock-read-midsession--initiator",
+                 "stock-header-digest--target", "target-nagle-write-batch2--initiator"]
+
+
+@pytest.mark.parametrize("version", ["5.1", "5.2", "5.3", "5.4"])
+def test_core_under_lua_version(cli, version):
+    lua = shutil.which(f"lua{version}")
+    if not lua:
+        pytest.skip(f"lua{version} not installed")
+    if not shutil.which("editcap"):
+        pytest.skip("editcap not installed")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in CORE_FIXTURES:
+            path = ROOT / "captures" / "fixtures" / f"{name}.pcap.gz"
+            pcap = Path(tmp) / f"{name}.pcap"
+            subprocess.run(["editcap", "-F", "pcap", str(path), str(pcap)], check=True)
+            out = subprocess.run([lua, str(ROOT / "tests" / "lua" / "run_core.lua"), str(PLUGIN),
+                                  str(pcap)], capture_output=True, text=True, timeout=300)
+            assert out.returncode == 0, out.stderr[-2000:]
+            got_f, got_c = collections.Counter(), collections.Counter()
+            for line in out.stdout.splitlines():
+                w = line.split()
+                if w[:1] == ["finding"] and w[2] in SUPPORTED:
+                    got_f[(int(w[1]), w[2])] += 1
+                elif w[:1] == ["command"]:
+                    got_c[(int(w[1]), w[2], int(w[3]))] += 1
+            want_f, want_c = lc.cli_sets(cli(path), SUPPORTED)
+            assert got_f == want_f, f"{name}: {lc.diff(want_f, got_f)}"
+            assert got_c == want_c, f"{name}: {lc.diff(want_c, got_c)}"
