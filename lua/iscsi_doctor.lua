@@ -1146,7 +1146,7 @@ function Connection.new(an, id, initiator, target)
     saw_login = false, initiator_name = "", target_name = "", isid = "", tsih = 0,
     header_digest = false, data_digest = false, by_itt = {}, open_count = 0, current_slot = { [0] = nil, [1] = nil },
     frames = 0, commands = 0, completed = 0, outstanding = 0, max_outstanding = 0,
-    serial_commands = 0, serial_wait_ms = 0, serial_latency_ms = 0, first_command_frame = 0,
+    serial_commands = 0, serial_wait_ms = 0, serial_latency_ms = 0, serial_crossing_ms = 0, first_command_frame = 0,
     retransmissions = 0, session = nil, orphans = {} }, Connection)
   return c
 end
@@ -1745,8 +1745,10 @@ function Connection:emit_command(c)
       local b = c.breakdown
       self.serial_commands = self.serial_commands + 1
       self.serial_latency_ms = self.serial_latency_ms + c.latency_ms
-      self.serial_wait_ms = self.serial_wait_ms + b.request + b.r2t + b.nagle + b.delayed_ack +
-                            b.window + b.response
+      local crossings = b.request + b.r2t + b.response
+      self.serial_wait_ms = self.serial_wait_ms + crossings + b.nagle + b.delayed_ack + b.window
+      -- Holds are claimed (and ranked) by their own findings; only the crossings are this one's.
+      self.serial_crossing_ms = self.serial_crossing_ms + crossings
     end
   end
   for _, k in ipairs(FINDING_KINDS) do
@@ -1817,9 +1819,10 @@ function Connection:finish()
   if self.serial_commands >= RULES.serialized_min_commands and self.max_outstanding <= 1 and
      self.serial_wait_ms >= RULES.serialized_wait_share * self.serial_latency_ms then
     self:emit_finding({ kind = "serialized", side = "initiator", frame = self.first_command_frame,
-      lost_ms = self.serial_wait_ms,
+      lost_ms = self.serial_crossing_ms,
       detail = self.serial_commands .. " commands issued one at a time; the link sat idle waiting on round trips for " ..
-               floor(self.serial_wait_ms + 0.5) .. " ms" })
+               floor(self.serial_wait_ms + 0.5) .. " ms (" .. floor(self.serial_crossing_ms + 0.5) ..
+               " ms of it crossing the network)" })
   end
 end
 
@@ -2011,17 +2014,29 @@ local pf = {
   evidence_frame = ProtoField.framenum("iscsi_doctor_lua.evidence_frame", "Evidence frame"),
   related_frame = ProtoField.framenum("iscsi_doctor_lua.related_frame", "Related frame"),
 }
-proto.fields = { pf.itt, pf.round_trips, pf.ideal_round_trips, pf.latency_ms, pf.command_frame,
-  pf.status_frame,
-  pf.op, pf.finding, pf.side, pf.lost_ms, pf.fix, pf.detail, pf.evidence_frame, pf.related_frame }
+-- Latency breakdown of a command (docs/rules.md "Latency breakdown"): the parts add up.
+local BREAKDOWN = { "request", "think", "data", "nagle", "delayed_ack", "r2t", "window", "loss",
+                    "response" }
+for _, part in ipairs(BREAKDOWN) do
+  pf["bd_" .. part] = ProtoField.double("iscsi_doctor_lua.breakdown." .. part .. "_ms",
+                                        "Breakdown: " .. part .. " (ms)")
+end
+local all_fields = {}
+for _, v in pairs(pf) do all_fields[#all_fields + 1] = v end
+proto.fields = all_fields
 
+-- Warning for the network holds and losses, Note for what is a protocol or target choice (as
+-- the C plugin).
 local ef = {
   finding = ProtoExpert.new("iscsi_doctor_lua.finding.expert", "iscsi-doctor finding",
                             expert.group.SEQUENCE, expert.severity.WARN),
+  note = ProtoExpert.new("iscsi_doctor_lua.finding.note", "iscsi-doctor finding",
+                         expert.group.SEQUENCE, expert.severity.NOTE),
   slow = ProtoExpert.new("iscsi_doctor_lua.excess_round_trips", "Command needed more round trips than ideal",
                          expert.group.SEQUENCE, expert.severity.NOTE),
 }
-proto.experts = { ef.finding, ef.slow }
+proto.experts = { ef.finding, ef.note, ef.slow }
+local NOTE_KINDS = { r2t_round_trip = true, target_think = true, serialized = true }
 
 proto.prefs.ports = Pref.string("iSCSI target ports", "3260", "Comma-separated TCP ports of iSCSI targets")
 proto.prefs.detect_ports = Pref.bool("Detect iSCSI on other ports", true,
@@ -2109,6 +2124,8 @@ local function add_command(tree, c)
   t:add(pf.round_trips, c.round_trips)
   t:add(pf.ideal_round_trips, c.ideal_round_trips)
   t:add(pf.latency_ms, c.latency_ms)
+  local bt = t:add(proto, "Latency breakdown (ms)")
+  for _, part in ipairs(BREAKDOWN) do bt:add(pf["bd_" .. part], c.breakdown[part] or 0) end
   if #c.findings > 0 then t:append_text(" [" .. table.concat(c.findings, ", ") .. "]") end
   if c.round_trips > c.ideal_round_trips then
     t:add_proto_expert_info(ef.slow, string.format("%d round trips where %d would do",
@@ -2131,7 +2148,8 @@ local function add_finding(tree, f)
   end
   if f.detail then t:add(pf.detail, f.detail) end
   t:add(pf.fix, f.fix)
-  t:add_proto_expert_info(ef.finding, f.kind .. " (" .. f.side .. "): " .. (f.detail or ""))
+  t:add_proto_expert_info(NOTE_KINDS[f.kind] and ef.note or ef.finding,
+    f.kind .. " (" .. f.side .. "): " .. (f.detail or "") .. "; fix: " .. f.fix)
 end
 
 function proto.dissector(tvb, pinfo, tree)

@@ -10,8 +10,7 @@ root=$PWD
 build=${ASAN_BUILD_DIR:-build-asan}
 seconds=${FUZZ_SECONDS:-20}
 targets=(${FUZZ_TARGETS:-fuzz_framer fuzz_login_keys fuzz_cdb fuzz_analyzer fuzz_capture})
-CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DISCSI_DOCTOR_SANITIZE=ON -DISCSI_DOCTOR_WIRESHARK_PLUGIN=OFF >/dev/null
+scripts/configure-sanitize.sh "$build"
 cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}"
 
 work=$(mktemp -d /tmp/isd-fuzz.XXXXXX)

@@ -16,6 +16,7 @@ packages=(
   # fuzzing and sanitizers
   clang libclang-rt-14-dev  # the sanitizer and libFuzzer runtimes (clang only recommends them)
   python3
+  lua5.1 lua5.2 lua5.3 lua5.4  # the Lua plugin's core under every Lua Wireshark ships (tests/lua)
   chromium  # renders the HTML report in tests/report (headless)
 )
 

@@ -7,8 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${ASAN_BUILD_DIR:-build-asan}
-CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DISCSI_DOCTOR_SANITIZE=ON -DISCSI_DOCTOR_WIRESHARK_PLUGIN=OFF >/dev/null
+scripts/configure-sanitize.sh "$build"
 targets=(iscsi-doctor unit_tests)
 for t in fuzz_framer fuzz_login_keys fuzz_cdb fuzz_analyzer fuzz_capture; do targets+=("${t}_replay"); done
 cmake --build "$build" -j "${JOBS:-2}" --target "${targets[@]}"
