@@ -88,9 +88,11 @@ Decoded decode_with(Frame f, Segment& s, std::string_view& why) {
       s.dst.addr = Address::ipv4(Tins::Endian::be_to_host(uint32_t(ip->dst_addr())));
       if (ip->tot_len() != 0) wire = int64_t(ip->tot_len()) - int64_t(ip->head_len()) * 4;
     } else if (const auto* ip6 = dynamic_cast<const Tins::IPv6*>(parent)) {
+      // src_addr() returns by value: one copy each, so begin and end point into the same one.
+      const Tins::IPv6Address sa = ip6->src_addr(), da = ip6->dst_addr();
       uint8_t src[16], dst[16];
-      std::copy(ip6->src_addr().begin(), ip6->src_addr().end(), src);
-      std::copy(ip6->dst_addr().begin(), ip6->dst_addr().end(), dst);
+      std::copy(sa.begin(), sa.end(), src);
+      std::copy(da.begin(), da.end(), dst);
       s.src.addr = Address::ipv6(src);
       s.dst.addr = Address::ipv6(dst);
       if (ip6->payload_length() != 0)

@@ -2156,11 +2156,12 @@ function proto.dissector(tvb, pinfo, tree)
   if not state then proto.init() end
   local n = pinfo.number
   local findings, cmds
-  if not pinfo.visited then state.first_pass_seen = true end
+  -- tshark -2 without -R/-Y runs its first pass without a tree (no field values): then the
+  -- second pass is the one that analyses.
+  if not pinfo.visited and first("frame.time_epoch") then state.first_pass_seen = true end
   if not pinfo.visited or not state.first_pass_seen then
-    -- First pass (or tshark -2 without -R/-Y, whose first pass dissects nothing: then this is
-    -- the only one). State is built here only; a frame shows what it decided, and the
-    -- evidence_frame/status_frame fields say where (the evidence may be earlier).
+    -- The pass that builds the state, once, in frame order; a frame shows what it decided, and
+    -- the evidence_frame/status_frame fields say where (the evidence may be earlier).
     if n > state.last_frame then feed_frame(pinfo) end
     findings, cmds = state.by_decision[n], state.cmd_by_decision[n]
   else

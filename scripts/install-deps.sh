@@ -9,7 +9,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libpcap-dev libtins-dev zlib1g-dev nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
   # Wireshark plugin and the oracle for tests
-  tshark libwireshark-dev
+  tshark libwireshark-dev libglib2.0-dev  # wireshark.pc requires glib-2.0, which libwireshark-dev does not pull in
   wireshark-qt xvfb xauth xdotool imagemagick  # GUI test and screenshots (tests/dissector)
   # the capture lab: real iSCSI peers and a capture tool
   tgt libiscsi-bin qemu-utils qemu-block-extra tcpdump iproute2

@@ -129,6 +129,23 @@ def test_same_verdicts_as_cli(cli, path, two_pass):
         assert found == want_all, f"report (CLI only, Lua only): {lc.diff(want_all, found)}"
 
 
+def test_two_pass_without_filter_still_analyses(cli):
+    """tshark 4.0's first pass of -2 gives no field values when nothing filters: the second pass
+    then analyses, as one pass would."""
+    need_tshark()
+    rep = cli(NAGLE_FIXTURE)
+    want_f, want_c = lc.cli_sets(rep, SUPPORTED - END_ONLY)
+    cmd = [lc.TSHARK, "-X", f"lua_script:{PLUGIN}", "-r", str(NAGLE_FIXTURE), "-2", "-T", "fields",
+           "-E", "occurrence=a", "-E", "aggregator=;"]
+    for f in lc.FIELDS:
+        cmd += ["-e", f]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got_f, got_c, _ = lc.lua_sets(out.stdout)
+    assert want_f and got_f == want_f, lc.diff(want_f, got_f)
+    assert got_c == want_c, lc.diff(want_c, got_c)
+
+
 def run_tshark(*args, timeout=600):
     need_tshark()
     first = list(args[:2]) if args[0] == "-G" else []  # -G must come first
