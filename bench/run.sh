@@ -6,7 +6,8 @@
 #   floor        bench/pcap_loop F                      (reads every packet, nothing else)
 #   iscsi-doctor iscsi-doctor --format json -q F
 #   tshark       tshark -r F -Y iscsi.time -T fields -e iscsi.time
-# and prints a Markdown table: seconds, packets/s, MB/s, peak RSS (/usr/bin/time -v), ratios.
+#   html         iscsi-doctor --html R F                (the HTML report: time and size)
+# and prints Markdown tables: seconds, packets/s, MB/s, peak RSS (/usr/bin/time -v), ratios.
 # Then -j: the four files of the 1 GB capture's worth, with -j 1 and -j $(nproc).
 #   BENCH_SIZES="100m 1g 4g"   which captures
 #   BENCH_TSHARK_MAX=1g        largest capture tshark is run on (its memory grows with the file)
@@ -45,12 +46,14 @@ for s in $sizes; do
   read -r packets bytes _ < <("$build/pcap_loop" "$f")
   run "$s floor" /dev/null -- "$build/pcap_loop" "$f"
   run "$s doctor" "$results.json" -- "$doctor" --format json -q "$f"
+  run "$s html" /dev/null -- "$doctor" -q --html "$results.html" "$f"
+  echo "$s htmlsize $(stat -c %s "$results.html")" >>"$results"
   cmds=$(tail -c 200000 "$results.json" | grep -o '"commands": *[0-9]*, *"completed"' | tail -1 | grep -o '[0-9]*' | head -1)
   echo "$s packets $packets $(stat -c %s "$f") $cmds" >>"$results"
   if [ "$(numfmt --from=auto "${s^^}")" -le "$(numfmt --from=auto "${tshark_max^^}")" ]; then
     run "$s tshark" "$results.tshark" -- tshark -r "$f" -Y iscsi.time -T fields -e iscsi.time
   fi
-  rm -f "$results.json" "$results.tshark"
+  rm -f "$results.json" "$results.tshark" "$results.html"
 done
 
 # -j: four copies of the 100 MB capture (symlinks) with one job and with one job per core
@@ -64,11 +67,13 @@ fi
 
 python3 - "$results" "$(nproc)" <<'PY'
 import sys
-rows, info = {}, {}
+rows, info, html = {}, {}, {}
 for line in open(sys.argv[1]):
     f = line.split()
     if f[1] == "packets":
         info[f[0]] = (int(f[2]), int(f[3]), f[4])
+    elif f[1] == "htmlsize":
+        html[f[0]] = int(f[2])
     else:
         rows[(f[0], f[1])] = (float(f[2]), int(f[3]))
 print("| capture | packets | tool | seconds | packets/s | MB/s | peak RSS MiB | vs floor | iscsi-doctor faster by |")
@@ -85,6 +90,14 @@ for size, (packets, nbytes, cmds) in info.items():
         print("| %s (%.0f MB, %s commands) | %d | %s | %.2f | %.2f M | %.0f | %.1f | %.2f | %s |" % (
             size, nbytes / 1e6, cmds, packets, label, secs, packets / t / 1e6, nbytes / t / 1e6, rss / 1024,
             floor / t, "%.0fx" % (secs / doc) if tool == "tshark" else ""))
+if html:
+    print()
+    print("| capture | HTML report seconds | vs JSON run | report size | peak RSS MiB |")
+    print("|---|---:|---:|---:|---:|")
+    for size, nbytes in html.items():
+        secs, rss = rows[(size, "html")]
+        print("| %s | %.2f | %.2fx | %.2f MB | %.1f |" % (
+            size, secs, secs / max(rows[(size, "doctor")][0], 0.01), nbytes / 1e6, rss / 1024))
 if ("jobs1", "doctor") in rows:
     s1, sn = rows[("jobs1", "doctor")][0], rows[("jobsN", "doctor")][0]
     print()

@@ -345,7 +345,11 @@ ReadStats CaptureReader::read_all(ReaderEvents& events) {
       break;
     }
     const uint64_t frame = ++st.packets;
-    const int64_t t = int64_t(h->ts.tv_sec) * 1'000'000'000 + int64_t(h->ts.tv_usec);
+    // A corrupt pcapng timestamp can exceed int64 nanoseconds: clamp to +-2^62 (year 2116), which
+    // keeps every difference the engine takes in range.
+    constexpr int64_t kMaxSec = (int64_t(1) << 62) / 1'000'000'000;
+    const int64_t t = std::clamp<int64_t>(int64_t(h->ts.tv_sec), -kMaxSec, kMaxSec) * 1'000'000'000 +
+                      int64_t(h->ts.tv_usec);
     if (frame == 1) st.first_ns = t;
     st.last_ns = t;
     const uint32_t caplen = h->caplen;

@@ -151,7 +151,15 @@ public:
           p.req.findings.push_back(f);
           return;
         }
-    if (a_.pending.size() >= kPendingCap) a_.pending.clear();  // bounded: lose highlights, not memory
+    if (a_.pending.size() >= kPendingCap) {  // bounded: lose highlights, not memory
+      if (!pending_cap_said_)
+        on_notice({Notice::Level::warning, f.frame, f.connection,
+                   fmt::format("HTML report's pending-findings cap ({}) hit: findings of {} commands not yet "
+                               "reported are dropped; their ladders lack those highlights",
+                               kPendingCap, a_.pending.size())});
+      pending_cap_said_ = true;
+      a_.pending.clear();
+    }
     a_.pending[{f.connection, f.command_first_frame}].push_back(f);
   }
 
@@ -229,6 +237,7 @@ private:
   bool echo_;
   std::string path_;
   size_t echoed_ = 0;
+  bool pending_cap_said_ = false;
 };
 
 class Feed final : public ReaderEvents {

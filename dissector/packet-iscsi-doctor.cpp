@@ -459,7 +459,10 @@ void st_command(stats_tree* st, int parent, const CommandResult& c) {
   for (FindingKind k : c.findings)
     if (k != FindingKind::serialized) {
       int kn = stats_tree_manip_node_int(MN_INCREASE, st, kind_name(k), parent, TRUE, 0);
-      tick_stat_node(st, "commands delayed", kn, FALSE);
+      int delayed = tick_stat_node(st, "commands delayed", kn, TRUE);
+      // What this kind costs those commands: their round trips against the ideal.
+      avg_stat_node_add_value_int(st, "round trips", delayed, FALSE, c.round_trips);
+      avg_stat_node_add_value_int(st, "ideal round trips", delayed, FALSE, c.ideal_round_trips);
     }
 }
 

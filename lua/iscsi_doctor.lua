@@ -68,7 +68,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "d593f57c977bde7c1d21ff5e2ecbf60b59c0facd84b2a07fe11119210d4c367a",
+  doc_sha256 = "121a2cd254d19387039e770294d06b1fb9e05e0f032a002f33b766c899c051ae",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -1146,7 +1146,7 @@ function Connection.new(an, id, initiator, target)
     saw_login = false, initiator_name = "", target_name = "", isid = "", tsih = 0,
     header_digest = false, data_digest = false, by_itt = {}, open_count = 0, current_slot = { [0] = nil, [1] = nil },
     frames = 0, commands = 0, completed = 0, outstanding = 0, max_outstanding = 0,
-    serial_commands = 0, serial_wait_ms = 0, serial_latency_ms = 0, serial_crossing_ms = 0, first_command_frame = 0,
+    serial_commands = 0, serial_wait_ms = 0, serial_cycle_ms = 0, serial_crossing_ms = 0, first_command_frame = 0,
     retransmissions = 0, session = nil, orphans = {} }, Connection)
   return c
 end
@@ -1341,6 +1341,9 @@ end
 
 function Connection:drain_out_of_order(dir, seg)
   local f = self.flow[dir]
+  -- Held bytes reach the receiver only now, when seg fills the hole before them.
+  local outer = self.filling
+  self.filling = seg
   while f.ooo_count > 0 do
     local start = f:ooo_first()
     if start > f.next then break end
@@ -1356,6 +1359,7 @@ function Connection:drain_out_of_order(dir, seg)
       self:deliver(dir, bytes, #bytes, s)
     end
   end
+  self.filling = outer
 end
 
 function Connection:declare_gap(dir, upto, frame)
@@ -1406,6 +1410,9 @@ function Connection:note_retransmission(dir, seg, start, e)
 end
 
 -- iSCSI PDUs and commands -------------------------------------------------------------------
+
+-- Above this many open commands the open count is taken as is, without a scan.
+local COUNTED_IN_FLIGHT = 64
 
 function Connection:release(c)
   if self.by_itt[c.itt] == c then
@@ -1480,7 +1487,10 @@ function Connection:touch_for_start(dir, ev, seg)
     self.open_count = self.open_count + 1
     self.commands = self.commands + 1
     self.outstanding = self.outstanding + 1
-    self.max_outstanding = max(self.max_outstanding, self.outstanding)
+    -- Small counts are judged by capture time when commands complete (in_flight_with).
+    if self.outstanding > COUNTED_IN_FLIGHT then
+      self.max_outstanding = max(self.max_outstanding, self.outstanding)
+    end
     if self.first_command_frame == 0 then self.first_command_frame = c.first_frame end
     self.an:on_command_start(c)
     return c, "start"
@@ -1663,15 +1673,19 @@ function Connection:on_pdu_end(dir, seg, ev)
     return
   end
   if ev.data_incomplete then c.data_incomplete = true end
+  if dir == T2I and not c.has_seg[T2I] and (op == OP.DataIn or op == OP.ScsiResponse or op == OP.R2T) then
+    self:touch_late_reply(c, seg, ev)
+  end
+  local last_t = (ev.last_frame and ev.last_frame ~= 0) and ev.last_t or seg.t
   if op == OP.ScsiCommand then
-    c.needed_t = seg.t
+    c.needed_t = last_t  -- framing may complete later
     if b.data_length > 0 then c.data_out_bytes = c.data_out_bytes + b.data_length end
     if c.unsolicited_expected <= c.data_out_bytes then c.request_done = true end
     self:replay_orphans(b.itt)
   elseif op == OP.DataOut then
     c.data_out_bytes = c.data_out_bytes + b.data_length
     if hasbit(b.flags, 0x80) then
-      c.needed_t = seg.t
+      c.needed_t = last_t
       c.request_done = true
     end
   elseif op == OP.R2T then
@@ -1689,6 +1703,20 @@ function Connection:on_pdu_end(dir, seg, ev)
     c.iscsi_response = b.byte2
     c.scsi_status = b.byte3
     self:complete(c, seg, ev)
+  end
+end
+
+-- The reply was framed before (or while) its command was: its time still counts on the critical
+-- path, but no hold can be judged on a timeline that has moved on.
+function Connection:touch_late_reply(c, seg, ev)
+  local none = { held = false, reported = true }
+  local response = ev.bhs.opcode == OP.ScsiResponse
+  local first, last = seg, seg
+  if ev.first_frame and ev.first_frame ~= 0 then first = { frame = ev.first_frame, t = ev.first_t } end
+  if ev.last_frame and ev.last_frame ~= 0 then last = { frame = ev.last_frame, t = ev.last_t } end
+  self:analyse_touch(T2I, first, { c = c, role = "reply", response = response }, none)
+  if last.t > first.t then
+    self:analyse_touch(T2I, last, { c = c, role = "cont", response = response }, none)
   end
 end
 
@@ -1713,6 +1741,9 @@ function Connection:complete(c, seg, ev)
   else
     c.status_frame, c.status_t = seg.frame, seg.t
   end
+  if self.filling and self.filling.t > c.status_t then  -- the status waited for a hole to fill
+    c.status_frame, c.status_t = self.filling.frame, self.filling.t
+  end
   self:emit_command(c)
   self:release(c)
 end
@@ -1721,7 +1752,21 @@ function Connection:add_kind(c, k)
   if not c.findings_set[k] then c.findings_set[k] = true end
 end
 
+-- How many commands were in flight together with c, by capture time: framing may lag one
+-- direction (a digest probe after a mid-session join) and see commands that followed each
+-- other as overlapping.
+function Connection:in_flight_with(c)
+  if self.outstanding > COUNTED_IN_FLIGHT then return self.outstanding end
+  local n = 1
+  for _, o in pairs(self.by_itt) do
+    if o ~= c and o.used and (not c.completed or o.first_t < c.status_t) then n = n + 1 end
+  end
+  if self.latest_status_t and self.latest_status_t > c.first_t then n = n + 1 end
+  return n
+end
+
 function Connection:emit_command(c)
+  self.max_outstanding = max(self.max_outstanding, self:in_flight_with(c))
   if c.completed then
     c.latency_ms = ms(c.status_t - c.first_t)
     c.round_trips = max(1, floor((c.h_target + 1) / 2))
@@ -1741,15 +1786,22 @@ function Connection:emit_command(c)
         command_first_frame = c.first_frame,
         detail = "the target took " .. floor(think + 0.5) .. " ms to answer: the target, not the network" })
     end
+    -- The cycle includes the crossing from the previous status to this command (up to
+    -- rtt(initiator)): near the target that is where the round trip lies.
     if self.max_outstanding <= 1 then
       local b = c.breakdown
+      local back = 0
+      if self.latest_status_t and c.first_t > self.latest_status_t then
+        back = ms(min(c.first_t - self.latest_status_t, self:rtt_ns(I2T)))
+      end
       self.serial_commands = self.serial_commands + 1
-      self.serial_latency_ms = self.serial_latency_ms + c.latency_ms
-      local crossings = b.request + b.r2t + b.response
+      self.serial_cycle_ms = self.serial_cycle_ms + c.latency_ms + back
+      local crossings = b.request + b.r2t + b.response + back
       self.serial_wait_ms = self.serial_wait_ms + crossings + b.nagle + b.delayed_ack + b.window
       -- Holds are claimed (and ranked) by their own findings; only the crossings are this one's.
       self.serial_crossing_ms = self.serial_crossing_ms + crossings
     end
+    if not self.latest_status_t or c.status_t > self.latest_status_t then self.latest_status_t = c.status_t end
   end
   for _, k in ipairs(FINDING_KINDS) do
     if c.findings_set[k] then c.findings[#c.findings + 1] = k end
@@ -1817,7 +1869,7 @@ function Connection:finish()
     end
   end
   if self.serial_commands >= RULES.serialized_min_commands and self.max_outstanding <= 1 and
-     self.serial_wait_ms >= RULES.serialized_wait_share * self.serial_latency_ms then
+     self.serial_wait_ms >= RULES.serialized_wait_share * self.serial_cycle_ms then
     self:emit_finding({ kind = "serialized", side = "initiator", frame = self.first_command_frame,
       lost_ms = self.serial_crossing_ms,
       detail = self.serial_commands .. " commands issued one at a time; the link sat idle waiting on round trips for " ..

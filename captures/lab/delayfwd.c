@@ -20,6 +20,13 @@
  * Optionally frames are serialised at a link rate (default 1000 Mbit/s, as
  * in the study's Gigabit Ethernet), so a burst leaves the wire at line rate.
  *
+ * Optionally frames are dropped (-l N[:K][:MIN], direction b->a; -L the same for a->b): of
+ * the IPv4 TCP frames that carry NEW data (sequence beyond the highest byte already forwarded
+ * on that connection, so retransmissions are never counted or dropped) with at least MIN bytes
+ * of TCP payload (default 1000), the K-th, K+N-th, K+2N-th ... (K defaults to N) are dropped:
+ * the sender must retransmit.  Deterministic, so a workload of fixed-size reads loses the same
+ * segment of the same commands on every run.
+ *
  * Timing: ppoll() with a nanosecond timeout on the earliest due frame,
  * CLOCK_MONOTONIC; frames keep their order per direction.  After a frame is
  * read the forwarder can keep polling without sleeping for a while (-s SPIN_US,
@@ -29,6 +36,7 @@
  *
  * usage: delayfwd -a NS:TAP -b NS:TAP [-m NS:TAP] -d DELAY_US [-r MBIT]
  *                 [-M MTU] [-s SPIN_US] [-R RTPRIO] [-p PIDFILE] [-q]
+ *                 [-l N[:K[:MIN]]] [-L N[:K[:MIN]]]
  * Runs until SIGTERM/SIGINT; prints counters on exit.
  */
 #define _GNU_SOURCE
@@ -60,8 +68,25 @@ struct frame {
     unsigned char data[FRAME_MAX];
 };
 
+#define LOSS_FLOWS 64
+
+struct loss_flow {          /* highest sequence end forwarded on one TCP connection (one direction) */
+    uint32_t saddr, daddr;
+    uint16_t sport, dport;
+    uint32_t high;
+    int used;
+};
+
+struct loss {
+    unsigned long every, first, min_payload;   /* every == 0: off */
+    unsigned long counted, dropped;
+    struct loss_flow flows[LOSS_FLOWS];
+    unsigned next_slot;
+};
+
 struct dir {
     const char *name;
+    struct loss loss;
     int in_fd, out_fd;
     struct frame *q;
     unsigned head, tail;      /* head = oldest, tail = next free */
@@ -122,16 +147,72 @@ static int open_tap_in_ns(const char *spec, int mtu)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: delayfwd -a NS:TAP -b NS:TAP [-m NS:TAP] -d DELAY_US [-r MBIT] [-M MTU] [-s SPIN_US] [-R RTPRIO] [-p PIDFILE] [-q]\n");
+    fprintf(stderr, "usage: delayfwd -a NS:TAP -b NS:TAP [-m NS:TAP] -d DELAY_US [-r MBIT] [-M MTU] [-s SPIN_US] [-R RTPRIO] [-p PIDFILE] [-q] [-l N[:K[:MIN]]] [-L N[:K[:MIN]]]\n");
     exit(2);
+}
+
+static void parse_loss(struct loss *l, const char *arg)
+{
+    unsigned long n = 0, k = 0, min = 1000;
+    int got = sscanf(arg, "%lu:%lu:%lu", &n, &k, &min);
+    if (got < 1 || n == 0) { fprintf(stderr, "delayfwd: bad loss spec %s (want N[:K[:MIN]])\n", arg); exit(2); }
+    l->every = n;
+    l->first = (got >= 2 && k > 0) ? k : n;
+    l->min_payload = got >= 3 ? min : 1000;
+}
+
+static uint32_t be32(const unsigned char *p) { return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]; }
+
+/* 1 when this frame is to be dropped: an IPv4 TCP frame with new data, counted, its turn. */
+static int loss_drop(struct loss *l, const unsigned char *f, size_t n)
+{
+    if (!l->every || n < 14 + 20 + 20) return 0;
+    if (f[12] != 0x08 || f[13] != 0x00) return 0;                 /* IPv4 only */
+    const unsigned char *ip = f + 14;
+    if ((ip[0] >> 4) != 4 || ip[9] != 6) return 0;                /* TCP */
+    size_t ihl = (size_t)(ip[0] & 0x0f) * 4;
+    size_t tot = ((size_t)ip[2] << 8) | ip[3];
+    if (ihl < 20 || tot > n - 14 || tot < ihl + 20) return 0;
+    const unsigned char *tcp = ip + ihl;
+    size_t thl = (size_t)(tcp[12] >> 4) * 4;
+    if (thl < 20 || tot < ihl + thl) return 0;
+    size_t payload = tot - ihl - thl;
+    uint32_t saddr = be32(ip + 12), daddr = be32(ip + 16);
+    uint16_t sport = (uint16_t)((tcp[0] << 8) | tcp[1]), dport = (uint16_t)((tcp[2] << 8) | tcp[3]);
+    uint32_t seq = be32(tcp + 4);
+    int syn = tcp[13] & 0x02;
+    struct loss_flow *fl = NULL;
+    for (unsigned i = 0; i < LOSS_FLOWS; i++) {
+        struct loss_flow *x = &l->flows[i];
+        if (x->used && x->saddr == saddr && x->daddr == daddr && x->sport == sport && x->dport == dport) { fl = x; break; }
+    }
+    if (!fl || syn) {   /* a new connection (or a reused 4-tuple): start from its SYN */
+        if (!fl) { fl = &l->flows[l->next_slot++ % LOSS_FLOWS]; }
+        fl->used = 1; fl->saddr = saddr; fl->daddr = daddr; fl->sport = sport; fl->dport = dport;
+        fl->high = seq + (syn ? 1u : 0u) + (uint32_t)payload;
+        if (syn || payload == 0) return 0;
+        /* first frame seen mid-connection: count it as new below */
+        fl->high = seq;
+    }
+    uint32_t end = seq + (uint32_t)payload;
+    if (payload == 0 || (int32_t)(end - fl->high) <= 0) return 0;  /* no new byte: ACK or retransmission */
+    fl->high = end;
+    if (payload < l->min_payload) return 0;
+    l->counted++;
+    if (l->counted >= l->first && (l->counted - l->first) % l->every == 0) {
+        l->dropped++;
+        return 1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
     const char *a = NULL, *b = NULL, *mid = NULL, *pidfile = NULL;
     long delay_us = -1, mbit = 1000, mtu = 1500, spin_us = 0, rtprio = 50;
+    const char *loss_ba = NULL, *loss_ab = NULL;
     int quiet = 0, opt;
-    while ((opt = getopt(argc, argv, "a:b:m:d:r:M:s:R:p:q")) != -1) {
+    while ((opt = getopt(argc, argv, "a:b:m:d:r:M:s:R:p:ql:L:")) != -1) {
         switch (opt) {
         case 'a': a = optarg; break;
         case 'b': b = optarg; break;
@@ -143,6 +224,8 @@ int main(int argc, char **argv)
         case 'R': rtprio = atol(optarg); break;
         case 'p': pidfile = optarg; break;
         case 'q': quiet = 1; break;
+        case 'l': loss_ba = optarg; break;
+        case 'L': loss_ab = optarg; break;
         default: usage();
         }
     }
@@ -172,6 +255,8 @@ int main(int argc, char **argv)
         d[i].q = calloc(SLOTS, sizeof(struct frame));
         if (!d[i].q) { perror("calloc"); return 1; }
     }
+    if (loss_ab) parse_loss(&d[0].loss, loss_ab);
+    if (loss_ba) parse_loss(&d[1].loss, loss_ba);
     mlockall(MCL_CURRENT);   /* queues allocated above: no page faults on the hot path */
     if (pidfile) {
         FILE *f = fopen(pidfile, "w");
@@ -179,6 +264,11 @@ int main(int argc, char **argv)
     }
     if (!quiet) fprintf(stderr, "delayfwd: %s <-> %s%s%s, %ld us one way, %ld Mbit/s\n",
                         a, b, mid ? " mid " : "", mid ? mid : "", delay_us, mbit);
+    for (int i = 0; i < 2; i++)
+        if (!quiet && d[i].loss.every)
+            fprintf(stderr, "delayfwd: %s drops new-data frames with >= %lu payload bytes number %lu, %lu, %lu, ...\n",
+                    d[i].name, d[i].loss.min_payload, d[i].loss.first, d[i].loss.first + d[i].loss.every,
+                    d[i].loss.first + 2 * d[i].loss.every);
 
     const uint64_t delay_ns = (uint64_t)delay_us * 1000ull;
     uint64_t last_rx_ns = 0;
@@ -242,6 +332,7 @@ int main(int argc, char **argv)
                 ssize_t n = read(x->in_fd, full ? scratch : f->data, FRAME_MAX);
                 if (n <= 0) break;
                 if (full) { x->drops++; continue; }
+                if (loss_drop(&x->loss, f->data, (size_t)n)) continue;   /* lost on the wire */
                 uint64_t t = now_ns();
                 uint64_t start = t;
                 last_rx_ns = t;
@@ -266,6 +357,11 @@ int main(int argc, char **argv)
         for (int i = 0; i < 2; i++)
             fprintf(stderr, "delayfwd: %s frames %lu bytes %lu drops %lu max-late %lu us\n",
                     d[i].name, d[i].frames, d[i].bytes, d[i].drops, d[i].late_us_max);
+    if (!quiet)
+        for (int i = 0; i < 2; i++)
+            if (d[i].loss.every)
+                fprintf(stderr, "delayfwd: %s loss: counted %lu new-data frames, dropped %lu\n",
+                        d[i].name, d[i].loss.counted, d[i].loss.dropped);
     if (pidfile) unlink(pidfile);
     return 0;
 }

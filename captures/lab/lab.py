@@ -80,6 +80,16 @@ def qio_pairs(op, sizes, pairs, start=0):
     return cmds
 
 
+def qio_cycles(cycles, count):
+    """count repetitions of a cycle of qemu-io commands; each element of cycles is a function of the
+    repetition index returning a list of commands (so each cycle can read fresh offsets)."""
+    cmds = []
+    for i in range(count):
+        for f in cycles:
+            cmds += f(i)
+    return cmds
+
+
 SCENARIOS = {}
 
 
@@ -96,6 +106,14 @@ def scenario(name, **kw):
     kw.setdefault("queue_depth", 1)
     kw.setdefault("short", False)
     kw.setdefault("cc", "cubic")
+    kw.setdefault("loss", None)              # delayfwd drops: {"from": "target", "every": N, "first": K, "min_payload": M}
+    kw.setdefault("initiator_rcvbuf", None)  # SO_RCVBUF on the initiator's socket (shim, before connect)
+    kw.setdefault("think_ms", None)          # scripted target: {transfer length: ms} of think time before READ replies
+    kw.setdefault("require_sysctls", {})     # checked in both peer namespaces, never changed
+    # cc_at_listen: the target sets the congestion control on its listening socket, so its connections
+    # never run the namespace default's (bbr's) init, which turns TCP's internal pacing on for good.
+    # The scenarios before these causes were made without it (their target sockets are paced).
+    kw.setdefault("cc_at_listen", False)
     kw["name"] = name
     SCENARIOS[name] = kw
     return kw
@@ -246,6 +264,58 @@ scenario("test-cu",
                        "SCSI.ModeSense6.{AllPages,Residuals}, SCSI.ReportSupportedOpcodes.Simple")
 
 
+# 10. causes set by configuration: congestion window, receive window, target think time, loss
+scenario("stock-idle-read",
+         cc_at_listen=True,
+         doc="Stock peers; after two 1 MiB warm-up reads, 20 cycles of: 2 s idle (longer than the RTO; "
+             "net.ipv4.tcp_slow_start_after_idle=1, the default, in both namespaces), READ 512 KiB, READ 128 KiB. "
+             "After the idle the target restarts from the initial window (10 segments): the 512 KiB read "
+             "waits for ACKs to grow the congestion window (slow start, ~6 round trips); the 128 KiB read "
+             "right after it fits the grown window (1 round trip).",
+         require_sysctls={"net.ipv4.tcp_slow_start_after_idle": "1"},
+         workload=[("qemu-io", qio_seq("read", MIB, 2, 0) + qio_cycles(
+             [lambda i: ["sleep 2000", "read %d %d" % (4 * MIB + i * 640 * KIB, 512 * KIB),
+                         "read %d %d" % (4 * MIB + i * 640 * KIB + 512 * KIB, 128 * KIB)]], 20))],
+         workload_text="2 x READ 1 MiB (warm-up), then 20 x {sleep 2000 ms, READ 512 KiB, READ 128 KiB}, sequential; "
+                       "net.ipv4.tcp_slow_start_after_idle=1 (default)")
+scenario("initiator-rcvbuf-read",
+         cc_at_listen=True,
+         doc="Stock tgtd; qemu-io's socket has SO_RCVBUF=16384 (set by the shim before connect: a fixed, small "
+             "receive buffer, no autotuning): the initiator advertises a small window and the target's Data-In "
+             "of each 128 KiB read waits for it to open, one window per round trip. 8 KiB reads fit in "
+             "the window (1 round trip).",
+         initiator_rcvbuf=16384,
+         workload=[("qemu-io", qio_cycles([lambda i: ["read %d %d" % (i * 136 * KIB, 8 * KIB),
+                                                      "read %d %d" % (i * 136 * KIB + 8 * KIB, 128 * KIB)]], 40))],
+         workload_text="40 x {READ 8 KiB, READ 128 KiB}, sequential; initiator SO_RCVBUF=16384")
+scenario("scripted-think-read",
+         cc_at_listen=True,
+         doc="Scripted target with TCP_NODELAY, status coalesced with the Data-In (one send()), and a slow back "
+             "end: it waits 5 ms before answering a 1 KiB READ and 20 ms before answering an 8 KiB READ.",
+         target="scripted", target_nagle=False, scripted_status="coalesced", think_ms={1024: 5, 8192: 20},
+         workload=[("qemu-io", qio_seq("read", 1 * KIB, 40) + qio_seq("read", 8 * KIB, 40, 1 * MIB))],
+         workload_text="40 x READ 1 KiB (target think time 5 ms), 40 x READ 8 KiB (target think time 20 ms), "
+                       "sequential")
+scenario("stock-loss-read",
+         cc_at_listen=True,
+         doc="Stock peers; the wire (delayfwd) drops frames from the target: of the target's frames carrying new "
+             "data with at least 1000 payload bytes it drops the 754th, 821st, 888th ... (every 67th). qemu-io reads "
+             "4 x 256 KiB (724 counted frames, none dropped), then alternates "
+             "READ 64 KiB (45 full segments + a 424-byte tail) and READ 32 KiB (22 full segments + a 960-byte tail), "
+             "67 counted frames per pair: every 64 KiB read loses its 30th segment, which the target retransmits; "
+             "no 32 KiB read loses anything. qemu-io's SO_RCVBUF is fixed at 2 MiB (shim), far above any flight, "
+             "so that the window it advertises never changes: Wireshark then recognises its duplicate ACKs and "
+             "reassembles each Data-In across the retransmission (with a growing window it takes the dup ACKs for "
+             "window updates and leaves the PDU unreassembled).",
+         loss={"from": "target", "every": 67, "first": 4 * 181 + 30, "min_payload": 1000},
+         initiator_rcvbuf=2 * MIB,
+         workload=[("qemu-io", qio_seq("read", 256 * KIB, 4, 0) + qio_cycles(
+             [lambda i: ["read %d %d" % (MIB + i * 96 * KIB, 64 * KIB),
+                         "read %d %d" % (MIB + i * 96 * KIB + 64 * KIB, 32 * KIB)]], 30))],
+         workload_text="4 x READ 256 KiB, then 30 x {READ 64 KiB, READ 32 KiB}, sequential; the wire drops every 67th "
+                       "new-data frame (>= 1000 payload bytes) from the target, starting with the 754th")
+
+
 # --------------------------------------------------------------------------------------------
 # The lab
 # --------------------------------------------------------------------------------------------
@@ -288,6 +358,10 @@ class Lab:
                "-d", str(int(sc["delay_ms"] * 1000)), "-r", "1000"]
         if "midpath" in sc["vantages"]:
             cmd += ["-m", self.ns_m + ":lab0"]
+        if sc["loss"]:
+            l = sc["loss"]
+            # -a is the initiator's namespace, -b the target's: -l drops b->a (from the target)
+            cmd += ["-l" if l["from"] == "target" else "-L", "%d:%d:%d" % (l["every"], l["first"], l["min_payload"])]
         self.popen("delayfwd", cmd)
         deadline = time.time() + 5
         while True:
@@ -307,6 +381,11 @@ class Lab:
         if "midpath" in sc["vantages"]:
             sh(["ip", "-n", self.ns_m, "link", "set", "lab0", "address", MAC_M])
             sh(["ip", "-n", self.ns_m, "link", "set", "lab0", "up"])
+        for k, want in sc["require_sysctls"].items():
+            for ns in (self.ns_i, self.ns_t):
+                got = sh(self.nsexec(ns) + ["sysctl", "-n", k]).stdout.strip()
+                if got != want:
+                    raise RuntimeError("%s is %s in %s, the scenario needs %s" % (k, got, ns, want))
 
     def shim_env(self, nagle_on):
         """Every peer runs with the shim: it sets the scenario's congestion control (cubic, Debian's
@@ -316,8 +395,16 @@ class Lab:
         env["LD_PRELOAD"] = os.path.join(self.build, "nodelay_shim.so")
         env["NODELAY_SHIM_LOG"] = "1"
         env["ISD_TCP_CC"] = self.sc["cc"]
+        if self.sc["cc_at_listen"]:
+            env["ISD_TCP_CC_AT_LISTEN"] = "1"
         if nagle_on:
             env["ISD_NAGLE_ON"] = "1"
+        return env
+
+    def initiator_env(self):
+        env = self.shim_env(self.sc["initiator_nagle"])
+        if self.sc["initiator_rcvbuf"]:
+            env["ISD_RCVBUF"] = str(self.sc["initiator_rcvbuf"])
         return env
 
     # ---- targets --------------------------------------------------------------------------
@@ -361,6 +448,10 @@ class Lab:
                                         "--nagle" if sc["target_nagle"] else "--nodelay",
                                         "--status", sc["scripted_status"], "--target-name", SCRIPTED_IQN,
                                         "--congestion-control", sc["cc"]]
+        if sc["cc_at_listen"]:
+            cmd += ["--cc-at-listen"]
+        if sc["think_ms"]:
+            cmd += ["--think-ms", ",".join("%d:%g" % kv for kv in sorted(sc["think_ms"].items()))]
         self.popen("scripted_target", cmd)
         self.wait_listen()
 
@@ -425,7 +516,7 @@ class Lab:
         return ["-f", "raw", self.url()]
 
     def run_workload(self):
-        env = self.shim_env(self.sc["initiator_nagle"])
+        env = self.initiator_env()
         for kind, arg in self.sc["workload"]:
             if kind == "qemu-io":
                 cmd = ["qemu-io", "-t", "none"]
@@ -529,7 +620,7 @@ def made_block(sc, vantage, vers):
     initiator = {"qemu-io": "qemu-io %s (libiscsi %s)", "bench": "qemu-img bench %s (libiscsi %s)",
                  "test-cu": "iscsi-test-cu (libiscsi %s)"}[wl]
     initiator = initiator % ((vers["libiscsi"],) if wl == "test-cu" else (vers["qemu"], vers["libiscsi"]))
-    return {
+    made = {
         "target": target,
         "initiator": initiator,
         "one_way_delay_ms": sc["delay_ms"],
@@ -548,6 +639,27 @@ def made_block(sc, vantage, vers):
         "kernel": vers["kernel"],
         "how": sc["doc"],
     }
+    # the configured cause of the scenarios that set one (absent from the others, whose blocks stay as they were)
+    cause = {}
+    if sc["cc_at_listen"]:
+        cause["target_congestion_control_set"] = "on the listening socket (no bbr init, so no TCP internal pacing)"
+    if sc["require_sysctls"]:
+        cause["sysctls_both_peers"] = dict(sc["require_sysctls"])
+    if sc["initiator_rcvbuf"]:
+        cause["initiator_so_rcvbuf"] = sc["initiator_rcvbuf"]
+    if sc["think_ms"]:
+        cause["target_think_ms_by_read_bytes"] = {str(k): v for k, v in sorted(sc["think_ms"].items())}
+    if sc["loss"]:
+        l = sc["loss"]
+        cause["wire_loss"] = {"from": l["from"], "every": l["every"], "first": l["first"],
+                              "min_payload": l["min_payload"],
+                              "what": "frames from the %s carrying new TCP data (>= %d payload bytes) are counted; "
+                                      "numbers %d, %d, %d, ... are dropped by delayfwd (never a retransmission)"
+                                      % (l["from"], l["min_payload"], l["first"], l["first"] + l["every"],
+                                         l["first"] + 2 * l["every"])}
+    if cause:
+        made["configured"] = cause
+    return made
 
 
 def cut_login(path, work):

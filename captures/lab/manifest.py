@@ -146,13 +146,98 @@ EXPECT["target-nagle-read-batch2"]["commands"] = [
      "why": "second of each batch: its sub-MSS Data-In is held by tgtd's Nagle until the initiator's delayed ACK "
             "of the first"}]
 
+# Causes set by configuration (lab.py section 10): the congestion window after idle, a small receive window,
+# the target's think time, loss on the wire.  Each is also checked against tshark's view of TCP (cause_checks
+# below) at every vantage.  "vantages" restricts an expectation to the captures of those vantage points
+# (the key is not written to the manifest).
+NO_WAITS = NO_HOLDS + ["cwnd_limited", "rwnd_limited"]
+EXPECT["stock-idle-read"] = {
+    "commands": [
+        {"select": {"op": "read", "bytes": 524288}, "min_fraction": 0.9, "round_trips": 6, "ideal_round_trips": 1,
+         "findings": {"cwnd_limited": "target"},
+         "absent": ["nagle_hold", "delayed_ack", "r2t_round_trip", "retransmission", "rwnd_limited"],
+         "why": "each 512 KiB read follows 2 s of idle, longer than the RTO (~0.21 s), with "
+                "net.ipv4.tcp_slow_start_after_idle=1: the target halves its congestion window for each RTO of idle, "
+                "down to the initial window (10 segments; 2 s is enough for ~9 halvings, from any window the 2 MiB "
+                "warm-up can reach), and doubles it each round trip. The Data-In "
+                "(2 PDUs, 524384 bytes = 363 segments) leaves as 10+20+40+80+160+53 segments: 6 flights, each sent when the "
+                "ACKs of the previous one arrive; the initiator's advertised window (> 2 MB after the warm-up reads) "
+                "always has room"},
+        one_rt("read", 131072, 0.9, "right after a 512 KiB read the congestion window has grown past 363 segments: the "
+                                    "91 segments of a 128 KiB Data-In leave in one flight"),
+        {"select": {"op": "read", "bytes": 1048576}, "min_fraction": 1.0,
+         "absent": ["nagle_hold", "delayed_ack", "r2t_round_trip", "retransmission"],
+         "why": "warm-up reads at the start of the connection (slow start, the initiator's receive window still "
+                "growing): no round trips or window findings stated"}],
+    "session": {"findings": ["serialized"]}}
+EXPECT["stock-idle-read"]["commands"][1]["absent"] = list(NO_WAITS)
+EXPECT["initiator-rcvbuf-read"] = {
+    "commands": [
+        {"select": {"op": "read", "bytes": 131072}, "min_fraction": 0.8, "round_trips": 7, "ideal_round_trips": 1,
+         "findings": {"rwnd_limited": "target"},
+         "absent": ["nagle_hold", "delayed_ack", "r2t_round_trip", "retransmission", "cwnd_limited"],
+         "why": "qemu-io's SO_RCVBUF is 16384 (the kernel doubles it; no autotuning): the initiator advertises 20272 "
+                "bytes (14 segments). A 128 KiB Data-In (131120 bytes) needs ceil(131120 / 20272) = 7 windows, each "
+                "sent when the initiator's ACKs open the window again; the congestion window, grown past 28 segments "
+                "by the first reads, is never the limit. min_fraction 0.8: the connection's first reads are still in "
+                "slow start, and a window not fully reopened when the ACK leaves can cost a read an 8th round trip"},
+        dict(one_rt("read", 8192, 0.9, "8240 bytes fit in the advertised window and in the initial congestion window"),
+             absent=list(NO_WAITS))],
+    "session": {"findings": ["serialized"]}}
+EXPECT["scripted-think-read"] = {
+    "commands": [
+        {"select": {"op": "read", "bytes": 1024}, "min_fraction": 0.9, "round_trips": 1, "ideal_round_trips": 1,
+         "findings": {"target_think": "target"}, "absent": list(NO_WAITS), "vantages": ["target"],
+         "why": "the scripted target waits 5 ms before answering a 1 KiB READ; seen at the target the latency is that "
+                "wait plus ~0.4 ms, so the think time is >= 2 ms and more than half the latency (docs/rules.md)"},
+        {"select": {"op": "read", "bytes": 1024}, "min_fraction": 0.9, "round_trips": 1, "ideal_round_trips": 1,
+         "findings": {}, "absent": NO_WAITS + ["target_think"], "vantages": ["initiator", "midpath"],
+         "why": "the same 5 ms wait seen from the initiator is less than half of the latency (one 8.3 ms round trip + "
+                "5 ms + ~0.4 ms): under the target_think threshold of docs/rules.md (at least half the latency)"},
+        {"select": {"op": "read", "bytes": 8192}, "min_fraction": 0.9, "round_trips": 1, "ideal_round_trips": 1,
+         "findings": {"target_think": "target"}, "absent": list(NO_WAITS),
+         "why": "the scripted target waits 20 ms before answering an 8 KiB READ: more than half the latency at "
+                "either vantage (20 ms + ~1.5 ms at the target, + the 8.3 ms round trip at the initiator)"}],
+    "session": {"findings": ["serialized"]}}
+_LOSS_ABSENT = ["nagle_hold", "delayed_ack", "r2t_round_trip", "rwnd_limited"]
+EXPECT["stock-loss-read"] = {
+    "commands": [
+        {"select": {"op": "read", "bytes": 65536}, "min_fraction": 1.0,
+         "findings": {"retransmission": "target"}, "absent": list(_LOSS_ABSENT),
+         "why": "the wire drops the 30th full segment of every 64 KiB Data-In (delayfwd: every 67th new-data frame "
+                "of >= 1000 bytes from the target, from the 754th; 67 such frames per {64 KiB, 32 KiB} pair): the "
+                "target retransmits it (fast retransmit on the initiator's SACKs). Seen at the target the original "
+                "and its retransmission are both captured, at the initiator the hole and the segment that fills it. "
+                "No round trips stated: the repeated losses keep the congestion window small (a few flights per "
+                "read), so cwnd_limited is neither required nor excluded"},
+        {"select": {"op": "read", "bytes": 32768}, "min_fraction": 1.0,
+         "absent": ["retransmission"] + _LOSS_ABSENT,
+         "why": "no 32 KiB read loses a segment (the drops all fall on the 64 KiB reads); cwnd_limited is neither "
+                "required nor excluded (see the 64 KiB reads)"},
+        {"select": {"op": "read", "bytes": 262144}, "min_fraction": 1.0,
+         "absent": ["retransmission"] + _LOSS_ABSENT,
+         "why": "the first four reads lose nothing (the drops start with the 754th counted frame)"}],
+    "session": {"findings": ["serialized"]}}
+
+
+def expect_for(scenario, vantage):
+    """The scenario's expectations that apply at this vantage, as written to the manifest."""
+    exp = json.loads(json.dumps(EXPECT.get(scenario, {"commands": [], "session": {}})))
+    cmds = []
+    for e in exp["commands"]:
+        if vantage in e.pop("vantages", [vantage]):
+            cmds.append(e)
+    exp["commands"] = cmds
+    return exp
+
 
 def check_expectations(scenario, m, delay_ms):
     """Check each expectation against per-command latencies measured at the initiator vantage."""
     rtt = m["rtt_ms"] or (2 * delay_ms + 0.2)   # no handshake (mid-session): the configured RTT
     problems = []
     checks = []
-    for e in EXPECT.get(scenario, {}).get("commands", []):
+    think = (lab.SCENARIOS.get(scenario, {}).get("think_ms") or {})   # configured target think time per size
+    for e in expect_for(scenario, "initiator")["commands"]:
         sel = [c for c in m["per_command"] if c["op"] == e["select"]["op"]
                and ("bytes" not in e["select"] or c["bytes"] == e["select"]["bytes"])
                and c["latency_ms"] is not None]
@@ -166,9 +251,12 @@ def check_expectations(scenario, m, delay_ms):
         no_delay = "delayed_ack" in e.get("absent", [])
         ok = 0
         for c in sel:
-            lat = c["latency_ms"]
+            lat = c["latency_ms"] - think.get(c["bytes"], 0)   # the target's configured wait is not a round trip
             with_delack = lat >= (k - 1) * rtt + 25          # a ~40 ms delayed ACK on top
-            plain = (k - 0.5) * rtt <= lat <= (k + 0.5) * rtt
+            # the data's own transmission at the link rate (1000 Mbit/s, 1538 bytes on the wire per 1448 of
+            # payload) comes on top of the round trips: ~0.5 ms for 64 KiB, ~4.5 ms for 512 KiB
+            wire = c["bytes"] * 8 / 1e6 * 1538 / 1448
+            plain = (k - 0.5) * rtt <= lat <= (k + 0.5) * rtt + wire
             if delayed:
                 good = with_delack
             elif no_delay:
@@ -184,6 +272,111 @@ def check_expectations(scenario, m, delay_ms):
                                               100 * e["min_fraction"], 100 * frac, len(sel),
                                               statistics.median(c["latency_ms"] for c in sel), rtt))
     return problems, checks
+
+
+# ---- the configured causes, checked with tshark's TCP analysis (measure.tcp_detail) at every vantage ------------
+
+def _frac(rows, pred):
+    ok = sum(1 for r in rows if pred(r))
+    return ok, len(rows)
+
+
+def _slow_start_flights(segments, iw=10):
+    """Flights needed for `segments` from the initial window, the window doubling per round trip."""
+    n, sent, w = 0, 0, iw
+    while sent < segments:
+        sent += w
+        w *= 2
+        n += 1
+    return n
+
+
+def cause_checks(scenario, vantage, meas, detail, rtt):
+    """[(what, select, ok, n, min_fraction, figures)] for the scenarios whose cause is configured."""
+    sc = lab.SCENARIOS.get(scenario, {})
+    rows = [d for d in detail if d["op"] == "read"]
+    by = lambda nbytes: [d for d in rows if d["bytes"] == nbytes]  # noqa: E731
+    out = []
+    at_target = vantage == "target"
+    if scenario == "stock-idle-read":
+        cold = by(524288)
+        ok, n = _frac(cold, lambda d: len(d["flights"]) == _slow_start_flights(sum(d["flights"]))
+                      and d["flights"][0] == 10 and d["window_full"] == 0 and d["resent"] == 0)
+        out.append(("Data-In in slow-start flights from the initial window (10, 20, 40, ... segments: "
+                    "6 flights for 363 segments), none filling the advertised window, nothing resent",
+                    {"op": "read", "bytes": 524288}, ok, n, 0.9,
+                    {"flights": sorted({"+".join(map(str, d["flights"])) for d in cold}),
+                     "smallest_window_bytes": min((d["window"] or 0) for d in cold) if cold else None}))
+        if at_target:
+            ok, n = _frac(cold, lambda d: all(x is not None and x <= 0.5 for x in d["flight_after_ack_ms"]))
+            out.append(("every flight after the first leaves <= 0.5 ms after an ACK of the initiator arrives "
+                        "(the target waits for ACKs)", {"op": "read", "bytes": 524288}, ok, n, 0.9,
+                        {"max_ms_after_ack": max((max(d["flight_after_ack_ms"] or [0]) for d in cold), default=None)}))
+            ok, n = _frac(cold, lambda d: (d["target_idle_ms"] or 0) > 300)
+            out.append(("the target sent nothing for longer than its RTO (~0.21 s; checked > 0.3 s) before the read",
+                        {"op": "read", "bytes": 524288}, ok, n, 0.9,
+                        {"min_idle_ms": min((d["target_idle_ms"] or 0) for d in cold) if cold else None}))
+        warm = by(131072)
+        ok, n = _frac(warm, lambda d: len(d["flights"]) == 1 and d["window_full"] == 0)
+        out.append(("one flight", {"op": "read", "bytes": 131072}, ok, n, 0.9, {}))
+    elif scenario == "initiator-rcvbuf-read":
+        wins = [d["window"] for d in rows if d["window"]]
+        w = max(set(wins), key=wins.count) if wins else None
+        big = by(131072)
+        need = -(-(131072 + 48) // w) if w else None
+        ok, n = _frac(big, lambda d: len(d["flights"]) >= need and (d["window_full"] > 0 or not at_target))
+        out.append(("the initiator advertises %s bytes; a 131120-byte Data-In needs >= %s flights%s" % (
+                        w, need, ", flights filling the advertised window (tshark window_full)" if at_target else ""),
+                    {"op": "read", "bytes": 131072}, ok, n, 0.9,
+                    {"advertised_window": w, "flights": sorted({len(d["flights"]) for d in big}),
+                     "window_full_per_read": sorted({d["window_full"] for d in big}) if at_target else None}))
+        small = by(8192)
+        ok, n = _frac(small, lambda d: len(d["flights"]) == 1 and d["window_full"] == 0)
+        out.append(("one flight, the window never full", {"op": "read", "bytes": 8192}, ok, n, 0.9, {}))
+    elif scenario == "scripted-think-read":
+        for nbytes, think in sorted((sc.get("think_ms") or {}).items()):
+            cmds = by(nbytes)
+            base = 0.0 if at_target else rtt
+            ok, n = _frac(cmds, lambda d: d["first_reply_ms"] is not None
+                          and base + think - 0.5 <= d["first_reply_ms"] <= base + think + 2.5 and len(d["flights"]) == 1)
+            out.append(("first Data-In %sthe configured %g ms after the command (window -0.5/+2.5 ms), one flight" % (
+                            "" if at_target else "one round trip + ", think),
+                        {"op": "read", "bytes": nbytes}, ok, n, 0.9,
+                        {"median_first_reply_ms": round(statistics.median(d["first_reply_ms"] for d in cmds), 3)
+                         if cmds else None}))
+    elif scenario == "stock-loss-read":
+        loss = sc["loss"]
+        hit = by(65536)
+        pos = loss["first"] - 4 * 181      # position within each 64 KiB Data-In (after the 4 warm-up reads)
+        ok, n = _frac(hit, lambda d: d["resent"] == 1 and d["resent_index"] == [pos] and (at_target or d["holes"] == 1))
+        out.append(("exactly one segment resent, the %dth full segment of the Data-In%s" % (
+                        pos, "" if at_target else ", after a hole"), {"op": "read", "bytes": 65536}, ok, n, 1.0,
+                    {"resent_frames": sum((d["resent_frames"] for d in hit), [])[:5]}))
+        for nbytes in (32768, 262144):
+            cmds = by(nbytes)
+            ok, n = _frac(cmds, lambda d: d["resent"] == 0 and d["holes"] == 0)
+            out.append(("nothing resent", {"op": "read", "bytes": nbytes}, ok, n, 1.0, {}))
+        unpaired = sum(1 for c in meas["per_command"] if c["latency_ms"] is None)
+        out.append(("tshark pairs every SCSI command with its status (Data-In reassembled across the retransmission)",
+                    {"op": "any"}, len(meas["per_command"]) - unpaired, len(meas["per_command"]), 1.0, {}))
+    return out
+
+
+def run_cause_checks(scenario, vantage, path, meas):
+    if scenario not in ("stock-idle-read", "initiator-rcvbuf-read", "scripted-think-read", "stock-loss-read"):
+        return [], None
+    rtt = meas["rtt_ms"] or 8.2
+    detail = measure.tcp_detail(path, meas["per_command"], rtt)
+    problems, block = [], []
+    for what, select, ok, n, need, figures in cause_checks(scenario, vantage, meas, detail, rtt):
+        frac = ok / n if n else 0.0
+        entry = {"check": what, "select": select, "n": n, "fraction_ok": round(frac, 3), "min_fraction": need}
+        entry.update({k: v for k, v in figures.items() if v is not None})
+        block.append(entry)
+        if not n or frac < need:
+            problems.append("%s (%s): %s %s: %d of %d (need %.0f%%)" % (scenario, vantage, select, what, ok, n,
+                                                                       100 * need))
+    return problems, block
 
 
 def wiki_entries(captures, old):
@@ -226,8 +419,9 @@ def wiki_entries(captures, old):
     return out
 
 
-def readme_table(cap, doc):
-    """Rewrite the fixture table of captures/README.md (between the markers) from the manifest."""
+def readme_table(cap, doc, unchanged=(), unchanged_scenarios=()):
+    """Rewrite the fixture table of captures/README.md (between the markers) from the manifest; the rows of
+    the files in `unchanged` (and the headings of `unchanged_scenarios`) are kept as they are."""
     path = os.path.join(cap, "README.md")
     if not os.path.exists(path):
         return
@@ -238,12 +432,25 @@ def readme_table(cap, doc):
     import lab as labmod
     rows = ["| file | KiB | RTT ms | cmds | median latency ms (first segment -> status) | expect |",
             "|---|---:|---:|---:|---|---|"]
+    # rows of entries that were not re-made keep their text (an --only run touches only its scenarios' rows)
+    kept_rows = {}
+    if unchanged:
+        for line in text[text.index(begin) + len(begin):text.index(end)].splitlines():
+            cell = line.split("|")[1].strip() if line.startswith("|") else ""
+            if cell in unchanged:
+                kept_rows[cell] = line
+            elif cell.startswith("**") and "** — " in cell and cell[2:cell.index("** — ")] in unchanged_scenarios:
+                kept_rows["**" + cell[2:cell.index("** — ")]] = line
     last = None
     for c in doc["captures"]:
         if c["scenario"] != last and c["made"].get("lab", True):
             sc = labmod.SCENARIOS.get(c["scenario"], {})
-            rows.append("| **%s** — %s | | | | | |" % (c["scenario"], sc.get("doc", "")))
+            rows.append(kept_rows.get("**" + c["scenario"]) or
+                        "| **%s** — %s | | | | | |" % (c["scenario"], sc.get("doc", "")))
         last = c["scenario"]
+        if c["file"] in kept_rows:
+            rows.append(kept_rows[c["file"]])
+            continue
         med = ", ".join("%s: %s" % (k, v) for k, v in sorted((c["measured"].get("median_latency_ms") or {}).items(),
                                                               key=lambda kv: (kv[0].split()[0], int(kv[0].split()[1])))
                         ) if len(c["measured"].get("median_latency_ms") or {}) <= 6 else "(%d sizes)" % len(
@@ -287,6 +494,8 @@ def main():
             if not fn.endswith(".pcap.gz"):
                 continue
             sc, v = fn[:-len(".pcap.gz")].rsplit("--", 1)
+            if args.only and sc not in args.only.split(","):
+                continue
             made.append({"scenario": sc, "vantage": v, "file": "fixtures/" + fn,
                          "made": lab.made_block(lab.SCENARIOS[sc], v, vers)})
 
@@ -297,11 +506,13 @@ def main():
     for m, meas in zip(made, measured):
         path = os.path.join(cap, m["file"])
         sc = m["scenario"]
-        exp = json.loads(json.dumps(EXPECT.get(sc, {"commands": [], "session": {}})))
+        exp = expect_for(sc, m["vantage"])
         checks = None
         if m["vantage"] == "initiator":
             pr, checks = check_expectations(sc, meas, m["made"]["one_way_delay_ms"])
             problems += pr
+        pr, causes = run_cause_checks(sc, m["vantage"], path, meas)
+        problems += pr
         session = dict(exp["session"])
         session["vantage"] = m["vantage"]
         made_block = dict(m["made"])
@@ -313,6 +524,8 @@ def main():
                                                 "status (tshark), milliseconds"}
         if checks:
             measured_block["expectation_checks"] = checks
+        if causes:
+            measured_block["cause_checks"] = causes
         entries.append({
             "file": m["file"],
             "file_bytes": os.path.getsize(path),
@@ -335,14 +548,27 @@ def main():
               file=sys.stderr)
         return 1
 
-    keep = []
-    if args.only:
-        names = set(args.only.split(","))
-        keep = [c for c in old["captures"] if c["made"].get("lab", True) and c["scenario"] not in names]
     order = {n: i for i, n in enumerate(lab.SCENARIOS)}
     vorder = {"initiator": 0, "target": 1, "midpath": 2}
-    allc = sorted(keep + entries, key=lambda c: (order.get(c["scenario"], 999), vorder.get(c["made"]["vantage"], 9))
-                  ) + wiki_entries(cap, old)
+    by_scenario = lambda c: (order.get(c["scenario"], 999), vorder.get(c["made"]["vantage"], 9))  # noqa: E731
+    if args.only:
+        # Only the named scenarios were re-made: every other entry stays as it is, where it is (the manifest's
+        # existing order: by file name if it is in that order, new entries then go to their place by name;
+        # otherwise new entries follow the existing ones).
+        names = set(args.only.split(","))
+        old_lab = [c for c in old["captures"] if c["made"].get("lab", True)]
+        fresh = {e["file"]: e for e in entries}
+        merged = [fresh.pop(c["file"]) if c["file"] in fresh else c for c in old_lab
+                  if c["scenario"] not in names or c["file"] in fresh]
+        added = sorted(fresh.values(), key=by_scenario)
+        files = [c["file"] for c in old_lab]
+        if files == sorted(files):
+            allc = sorted(merged + added, key=lambda c: c["file"])
+        else:
+            allc = merged + added
+    else:
+        allc = sorted(entries, key=by_scenario)
+    allc += wiki_entries(cap, old)
     doc = {"schema": 1,
            "about": "Fixtures of the iscsi-doctor capture lab (captures/lab/, see captures/README.md) and four public "
                     "captures. 'made' says how each was made, 'measured' what tshark measured, 'expect' what iscsi-doctor "
@@ -355,7 +581,12 @@ def main():
         json.dump(doc, f, indent=1)
         f.write("\n")
     print("manifest.py: wrote %s (%d captures)" % (mpath, len(allc)), file=sys.stderr)
-    readme_table(cap, doc)
+    if args.only:
+        remade = {e["file"] for e in entries}
+        unchanged = {c["file"] for c in allc if c["file"] not in remade}
+        readme_table(cap, doc, unchanged, {c["scenario"] for c in allc} - set(args.only.split(",")))
+    else:
+        readme_table(cap, doc)
     return 0
 
 

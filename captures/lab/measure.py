@@ -160,6 +160,95 @@ def measure(path, per_command=True):
     }
 
 
+TARGET_PORT = 3260
+
+
+def tcp_frames(path):
+    """Every TCP frame of the capture with what tshark's TCP analysis says about it (default preferences)."""
+    fields = ["frame.number", "frame.time_epoch", "tcp.stream", "tcp.srcport", "tcp.len", "tcp.seq", "tcp.ack",
+              "tcp.window_size", "tcp.analysis.bytes_in_flight", "tcp.analysis.window_full",
+              "tcp.analysis.retransmission", "tcp.analysis.fast_retransmission", "tcp.analysis.out_of_order",
+              "tcp.analysis.lost_segment", "tcp.flags.syn"]
+    out = tshark(["-r", path, "-Y", "tcp", "-T", "fields"] + sum([["-e", f] for f in fields], []))
+    frames = []
+    for line in out.splitlines():
+        f = line.split("\t")
+        if len(f) < len(fields) or not f[0]:
+            continue
+        frames.append({
+            "n": int(f[0]), "t": float(f[1]), "stream": int(f[2]), "from_target": int(f[3]) == TARGET_PORT,
+            "len": int(f[4] or 0), "seq": int(f[5] or 0), "ack": int(f[6] or 0),
+            "win": int(f[7]) if f[7] else None, "in_flight": int(f[8]) if f[8] else None,
+            "window_full": bool(f[9]), "retransmission": bool(f[10]) or bool(f[11]), "out_of_order": bool(f[12]),
+            "lost_segment": bool(f[13]), "syn": f[14] in ("1", "True")})
+    return frames
+
+
+def tcp_detail(path, cmds, rtt_ms, mss=1448):
+    """Per command (queue depth 1 workloads: one command at a time per connection), what TCP did for the
+    target's reply, from tshark only:
+      flights        segments of NEW reply data per flight; a flight ends where the target's data stops
+                     for more than half the round trip (rtt_ms)
+      flight_after_ack_ms  for each flight after the first: time from the latest ACK of the initiator seen
+                     before the flight's first segment to that segment
+      window_full    reply segments tshark flags as filling the initiator's advertised window
+      resent         reply segments tshark flags as retransmission / fast retransmission (the original was
+                     captured: sender side), or as out-of-order fillers of a hole (receiver side); with
+                     resent_index, the position (1-based, in sequence order) of each resent segment among
+                     the command's full-sized reply segments
+      holes          reply segments tshark flags 'previous segment not captured'
+      first_reply_ms time from the frame completing the command PDU to the target's first reply segment
+      target_idle_ms time from the target's last data segment before the command to its first frame
+      window         the initiator's advertised window (bytes, scaled) in the last ACK before the command"""
+    frames = tcp_frames(path)
+    by_n = {fr["n"]: i for i, fr in enumerate(frames)}
+    gap = rtt_ms / 2000.0
+    out = []
+    starts = sorted(by_n[c["first_frame"]] for c in cmds if c["first_frame"] in by_n)
+    for c in cmds:
+        if c.get("status_frame") is None or c["first_frame"] not in by_n or c["status_frame"] not in by_n:
+            continue
+        i0, i1, ic = by_n[c["first_frame"]], by_n[c["status_frame"]], by_n.get(c["cmd_frame"], by_n[c["first_frame"]])
+        stream = frames[i0]["stream"]
+        # a retransmission of the reply may follow the status frame (the status left before the resent
+        # segment): look up to the next command's first frame, at reply bytes before the status' end
+        nxt = [j for j in starts if j > i0 and frames[j]["stream"] == stream]
+        iend = (nxt[0] - 1) if nxt else len(frames) - 1
+        reply_end = frames[i1]["seq"] + frames[i1]["len"]
+        span = [fr for fr in frames[i0:i1 + 1] if fr["stream"] == stream]
+        reply = [fr for fr in frames[ic + 1:iend + 1] if fr["stream"] == stream and fr["from_target"] and fr["len"] > 0
+                 and (fr["n"] <= c["status_frame"] or fr["seq"] < reply_end)]
+        acks = [fr for fr in span if not fr["from_target"]]
+        resent = [fr for fr in reply if fr["retransmission"] or fr["out_of_order"]]
+        new = [fr for fr in reply if not (fr["retransmission"] or fr["out_of_order"])]
+        flights, after_ack = [], []
+        last = None
+        for fr in new:
+            if last is None or fr["t"] - last > gap:
+                flights.append(0)
+                if last is not None:
+                    before = [a for a in acks if a["t"] <= fr["t"]]
+                    after_ack.append(round((fr["t"] - before[-1]["t"]) * 1000, 3) if before else None)
+            flights[-1] += 1
+            last = fr["t"]
+        full = sorted({fr["seq"] for fr in reply if fr["len"] >= mss})
+        resent_index = [full.index(fr["seq"]) + 1 if fr["seq"] in full else None for fr in resent]
+        prev_data = [fr for fr in frames[:i0] if fr["stream"] == stream and fr["from_target"] and fr["len"] > 0]
+        prev_ack = [fr for fr in frames[:i0 + 1] if fr["stream"] == stream and not fr["from_target"] and fr["win"]]
+        out.append({
+            "itt": c["itt"], "op": c["op"], "bytes": c["bytes"], "first_frame": c["first_frame"],
+            "status_frame": c["status_frame"], "latency_ms": c["latency_ms"],
+            "flights": flights, "flight_after_ack_ms": after_ack,
+            "window_full": sum(fr["window_full"] for fr in reply),
+            "resent": len(resent), "resent_frames": [fr["n"] for fr in resent], "resent_index": resent_index,
+            "holes": sum(fr["lost_segment"] for fr in reply),
+            "first_reply_ms": round((reply[0]["t"] - frames[ic]["t"]) * 1000, 3) if reply else None,
+            "target_idle_ms": round((frames[i0]["t"] - prev_data[-1]["t"]) * 1000, 3) if prev_data else None,
+            "window": prev_ack[-1]["win"] if prev_ack else None,
+        })
+    return out
+
+
 def main():
     out = {}
     brief = "--brief" in sys.argv

@@ -16,6 +16,8 @@ Send policies (--status):
              layer between iSCSI and TCP that coalesces them)
   collapsed  status in the final Data-In (S=1), like tgtd and most targets
 Nagle: --nagle (default: the kernel default, Nagle on) or --nodelay (TCP_NODELAY).
+Think time: --think-ms MS delays the reply to every READ by MS milliseconds (a slow
+back end); --think-ms BYTES:MS,BYTES:MS... only READs of those transfer lengths.
 
 Storage: an in-memory, zero-filled disk (like the study's memory-mode target);
 writes are accepted and kept in a sparse dict of blocks.
@@ -378,6 +380,9 @@ class Conn:
             self.start_write(itt, lun, edtl, cdb, data)
             return
         payload, sense = self.scsi_in(cdb)
+        think = self.args.think.get(edtl, self.args.think.get(None, 0.0)) if op in (0x08, 0x28, 0xA8, 0x88) else 0.0
+        if think > 0:
+            time.sleep(think / 1000.0)     # the back end's time before the first reply byte
         if sense is not None:
             self.send(self.scsi_response(itt, CHECK_CONDITION, sense))
             return
@@ -567,12 +572,27 @@ def main():
     ap.add_argument("--no-immediate-data", dest="immediate_data", action="store_false")
     ap.add_argument("--keep-writes", action="store_true")
     ap.add_argument("--congestion-control", help="TCP congestion control for each connection (e.g. cubic)")
+    ap.add_argument("--cc-at-listen", action="store_true",
+                    help="also set --congestion-control on the listening socket, so that connections start with it "
+                         "(otherwise they start with the namespace default, e.g. bbr, whose init leaves TCP's "
+                         "internal pacing on after the switch)")
+    ap.add_argument("--think-ms", default="", metavar="MS | BYTES:MS,...",
+                    help="delay the reply to READs by MS ms (all READs, or those of the given transfer lengths)")
     ap.add_argument("--pidfile")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
+    args.think = {}
+    for item in filter(None, args.think_ms.split(",")):
+        if ":" in item:
+            nbytes, ms = item.split(":", 1)
+            args.think[int(nbytes)] = float(ms)
+        else:
+            args.think[None] = float(item)
 
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if args.congestion_control and args.cc_at_listen:
+        srv.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, args.congestion_control.encode())
     srv.bind((args.bind, args.port))
     srv.listen(8)
     if args.pidfile:

@@ -69,6 +69,15 @@ def test_scenarios_cover_the_issue():
     assert any(m["starts_mid_session"] for m in made)
     assert any(m["digests"]["header"] for m in made)
     assert any("test-cu" in m["initiator"] for m in made)
+    # causes set by configuration (captures/lab/lab.py section 10): the window, loss and think findings
+    # are each required by some expectation, on a capture whose cause is configured
+    required = {k for e in lab for x in e["expect"] for k in x.get("findings", {})}
+    assert {"cwnd_limited", "rwnd_limited", "retransmission", "target_think"} <= required, required
+    conf = [m.get("configured", {}) for m in made]
+    assert any("wire_loss" in c for c in conf)
+    assert any("initiator_so_rcvbuf" in c for c in conf)
+    assert any("target_think_ms_by_read_bytes" in c for c in conf)
+    assert any(c.get("sysctls_both_peers", {}).get("net.ipv4.tcp_slow_start_after_idle") == "1" for c in conf)
     size = sum(p.stat().st_size for p in CAPTURES.rglob("*") if p.is_file())
     assert size < 30 * 1024 * 1024, "captures/ is %d bytes" % size
 

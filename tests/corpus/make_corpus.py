@@ -17,12 +17,13 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIX = os.path.join(HERE, "..", "..", "captures", "fixtures")
+WIKI = os.path.join(HERE, "..", "..", "captures", "wireshark-wiki")
 
 
 # ---- pcap in and out (the fixtures are tcpdump's little-endian microsecond pcap, Ethernet) ----
 
-def read_pcap(name):
-    d = gzip.open(os.path.join(FIX, name)).read()
+def read_pcap(name, folder=FIX):
+    d = gzip.open(os.path.join(folder, name)).read()
     hdr, recs, off = d[:24], [], 24
     while off + 16 <= len(d):
         sec, usec, caplen, wirelen = struct.unpack_from("<IIII", d, off)
@@ -78,7 +79,7 @@ class Stream:
     """One direction of one connection: the in-order payload bytes, the packet each byte came
     from, and the PDUs found by walking BHS lengths (digests from the login's end on)."""
 
-    def __init__(self, recs, key, digests=False):
+    def __init__(self, recs, key, digests=False, data_digests=False):
         self.recs, self.map, buf = recs, [], bytearray()
         nxt = None
         for i, (_, _, _, data) in enumerate(recs):
@@ -99,15 +100,16 @@ class Stream:
             buf += data[p:end]
             nxt = (nxt + end - p) & 0xffffffff
         self.buf, self.pdus = buf, []
-        off, hd = 0, 0
+        off, hd, dd = 0, 0, 0
         while off + 48 <= len(buf):
             b = buf[off:off + 48]
             op, ahs, dsl = b[0] & 0x3f, b[4] * 4, int.from_bytes(b[5:8], "big")
             self.pdus.append((off, op))
-            off += 48 + ahs + hd + (dsl + 3) // 4 * 4
+            off += 48 + ahs + hd + (dsl + 3) // 4 * 4 + (dd if dsl else 0)
             if digests and op in (0x03, 0x23) and b[1] & 0x80 and b[1] & 0x03 == 3:
                 hd = 4
-        self.header_digest = hd
+                dd = 4 if data_digests else 0
+        self.header_digest, self.data_digest = hd, dd
 
     def locate(self, off):
         """(record index, byte offset in its data) of stream byte off."""
@@ -126,12 +128,16 @@ class Stream:
         return self.locate(off)[0]
 
 
-def keys(recs):
-    """(initiator->target key, target->initiator key) of the first connection."""
+def keys(recs, nth=0):
+    """(initiator->target key, target->initiator key) of the nth connection (by first packet)."""
+    seen = []
     for _, _, _, data in recs:
         if tcp_of(data) and to_target(data):
             s, sp, d, dp = flow(data)
-            return (s, sp, d, dp), (d, dp, s, sp)
+            if (s, sp, d, dp) not in seen:
+                seen.append((s, sp, d, dp))
+            if len(seen) > nth:
+                return (s, sp, d, dp), (d, dp, s, sp)
     raise ValueError("no connection")
 
 
@@ -172,11 +178,13 @@ def case_file_level(made):
 
 
 def case_snaplen(made):
-    hdr, recs = base("stock-qd8-read--initiator.pcap.gz")
-    hdr = hdr[:16] + struct.pack("<I", 96) + hdr[20:]
-    for r in recs:
-        r[3] = r[3][:96]
-    write("snaplen-96.pcap.gz", pcap_bytes(hdr, recs))
+    # 96 bytes: never a whole BHS; 200 bytes: 134 bytes of TCP payload, a whole BHS at a segment's start
+    for snap in (96, 200):
+        hdr, recs = base("stock-qd8-read--initiator.pcap.gz")
+        hdr = hdr[:16] + struct.pack("<I", snap) + hdr[20:]
+        for r in recs:
+            r[3] = r[3][:snap]
+        write("snaplen-%d.pcap.gz" % snap, pcap_bytes(hdr, recs))
 
 
 def case_lost(made):
@@ -268,12 +276,139 @@ def case_digest(made):
         write(name, pcap_bytes(h2, r2))
 
 
+def case_data_digest(made):
+    """DataDigest=CRC32C (the lab's peers never negotiate it: the Wireshark wiki's OSD capture
+    does, on its second connection); one Data-In's data digest altered."""
+    hdr, recs = read_pcap("scsi-osd-example-001.pcap.gz", WIKI)
+    ki, kt = keys(recs, 1)
+    st = Stream(recs, kt, digests=True, data_digests=True)
+    assert st.header_digest == 4 and st.data_digest == 4
+    off = [o for o, p in st.pdus if p == 0x25 and int.from_bytes(st.buf[o + 5:o + 8], "big") > 0][4]
+    dsl = int.from_bytes(st.buf[off + 5:off + 8], "big")
+    at = off + 48 + st.buf[off + 4] * 4 + 4 + (dsl + 3) // 4 * 4  # the data digest
+    st.patch(at, bytes([st.buf[at] ^ 0x5a]))
+    name = "data-digest-mismatch.pcap.gz"
+    made[name] = frame_of(recs, st.record_of(at))
+    write(name, pcap_bytes(hdr, recs))
+
+
+def case_reorder_cap(made):
+    """A target-side capture that missed one of the target's segments: the rest of the burst waits
+    out of order until the initiator's ACK; with --max-reorder-bytes 4096 the cap comes first."""
+    hdr, recs = base("stock-qd8-read--target.pcap.gz")
+    ki, kt = keys(recs)
+    st = Stream(recs, kt)
+    # the 60th Data-In: drop the segment holding its data's middle (the BHS stays)
+    off = [o for o, p in st.pdus if p == 0x25][60]
+    i = st.record_of(off + 2048)
+    assert i != st.record_of(off)
+    made["reorder-cap.pcap.gz"] = "dropped frame %d" % (i + 1)
+    write("reorder-cap.pcap.gz", pcap_bytes(hdr, recs[:i] + recs[i + 1:]))
+
+
+def case_one_direction(made):
+    """Only the target's side of the traffic was captured (one direction of a SPAN port): every
+    reply waits for a command that never shows."""
+    hdr, recs = base("stock-qd8-read--initiator.pcap.gz")
+    write("target-direction-only.pcap.gz", pcap_bytes(hdr, [r for r in recs if not (tcp_of(r[3]) and to_target(r[3]))]))
+
+
+def case_max_connections(made):
+    """Three copies of one short session from three initiator addresses, interleaved by time;
+    run with --max-connections 2."""
+    hdr, recs = base("scripted-nagle-read-1k--initiator.pcap.gz")
+    out = []
+    for k in range(3):
+        _, rk = base("scripted-nagle-read-1k--initiator.pcap.gz")
+        addr = bytes([10, 77, 0, 1]) if k == 0 else bytes([10, 77, 1, k])
+        for r in rk:
+            d = r[3]
+            if d[12:14] == b"\x08\x00":
+                if d[26:30] == bytes([10, 77, 0, 1]):
+                    d[26:30] = addr
+                if d[30:34] == bytes([10, 77, 0, 1]):
+                    d[30:34] = addr
+            t = r[0] * 10**6 + r[1] + k * 700000  # the third starts half-way through the others
+            r[0], r[1] = t // 10**6, t % 10**6
+        out += rk
+    out.sort(key=lambda r: (r[0], r[1]))
+    write("max-connections.pcap.gz", pcap_bytes(hdr, out))
+
+
 def synth_tcp(src, sport, dst, dport, seq, ack, flags, payload, sec, usec):
     ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + 20 + len(payload), 1, 0x4000, 64, 6, 0, src, dst)
     tcp = struct.pack(">HHIIBBHHH", sport, dport, seq, ack, 5 << 4, flags, 65535, 0, 0)
     eth = b"\x02\x00\x00\x00\x00\x02" + b"\x02\x00\x00\x00\x00\x01" + b"\x08\x00"
     frame = eth + ip + tcp + payload
     return [sec, usec, len(frame), bytearray(frame)]
+
+
+class Synth:
+    """One made-up connection: handshake, then iSCSI PDUs each way cut into 1448-byte segments,
+    each burst acknowledged by the peer 100 us later."""
+
+    def __init__(self, ini=bytes([10, 2, 0, 1]), tgt=bytes([10, 2, 0, 2]), sport=51000):
+        self.ends, self.port = (ini, tgt), (sport, 3260)
+        self.next, self.t, self.recs = [0, 0], 1000 * 10**6, []
+        self.seg(0, 0x02, b"")
+        self.seg(1, 0x12, b"")
+        self.seg(0, 0x10, b"")
+
+    def seg(self, d, flags, payload):
+        self.t += 100
+        self.recs.append(synth_tcp(self.ends[d], self.port[d], self.ends[1 - d], self.port[1 - d], self.next[d],
+                                   self.next[1 - d], flags, payload, self.t // 10**6, self.t % 10**6))
+        self.next[d] = (self.next[d] + (len(payload) or (flags & 0x02) // 2)) & 0xffffffff
+
+    def send(self, d, pdu):
+        for i in range(0, len(pdu), 1448):
+            self.seg(d, 0x18, pdu[i:i + 1448])
+        self.seg(1 - d, 0x10, b"")
+
+
+def pdu(op, flags, itt, data=b"", b2=b"\0\0", f8=bytes(8), f20=bytes(28)):
+    """A BHS (DataSegmentLength from data) and the data, padded to 4 bytes."""
+    assert len(f8) == 8 and len(f20) == 28
+    return (bytes([op, flags]) + b2 + b"\0" + len(data).to_bytes(3, "big") + f8 + struct.pack(">I", itt) + f20 +
+            data + bytes(-len(data) % 4))
+
+
+def login_then_reads(c, requests, reads=4):
+    """Login Requests (each answered by an empty Login Response, the last by the final one), then
+    READ(10)s of 4 KiB, each answered by a Data-In with status."""
+    isid = bytes([0x80, 0, 0x02, 0x3d, 0, 1, 0, 0])
+    for k, (flags, text) in enumerate(requests):
+        c.send(0, pdu(0x43, flags, 1, text, f8=isid, f20=struct.pack(">4xII", 1, 0) + bytes(16)))
+        final = flags & 0x80
+        answer = (b"HeaderDigest=None\0DataDigest=None\0ImmediateData=Yes\0InitialR2T=No\0"
+                  b"MaxRecvDataSegmentLength=262144\0TargetPortalGroupTag=1\0") if final else b""
+        c.send(1, pdu(0x23, 0x87 if final else 0x04, 1, answer, f8=isid[:6] + b"\0\1",
+                      f20=struct.pack(">4xIII", k, 1, 9) + bytes(12)))
+    for k in range(reads):
+        itt = 0x10 + k
+        cdb = bytes([0x28, 0]) + struct.pack(">I", k * 8) + b"\0\0\x08\0" + bytes(6)
+        c.send(0, pdu(0x01, 0xc1, itt, f8=bytes(8), f20=struct.pack(">III", 4096, 1 + k, 1 + k) + cdb))
+        c.send(1, pdu(0x25, 0x81, itt, bytes(4096), f20=struct.pack(">IIIIIII", 0xffffffff, 1 + k, 2 + k, 9 + k,
+                                                                       0, 0, 0)))
+
+
+OPERATIONAL = (b"InitiatorName=iqn.2024-01.test:ini\0SessionType=Normal\0TargetName=iqn.2024-01.test:tgt\0"
+               b"HeaderDigest=None\0DataDigest=None\0ImmediateData=Yes\0InitialR2T=No\0")
+
+
+def case_login_caps(made):
+    """Login text beyond the engine's caps: a C-bit sequence of 5 x 64 KiB (the text cap is
+    256 KiB), and one Login Request with 5000 keys (the key list keeps 4096)."""
+    c = Synth()
+    chunk = OPERATIONAL + b"".join(b"X-org.example.pad%03d=" % i + b"v" * 8000 + b"\0" for i in range(8))
+    chunk = chunk[:65536]
+    login_then_reads(c, [(0x44, chunk)] * 5 + [(0x87, b"MaxBurstLength=262144\0")])
+    hdr = struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 262144, 1)
+    write("login-text-over-256k.pcap.gz", pcap_bytes(hdr, c.recs))
+    c = Synth()
+    keys = OPERATIONAL + b"".join(b"X-k%04d=1\0" % i for i in range(5000))
+    login_then_reads(c, [(0x87, keys)])
+    write("login-5000-keys.pcap.gz", pcap_bytes(hdr, c.recs))
 
 
 def case_non_iscsi(made):
@@ -342,6 +477,30 @@ def open_commands(n, per_segment=30):
     return b"".join(out)
 
 
+def retransmitted_commands(n):
+    """One connection whose initiator sends n READ(10) commands, one per segment, each segment sent
+    twice (a retransmission finding for every command), every 16 acknowledged; no answer."""
+    hdr = struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 262144, 1)
+    ini, tgt = bytes([10, 3, 0, 1]), bytes([10, 3, 0, 2])
+    recs = [synth_tcp(ini, 50000, tgt, 3260, 0, 0, 0x02, b"", 1000, 0),
+            synth_tcp(tgt, 3260, ini, 50000, 0, 1, 0x12, b"", 1000, 10)]
+    out = [pcap_bytes(hdr, recs)]
+    rec = struct.Struct("<IIII")
+    seq, t = 1, 1001 * 10**6
+    for itt in range(n):
+        cdb = bytes([0x28, 0]) + struct.pack(">I", itt * 8 % (1 << 32)) + b"\x00\x00\x08\x00" + bytes(6)
+        bhs = pdu(0x01, 0xc1, itt, f20=struct.pack(">III", 4096, itt + 1, 1) + cdb)
+        for k in range(2):
+            t += 50
+            r = synth_tcp(ini, 50000, tgt, 3260, seq, 1, 0x18, bhs, t // 10**6, t % 10**6)
+            out.append(rec.pack(r[0], r[1], len(r[3]), r[2]) + bytes(r[3]))
+        seq += len(bhs)
+        if itt % 16 == 15:
+            r = synth_tcp(tgt, 3260, ini, 50000, 1, seq, 0x10, b"", t // 10**6, t % 10**6 + 1)
+            out.append(rec.pack(r[0], r[1], len(r[3]), r[2]) + bytes(r[3]))
+    return b"".join(out)
+
+
 def case_open_commands(made):
     write("open-commands-5000.pcap.gz", open_commands(5000))
 
@@ -375,16 +534,23 @@ def case_two_connections(made):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--big", metavar="DIR", help="write the large generated cases into DIR instead")
+    ap.add_argument("cases", nargs="*", help="with --big: only these (default: all)")
     a = ap.parse_args()
     if a.big:
-        path = os.path.join(a.big, "open-commands-2m.pcap")
-        with open(path, "wb") as f:
-            f.write(open_commands(2_000_000))
-        print(path)
+        big = {"open-commands-2m.pcap": lambda: open_commands(2_000_000),
+               # the HTML report's pending-findings cap is 200000
+               "retransmitted-commands-200k.pcap": lambda: retransmitted_commands(200_100)}
+        for name in a.cases or big:
+            path = os.path.join(a.big, name)
+            with open(path, "wb") as f:
+                f.write(big[name]())
+            print(path)
         return 0
     made = {}
     for case in (case_file_level, case_snaplen, case_lost, case_dup_reorder, case_mid_pdu, case_bhs, case_digest,
-                 case_non_iscsi, case_itt_reuse, case_no_response, case_open_commands, case_two_connections):
+                 case_data_digest, case_non_iscsi, case_itt_reuse, case_no_response, case_open_commands,
+                 case_two_connections, case_reorder_cap, case_max_connections, case_login_caps,
+                 case_one_direction):
         case(made)
     for k, v in made.items():
         if v:

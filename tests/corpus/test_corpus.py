@@ -52,6 +52,8 @@ def test_corpus_file(name, tmp_path):
     notices = [n["message"] for n in report.get("notices", [])]
     for s in e.get("notices", []):
         assert any(s in n for n in notices), "%r not among the notices:\n%s" % (s, "\n".join(notices))
+    for s in e.get("notices_once", []):
+        assert sum(s in n for n in notices) == 1, "%r not in exactly one notice:\n%s" % (s, "\n".join(notices))
     if "connection_min_completed" in e:
         # the undamaged connection is analysed in full: its commands all complete
         per = {}
@@ -70,6 +72,24 @@ def test_millions_of_open_commands(tmp_path):
     rss_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     assert r.returncode == 0, r.stderr
     assert "open-command cap (65536) hit" in r.stderr
-    assert any("open-command cap" in n["message"] for n in report["notices"])
+    assert sum("open-command cap" in n["message"] for n in report["notices"]) == 1
+    # 66,667 segments, none acknowledged: the record of unacknowledged segments is capped too
+    said = [n for n in report["notices"] if "unacknowledged-segment cap (65536 per direction) hit" in n["message"]]
+    assert [n["frame"] for n in said] == [65539], report["notices"]
     if not os.environ.get("ISCSI_DOCTOR_SANITIZED") and before < 200 * 1024:
         assert rss_mib < 200, rss_mib
+
+
+def test_html_pending_findings_cap(tmp_path):
+    """200,100 open commands, each with a retransmission finding before it is reported: the HTML
+    report's buffer of such findings (200,000) is cleared and says so, once."""
+    subprocess.run([sys.executable, str(HERE / "make_corpus.py"), "--big", str(tmp_path),
+                    "retransmitted-commands-200k.pcap"], check=True, stdout=subprocess.DEVNULL)
+    page = tmp_path / "report.html"
+    r = subprocess.run([DOCTOR, "--html", str(page), "--max-open-commands", "250000",
+                        str(tmp_path / "retransmitted-commands-200k.pcap")],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    said = [l for l in r.stderr.splitlines() if "pending-findings cap (200000) hit" in l]
+    assert len(said) == 1 and ": frame 412504: warning: " in said[0], r.stderr
+    assert "pending-findings cap (200000) hit" in page.read_text()

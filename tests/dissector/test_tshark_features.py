@@ -86,6 +86,15 @@ def test_stats_tree(tshark, two_pass):
     m = re.search(r"^\s*commands\s+(\d+)", all_part, re.M)
     completed = sum(1 for c in cli_report(NAGLE)["commands"] if c["completed"])
     assert m and int(m.group(1)) == completed, out
+    # Under the kind: the commands it delayed, with their round trips against the ideal.
+    held = [c for c in cli_report(NAGLE)["commands"] if "nagle_hold" in c["findings"]]
+    kind_part = all_part.split("nagle_hold", 1)[1]
+    m = re.search(r"^\s*commands delayed\s+(\d+).*?\n\s*round trips\s+\d+\s+([\d.]+).*?\n"
+                  r"\s*ideal round trips\s+\d+\s+([\d.]+)", kind_part, re.M | re.S)
+    assert m, kind_part
+    assert int(m.group(1)) == len(held)
+    assert float(m.group(2)) == pytest.approx(sum(c["round_trips"] for c in held) / len(held), abs=0.01)
+    assert float(m.group(3)) == pytest.approx(sum(c["ideal_round_trips"] for c in held) / len(held), abs=0.01)
 
 
 @needs_nagle

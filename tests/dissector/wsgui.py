@@ -2,7 +2,7 @@
 """Drives the real Wireshark GUI under Xvfb with the built plugin: used by test_gui.py and, run as a
 script, to make the screenshots in docs/images/:
 
-    python3 tests/dissector/wsgui.py [--build BUILD] [--out docs/images]
+    ISCSI_DOCTOR_BUILD=BUILD python3 tests/dissector/wsgui.py [--out docs/images]
 
 Xvfb runs with a cookie (no open display); Wireshark runs with its own empty HOME (no personal
 preferences or plugins) and, as root, as nobody, since Wireshark ignores WIRESHARK_PLUGIN_DIR for

@@ -104,11 +104,20 @@ def test_manifest_expectations(entry):
         if fraction < need:
             failures.append(f"expect[{i}] {exp['select']}: {ok}/{len(cmds)} = {fraction:.2f} < {need}; "
                             + "; ".join(bad_examples))
-    want_vantage = entry.get("session", {}).get("vantage")
+    session = entry.get("session", {})
+    want_vantage = session.get("vantage")
     if want_vantage:
         vantages = {s["vantage"] for s in report["sessions"]}
         if vantages != {want_vantage}:
             failures.append(f"vantage {sorted(vantages)} != {want_vantage}")
+    # Session-level findings (serialized: the workload's queue depth is in the configuration).
+    kinds = {f["kind"] for f in report["findings"]}
+    for kind in session.get("findings", []):
+        if kind not in kinds:
+            failures.append(f"session finding {kind} missing")
+    for kind in session.get("absent", []):
+        if kind in kinds:
+            failures.append(f"unexpected session finding {kind}")
     assert not failures, "\n".join(failures)
 
 

@@ -237,7 +237,7 @@ ENGINE = {
     "wait_min_ms": ("engine/src/session/connection.cpp", r"wait_min = std::max<int64_t>\(([0-9']+), full_rtt_ns\(\) / \d+\)"),
     "wait_min_rtt_divisor": ("engine/src/session/connection.cpp", r"wait_min = std::max<int64_t>\([0-9']+, full_rtt_ns\(\) / (\d+)\)"),
     "serialized_min_commands": ("engine/src/session/connection.cpp", r"serial_commands_ >= (\d+)"),
-    "serialized_wait_share": ("engine/src/session/connection.cpp", r"serial_wait_ms_ >= ([0-9.]+) \* serial_latency_ms_"),
+    "serialized_wait_share": ("engine/src/session/connection.cpp", r"serial_wait_ms_ >= ([0-9.]+) \* serial_cycle_ms_"),
     "r2t_max_write_bytes": ("engine/src/session/connection.cpp", r"r\.bytes <= (\d+)u"),
     "mss_fallback_min": ("engine/src/tcp/flow.hpp", r"largest_payload > (\d+) \? largest_payload : \d+"),
 }

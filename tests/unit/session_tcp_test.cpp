@@ -165,3 +165,199 @@ TEST(SessionTcp, EverySegmentGetsAStatus) {
   ASSERT_EQ(rec.commands.size(), 1u);
   EXPECT_TRUE(rec.commands[0].completed);
 }
+
+// ---- Sequence numbers wrapping past 2^32 in the target's stream -------------------------------
+//
+// A READ 8 KiB whose reply (8240-byte Data-In + 48-byte Response = 8288 bytes) is cut into six
+// segments; segment 2 (bytes 2896..4343 of the reply) straddles 2^32 when the reply starts at
+// kWrapFirst, and segments 3..5 carry sequence numbers below the reply's start. Then a READ 1 KiB
+// (status in the Data-In) lies wholly past the wrap. Each scenario also runs with the reply at a
+// small sequence number (no wrap), and the two runs must agree segment by segment.
+namespace {
+
+constexpr uint32_t kWrapFirst = 0xFFFFFFFFu - 3000u + 1u;  // reply byte 3000 has sequence number 0
+constexpr uint32_t kNoWrapFirst = 1000;
+constexpr size_t kSeg = 1448;
+
+struct WrapRun {
+  std::vector<std::pair<uint64_t, SegmentStatus>> segments;  // (frame, status) of interest, in order
+  uint64_t frame_of[6] = {};                                  // first frame of each reply segment
+  uint64_t retransmitted = 0, final_ack = 0, read2_status = 0;
+  Recorder rec;
+};
+
+// Sends reply segment k of command 1 at time t (explicit sequence number: reordering, resending).
+void reply_segment(Wire& w, WrapRun& run, uint32_t first, size_t k, int64_t t) {
+  static const std::vector<uint8_t> reply = concat({data_in(1, 8192, false), response(1)});
+  w.at(false, t, first + uint32_t(k * kSeg), slice(reply, k * kSeg, kSeg));
+  if (!run.frame_of[k]) run.frame_of[k] = w.frame();
+  run.segments.emplace_back(w.frame(), w.status());
+}
+
+void second_read_past_the_wrap(Wire& w, WrapRun& run) {
+  w.data(true, 5 * kMs, read10(2, 1024));
+  w.data(false, 6 * kMs, data_in(2, 1024, true));
+  run.read2_status = w.frame();
+  run.segments.emplace_back(w.frame(), w.status());
+  w.ack(true, 6 * kMs + 100'000);
+  run.segments.emplace_back(w.frame(), w.status());
+}
+
+// Segments 0, 1, then 3 and 4 ahead of a hole, then 2 (across the wrap) fills it, then 5.
+void reordered(WrapRun& run, uint32_t first) {
+  Analyzer an(Options{}, run.rec);
+  Wire w(an);
+  w.isn(false, first - 1);  // the SYN-ACK takes one sequence number
+  w.handshake(0, 1 * kMs, 10'000);
+  ASSERT_EQ(w.next_seq(false), first);
+  w.data(true, 2 * kMs, read10(1, 8192));
+  int64_t t = 3 * kMs;
+  for (size_t k : {0, 1, 3, 4, 2, 5}) reply_segment(w, run, first, k, t += 10'000);
+  w.ack(true, 3 * kMs + 200'000);  // acknowledges the whole reply: past the wrap
+  run.final_ack = w.frame();
+  run.segments.emplace_back(w.frame(), w.status());
+  second_read_past_the_wrap(w, run);
+  an.finish();
+}
+
+// Segments 0..4 in order; the initiator acknowledges up to segment 2 (just below 2^32); segment 2
+// (across the wrap) is sent again; then 5.
+void resent(WrapRun& run, uint32_t first) {
+  Analyzer an(Options{}, run.rec);
+  Wire w(an);
+  w.isn(false, first - 1);
+  w.handshake(0, 1 * kMs, 10'000);
+  ASSERT_EQ(w.next_seq(false), first);
+  w.data(true, 2 * kMs, read10(1, 8192));
+  int64_t t = 3 * kMs;
+  for (size_t k : {0, 1, 2, 3, 4}) reply_segment(w, run, first, k, t += 10'000);
+  w.ack_to(true, 3 * kMs + 100'000, first + uint32_t(2 * kSeg));
+  run.segments.emplace_back(w.frame(), w.status());
+  reply_segment(w, run, first, 2, 3 * kMs + 300'000);
+  run.retransmitted = w.frame();
+  reply_segment(w, run, first, 5, 3 * kMs + 310'000);
+  w.ack(true, 3 * kMs + 400'000);
+  run.final_ack = w.frame();
+  run.segments.emplace_back(w.frame(), w.status());
+  second_read_past_the_wrap(w, run);
+  an.finish();
+}
+
+const CommandResult* command(const WrapRun& run, uint32_t itt) {
+  for (auto& c : run.rec.commands)
+    if (c.itt == itt) return &c;
+  return nullptr;
+}
+
+// What must not depend on where the sequence numbers lie.
+void expect_same(const WrapRun& wrapped, const WrapRun& plain) {
+  EXPECT_EQ(wrapped.segments, plain.segments);
+  ASSERT_EQ(wrapped.rec.commands.size(), plain.rec.commands.size());
+  for (size_t i = 0; i < plain.rec.commands.size(); ++i) {
+    const auto &a = wrapped.rec.commands[i], &b = plain.rec.commands[i];
+    EXPECT_EQ(a.itt, b.itt);
+    EXPECT_EQ(a.status_frame, b.status_frame);
+    EXPECT_EQ(a.latency_ms, b.latency_ms);
+    EXPECT_EQ(a.round_trips, b.round_trips);
+    EXPECT_EQ(a.findings, b.findings);
+  }
+  ASSERT_EQ(wrapped.rec.findings.size(), plain.rec.findings.size());
+  for (size_t i = 0; i < plain.rec.findings.size(); ++i) {
+    EXPECT_EQ(wrapped.rec.findings[i].kind, plain.rec.findings[i].kind);
+    EXPECT_EQ(wrapped.rec.findings[i].frame, plain.rec.findings[i].frame);
+    EXPECT_EQ(wrapped.rec.findings[i].lost_ms, plain.rec.findings[i].lost_ms);
+  }
+}
+
+void expect_clean_stream(const WrapRun& run) {
+  ASSERT_EQ(run.rec.connections.size(), 1u);
+  EXPECT_EQ(run.rec.connections[0].bytes_missing, 0u);  // no ACK across the wrap taken as a gap
+  EXPECT_EQ(run.rec.connections[0].resyncs, 0u);
+  for (auto& n : run.rec.notices) ADD_FAILURE() << "notice at frame " << n.frame << ": " << n.message;
+  const CommandResult* read2 = command(run, 2);
+  ASSERT_NE(read2, nullptr);
+  EXPECT_TRUE(read2->completed);
+  EXPECT_EQ(read2->status_frame, run.read2_status);
+  EXPECT_EQ(read2->round_trips, 1);
+  EXPECT_TRUE(read2->findings.empty());
+  EXPECT_NEAR(read2->latency_ms, 1.0, 1e-9);
+}
+
+}  // namespace
+
+TEST(SessionTcp, WrapScenarioStraddles2To32) {
+  // The premise of the two tests below: segment 2 starts below 2^32 and ends above it.
+  EXPECT_GT(uint64_t(kWrapFirst) + 3 * kSeg, uint64_t(1) << 32);
+  EXPECT_LT(uint64_t(kWrapFirst) + 2 * kSeg, uint64_t(1) << 32);
+  EXPECT_LT(uint32_t(kWrapFirst + 3 * kSeg), kWrapFirst);
+}
+
+// Reordering across the wrap: the segments past 2^32 that arrive before the one crossing it are
+// held out of order (not taken for old data), the crossing segment fills the hole, and the read
+// completes on segment 5 with the hole fill counted as a loss (docs/rules.md: a segment that fills
+// a hole was lost before the capture point; +2 half trips: 2 round trips against 1).
+TEST(SessionTcp, ReorderingAcrossSequenceWrap) {
+  WrapRun run, control;
+  reordered(run, kWrapFirst);
+  reordered(control, kNoWrapFirst);
+  using S = SegmentStatus;
+  const std::vector<S> want = {S::new_data, S::new_data, S::out_of_order, S::out_of_order, S::new_data,
+                               S::new_data, S::pure_ack, S::new_data, S::pure_ack};
+  ASSERT_EQ(run.segments.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(run.segments[i].second, want[i]) << "segment " << i << " (frame " << run.segments[i].first << ")";
+
+  const CommandResult* read1 = command(run, 1);
+  ASSERT_NE(read1, nullptr);
+  EXPECT_TRUE(read1->completed);
+  EXPECT_FALSE(read1->data_incomplete);
+  EXPECT_EQ(read1->status_frame, run.frame_of[5]);
+  EXPECT_NEAR(read1->latency_ms, 1.06, 1e-9);  // command at 2 ms, segment 5 at 3.06 ms
+  EXPECT_EQ(read1->ideal_round_trips, 1);
+  EXPECT_EQ(read1->round_trips, 2);
+  ASSERT_EQ(run.rec.findings.size(), 1u);
+  const Finding& f = run.rec.findings[0];
+  EXPECT_EQ(f.kind, FindingKind::retransmission);
+  EXPECT_EQ(f.side, Side::target);
+  EXPECT_EQ(f.frame, run.frame_of[2]);
+  ASSERT_TRUE(f.itt.has_value());
+  EXPECT_EQ(*f.itt, 1u);
+  EXPECT_NEAR(f.lost_ms, 0.02, 1e-9);  // since segment 3 opened the hole
+  expect_clean_stream(run);
+  expect_same(run, control);
+}
+
+// A retransmission across the wrap: the resent segment 2 (first captured before, acknowledged
+// only up to its start) is a retransmission with the original as evidence, the partial ACK below
+// 2^32 and the final ACK above it are plain ACKs, and the read pays one extra round trip.
+TEST(SessionTcp, RetransmissionAcrossSequenceWrap) {
+  WrapRun run, control;
+  resent(run, kWrapFirst);
+  resent(control, kNoWrapFirst);
+  using S = SegmentStatus;
+  const std::vector<S> want = {S::new_data, S::new_data, S::new_data, S::new_data, S::new_data, S::pure_ack,
+                               S::retransmission, S::new_data, S::pure_ack, S::new_data, S::pure_ack};
+  ASSERT_EQ(run.segments.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(run.segments[i].second, want[i]) << "segment " << i << " (frame " << run.segments[i].first << ")";
+
+  const CommandResult* read1 = command(run, 1);
+  ASSERT_NE(read1, nullptr);
+  EXPECT_TRUE(read1->completed);
+  EXPECT_FALSE(read1->data_incomplete);
+  EXPECT_EQ(read1->status_frame, run.frame_of[5]);
+  EXPECT_NEAR(read1->latency_ms, 1.31, 1e-9);
+  EXPECT_EQ(read1->ideal_round_trips, 1);
+  EXPECT_EQ(read1->round_trips, 2);
+  ASSERT_EQ(run.rec.findings.size(), 1u);
+  const Finding& f = run.rec.findings[0];
+  EXPECT_EQ(f.kind, FindingKind::retransmission);
+  EXPECT_EQ(f.side, Side::target);
+  EXPECT_EQ(f.frame, run.retransmitted);
+  ASSERT_FALSE(f.related.empty());
+  EXPECT_EQ(f.related[0].first, "original");
+  EXPECT_EQ(f.related[0].second, run.frame_of[2]);
+  EXPECT_NEAR(f.lost_ms, 0.27, 1e-9);  // resent at 3.30 ms, first sent at 3.03 ms
+  expect_clean_stream(run);
+  expect_same(run, control);
+}

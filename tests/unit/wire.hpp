@@ -62,6 +62,17 @@ public:
   // TCP option bytes on every later segment (12 for timestamps).
   void options(uint8_t n) { options_len_ = n; }
   uint32_t next_seq(bool from_initiator) const { return from_initiator ? iseq_ : tseq_; }
+  // Initial sequence number of one side: call before its SYN (its data starts at isn + 1) or, with
+  // no handshake, before its first segment (its data starts at isn).
+  void isn(bool from_initiator, uint32_t seq) { (from_initiator ? iseq_ : tseq_) = seq; }
+  // A pure ACK with an explicit acknowledgment number (partial or duplicate ACKs).
+  void ack_to(bool from_initiator, int64_t t, uint32_t ackno) {
+    uint32_t& their = from_initiator ? tseq_ : iseq_;
+    uint32_t keep = their;
+    their = ackno;
+    send(from_initiator, t, tcp_flag::ack, {});
+    their = keep;
+  }
   // Bytes the sender sent that the capture never saw.
   void skip(bool from_initiator, uint32_t n) { (from_initiator ? iseq_ : tseq_) += n; }
   // A segment at an explicit sequence number (reordering, overlap, retransmission); the

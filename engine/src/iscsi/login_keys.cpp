@@ -8,8 +8,6 @@ namespace {
 
 constexpr size_t kMaxKeyLength = 63;        // §6.1
 constexpr size_t kMaxValueLength = 8192;    // §6.1: the largest value any key allows
-constexpr size_t kMaxPendingText = 262144;  // a C-bit sequence longer than this is clipped
-constexpr size_t kMaxKeysSeen = 4096;
 
 bool key_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
@@ -130,6 +128,7 @@ void Negotiation::add_pdu(const Bhs& bhs, std::span<const uint8_t> data, bool da
   const size_t room = kMaxPendingText - std::min(kMaxPendingText, pending.size());
   pending.append(reinterpret_cast<const char*>(data.data()), std::min(room, data.size()));
   if (data_truncated || data.size() > room) pending_truncated_[s] = true;
+  if (data.size() > room) result_.text_bytes_clipped += data.size() - room;
 
   // C = 1: the text continues in the next PDU of this direction (§11.10.2, §11.12.5).
   if (!bhs.continue_bit()) {
@@ -155,6 +154,8 @@ void Negotiation::add_pdu(const Bhs& bhs, std::span<const uint8_t> data, bool da
 void Negotiation::apply(const std::string& key, const std::string& value, Side side, bool in_login) {
   if (result_.keys_seen.size() < kMaxKeysSeen)
     result_.keys_seen.push_back(KeySeen{key, value, side == Side::initiator, in_login});
+  else
+    ++result_.keys_not_listed;
   if (is_non_value(value)) {
     // An answer that declines: the round ends with the default/previous value.
     if (auto it = exchanges_.find(key); it != exchanges_.end() && side != it->second.offerer)

@@ -25,6 +25,9 @@
 
 namespace iscsi_doctor::iscsi {
 
+inline constexpr size_t kMaxPendingText = 262144;  // a C-bit sequence longer than this is clipped
+inline constexpr size_t kMaxKeysSeen = 4096;       // Negotiated::keys_seen entries
+
 struct TextKey {
   std::string key, value;
   friend bool operator==(const TextKey&, const TextKey&) = default;
@@ -69,7 +72,9 @@ struct Negotiated {
   Setting<std::string> initiator_name, target_name, initiator_alias, target_alias;
   Setting<std::string> target_address, target_portal_group_tag;
 
-  std::vector<KeySeen> keys_seen;  // every key=value in order (capped at 4096 entries)
+  std::vector<KeySeen> keys_seen;  // every key=value in order (capped at kMaxKeysSeen entries)
+  uint64_t keys_not_listed = 0;     // applied but beyond the keys_seen cap
+  uint64_t text_bytes_clipped = 0;  // text beyond kMaxPendingText, dropped with the key it cut
   bool complete = false;  // final Login Response: T=1, NSG=Full Feature Phase, status 0 (§11.13)
   bool failed = false;    // a Login Response with a non-zero status class
   uint8_t status_class = 0, status_detail = 0;  // from the last Login Response

@@ -20,6 +20,15 @@ std::string hex2(uint8_t v) {
   const char* d = "0123456789abcdef";
   return {d[v >> 4], d[v & 15]};
 }
+
+// Rounded milliseconds for messages: int overflows past 24 days (or on corrupt timestamps).
+std::string whole_ms(double v) { return std::to_string(int64_t(v + 0.5)); }
+
+std::string hex_itt(uint32_t itt) {
+  char b[16];
+  std::snprintf(b, sizeof b, "0x%08x", itt);
+  return b;
+}
 }  // namespace
 
 Connection::Connection(uint32_t id, const Endpoint& initiator, const Endpoint& target,
@@ -174,9 +183,11 @@ void Connection::handle_payload(const Segment& seg, int dir) {
     }
     f.max_end = std::max(f.max_end, end);
     f.move_ref(end);
-    if (f.out_of_order_bytes > options_.max_out_of_order_bytes)
-      declare_gap(dir, f.out_of_order.begin()->first, seg.frame,
-                  "out-of-order buffer cap hit; hole declared lost");
+    if (f.out_of_order_bytes > options_.max_out_of_order_bytes) {
+      const std::string why = "out-of-order buffer cap (" + std::to_string(options_.max_out_of_order_bytes) +
+                              " bytes) hit; hole declared lost";
+      declare_gap(dir, f.out_of_order.begin()->first, seg.frame, why.c_str());
+    }
     return;
   }
   status_ = SegmentStatus::new_data;
@@ -210,7 +221,13 @@ void Connection::handle_payload(const Segment& seg, int dir) {
   tcp::SentSegment rec{start, end, seg.time_ns, seg.frame, 0, f.is_small(len)};
   deliver(dir, bytes, wire_rest, seg);
   rec.owner = current_pdu_slot_[dir];
-  if (f.unacked.size() < kMaxUnackedRecords) f.unacked.push_back(rec);
+  if (f.unacked.size() < kMaxUnackedRecords)
+    f.unacked.push_back(rec);
+  else
+    cap_notice(kCapUnacked, seg.frame,
+               "unacknowledged-segment cap (" + std::to_string(kMaxUnackedRecords) + " per direction) hit: the " +
+                   std::string(side_name(side_of(dir))) +
+                   "'s further segments are not kept for ACK and retransmission timing until ACKs catch up");
   if (rec.small) {
     f.has_small = true;
     f.last_small = {end, seg.time_ns, seg.frame, false, 0, 0};
@@ -246,6 +263,9 @@ void Connection::deliver(int dir, std::span<const uint8_t> bytes, uint32_t wire_
 
 void Connection::drain_out_of_order(int dir, const Segment& seg) {
   tcp::Flow& f = flow_[dir];
+  // Held bytes reach the receiver only now, when seg fills the hole before them.
+  const Segment* outer = filling_;
+  filling_ = &seg;
   while (!f.out_of_order.empty()) {
     auto it = f.out_of_order.begin();
     uint64_t start = it->first;
@@ -263,6 +283,7 @@ void Connection::drain_out_of_order(int dir, const Segment& seg) {
     s.payload_wire_len = uint32_t(bytes.size());
     deliver(dir, bytes, uint32_t(bytes.size()), s);
   }
+  filling_ = outer;
 }
 
 void Connection::declare_gap(int dir, uint64_t upto, uint64_t frame, const char* why) {
@@ -321,7 +342,7 @@ void Connection::note_retransmission(int dir, const Segment& seg, uint64_t start
       add_finding_kind(c, FindingKind::retransmission);
     }
   }
-  fd.detail = "segment sent again after " + std::to_string(int(fd.lost_ms + 0.5)) + " ms";
+  fd.detail = "segment sent again after " + whole_ms(fd.lost_ms) + " ms";
   emit_finding(std::move(fd));
 }
 
@@ -402,9 +423,10 @@ uint32_t Connection::touch_for_start(int dir, const PduEvent& ev, const Segment&
       release_slot(old);
     }
     if (by_itt_.size() >= options_.max_open_commands) {
-      notice(Notice::Level::error, seg.frame,
-             "open-command cap (" + std::to_string(options_.max_open_commands) +
-                 ") hit: command not tracked");
+      cap_notice(kCapOpenCommands, seg.frame,
+                 "open-command cap (" + std::to_string(options_.max_open_commands) +
+                     ") hit: command not tracked, nor any later one while the cap is full",
+                 Notice::Level::error);
       return 0;
     }
     uint32_t slot;
@@ -448,7 +470,8 @@ uint32_t Connection::touch_for_start(int dir, const PduEvent& ev, const Segment&
     by_itt_[b.itt] = slot;
     ++commands_;
     ++outstanding_;
-    max_outstanding_ = std::max(max_outstanding_, outstanding_);
+    // Small counts are judged by capture time when commands complete (in_flight_with).
+    if (outstanding_ > kCountedInFlight) max_outstanding_ = std::max(max_outstanding_, outstanding_);
     if (!first_command_frame_) first_command_frame_ = c.r.first_frame;
     role = Touch::Role::start;
     return slot;
@@ -557,7 +580,7 @@ void Connection::analyse_touch(int dir, const Segment& seg, const Touch& t, Hold
           da.lost_ms = std::min(verdict.delayed_ack_ms, ms(rest));
           da.itt = c.r.itt;
           da.command_first_frame = c.r.first_frame;
-          da.detail = "ACK sent " + std::to_string(int(verdict.delayed_ack_ms + 0.5)) +
+          da.detail = "ACK sent " + whole_ms(verdict.delayed_ack_ms) +
                       " ms late by the delayed-ACK timer while the peer waited";
           emit_finding(da);
         }
@@ -654,7 +677,14 @@ void Connection::on_pdu_end(int dir, const Segment& seg, const PduEvent& ev) {
     bool reply = op == iscsi::Opcode::DataIn || op == iscsi::Opcode::ScsiResponse ||
                  op == iscsi::Opcode::R2T;
     if (reply && dir == kT2I && b.itt != kReservedTag) {
-      if (orphans_.size() >= kMaxOrphans) orphans_.pop_front();
+      if (orphans_.size() >= kMaxOrphans) {
+        cap_notice(kCapOrphans, seg.frame,
+                   "orphan-reply cap (" + std::to_string(kMaxOrphans) +
+                       ") hit: replies whose command was not seen are dropped, oldest first (first: ITT " +
+                       hex_itt(orphans_.front().event.bhs.itt) + ", frame " + std::to_string(orphans_.front().frame) +
+                       ")");
+        orphans_.pop_front();
+      }
       orphans_.push_back({ev, ev.last_frame ? ev.last_frame : seg.frame,
                           ev.last_frame ? ev.last_t : seg.time_ns});
     }
@@ -662,9 +692,12 @@ void Connection::on_pdu_end(int dir, const Segment& seg, const PduEvent& ev) {
   }
   OpenCommand& c = slots_[slot];
   if (ev.data_incomplete) c.r.data_incomplete = true;
+  if (dir == kT2I && !c.has_seg[kT2I] &&
+      (op == iscsi::Opcode::DataIn || op == iscsi::Opcode::ScsiResponse || op == iscsi::Opcode::R2T))
+    touch_late_reply(slot, seg, ev);
   switch (op) {
     case iscsi::Opcode::ScsiCommand:
-      c.needed_t = seg.time_ns;
+      c.needed_t = ev.last_frame ? ev.last_t : seg.time_ns;  // framing may complete later
       if (b.data_length > 0) c.data_out_bytes += b.data_length;
       if (c.unsolicited_expected <= c.data_out_bytes) c.request_done = true;
       replay_orphans(b.itt);
@@ -672,7 +705,7 @@ void Connection::on_pdu_end(int dir, const Segment& seg, const PduEvent& ev) {
     case iscsi::Opcode::DataOut:
       c.data_out_bytes += b.data_length;
       if (b.flags & 0x80) {  // F: end of this burst; the target can act on it
-        c.needed_t = seg.time_ns;
+        c.needed_t = ev.last_frame ? ev.last_t : seg.time_ns;
         c.request_done = true;
       }
       break;
@@ -706,6 +739,25 @@ void Connection::on_pdu_end(int dir, const Segment& seg, const PduEvent& ev) {
   }
 }
 
+void Connection::touch_late_reply(uint32_t slot, const Segment& seg, const PduEvent& ev) {
+  // The reply was framed before (or while) its command was: its time still counts on the
+  // critical path, but no hold can be judged on a timeline that has moved on.
+  HoldVerdict none;
+  none.reported = true;
+  const bool response = ev.bhs.opcode == uint8_t(iscsi::Opcode::ScsiResponse);
+  Segment first = seg, last = seg;
+  if (ev.first_frame) {
+    first.frame = ev.first_frame;
+    first.time_ns = ev.first_t;
+  }
+  if (ev.last_frame) {
+    last.frame = ev.last_frame;
+    last.time_ns = ev.last_t;
+  }
+  analyse_touch(kT2I, first, {slot, Touch::Role::reply, response}, none);
+  if (last.time_ns > first.time_ns) analyse_touch(kT2I, last, {slot, Touch::Role::cont, response}, none);
+}
+
 void Connection::replay_orphans(uint32_t itt) {
   for (size_t i = 0; i < orphans_.size();) {
     if (orphans_[i].event.bhs.itt != itt) {
@@ -728,12 +780,34 @@ void Connection::complete(uint32_t slot, const Segment& seg, const PduEvent& ev)
   // digest probe waited for following bytes).
   c.r.status_frame = ev.last_frame ? ev.last_frame : seg.frame;
   c.r.status_ns = ev.last_frame ? ev.last_t : seg.time_ns;
+  if (filling_ && filling_->time_ns > c.r.status_ns) {  // the status waited for a hole to fill
+    c.r.status_frame = filling_->frame;
+    c.r.status_ns = filling_->time_ns;
+  }
+  // A status captured before its command (a reordered capture, or the command held out of order
+  // past its answer) cannot be timed: it counts as seen with the command, not before it.
+  c.r.status_frame = std::max(c.r.status_frame, c.r.first_frame);
+  c.r.status_ns = std::max(c.r.status_ns, c.r.first_ns);
   emit_command(c);
   release_slot(slot);
 }
 
+// How many commands were in flight together with c, by capture time: framing may lag one
+// direction (a digest probe after a mid-session join) and see commands that followed each
+// other as overlapping.
+uint32_t Connection::in_flight_with(const OpenCommand& c) const {
+  if (outstanding_ > kCountedInFlight) return outstanding_;
+  const int64_t end = c.r.completed ? c.r.status_ns : INT64_MAX;
+  uint32_t n = 1;
+  for (size_t s = 1; s < slots_.size(); ++s)
+    if (slots_[s].used && &slots_[s] != &c && slots_[s].r.first_ns < end) ++n;
+  if (latest_status_ns_ > c.r.first_ns) ++n;  // a command completed earlier ended after c began
+  return n;
+}
+
 void Connection::emit_command(OpenCommand& c) {
   CommandResult& r = c.r;
+  max_outstanding_ = std::max(max_outstanding_, in_flight_with(c));
   if (r.completed) {
     r.latency_ms = ms(r.status_ns - r.first_ns);
     r.round_trips = std::max(1, (c.h_target + 1) / 2);
@@ -765,21 +839,27 @@ void Connection::emit_command(OpenCommand& c) {
       f.lost_ms = think;
       f.itt = r.itt;
       f.command_first_frame = r.first_frame;
-      f.detail = "the target took " + std::to_string(int(think + 0.5)) +
+      f.detail = "the target took " + whole_ms(think) +
                  " ms to answer: the target, not the network";
       add_finding_kind(c, FindingKind::target_think);
       emit_finding(std::move(f));
     }
-    // Time the command spent waiting on the network with nothing else in flight.
+    // Time the command's cycle spent on the network with nothing else in flight. The cycle
+    // includes the crossing from the previous status to this command (up to rtt(initiator)):
+    // near the target that is where the round trip lies, near the initiator it is ~0.
     if (max_outstanding_ <= 1) {
       const Breakdown& b = r.breakdown;
+      double back = 0;
+      if (latest_status_ns_ >= 0 && r.first_ns > latest_status_ns_)
+        back = ms(std::min(r.first_ns - latest_status_ns_, rtt_ns(kI2T)));
       ++serial_commands_;
-      serial_latency_ms_ += r.latency_ms;
-      double crossings = b.request_ms + b.r2t_ms + b.response_ms;
+      serial_cycle_ms_ += r.latency_ms + back;
+      double crossings = b.request_ms + b.r2t_ms + b.response_ms + back;
       serial_wait_ms_ += crossings + b.nagle_ms + b.delayed_ack_ms + b.window_ms;
       // Holds are claimed (and ranked) by their own findings; only the crossings are this one's.
       serial_crossing_ms_ += crossings;
     }
+    latest_status_ns_ = std::max(latest_status_ns_, r.status_ns);
   }
   sink_.on_command(r);
 }
@@ -798,6 +878,14 @@ void Connection::on_login(int dir, const PduEvent& ev, const Segment& seg) {
   }
   login_.add_pdu(b, ev.data, ev.kept_truncated);
   const iscsi::Negotiated& k = login_.result();
+  if (k.text_bytes_clipped)
+    cap_notice(kCapLoginText, seg.frame,
+               "login text cap (" + std::to_string(iscsi::kMaxPendingText) +
+                   " bytes) hit: the rest of a continued (C bit) Login/Text sequence is not negotiated");
+  if (k.keys_not_listed)
+    cap_notice(kCapKeysSeen, seg.frame,
+               "login key list cap (" + std::to_string(iscsi::kMaxKeysSeen) +
+                   " keys) hit: further keys are applied but not recorded");
   if (k.failed && login)
     notice(Notice::Level::warning, seg.frame,
            "login failed: status class " + std::to_string(k.status_class) + ", detail " +
@@ -837,6 +925,12 @@ void Connection::notice(Notice::Level level, uint64_t frame, std::string message
   sink_.on_notice({level, frame, id_, std::move(message)});
 }
 
+void Connection::cap_notice(uint8_t cap, uint64_t frame, std::string message, Notice::Level level) {
+  if (caps_reported_ & cap) return;
+  caps_reported_ |= cap;
+  sink_.on_notice({level, frame, id_, std::move(message)});
+}
+
 void Connection::finish() {
   for (int d = 0; d < 2; ++d) {
     tcp::Flow& f = flow_[d];
@@ -853,12 +947,24 @@ void Connection::finish() {
     on_pdus(d, s, events, false, 0);
     for (auto& m : pdus_[d].take_messages()) notice(Notice::Level::info, s.frame, m);
   }
+  uint64_t unanswered = 0;
+  const OpenCommand* first = nullptr;
+  for (uint32_t s = 1; s < slots_.size(); ++s)
+    if (slots_[s].used) {
+      ++unanswered;
+      if (!first || slots_[s].r.first_frame < first->r.first_frame) first = &slots_[s];
+    }
+  if (first)  // once per connection, outside the notice budget: it sums up the open commands
+    sink_.on_notice({Notice::Level::info, first->r.first_frame, id_,
+                     std::to_string(unanswered) + (unanswered == 1 ? " command" : " commands") +
+                         " never answered by the end of the capture (first: ITT " + hex_itt(first->r.itt) +
+                         ", frame " + std::to_string(first->r.first_frame) + ")"});
   for (uint32_t s = 1; s < slots_.size(); ++s)
     if (slots_[s].used) {
       emit_command(slots_[s]);
       release_slot(s);
     }
-  if (serial_commands_ >= 8 && max_outstanding_ <= 1 && serial_wait_ms_ >= 0.25 * serial_latency_ms_) {
+  if (serial_commands_ >= 8 && max_outstanding_ <= 1 && serial_wait_ms_ >= 0.25 * serial_cycle_ms_) {
     Finding f;
     f.kind = FindingKind::serialized;
     f.side = Side::initiator;
@@ -868,8 +974,8 @@ void Connection::finish() {
     f.lost_ms = serial_crossing_ms_;
     f.detail = std::to_string(serial_commands_) +
                " commands issued one at a time; the link sat idle waiting on round trips for " +
-               std::to_string(int(serial_wait_ms_ + 0.5)) + " ms (" +
-               std::to_string(int(serial_crossing_ms_ + 0.5)) + " ms of it crossing the network)";
+               whole_ms(serial_wait_ms_) + " ms (" +
+               whole_ms(serial_crossing_ms_) + " ms of it crossing the network)";
     emit_finding(std::move(f));
   }
   sink_.on_connection(info());

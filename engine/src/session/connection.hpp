@@ -65,6 +65,7 @@ private:
   void handle_ack(const Segment& seg, int dir);
   void handle_payload(const Segment& seg, int dir);
   SegmentStatus status_ = SegmentStatus::ignored;  // of the segment being handled
+  const Segment* filling_ = nullptr;  // while draining: the segment that filled the hole
   void deliver(int dir, std::span<const uint8_t> bytes, uint32_t wire_len, const Segment& seg);
   void drain_out_of_order(int dir, const Segment& seg);
   void declare_gap(int dir, uint64_t upto, uint64_t frame, const char* why);
@@ -83,10 +84,15 @@ private:
   void on_pdu_end(int dir, const Segment& seg, const PduEvent& ev);
   void on_login(int dir, const PduEvent& ev, const Segment& seg);
   void replay_orphans(uint32_t itt);
+  void touch_late_reply(uint32_t slot, const Segment& seg, const PduEvent& ev);
   void complete(uint32_t slot, const Segment& seg, const PduEvent& ev);
   void emit_command(OpenCommand& c);
+  uint32_t in_flight_with(const OpenCommand& c) const;
   void emit_finding(Finding f);
   void notice(Notice::Level level, uint64_t frame, std::string message);
+  // A buffer cap was hit: said once per connection and cap, whatever the notice budget.
+  void cap_notice(uint8_t cap, uint64_t frame, std::string message,
+                  Notice::Level level = Notice::Level::warning);
   uint32_t find_slot(uint32_t itt) const;
   uint32_t session_id() const;  // resolved on first use: after login when there is one
   void release_slot(uint32_t slot);
@@ -122,14 +128,18 @@ private:
     int64_t t = 0;
   };
   static constexpr size_t kMaxOrphans = 32;
+  enum Cap : uint8_t { kCapUnacked = 1, kCapOrphans = 2, kCapLoginText = 4, kCapKeysSeen = 8, kCapOpenCommands = 16 };
+  uint8_t caps_reported_ = 0;
   std::deque<Orphan> orphans_;  // replies framed before their command (see on_pdu_end)
   uint32_t current_pdu_slot_[2] = {0, 0};  // command owning the PDU in progress per direction
 
   // Statistics and the serialized-queue rule.
   uint64_t frames_ = 0, commands_ = 0, completed_ = 0, resyncs_ = 0, digest_errors_ = 0;
   uint32_t outstanding_ = 0, max_outstanding_ = 0;
+  static constexpr uint32_t kCountedInFlight = 64;  // above: the open count, not a scan
+  int64_t latest_status_ns_ = -1;  // of the completed commands
   uint64_t serial_commands_ = 0;
-  double serial_wait_ms_ = 0, serial_latency_ms_ = 0;
+  double serial_wait_ms_ = 0, serial_cycle_ms_ = 0;
   double serial_crossing_ms_ = 0;
   uint64_t first_command_frame_ = 0;
   uint64_t notices_ = 0;
