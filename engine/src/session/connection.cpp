@@ -87,6 +87,9 @@ SegmentStatus Connection::on_segment(const Segment& seg, int dir) {
   bool window_changed = other.peer_window_known && other.peer_window != win;
   other.peer_window = win;
   other.peer_window_known = true;
+  if (other.una_known && (other.una != una_before || window_changed || other.acks.empty()))
+    other.record_ack({other.una, seg.time_ns, seg.frame, win, other.acked_h, other.acked_cmd},
+                     seg.time_ns - 2 * full_rtt_ns() - 10'000'000);  // what classify_hold may need
   if (status_ == SegmentStatus::pure_ack && window_changed && flow_[dir ^ 1].una == una_before)
     status_ = SegmentStatus::window_update;
   return status_;
@@ -219,8 +222,11 @@ void Connection::handle_payload(const Segment& seg, int dir) {
   uint32_t wire_rest = len - uint32_t(skip);
   bytes = skip < bytes.size() ? bytes.subspan(skip) : std::span<const uint8_t>{};
   tcp::SentSegment rec{start, end, seg.time_ns, seg.frame, 0, f.is_small(len)};
+  seg_h_ = -1;
   deliver(dir, bytes, wire_rest, seg);
   rec.owner = current_pdu_slot_[dir];
+  rec.h = seg_h_;
+  rec.cmd = seg_cmd_;
   if (f.unacked.size() < kMaxUnackedRecords)
     f.unacked.push_back(rec);
   else
@@ -230,7 +236,7 @@ void Connection::handle_payload(const Segment& seg, int dir) {
                    "'s further segments are not kept for ACK and retransmission timing until ACKs catch up");
   if (rec.small) {
     f.has_small = true;
-    f.last_small = {end, seg.time_ns, seg.frame, false, 0, 0};
+    f.last_small = {end, seg.time_ns, seg.frame, rec.h, rec.cmd, false, 0, 0};
   }
   f.max_end = std::max(f.max_end, end);
   f.has_last_data = true;
@@ -598,7 +604,12 @@ void Connection::analyse_touch(int dir, const Segment& seg, const Touch& t, Hold
       c.hold_ms += held_ms;
       add_finding_kind(c, verdict.kind);
       if (dack > 0) add_finding_kind(c, FindingKind::delayed_ack);
-      (dir == kI2T ? c.h_initiator : c.h_target) += 2;
+      // Two crossings after the data the releasing ACK acknowledged: that ACK's, and this one's.
+      // (Data of another command says nothing of this one's progress: then on top of it.)
+      int32_t& h = dir == kI2T ? c.h_initiator : c.h_target;
+      h = verdict.release_h >= 0 && verdict.release_cmd == c.r.first_frame
+              ? std::max(h, verdict.release_h + 2)
+              : h + 2;
       rest = 0;
     }
   }
@@ -611,6 +622,8 @@ void Connection::analyse_touch(int dir, const Segment& seg, const Touch& t, Hold
     else bd.request_ms += ms(rest);
   }
   if (reply && !c.first_reply_frame) c.first_reply_frame = seg.frame;
+  seg_h_ = dir == kI2T ? c.h_initiator : c.h_target;
+  seg_cmd_ = c.r.first_frame;
   c.last_event_t = std::max(c.last_event_t, now);
   c.last_seg_t[dir] = now;
   c.has_seg[dir] = true;
@@ -637,18 +650,32 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
     v.release_frame = small.ack_frame;
     v.release_t = small.ack_t;
     v.acked_frame = small.frame;
+    v.release_h = small.h;
+    v.release_cmd = small.cmd;
     // Delayed ACK: the receiver sat on the ACK beyond its round trip from the capture point.
     int64_t ack_delay = small.ack_t - small.t - rtt_ns(dir ^ 1);
     if (ms(ack_delay) >= options_.delayed_ack_min_ms) v.delayed_ack_ms = ms(ack_delay);
     return v;
   }
-  if (!f.una_known || !released_by(f.una_t)) return v;
+  // Window holds: released by the first ACK that could have reached the sender when this segment
+  // left, not always the latest one captured (near the receiver, later ACKs of the same flight
+  // pass the capture point before the released data comes back).
+  size_t i = f.acks.size();
+  while (i > 0 && f.acks[i - 1].t + rtt_side + tolerance_ns() >= seg.time_ns) --i;
+  for (; i < f.acks.size() && !released_by(f.acks[i].t); ++i) {
+  }
+  if (i == f.acks.size()) return v;
+  const tcp::AckRecord& rel = f.acks[i];
   v.held = true;
-  v.release_frame = f.una_frame;
-  v.release_t = f.una_t;
-  // The window in force before the release: flight that filled it means the receiver, not
-  // the congestion window, held the sender.
-  if (f.peer_window_known && (f.max_end - f.prev_una) + f.effective_mss() > f.prev_peer_window)
+  v.release_frame = rel.frame;
+  v.release_t = rel.t;
+  v.release_h = rel.h;
+  v.release_cmd = rel.cmd;
+  // The edge in force until the release: data that came within a quarter window (at least one
+  // segment) of it means the receiver's window held the sender, not the congestion window
+  // (senders do not split their bursts to fill a nearly full window: Linux defers TSO then).
+  const tcp::AckRecord* before = i > 0 ? &f.acks[i - 1] : nullptr;
+  if (before && f.max_end + std::max<uint64_t>(f.effective_mss(), before->window / 4) > before->edge())
     v.kind = FindingKind::rwnd_limited;
   else
     v.kind = FindingKind::cwnd_limited;

@@ -57,6 +57,8 @@ private:
     int64_t release_t = 0;
     double delayed_ack_ms = 0;
     uint64_t acked_frame = 0;
+    int32_t release_h = -1;  // half trips of the data the releasing ACK acknowledged
+    uint64_t release_cmd = 0;  // and the first frame of its command
     bool reported = false;
   };
 
@@ -66,6 +68,8 @@ private:
   void handle_payload(const Segment& seg, int dir);
   SegmentStatus status_ = SegmentStatus::ignored;  // of the segment being handled
   const Segment* filling_ = nullptr;  // while draining: the segment that filled the hole
+  int32_t seg_h_ = -1;  // half trips its command reached with the segment being delivered
+  uint64_t seg_cmd_ = 0;  // that command's first frame
   void deliver(int dir, std::span<const uint8_t> bytes, uint32_t wire_len, const Segment& seg);
   void drain_out_of_order(int dir, const Segment& seg);
   void declare_gap(int dir, uint64_t upto, uint64_t frame, const char* why);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "tcp/flow.hpp"
 
+#include <algorithm>
+
 namespace iscsi_doctor::tcp {
 
 bool Flow::acked(uint64_t ack, int64_t t, uint64_t frame) {
@@ -10,13 +12,27 @@ bool Flow::acked(uint64_t ack, int64_t t, uint64_t frame) {
   una_known = true;
   una_t = t;
   una_frame = frame;
-  while (!unacked.empty() && unacked.front().end <= ack) unacked.pop_front();
+  auto take = [&](const SentSegment& s) {
+    if (s.h < 0) return;
+    acked_h = s.h;
+    acked_cmd = s.cmd;
+  };
+  while (!unacked.empty() && unacked.front().end <= ack) {
+    take(unacked.front());
+    unacked.pop_front();
+  }
+  if (!unacked.empty() && unacked.front().start < ack) take(unacked.front());
   if (has_small && !last_small.acked && ack >= last_small.end) {
     last_small.acked = true;
     last_small.ack_t = t;
     last_small.ack_frame = frame;
   }
   return true;
+}
+
+void Flow::record_ack(const AckRecord& r, int64_t horizon) {
+  while (!acks.empty() && (acks.front().t < horizon || acks.size() >= kMaxAckRecords)) acks.pop_front();
+  acks.push_back(r);
 }
 
 }  // namespace iscsi_doctor::tcp

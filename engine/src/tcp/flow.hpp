@@ -29,12 +29,29 @@ struct SentSegment {
   uint64_t frame = 0;
   uint32_t owner = 0;  // tracker slot of the command whose bytes came first (0: none)
   bool small = false;  // shorter than the MSS
+  int32_t h = -1;      // half trips of its command's progress when sent (-1: no command)
+  uint64_t cmd = 0;    // that command's first frame
+};
+
+// An ACK from the peer that moved the edge of what this side may send (acknowledged more or
+// changed the window): kept a while, since a sender may be released by an ACK older than the
+// latest (the capture point is one side's round trip away from the sender).
+struct AckRecord {
+  uint64_t ack = 0;  // cumulative
+  int64_t t = 0;
+  uint64_t frame = 0;
+  uint32_t window = 0;  // advertised with it (scaled)
+  int32_t h = -1;  // half trips of the latest data acknowledged so far (-1: none known)
+  uint64_t cmd = 0;  // the first frame of that data's command
+  uint64_t edge() const { return ack + window; }
 };
 
 struct SmallSegment {
   uint64_t end = 0;
   int64_t t = 0;
   uint64_t frame = 0;
+  int32_t h = -1;
+  uint64_t cmd = 0;
   bool acked = false;
   int64_t ack_t = 0;
   uint64_t ack_frame = 0;
@@ -81,6 +98,7 @@ public:
   bool has_last_data = false;
 
   std::deque<SentSegment> unacked;  // bounded by the window, capped in acked()
+  std::deque<AckRecord> acks;       // recent advancing ACKs, oldest first (see keep_acks)
   struct Held {
     std::vector<uint8_t> bytes;
     int64_t t = 0;
@@ -108,6 +126,12 @@ public:
 
   // The peer acknowledged up to `ack`: trims unacked segments; returns true if una advanced.
   bool acked(uint64_t ack, int64_t t, uint64_t frame);
+  // Records an ACK that moved the edge; forgets records older than `horizon` (capture time),
+  // keeping at most kMaxAckRecords.
+  void record_ack(const AckRecord& r, int64_t horizon);
+  int32_t acked_h = -1;  // half trips of the latest data acknowledged, and its command
+  uint64_t acked_cmd = 0;
+  static constexpr size_t kMaxAckRecords = 4096;
 
 private:
   uint64_t ref_ = 0;
