@@ -23,7 +23,7 @@ python3 bench/make-capture.py "$cache" >/dev/null
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DISCSI_DOCTOR_TESTS=OFF >/dev/null
 cmake --build "$build" --target iscsi-doctor >/dev/null
 gcc -O2 -o "$build/pcap_loop" bench/pcap_loop.c -lpcap
-doctor=$build/iscsi-doctor
+doctor=$build/cli/iscsi-doctor
 
 # run NAME OUT -- CMD...: times CMD (output to OUT), appends "name secs rss_kib" to $results
 results=$(mktemp)

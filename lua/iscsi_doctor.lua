@@ -68,7 +68,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "121a2cd254d19387039e770294d06b1fb9e05e0f032a002f33b766c899c051ae",
+  doc_sha256 = "8863e0314aa0d6a68729527e3e73d53c138305755e921cf68cef4343269bb401",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -1058,7 +1058,8 @@ function Flow.new()
     mss_from_syn = false, largest_payload = 0, data_options_len = 0, has_small = false, last_small = nil,
     last_data_t = 0, last_data_frame = 0, has_last_data = false,
     unacked = {}, ua_head = 1, ua_tail = 0, ooo = {}, ooo_count = 0, ooo_bytes = 0,
-    hole_since = 0, bytes_missing = 0, ref = 0 }, Flow)
+    hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0,
+    acks = {}, ak_head = 1, ak_tail = 0 }, Flow)
 end
 
 function Flow:unwrap(seq)
@@ -1095,10 +1096,15 @@ function Flow:acked(ack, t, frame)
   self.una_t = t
   self.una_frame = frame
   local u = self.unacked
+  local function take(r)
+    if r.h and r.h >= 0 then self.acked_h, self.acked_cmd = r.h, r.cmd end
+  end
   while self.ua_head <= self.ua_tail and u[self.ua_head].e <= ack do
+    take(u[self.ua_head])
     u[self.ua_head] = nil
     self.ua_head = self.ua_head + 1
   end
+  if self.ua_head <= self.ua_tail and u[self.ua_head].s < ack then take(u[self.ua_head]) end
   local s = self.last_small
   if self.has_small and not s.acked and ack >= s.e then
     s.acked = true
@@ -1106,6 +1112,21 @@ function Flow:acked(ack, t, frame)
     s.ack_frame = frame
   end
   return true
+end
+
+-- An ACK from the peer that moved the edge of what this side may send (acknowledged more or
+-- changed the window): kept a while, since a sender may be released by an ACK older than the
+-- latest (the capture point is one side's round trip away from the sender).
+local MAX_ACK_RECORDS = 4096
+function Flow:record_ack(r, horizon)
+  local a = self.acks
+  while self.ak_head <= self.ak_tail and (a[self.ak_head].t < horizon or
+        self.ak_tail - self.ak_head + 1 >= MAX_ACK_RECORDS) do
+    a[self.ak_head] = nil
+    self.ak_head = self.ak_head + 1
+  end
+  self.ak_tail = self.ak_tail + 1
+  a[self.ak_tail] = r
 end
 
 function Flow:push_unacked(rec)
@@ -1180,6 +1201,7 @@ end
 function Connection:on_segment(seg, dir)
   self.frames = self.frames + 1
   local fl = seg.flags
+  local una_before = self.flow[1 - dir].una
   if hasbit(fl, 0x02) then self:handle_handshake(seg, dir) end
   if hasbit(fl, 0x10) then self:handle_ack(seg, dir) end
   if seg.wire_len > 0 and not hasbit(fl, 0x02) then self:handle_payload(seg, dir) end
@@ -1197,8 +1219,14 @@ function Connection:on_segment(seg, dir)
   if other.peer_window ~= win then
     other.prev_peer_window = other.peer_window_known and other.peer_window or win
   end
+  local window_changed = other.peer_window_known and other.peer_window ~= win
   other.peer_window = win
   other.peer_window_known = true
+  if other.una_known and (other.una ~= una_before or window_changed or other.ak_tail < other.ak_head) then
+    -- (what classify_hold may need)
+    other:record_ack({ ack = other.una, t = seg.t, frame = seg.frame, window = win, h = other.acked_h,
+                       cmd = other.acked_cmd }, seg.t - 2 * self:full_rtt_ns() - 10000000)
+  end
 end
 
 function Connection:handle_handshake(seg, dir)
@@ -1309,12 +1337,15 @@ function Connection:handle_payload(seg, dir)
   local wire_rest = len - skip
   if skip < #bytes then bytes = bytes:sub(skip + 1) else bytes = "" end
   local rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = nil, small = f:is_small(len) }
+  self.seg_h, self.seg_cmd, self.seg_itt = -1, 0, 0
   self:deliver(dir, bytes, wire_rest, seg)
   rec.owner = self.current_slot[dir]
+  rec.h, rec.cmd, rec.itt = self.seg_h, self.seg_cmd, self.seg_itt
   f:push_unacked(rec)
   if rec.small then
     f.has_small = true
-    f.last_small = { e = e, t = seg.t, frame = seg.frame, acked = false, ack_t = 0, ack_frame = 0 }
+    f.last_small = { e = e, t = seg.t, frame = seg.frame, h = rec.h, cmd = rec.cmd, acked = false,
+                     ack_t = 0, ack_frame = 0 }
   end
   f.max_end = max(f.max_end, e)
   f.has_last_data = true
@@ -1397,6 +1428,9 @@ function Connection:note_retransmission(dir, seg, start, e)
   if orig then
     fd.related = { original = orig.frame }
     fd.lost_ms = ms(seg.t - orig.t)
+    if orig.cmd and orig.cmd ~= 0 then  -- named even when the command completed before the resend
+      fd.itt, fd.command_first_frame = orig.itt, orig.cmd
+    end
     local c = orig.owner
     if c and c.used then
       fd.itt, fd.command_first_frame = c.itt, c.first_frame
@@ -1597,7 +1631,15 @@ function Connection:analyse_touch(dir, seg, t, verdict)
       c.hold_ms = c.hold_ms + held_ms
       c.findings_set[verdict.kind] = true
       if dack > 0 then c.findings_set.delayed_ack = true end
-      if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
+      -- Two crossings after the data the releasing ACK acknowledged: that ACK's, and this one's
+      -- (data of another command says nothing of this one's progress: then on top of it).
+      local h = dir == I2T and c.h_initiator or c.h_target
+      if verdict.release_h >= 0 and verdict.release_cmd == c.first_frame then
+        h = max(h, verdict.release_h + 2)
+      else
+        h = h + 2
+      end
+      if dir == I2T then c.h_initiator = h else c.h_target = h end
       rest = 0
     end
   end
@@ -1610,6 +1652,9 @@ function Connection:analyse_touch(dir, seg, t, verdict)
     else bd.request = bd.request + ms(rest) end
   end
   if reply and c.first_reply_frame == 0 then c.first_reply_frame = seg.frame end
+  self.seg_h = dir == I2T and c.h_initiator or c.h_target
+  self.seg_cmd = c.first_frame
+  self.seg_itt = c.itt
   c.last_event_t = max(c.last_event_t, now)
   c.last_seg_t[dir] = now
   c.has_seg[dir] = true
@@ -1617,7 +1662,7 @@ end
 
 function Connection:classify_hold(dir, seg, ready)
   local v = { held = false, kind = "cwnd_limited", release_frame = 0, release_t = 0,
-              delayed_ack_ms = 0, acked_frame = 0 }
+              delayed_ack_ms = 0, acked_frame = 0, release_h = -1, release_cmd = 0 }
   local f = self.flow[dir]
   if not self.rtt[dir].known then return v end
   local rtt_side = self:rtt_ns(dir)
@@ -1634,15 +1679,27 @@ function Connection:classify_hold(dir, seg, ready)
     v.release_frame = small.ack_frame
     v.release_t = small.ack_t
     v.acked_frame = small.frame
+    v.release_h, v.release_cmd = small.h or -1, small.cmd or 0
     local ack_delay = small.ack_t - small.t - self:rtt_ns(1 - dir)
     if ms(ack_delay) >= self.opt.delayed_ack_min_ms then v.delayed_ack_ms = ms(ack_delay) end
     return v
   end
-  if not f.una_known or not released_by(f.una_t) then return v end
+  -- Window holds: released by the first ACK that could have reached the sender when this segment
+  -- left, not always the latest one captured.
+  local a = f.acks
+  local i = f.ak_tail + 1
+  while i > f.ak_head and a[i - 1].t + rtt_side + tol >= seg.t do i = i - 1 end
+  while i <= f.ak_tail and not released_by(a[i].t) do i = i + 1 end
+  if i > f.ak_tail then return v end
+  local rel = a[i]
   v.held = true
-  v.release_frame = f.una_frame
-  v.release_t = f.una_t
-  if f.peer_window_known and (f.max_end - f.prev_una) + f:effective_mss() > f.prev_peer_window then
+  v.release_frame = rel.frame
+  v.release_t = rel.t
+  v.release_h, v.release_cmd = rel.h, rel.cmd
+  -- The edge in force until the release: data that came within a quarter window (at least one
+  -- segment) of it means the receiver's window held the sender, not the congestion window.
+  local before = i > f.ak_head and a[i - 1] or nil
+  if before and f.max_end + max(f:effective_mss(), floor(before.window / 4)) > before.ack + before.window then
     v.kind = "rwnd_limited"
   else
     v.kind = "cwnd_limited"
@@ -1889,8 +1946,48 @@ function Analyzer.new(options)
     connections = {}, next_id = 1, sessions = {}, session_keys = {},
     findings = {}, commands = {}, by_evidence = {}, by_decision = {}, by_status = {},
     cmd_by_decision = {},
-    cur_frame = 0, finished = false, last_frame = 0 }, Analyzer)
+    cur_frame = 0, finished = false, last_frame = 0,
+    pending = {}, pending_count = 0, pending_order = {}, po_head = 1, po_tail = 0 }, Analyzer)
   return a
+end
+
+-- Handshakes on ports not known to be iSCSI, kept until a Login Request shows the connection is
+-- (then replayed into it: MSS, window scale and round trips come from them).
+local MAX_PENDING_HANDSHAKES = 4096
+function Analyzer:remember_handshake(key, seg, syn)
+  local p = self.pending[key]
+  if syn then
+    if not p then
+      while self.pending_count >= MAX_PENDING_HANDSHAKES and self.po_head <= self.po_tail do
+        local old = self.pending_order[self.po_head]
+        self.pending_order[self.po_head] = nil
+        self.po_head = self.po_head + 1
+        if self.pending[old] then
+          self.pending[old] = nil
+          self.pending_count = self.pending_count - 1
+        end
+      end
+      if self.po_tail - self.po_head + 1 >= 2 * MAX_PENDING_HANDSHAKES then  -- drop replayed keys
+        local order, n = {}, 0
+        for k = self.po_head, self.po_tail do
+          local x = self.pending_order[k]
+          if self.pending[x] then n = n + 1; order[n] = x end
+        end
+        self.pending_order, self.po_head, self.po_tail = order, 1, n
+      end
+      self.pending_count = self.pending_count + 1
+      self.po_tail = self.po_tail + 1
+      self.pending_order[self.po_tail] = key
+    end
+    p = {}
+    self.pending[key] = p
+  elseif not p or #p >= 3 then
+    return
+  end
+  local copy = {}
+  for k, v in pairs(seg) do copy[k] = v end
+  copy.payload = ""
+  p[#p + 1] = copy
 end
 
 function Analyzer:resolve_session(key, conn)
@@ -1952,9 +2049,13 @@ function Analyzer:feed(seg)
     c = nil
   end
   if not c then
+    local opt = self.options
+    if not opt.ports[seg.dport] and not opt.ports[seg.sport] and opt.detect_ports and seg.wire_len == 0 and
+       (hasbit(seg.flags, 0x02) or hasbit(seg.flags, 0x10)) then
+      self:remember_handshake(key, seg, syn)
+    end
     if not syn and seg.wire_len == 0 then return end
     local ini, tgt
-    local opt = self.options
     if opt.ports[seg.dport] then ini, tgt = seg.src, seg.dst
     elseif opt.ports[seg.sport] then ini, tgt = seg.dst, seg.src
     elseif opt.detect_ports and not syn and looks_like_login(seg.payload) then ini, tgt = seg.src, seg.dst end
@@ -1965,6 +2066,12 @@ function Analyzer:feed(seg)
     self.live[key] = c
     self.live_count = self.live_count + 1
     self.connections[#self.connections + 1] = c
+    local p = self.pending[key]
+    if p then
+      for _, h in ipairs(p) do c:on_segment(h, h.src == ini and I2T or T2I) end
+      self.pending[key] = nil
+      self.pending_count = self.pending_count - 1
+    end
   end
   local dir = seg.src == c.initiator and I2T or T2I
   c:on_segment(seg, dir)

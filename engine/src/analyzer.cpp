@@ -3,8 +3,10 @@
 #include "iscsi_doctor/analyzer.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "iscsi/pdu.hpp"
 #include "session/connection.hpp"
@@ -37,6 +39,36 @@ struct Analyzer::Impl {
   Sink& sink;
   using Key = std::pair<Endpoint, Endpoint>;
   std::map<Key, std::unique_ptr<Connection>> live;
+  // Handshakes on ports not known to be iSCSI, kept until a Login Request shows the connection is
+  // (then replayed into it: MSS, window scale and round trips come from them).
+  static constexpr size_t kMaxPendingHandshakes = 4096;
+  std::map<Key, std::vector<Segment>> pending;
+  std::deque<Key> pending_order;
+  void remember_handshake(const Key& key, const Segment& seg, bool syn) {
+    auto it = pending.find(key);
+    if (syn) {
+      if (it == pending.end()) {
+        while (pending.size() >= kMaxPendingHandshakes && !pending_order.empty()) {
+          pending.erase(pending_order.front());
+          pending_order.pop_front();
+        }
+        if (pending_order.size() >= 2 * kMaxPendingHandshakes) {  // drop keys replayed since
+          std::deque<Key> live_keys;
+          for (const Key& k : pending_order)
+            if (pending.count(k)) live_keys.push_back(k);
+          pending_order.swap(live_keys);
+        }
+        it = pending.emplace(key, std::vector<Segment>{}).first;
+        pending_order.push_back(key);
+      }
+      it->second.clear();
+    } else if (it == pending.end() || it->second.size() >= 3) {
+      return;
+    }
+    Segment copy = seg;
+    copy.payload = {};
+    it->second.push_back(copy);
+  }
   std::vector<ConnectionInfo> infos;  // finished connections
   session::SessionRegistry sessions;
   uint32_t next_id = 1;
@@ -58,6 +90,10 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
     it = m.live.end();
   }
   if (it == m.live.end()) {
+    const bool known_port = m.is_target_port(seg.dst.port) || m.is_target_port(seg.src.port);
+    if (!known_port && m.options.detect_ports && seg.payload_wire_len == 0 &&
+        (seg.flags & (tcp_flag::syn | tcp_flag::ack)))
+      m.remember_handshake(key, seg, syn);
     if (!syn && seg.payload_wire_len == 0) return SegmentStatus::ignored;  // stray ACKs, FINs
     const Endpoint *initiator = nullptr, *target = nullptr;
     if (m.is_target_port(seg.dst.port)) initiator = &seg.src, target = &seg.dst;
@@ -76,6 +112,11 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
     auto conn = std::make_unique<Connection>(m.next_id++, *initiator, *target, m.options, m.sink,
                                              m.sessions);
     it = m.live.emplace(key, std::move(conn)).first;
+    if (auto p = m.pending.find(key); p != m.pending.end()) {
+      for (const Segment& h : p->second)
+        it->second->on_segment(h, h.src == *initiator ? session::kI2T : session::kT2I);
+      m.pending.erase(p);
+    }
   }
   Connection& c = *it->second;
   int dir = seg.src == c.info_initiator() ? session::kI2T : session::kT2I;

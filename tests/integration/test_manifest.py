@@ -71,7 +71,7 @@ ENTRIES = [e for e in manifest_entries() if e.get("expect")]
 def test_manifest_expectations(entry):
     report = report_for(entry)
     by_command = findings_by_command(report)
-    failures = []
+    failures, known = [], []
     for i, exp in enumerate(entry["expect"]):
         cmds = list(selected(report, exp["select"]))
         if not cmds:
@@ -101,6 +101,13 @@ def test_manifest_expectations(entry):
                 ok += 1
         fraction = ok / len(cmds)
         need = exp.get("min_fraction", 1.0)
+        if exp.get("known_gap"):
+            # A documented limit: it must still fail, so that fixing it shows here.
+            if fraction >= need:
+                failures.append(f"expect[{i}] {exp['select']}: known gap now holds, remove it: {exp['known_gap']}")
+            else:
+                known.append(f"expect[{i}] {exp['select']}: {exp['known_gap']}")
+            continue
         if fraction < need:
             failures.append(f"expect[{i}] {exp['select']}: {ok}/{len(cmds)} = {fraction:.2f} < {need}; "
                             + "; ".join(bad_examples))
@@ -119,6 +126,8 @@ def test_manifest_expectations(entry):
         if kind in kinds:
             failures.append(f"unexpected session finding {kind}")
     assert not failures, "\n".join(failures)
+    if known:
+        pytest.xfail("; ".join(known))
 
 
 def tshark_pairs(path):

@@ -8,7 +8,7 @@ adjusted, frames and timestamps untouched. On the rewritten capture iscsi-doctor
 exactly the commands it reports on the original, which are the commands Wireshark pairs on the
 original; with --no-detect-ports it must report none; with --port NEW it must find them again.
 A second test holds the detected connection to the same analysis as with its port given (TCP
-handshake facts, verdicts): it fails today (xfail, see its reason).
+handshake facts, verdicts): the handshake, seen before the Login Request, is kept until then.
 """
 import functools
 import gzip
@@ -174,12 +174,6 @@ def connection_facts(doc):
             for s in doc["sessions"] for x in s["connections"]]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine bug (engine/src/analyzer.cpp, Analyzer::feed): a connection on a port not in --port is "
-    "recognised only at its Login Request; its SYN, SYN-ACK and ACK were returned 'ignored' before, so "
-    "the connection has no handshake (saw_handshake false), its MSS is inferred (e.g. 536/1072 instead "
-    "of 1448/1448) and the window scale is unknown: verdicts change (scripted-nagle-read-1k: "
-    "rwnd_limited instead of nagle_hold + delayed_ack on the 40 reads)"))
 @pytest.mark.skipif(not ENTRIES, reason="no lab fixtures in captures/MANIFEST.json")
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e["file"] for e in ENTRIES])
 def test_detected_connection_is_analysed_as_with_its_port_given(entry):

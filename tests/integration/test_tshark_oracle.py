@@ -60,25 +60,11 @@ def by_first_frame(path):
 
 # ---- Latency ------------------------------------------------------------------------------------
 
-# Captures where the engine's status frame is known to be wrong (xfail, strict: a fix shows).
-STATUS_FRAME_BEFORE_HOLE_FILLED = {
-    "fixtures/stock-loss-read--initiator.pcap.gz": (
-        "engine bug: a SCSI Response whose last byte arrived beyond a hole (its segment held out of "
-        "order) gets that segment as status frame, with its earlier time, instead of the segment "
-        "that fills the hole and so completes the Response (engine/src/session/connection.cpp, "
-        "drain_out_of_order delivers held bytes with the held segment's frame and time). 10 of the "
-        "READ 64 KiB: e.g. ITT 0x5d9e8bc8 (command frame 1014): Response's last byte in frame 1067, "
-        "held behind the Data-In segment the wire dropped, hole filled by the fast retransmission "
-        "at frame 1069: status_frame 1067 and latency 9.329 ms, where Wireshark says response "
-        "frame 1069 and iscsi.time 17.354 ms; the command's own breakdown adds up to 17.354 ms"),
-}
-
-
 def _latency_params():
+    # (stock-loss-read--initiator: a Response whose last byte arrived beyond a hole completes with
+    # the segment that fills the hole, as in Wireshark.)
     for e in ENTRIES:
-        reason = STATUS_FRAME_BEFORE_HOLE_FILLED.get(e["file"])
-        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-        yield pytest.param(e, id=e["file"], marks=marks)
+        yield pytest.param(e, id=e["file"])
 
 
 @pytest.mark.skipif(not ENTRIES, reason="no captures/MANIFEST.json")

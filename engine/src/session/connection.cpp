@@ -223,10 +223,13 @@ void Connection::handle_payload(const Segment& seg, int dir) {
   bytes = skip < bytes.size() ? bytes.subspan(skip) : std::span<const uint8_t>{};
   tcp::SentSegment rec{start, end, seg.time_ns, seg.frame, 0, f.is_small(len)};
   seg_h_ = -1;
+  seg_cmd_ = 0;
+  seg_itt_ = 0;
   deliver(dir, bytes, wire_rest, seg);
   rec.owner = current_pdu_slot_[dir];
   rec.h = seg_h_;
   rec.cmd = seg_cmd_;
+  rec.itt = seg_itt_;
   if (f.unacked.size() < kMaxUnackedRecords)
     f.unacked.push_back(rec);
   else
@@ -339,6 +342,10 @@ void Connection::note_retransmission(int dir, const Segment& seg, uint64_t start
   if (orig) {
     fd.related.emplace_back("original", orig->frame);
     fd.lost_ms = ms(seg.time_ns - orig->t);
+    if (orig->cmd) {  // named even when the command completed before its data was resent
+      fd.itt = orig->itt;
+      fd.command_first_frame = orig->cmd;
+    }
     if (orig->owner && slots_[orig->owner].used) {
       OpenCommand& c = slots_[orig->owner];
       fd.itt = c.r.itt;
@@ -624,6 +631,7 @@ void Connection::analyse_touch(int dir, const Segment& seg, const Touch& t, Hold
   if (reply && !c.first_reply_frame) c.first_reply_frame = seg.frame;
   seg_h_ = dir == kI2T ? c.h_initiator : c.h_target;
   seg_cmd_ = c.r.first_frame;
+  seg_itt_ = c.r.itt;
   c.last_event_t = std::max(c.last_event_t, now);
   c.last_seg_t[dir] = now;
   c.has_seg[dir] = true;

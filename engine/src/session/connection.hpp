@@ -70,6 +70,7 @@ private:
   const Segment* filling_ = nullptr;  // while draining: the segment that filled the hole
   int32_t seg_h_ = -1;  // half trips its command reached with the segment being delivered
   uint64_t seg_cmd_ = 0;  // that command's first frame
+  uint32_t seg_itt_ = 0;
   void deliver(int dir, std::span<const uint8_t> bytes, uint32_t wire_len, const Segment& seg);
   void drain_out_of_order(int dir, const Segment& seg);
   void declare_gap(int dir, uint64_t upto, uint64_t frame, const char* why);

@@ -31,6 +31,7 @@ struct SentSegment {
   bool small = false;  // shorter than the MSS
   int32_t h = -1;      // half trips of its command's progress when sent (-1: no command)
   uint64_t cmd = 0;    // that command's first frame
+  uint32_t itt = 0;    // and its ITT
 };
 
 // An ACK from the peer that moved the edge of what this side may send (acknowledged more or
