@@ -68,7 +68,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "8863e0314aa0d6a68729527e3e73d53c138305755e921cf68cef4343269bb401",
+  doc_sha256 = "a169adb0d73889c587ae741e33daf28a05d02781848fff17f66ba0a4a0d25aa0",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -1168,7 +1168,7 @@ function Connection.new(an, id, initiator, target)
     header_digest = false, data_digest = false, by_itt = {}, open_count = 0, current_slot = { [0] = nil, [1] = nil },
     frames = 0, commands = 0, completed = 0, outstanding = 0, max_outstanding = 0,
     serial_commands = 0, serial_wait_ms = 0, serial_cycle_ms = 0, serial_crossing_ms = 0, first_command_frame = 0,
-    retransmissions = 0, session = nil, orphans = {} }, Connection)
+    retransmissions = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 } }, Connection)
   return c
 end
 
@@ -1227,6 +1227,7 @@ function Connection:on_segment(seg, dir)
     other:record_ack({ ack = other.una, t = seg.t, frame = seg.frame, window = win, h = other.acked_h,
                        cmd = other.acked_cmd }, seg.t - 2 * self:full_rtt_ns() - 10000000)
   end
+  if self.settling.head <= self.settling.tail then self:settle(seg.t) end
 end
 
 function Connection:handle_handshake(seg, dir)
@@ -1434,7 +1435,9 @@ function Connection:note_retransmission(dir, seg, start, e)
     local c = orig.owner
     if c and c.used then
       fd.itt, fd.command_first_frame = c.itt, c.first_frame
-      c.loss_pending_ms = c.loss_pending_ms + fd.lost_ms
+      -- (A settling command's status was captured before this resend, near the target: its
+      -- latency stays as captured; the round trip it cost the initiator counts below.)
+      if not c.settling then c.loss_pending_ms = c.loss_pending_ms + fd.lost_ms end
       if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
       c.findings_set.retransmission = true
     end
@@ -1455,7 +1458,7 @@ function Connection:release(c)
   end
   for d = 0, 1 do if self.current_slot[d] == c then self.current_slot[d] = nil end end
   c.used = false
-  if self.outstanding > 0 then self.outstanding = self.outstanding - 1 end
+  if not c.settling and self.outstanding > 0 then self.outstanding = self.outstanding - 1 end
 end
 
 function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
@@ -1801,8 +1804,41 @@ function Connection:complete(c, seg, ev)
   if self.filling and self.filling.t > c.status_t then  -- the status waited for a hole to fill
     c.status_frame, c.status_t = self.filling.frame, self.filling.t
   end
-  self:emit_command(c)
-  self:release(c)
+  -- A status captured before its command cannot be timed: it counts as seen with the command.
+  c.status_frame = max(c.status_frame, c.first_frame)
+  c.status_t = max(c.status_t, c.first_t)
+  -- Answered: off the ITT table and the open count; reported once the initiator acknowledges
+  -- the status (settle), in status order.
+  if self.by_itt[c.itt] == c then
+    self.by_itt[c.itt] = nil
+    self.open_count = self.open_count - 1
+  end
+  if self.outstanding > 0 then self.outstanding = self.outstanding - 1 end
+  c.settling = true
+  -- Near the initiator a segment lost after the capture point cannot precede the status (the
+  -- initiator's stream would have a hole): no need to wait.
+  local near_initiator = self.rtt[I2T].known and self.rtt[T2I].known and
+                         self:rtt_ns(I2T) * 5 < self:full_rtt_ns()
+  c.settle_seq = near_initiator and 0 or self.flow[T2I].next
+  for d = 0, 1 do if self.current_slot[d] == c then self.current_slot[d] = nil end end
+  local q = self.settling
+  q.tail = q.tail + 1
+  q[q.tail] = c
+  self:settle(seg.t)
+end
+
+local SETTLE_MAX_NS = 1000000000  -- without the ACK: reported anyway
+function Connection:settle(now, all)
+  local q, f = self.settling, self.flow[T2I]
+  while q.head <= q.tail do
+    local c = q[q.head]
+    local acked = c.settle_seq == 0 or (f.una_known and f.una >= c.settle_seq)
+    if not all and not acked and now - c.status_t < SETTLE_MAX_NS then break end
+    q[q.head] = nil
+    q.head = q.head + 1
+    self:emit_command(c)
+    self:release(c)
+  end
 end
 
 function Connection:add_kind(c, k)
@@ -1916,6 +1952,7 @@ function Connection:finish()
     local events = self.pdus[d]:finish()
     self:on_pdus(d, s, events, false, nil)
   end
+  self:settle(0, true)
   local open = {}
   for _, c in pairs(self.by_itt) do open[#open + 1] = c end
   table.sort(open, function(a, b) return a.first_frame < b.first_frame end)

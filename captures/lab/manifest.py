@@ -204,10 +204,6 @@ EXPECT["stock-loss-read"] = {
     "commands": [
         {"select": {"op": "read", "bytes": 65536}, "min_fraction": 1.0,
          "findings": {"retransmission": "target"}, "absent": list(_LOSS_ABSENT),
-         "known_gap_at": {"target": "near the target the Response is captured before the lost Data-In segment "
-                                    "is resent: the command completes there and its findings are already out when "
-                                    "the retransmission comes (the finding names its ITT); waiting for the "
-                                    "initiator's ACK of the status before completing would fix it"},
          "why": "the wire drops the 30th full segment of every 64 KiB Data-In (delayfwd: every 67th new-data frame "
                 "of >= 1000 bytes from the target, from the 754th; 67 such frames per {64 KiB, 32 KiB} pair): the "
                 "target retransmits it (fast retransmit on the initiator's SACKs). Seen at the target the original "

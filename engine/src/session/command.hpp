@@ -31,6 +31,10 @@ struct OpenCommand {
   uint32_t data_out_bytes = 0, data_in_bytes = 0;
   double loss_pending_ms = 0;
   double hold_ms = 0;  // Nagle/window holds on its path, for the serialized rule
+  // Completed, waiting for the initiator's ACK of its status before it is reported: a segment of
+  // its data lost after the capture point is resent meanwhile (docs/rules.md "Commands").
+  bool settling = false;
+  uint64_t settle_seq = 0;  // target stream position the ACK must reach
 };
 
 }  // namespace iscsi_doctor::session

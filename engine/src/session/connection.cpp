@@ -92,6 +92,7 @@ SegmentStatus Connection::on_segment(const Segment& seg, int dir) {
                      seg.time_ns - 2 * full_rtt_ns() - 10'000'000);  // what classify_hold may need
   if (status_ == SegmentStatus::pure_ack && window_changed && flow_[dir ^ 1].una == una_before)
     status_ = SegmentStatus::window_update;
+  if (!settling_.empty()) settle(seg.time_ns);
   return status_;
 }
 
@@ -350,7 +351,9 @@ void Connection::note_retransmission(int dir, const Segment& seg, uint64_t start
       OpenCommand& c = slots_[orig->owner];
       fd.itt = c.r.itt;
       fd.command_first_frame = c.r.first_frame;
-      c.loss_pending_ms += fd.lost_ms;
+      // (A settling command's status was captured before this resend, near the target: its
+      // latency stays as captured; the round trip it cost the initiator counts below.)
+      if (!c.settling) c.loss_pending_ms += fd.lost_ms;
       (dir == kI2T ? c.h_initiator : c.h_target) += 2;
       add_finding_kind(c, FindingKind::retransmission);
     }
@@ -390,9 +393,10 @@ void Connection::release_slot(uint32_t slot) {
   if (it != by_itt_.end() && it->second == slot) by_itt_.erase(it);
   for (int d = 0; d < 2; ++d)
     if (current_pdu_slot_[d] == slot) current_pdu_slot_[d] = 0;
+  const bool counted = !c.settling;
   c = OpenCommand{};
   free_slots_.push_back(slot);
-  if (outstanding_) --outstanding_;
+  if (counted && outstanding_) --outstanding_;
 }
 
 void Connection::add_finding_kind(OpenCommand& c, FindingKind k) {
@@ -823,8 +827,33 @@ void Connection::complete(uint32_t slot, const Segment& seg, const PduEvent& ev)
   // past its answer) cannot be timed: it counts as seen with the command, not before it.
   c.r.status_frame = std::max(c.r.status_frame, c.r.first_frame);
   c.r.status_ns = std::max(c.r.status_ns, c.r.first_ns);
-  emit_command(c);
-  release_slot(slot);
+  // Answered: off the ITT table and the open count; reported once the initiator acknowledges
+  // the status (settle), in status order.
+  auto it = by_itt_.find(c.r.itt);
+  if (it != by_itt_.end() && it->second == slot) by_itt_.erase(it);
+  if (outstanding_) --outstanding_;
+  c.settling = true;
+  // Near the initiator a segment lost after the capture point cannot precede the status (the
+  // initiator's stream would have a hole): no need to wait.
+  const bool near_initiator = rtt_[kI2T].known() && rtt_[kT2I].known() && rtt_ns(kI2T) * 5 < full_rtt_ns();
+  c.settle_seq = near_initiator ? 0 : flow_[kT2I].next;
+  for (int d = 0; d < 2; ++d)
+    if (current_pdu_slot_[d] == slot) current_pdu_slot_[d] = 0;
+  settling_.push_back(slot);
+  settle(seg.time_ns);
+}
+
+void Connection::settle(int64_t now, bool all) {
+  const tcp::Flow& f = flow_[kT2I];
+  while (!settling_.empty()) {
+    uint32_t slot = settling_.front();
+    OpenCommand& c = slots_[slot];
+    bool acked = c.settle_seq == 0 || (f.una_known && f.una >= c.settle_seq);
+    if (!all && !acked && now - c.r.status_ns < kSettleMaxNs) break;
+    settling_.pop_front();
+    emit_command(c);
+    release_slot(slot);
+  }
 }
 
 // How many commands were in flight together with c, by capture time: framing may lag one
@@ -835,7 +864,7 @@ uint32_t Connection::in_flight_with(const OpenCommand& c) const {
   const int64_t end = c.r.completed ? c.r.status_ns : INT64_MAX;
   uint32_t n = 1;
   for (size_t s = 1; s < slots_.size(); ++s)
-    if (slots_[s].used && &slots_[s] != &c && slots_[s].r.first_ns < end) ++n;
+    if (slots_[s].used && !slots_[s].settling && &slots_[s] != &c && slots_[s].r.first_ns < end) ++n;
   if (latest_status_ns_ > c.r.first_ns) ++n;  // a command completed earlier ended after c began
   return n;
 }
@@ -982,6 +1011,7 @@ void Connection::finish() {
     on_pdus(d, s, events, false, 0);
     for (auto& m : pdus_[d].take_messages()) notice(Notice::Level::info, s.frame, m);
   }
+  settle(0, true);
   uint64_t unanswered = 0;
   const OpenCommand* first = nullptr;
   for (uint32_t s = 1; s < slots_.size(); ++s)

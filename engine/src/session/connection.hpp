@@ -91,6 +91,7 @@ private:
   void replay_orphans(uint32_t itt);
   void touch_late_reply(uint32_t slot, const Segment& seg, const PduEvent& ev);
   void complete(uint32_t slot, const Segment& seg, const PduEvent& ev);
+  void settle(int64_t now, bool all = false);
   void emit_command(OpenCommand& c);
   uint32_t in_flight_with(const OpenCommand& c) const;
   void emit_finding(Finding f);
@@ -126,6 +127,8 @@ private:
 
   std::vector<OpenCommand> slots_;  // slot 0 unused
   std::vector<uint32_t> free_slots_;
+  std::deque<uint32_t> settling_;  // completed commands in status order (OpenCommand::settling)
+  static constexpr int64_t kSettleMaxNs = 1'000'000'000;  // without the ACK: reported anyway
   std::unordered_map<uint32_t, uint32_t> by_itt_;
   struct Orphan {
     PduEvent event;
