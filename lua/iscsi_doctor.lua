@@ -68,7 +68,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "a169adb0d73889c587ae741e33daf28a05d02781848fff17f66ba0a4a0d25aa0",
+  doc_sha256 = "1cff2c107a636aca22aa5c65858ddfdc4ededf69a7e408729a021e2eb48ff45e",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -1058,7 +1058,8 @@ function Flow.new()
     mss_from_syn = false, largest_payload = 0, data_options_len = 0, has_small = false, last_small = nil,
     last_data_t = 0, last_data_frame = 0, has_last_data = false,
     unacked = {}, ua_head = 1, ua_tail = 0, ooo = {}, ooo_count = 0, ooo_bytes = 0,
-    hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0,
+    hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0, acked_data_t = 0,
+    acked_data_frame = 0,
     acks = {}, ak_head = 1, ak_tail = 0 }, Flow)
 end
 
@@ -1101,6 +1102,7 @@ function Flow:acked(ack, t, frame)
   end
   while self.ua_head <= self.ua_tail and u[self.ua_head].e <= ack do
     take(u[self.ua_head])
+    self.acked_data_t, self.acked_data_frame = u[self.ua_head].t, u[self.ua_head].frame
     u[self.ua_head] = nil
     self.ua_head = self.ua_head + 1
   end
@@ -1225,7 +1227,8 @@ function Connection:on_segment(seg, dir)
   if other.una_known and (other.una ~= una_before or window_changed or other.ak_tail < other.ak_head) then
     -- (what classify_hold may need)
     other:record_ack({ ack = other.una, t = seg.t, frame = seg.frame, window = win, h = other.acked_h,
-                       cmd = other.acked_cmd }, seg.t - 2 * self:full_rtt_ns() - 10000000)
+                       cmd = other.acked_cmd, data_t = other.acked_data_t,
+                       data_frame = other.acked_data_frame }, seg.t - 2 * self:full_rtt_ns() - 10000000)
   end
   if self.settling.head <= self.settling.tail then self:settle(seg.t) end
 end
@@ -1625,11 +1628,11 @@ function Connection:analyse_touch(dir, seg, t, verdict)
     if verdict.held then
       local held_ms = ms(rest)
       local dack = min(verdict.delayed_ack_ms, held_ms)
+      bd.delayed_ack = bd.delayed_ack + dack
       if verdict.kind == "nagle_hold" then
-        bd.delayed_ack = bd.delayed_ack + dack
         bd.nagle = bd.nagle + held_ms - dack
       else
-        bd.window = bd.window + held_ms
+        bd.window = bd.window + held_ms - dack
       end
       c.hold_ms = c.hold_ms + held_ms
       c.findings_set[verdict.kind] = true
@@ -1699,6 +1702,16 @@ function Connection:classify_hold(dir, seg, ready)
   v.release_frame = rel.frame
   v.release_t = rel.t
   v.release_h, v.release_cmd = rel.h, rel.cmd
+  -- The release may itself have been held by the receiver's delayed-ACK timer (an odd segment
+  -- at the end of a flight): measured as for Nagle holds.
+  local acknowledged_more = i == f.ak_head or rel.ack > a[i - 1].ack  -- not a window update
+  if rel.data_frame ~= 0 and acknowledged_more then
+    local ack_delay = rel.t - rel.data_t - self:rtt_ns(1 - dir)
+    if ms(ack_delay) >= self.opt.delayed_ack_min_ms then
+      v.delayed_ack_ms = ms(ack_delay)
+      v.acked_frame = rel.data_frame
+    end
+  end
   -- The edge in force until the release: data that came within a quarter window (at least one
   -- segment) of it means the receiver's window held the sender, not the congestion window.
   local before = i > f.ak_head and a[i - 1] or nil

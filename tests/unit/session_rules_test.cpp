@@ -160,3 +160,43 @@ TEST(SessionRules, FullSegmentAfterPauseIsNotNagle) {
   ASSERT_EQ(rec.commands.size(), 1u);
   EXPECT_FALSE(rec.has(FindingKind::nagle_hold, Side::target));
 }
+
+// Slow start against a delayed ACK: the initiator ACKs the first nine segments of a flight at
+// once but holds the ACK of the tenth (the odd one) for 40 ms; the target's next flight leaves
+// only when that ACK arrives. A cwnd hold of the target, released by a delayed ACK.
+TEST(SessionRules, WindowHoldReleasedByDelayedAck) {
+  Recorder rec;
+  Analyzer an(Options{}, rec);
+  Wire w(an);
+  w.handshake(0, 8 * kMs, 50'000);  // near the initiator
+  w.data(true, 10 * kMs, read10(3, 32768));
+  std::vector<uint8_t> pdu = data_in(3, 32768, true);
+  const size_t flight = 10 * 1448;
+  w.data(false, 18 * kMs + 100'000,
+         std::vector<uint8_t>(pdu.begin(), pdu.begin() + long(flight)));
+  uint64_t tenth = w.frame();
+  w.ack_to(true, 18 * kMs + 150'000, w.next_seq(false) - 1448);  // nine segments, at once
+  w.ack(true, 58 * kMs + 150'000);                               // the tenth, 40 ms late
+  uint64_t late_ack = w.frame();
+  w.data(false, 66 * kMs + 150'000, std::vector<uint8_t>(pdu.begin() + long(flight), pdu.end()));
+  an.finish();
+
+  ASSERT_EQ(rec.commands.size(), 1u);
+  const auto& c = rec.commands[0];
+  EXPECT_EQ(c.round_trips, 2);
+  EXPECT_TRUE(rec.has(FindingKind::cwnd_limited, Side::target));
+  EXPECT_TRUE(rec.has(FindingKind::delayed_ack, Side::initiator));
+  EXPECT_FALSE(rec.has(FindingKind::nagle_hold, Side::target));
+  for (auto& f : rec.findings)
+    if (f.kind == FindingKind::delayed_ack) {
+      EXPECT_EQ(f.frame, late_ack);
+      EXPECT_NEAR(f.lost_ms, 40.0, 0.2);
+      ASSERT_FALSE(f.related.empty());
+      EXPECT_EQ(f.related[0].second, tenth);
+    }
+  EXPECT_NEAR(c.breakdown.delayed_ack_ms, 40.0, 0.2);
+  double sum = c.breakdown.request_ms + c.breakdown.think_ms + c.breakdown.data_ms +
+               c.breakdown.nagle_ms + c.breakdown.delayed_ack_ms + c.breakdown.r2t_ms +
+               c.breakdown.window_ms + c.breakdown.loss_ms + c.breakdown.response_ms;
+  EXPECT_NEAR(sum, c.latency_ms, 0.01);
+}

@@ -269,6 +269,12 @@ void expect_same(const WrapRun& wrapped, const WrapRun& plain) {
   }
 }
 
+void expect_statuses(const WrapRun& run, const std::vector<SegmentStatus>& want) {
+  ASSERT_EQ(run.segments.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(run.segments[i].second, want[i]) << "segment " << i << " (frame " << run.segments[i].first << ")";
+}
+
 void expect_clean_stream(const WrapRun& run) {
   ASSERT_EQ(run.rec.connections.size(), 1u);
   EXPECT_EQ(run.rec.connections[0].bytes_missing, 0u);  // no ACK across the wrap taken as a gap
@@ -303,9 +309,8 @@ TEST(SessionTcp, ReorderingAcrossSequenceWrap) {
   using S = SegmentStatus;
   const std::vector<S> want = {S::new_data, S::new_data, S::out_of_order, S::out_of_order, S::new_data,
                                S::new_data, S::pure_ack, S::new_data, S::pure_ack};
-  ASSERT_EQ(run.segments.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i)
-    EXPECT_EQ(run.segments[i].second, want[i]) << "segment " << i << " (frame " << run.segments[i].first << ")";
+  expect_statuses(run, want);
+  if (HasFatalFailure()) return;
 
   const CommandResult* read1 = command(run, 1);
   ASSERT_NE(read1, nullptr);
@@ -337,9 +342,8 @@ TEST(SessionTcp, RetransmissionAcrossSequenceWrap) {
   using S = SegmentStatus;
   const std::vector<S> want = {S::new_data, S::new_data, S::new_data, S::new_data, S::new_data, S::pure_ack,
                                S::retransmission, S::new_data, S::pure_ack, S::new_data, S::pure_ack};
-  ASSERT_EQ(run.segments.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i)
-    EXPECT_EQ(run.segments[i].second, want[i]) << "segment " << i << " (frame " << run.segments[i].first << ")";
+  expect_statuses(run, want);
+  if (HasFatalFailure()) return;
 
   const CommandResult* read1 = command(run, 1);
   ASSERT_NE(read1, nullptr);

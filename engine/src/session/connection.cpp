@@ -88,7 +88,8 @@ SegmentStatus Connection::on_segment(const Segment& seg, int dir) {
   other.peer_window = win;
   other.peer_window_known = true;
   if (other.una_known && (other.una != una_before || window_changed || other.acks.empty()))
-    other.record_ack({other.una, seg.time_ns, seg.frame, win, other.acked_h, other.acked_cmd},
+    other.record_ack({other.una, seg.time_ns, seg.frame, win, other.acked_h, other.acked_cmd,
+                      other.acked_data_t, other.acked_data_frame},
                      seg.time_ns - 2 * full_rtt_ns() - 10'000'000);  // what classify_hold may need
   if (status_ == SegmentStatus::pure_ack && window_changed && flow_[dir ^ 1].una == una_before)
     status_ = SegmentStatus::window_update;
@@ -606,12 +607,8 @@ void Connection::analyse_touch(int dir, const Segment& seg, const Touch& t, Hold
     if (verdict.held) {
       double held_ms = ms(rest);
       double dack = std::min(verdict.delayed_ack_ms, held_ms);
-      if (verdict.kind == FindingKind::nagle_hold) {
-        bd.delayed_ack_ms += dack;
-        bd.nagle_ms += held_ms - dack;
-      } else {
-        bd.window_ms += held_ms;
-      }
+      bd.delayed_ack_ms += dack;
+      (verdict.kind == FindingKind::nagle_hold ? bd.nagle_ms : bd.window_ms) += held_ms - dack;
       c.hold_ms += held_ms;
       add_finding_kind(c, verdict.kind);
       if (dack > 0) add_finding_kind(c, FindingKind::delayed_ack);
@@ -683,6 +680,16 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   v.release_t = rel.t;
   v.release_h = rel.h;
   v.release_cmd = rel.cmd;
+  // The release may itself have been held by the receiver's delayed-ACK timer (an odd segment
+  // at the end of a flight): measured as for Nagle holds.
+  const bool acknowledged_more = i == 0 || rel.ack > f.acks[i - 1].ack;  // not a window update
+  if (rel.data_frame && acknowledged_more) {
+    int64_t ack_delay = rel.t - rel.data_t - rtt_ns(dir ^ 1);
+    if (ms(ack_delay) >= options_.delayed_ack_min_ms) {
+      v.delayed_ack_ms = ms(ack_delay);
+      v.acked_frame = rel.data_frame;
+    }
+  }
   // The edge in force until the release: data that came within a quarter window (at least one
   // segment) of it means the receiver's window held the sender, not the congestion window
   // (senders do not split their bursts to fill a nearly full window: Linux defers TSO then).

@@ -19,6 +19,8 @@ bool Flow::acked(uint64_t ack, int64_t t, uint64_t frame) {
   };
   while (!unacked.empty() && unacked.front().end <= ack) {
     take(unacked.front());
+    acked_data_t = unacked.front().t;
+    acked_data_frame = unacked.front().frame;
     unacked.pop_front();
   }
   if (!unacked.empty() && unacked.front().start < ack) take(unacked.front());

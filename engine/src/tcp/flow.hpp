@@ -44,6 +44,8 @@ struct AckRecord {
   uint32_t window = 0;  // advertised with it (scaled)
   int32_t h = -1;  // half trips of the latest data acknowledged so far (-1: none known)
   uint64_t cmd = 0;  // the first frame of that data's command
+  int64_t data_t = 0;  // capture time and frame of the latest segment it acknowledged in full
+  uint64_t data_frame = 0;
   uint64_t edge() const { return ack + window; }
 };
 
@@ -132,6 +134,8 @@ public:
   void record_ack(const AckRecord& r, int64_t horizon);
   int32_t acked_h = -1;  // half trips of the latest data acknowledged, and its command
   uint64_t acked_cmd = 0;
+  int64_t acked_data_t = 0;  // the latest segment acknowledged in full
+  uint64_t acked_data_frame = 0;
   static constexpr size_t kMaxAckRecords = 4096;
 
 private:
