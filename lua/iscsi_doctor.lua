@@ -1053,8 +1053,7 @@ Flow.__index = Flow
 
 function Flow.new()
   return setmetatable({ started = false, syn_seen = false, fin_seen = false, next = 0, max_end = 0,
-    una = 0, una_known = false, prev_una = 0, una_t = 0, una_frame = 0, peer_window = 0,
-    prev_peer_window = 0, peer_window_known = false, wscale_offered = -1, mss = 0,
+    una = 0, una_known = false, peer_window = 0, peer_window_known = false, wscale_offered = -1, mss = 0,
     mss_from_syn = false, largest_payload = 0, data_options_len = 0, has_small = false, last_small = nil,
     last_data_t = 0, last_data_frame = 0, has_last_data = false,
     unacked = {}, ua_head = 1, ua_tail = 0, ooo = {}, ooo_count = 0, ooo_bytes = 0,
@@ -1091,11 +1090,8 @@ function Flow:is_small(len) return len < self:effective_mss() end
 
 function Flow:acked(ack, t, frame)
   if self.una_known and ack <= self.una then return false end
-  self.prev_una = self.una_known and self.una or ack
   self.una = ack
   self.una_known = true
-  self.una_t = t
-  self.una_frame = frame
   local u = self.unacked
   local function take(r)
     if r.h and r.h >= 0 then self.acked_h, self.acked_cmd = r.h, r.cmd end
@@ -1218,9 +1214,6 @@ function Connection:on_segment(seg, dir)
     win = win * 2 ^ min(scale, 14)
   end
   local other = self.flow[1 - dir]
-  if other.peer_window ~= win then
-    other.prev_peer_window = other.peer_window_known and other.peer_window or win
-  end
   local window_changed = other.peer_window_known and other.peer_window ~= win
   other.peer_window = win
   other.peer_window_known = true

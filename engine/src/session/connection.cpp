@@ -83,7 +83,6 @@ SegmentStatus Connection::on_segment(const Segment& seg, int dir) {
     win <<= std::min<int>(scale, 14);
   // The window this side advertises limits what the other side may send.
   tcp::Flow& other = flow_[dir ^ 1];
-  if (other.peer_window != win) other.prev_peer_window = other.peer_window_known ? other.peer_window : win;
   bool window_changed = other.peer_window_known && other.peer_window != win;
   other.peer_window = win;
   other.peer_window_known = true;

@@ -7,11 +7,8 @@ namespace iscsi_doctor::tcp {
 
 bool Flow::acked(uint64_t ack, int64_t t, uint64_t frame) {
   if (una_known && ack <= una) return false;
-  prev_una = una_known ? una : ack;
   una = ack;
   una_known = true;
-  una_t = t;
-  una_frame = frame;
   auto take = [&](const SentSegment& s) {
     if (s.h < 0) return;
     acked_h = s.h;

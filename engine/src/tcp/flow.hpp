@@ -80,12 +80,8 @@ public:
   uint64_t max_end = 0;  // highest sequence number sent + 1
   uint64_t una = 0;      // highest cumulative ACK from the peer
   bool una_known = false;
-  uint64_t prev_una = 0;  // before the latest advance
-  int64_t una_t = 0;      // capture time of the latest advancing ACK
-  uint64_t una_frame = 0;
 
   uint32_t peer_window = 0;  // bytes the peer last advertised (scaled)
-  uint32_t prev_peer_window = 0;  // before the latest change
   bool peer_window_known = false;
   int8_t wscale_offered = -1;  // this side's own SYN option
   uint16_t mss = 0;            // largest segment this side may send
