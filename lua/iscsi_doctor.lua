@@ -1447,14 +1447,20 @@ end
 -- Above this many open commands the open count is taken as is, without a scan.
 local COUNTED_IN_FLIGHT = 64
 
-function Connection:release(c)
+-- Off the ITT table, the open count and the PDU owners: answered (settling) or gone.
+function Connection:retire(c)
+  if c.settling then return end  -- retired when it completed
   if self.by_itt[c.itt] == c then
     self.by_itt[c.itt] = nil
     self.open_count = self.open_count - 1
   end
   for d = 0, 1 do if self.current_slot[d] == c then self.current_slot[d] = nil end end
+  if self.outstanding > 0 then self.outstanding = self.outstanding - 1 end
+end
+
+function Connection:release(c)
+  self:retire(c)
   c.used = false
-  if not c.settling and self.outstanding > 0 then self.outstanding = self.outstanding - 1 end
 end
 
 function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
@@ -1813,20 +1819,14 @@ function Connection:complete(c, seg, ev)
   -- A status captured before its command cannot be timed: it counts as seen with the command.
   c.status_frame = max(c.status_frame, c.first_frame)
   c.status_t = max(c.status_t, c.first_t)
-  -- Answered: off the ITT table and the open count; reported once the initiator acknowledges
-  -- the status (settle), in status order.
-  if self.by_itt[c.itt] == c then
-    self.by_itt[c.itt] = nil
-    self.open_count = self.open_count - 1
-  end
-  if self.outstanding > 0 then self.outstanding = self.outstanding - 1 end
+  -- Answered; reported once the initiator acknowledges the status (settle), in status order.
+  self:retire(c)
   c.settling = true
   -- Near the initiator a segment lost after the capture point cannot precede the status (the
   -- initiator's stream would have a hole): no need to wait.
   local near_initiator = self.rtt[I2T].known and self.rtt[T2I].known and
                          self:rtt_ns(I2T) * 5 < self:full_rtt_ns()
   c.settle_seq = near_initiator and 0 or self.flow[T2I].next
-  for d = 0, 1 do if self.current_slot[d] == c then self.current_slot[d] = nil end end
   local q = self.settling
   q.tail = q.tail + 1
   q[q.tail] = c

@@ -60,15 +60,8 @@ def by_first_frame(path):
 
 # ---- Latency ------------------------------------------------------------------------------------
 
-def _latency_params():
-    # (stock-loss-read--initiator: a Response whose last byte arrived beyond a hole completes with
-    # the segment that fills the hole, as in Wireshark.)
-    for e in ENTRIES:
-        yield pytest.param(e, id=e["file"])
-
-
 @pytest.mark.skipif(not ENTRIES, reason="no captures/MANIFEST.json")
-@pytest.mark.parametrize("entry", list(_latency_params()))
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e["file"] for e in ENTRIES])
 def test_latency_matches_wireshark(entry):
     path = ROOT / "captures" / entry["file"]
     matched, missing = by_first_frame(path)

@@ -387,16 +387,21 @@ uint32_t Connection::find_slot(uint32_t itt) const {
   return it == by_itt_.end() ? 0 : it->second;
 }
 
-void Connection::release_slot(uint32_t slot) {
+// Off the ITT table, the open count and the PDU owners: answered (settling) or gone.
+void Connection::retire(uint32_t slot) {
   OpenCommand& c = slots_[slot];
+  if (c.settling) return;  // retired when it completed
   auto it = by_itt_.find(c.r.itt);
   if (it != by_itt_.end() && it->second == slot) by_itt_.erase(it);
   for (int d = 0; d < 2; ++d)
     if (current_pdu_slot_[d] == slot) current_pdu_slot_[d] = 0;
-  const bool counted = !c.settling;
-  c = OpenCommand{};
+  if (outstanding_) --outstanding_;
+}
+
+void Connection::release_slot(uint32_t slot) {
+  retire(slot);
+  slots_[slot] = OpenCommand{};
   free_slots_.push_back(slot);
-  if (counted && outstanding_) --outstanding_;
 }
 
 void Connection::add_finding_kind(OpenCommand& c, FindingKind k) {
@@ -833,18 +838,13 @@ void Connection::complete(uint32_t slot, const Segment& seg, const PduEvent& ev)
   // past its answer) cannot be timed: it counts as seen with the command, not before it.
   c.r.status_frame = std::max(c.r.status_frame, c.r.first_frame);
   c.r.status_ns = std::max(c.r.status_ns, c.r.first_ns);
-  // Answered: off the ITT table and the open count; reported once the initiator acknowledges
-  // the status (settle), in status order.
-  auto it = by_itt_.find(c.r.itt);
-  if (it != by_itt_.end() && it->second == slot) by_itt_.erase(it);
-  if (outstanding_) --outstanding_;
+  // Answered; reported once the initiator acknowledges the status (settle), in status order.
+  retire(slot);
   c.settling = true;
   // Near the initiator a segment lost after the capture point cannot precede the status (the
   // initiator's stream would have a hole): no need to wait.
   const bool near_initiator = rtt_[kI2T].known() && rtt_[kT2I].known() && rtt_ns(kI2T) * 5 < full_rtt_ns();
   c.settle_seq = near_initiator ? 0 : flow_[kT2I].next;
-  for (int d = 0; d < 2; ++d)
-    if (current_pdu_slot_[d] == slot) current_pdu_slot_[d] = 0;
   settling_.push_back(slot);
   settle(seg.time_ns);
 }

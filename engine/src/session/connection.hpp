@@ -101,6 +101,7 @@ private:
                   Notice::Level level = Notice::Level::warning);
   uint32_t find_slot(uint32_t itt) const;
   uint32_t session_id() const;  // resolved on first use: after login when there is one
+  void retire(uint32_t slot);
   void release_slot(uint32_t slot);
   void add_finding_kind(OpenCommand& c, FindingKind k);
 
