@@ -85,11 +85,15 @@ struct Aggregates {
   bool have_first = false;
 };
 
-int gap_bin(int64_t g) {
-  if (g == 0) return kGapBins;
-  const uint64_t a = g < 0 ? uint64_t(-(g + 1)) + 1 : uint64_t(g);
-  const int b = std::min(kGapBins, 1 + int(std::log2(double(a))));
-  return kGapBins + (g < 0 ? -b : b);
+// Bin of a gap of `bytes` (backwards when `back`): LBAs are 64-bit and corrupt or hostile ones
+// reach 2^64-1, so the gap is kept as a sign and a 128-bit magnitude, never a signed 64-bit value.
+__extension__ typedef unsigned __int128 u128;
+int gap_bin(bool back, u128 bytes) {
+  if (bytes == 0) return kGapBins;
+  int bits = 0;
+  for (u128 v = bytes; v; v >>= 1) ++bits;  // 1 + floor(log2(bytes))
+  const int b = std::min(kGapBins, bits);
+  return kGapBins + (back ? -b : b);
 }
 
 double score_for(size_t kind, const CommandResult& c) {
@@ -219,10 +223,11 @@ private:
       ++a_.gap_pairs;
       const uint32_t bs[2] = {512, 4096};
       for (int i = 0; i < 2; ++i) {
-        const int64_t expect = int64_t(st.prev_lba + st.prev_bytes / bs[i]);
-        const int64_t g = (int64_t(it.lba) - expect) * int64_t(bs[i]);
-        a_.gaps[i][size_t(gap_bin(g))]++;
-        a_.sequential[i] += g == 0;
+        const u128 expect = u128(st.prev_lba) + st.prev_bytes / bs[i];
+        const bool back = u128(it.lba) < expect;
+        const u128 blocks = back ? expect - it.lba : u128(it.lba) - expect;
+        a_.gaps[i][size_t(gap_bin(back, blocks * bs[i]))]++;
+        a_.sequential[i] += blocks == 0;
       }
     }
     st.have_prev = true;

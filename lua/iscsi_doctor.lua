@@ -1735,7 +1735,7 @@ function Connection:on_pdu_end(dir, seg, ev)
   if not c then
     -- A reply framed before its command (the initiator's stream still waiting on a digest
     -- probe after a mid-stream start): kept until the command shows up.
-    if dir == T2I and (op == OP.DataIn or op == OP.ScsiResponse or op == OP.R2T) then
+    if dir == T2I and not self.replaying and (op == OP.DataIn or op == OP.ScsiResponse or op == OP.R2T) then
       local o = self.orphans
       if #o >= 32 then table.remove(o, 1) end
       local fr, t = seg.frame, seg.t
@@ -1792,17 +1792,24 @@ function Connection:touch_late_reply(c, seg, ev)
   end
 end
 
+-- The command's orphans are taken out first and each is replayed once: one that still finds no
+-- open command (a duplicate reply after the status) is dropped, never queued again.
 function Connection:replay_orphans(itt)
   local o = self.orphans
-  local i = 1
-  while i <= #o do
-    if o[i].ev.bhs.itt ~= itt then
-      i = i + 1
-    else
-      local x = table.remove(o, i)
-      self:on_pdu_end(T2I, { frame = x.frame, t = x.t, wire_len = 0 }, x.ev)
-    end
+  if #o == 0 then return end
+  local mine, rest = {}, {}
+  for i = 1, #o do
+    if o[i].ev.bhs.itt == itt then mine[#mine + 1] = o[i] else rest[#rest + 1] = o[i] end
   end
+  if #mine == 0 then return end
+  self.orphans = rest
+  local outer = self.replaying
+  self.replaying = true
+  for i = 1, #mine do
+    local x = mine[i]
+    self:on_pdu_end(T2I, { frame = x.frame, t = x.t, wire_len = 0 }, x.ev)
+  end
+  self.replaying = outer
 end
 
 function Connection:complete(c, seg, ev)

@@ -726,7 +726,7 @@ void Connection::on_pdu_end(int dir, const Segment& seg, const PduEvent& ev) {
     // on a digest probe after a mid-stream start: keep it until the command shows up.
     bool reply = op == iscsi::Opcode::DataIn || op == iscsi::Opcode::ScsiResponse ||
                  op == iscsi::Opcode::R2T;
-    if (reply && dir == kT2I && b.itt != kReservedTag) {
+    if (reply && dir == kT2I && b.itt != kReservedTag && !replaying_) {
       if (orphans_.size() >= kMaxOrphans) {
         cap_notice(kCapOrphans, seg.frame,
                    "orphan-reply cap (" + std::to_string(kMaxOrphans) +
@@ -809,18 +809,28 @@ void Connection::touch_late_reply(uint32_t slot, const Segment& seg, const PduEv
 }
 
 void Connection::replay_orphans(uint32_t itt) {
-  for (size_t i = 0; i < orphans_.size();) {
-    if (orphans_[i].event.bhs.itt != itt) {
-      ++i;
-      continue;
+  // The command's orphans are taken out first and each is replayed once: one that still finds
+  // no open command (a duplicate reply after the status) is dropped, never queued again, so the
+  // work is bounded by the orphan cap whatever the capture repeats.
+  if (orphans_.empty()) return;
+  std::vector<Orphan> mine;
+  for (auto it = orphans_.begin(); it != orphans_.end();) {
+    if (it->event.bhs.itt == itt) {
+      mine.push_back(std::move(*it));
+      it = orphans_.erase(it);
+    } else {
+      ++it;
     }
-    Orphan o = std::move(orphans_[i]);
-    orphans_.erase(orphans_.begin() + long(i));
-    Segment s{};
-    s.frame = o.frame;
-    s.time_ns = o.t;
-    on_pdu_end(kT2I, s, o.event);
   }
+  const bool outer = replaying_;
+  replaying_ = true;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    Segment s{};
+    s.frame = mine[i].frame;
+    s.time_ns = mine[i].t;
+    on_pdu_end(kT2I, s, mine[i].event);
+  }
+  replaying_ = outer;
 }
 
 void Connection::complete(uint32_t slot, const Segment& seg, const PduEvent& ev) {

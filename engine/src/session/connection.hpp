@@ -140,6 +140,7 @@ private:
   enum Cap : uint8_t { kCapUnacked = 1, kCapOrphans = 2, kCapLoginText = 4, kCapKeysSeen = 8, kCapOpenCommands = 16 };
   uint8_t caps_reported_ = 0;
   std::deque<Orphan> orphans_;  // replies framed before their command (see on_pdu_end)
+  bool replaying_ = false;  // orphans being replayed are not kept again
   uint32_t current_pdu_slot_[2] = {0, 0};  // command owning the PDU in progress per direction
 
   // Statistics and the serialized-queue rule.
