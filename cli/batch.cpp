@@ -271,6 +271,7 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
     r.stats = reader.read_all(bridge);
     analyzer.finish();
     r.connections = analyzer.connections();
+    r.unlisted = analyzer.unlisted_connections();
     r.sessions = analyzer.sessions();
     if (r.stats.packets == 0 && r.stats.damaged) {
       // Not one packet could be read: the file is a capture in name only.

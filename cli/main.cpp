@@ -72,8 +72,11 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   // Caps (memory stays bounded whatever the capture holds); hitting one is reported as an error notice.
   app.add_option("--max-connections", opt.engine.max_connections,
-                 "connections followed at once per capture (default 65536)")
+                 "connections open at once per capture (default 65536); closed ones are reported and freed")
       ->check(CLI::PositiveNumber);
+  app.add_option("--idle-timeout", opt.engine.idle_timeout_s,
+                 "at the connection cap, connections idle this many seconds are reported and freed (default 60)")
+      ->check(CLI::Range(0.001, 1e9));
   app.add_option("--max-open-commands", opt.engine.max_open_commands,
                  "commands awaiting their status per connection (default 65536)")
       ->check(CLI::PositiveNumber);

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -42,8 +43,11 @@ struct CaptureResult {
   std::string_view decoder;
   ReadStats stats;
   std::vector<ConnectionInfo> connections;
+  ConnectionTotals unlisted;          // finished past the engine's listing cap: counted only
   std::vector<SessionInfo> sessions;
   std::unique_ptr<Summary> summary;   // null when !usable
+  // The listed connection with this id, or null (connections are sorted by id).
+  const ConnectionInfo* connection(uint32_t id) const;
 };
 
 struct GateResult {
@@ -124,6 +128,8 @@ extern const BreakdownPart kBreakdownParts[9];
 
 nlohmann::json summary_json(const Summary&);        // commands, completed, advice, classes, ...
 nlohmann::json sessions_json(const CaptureResult&, bool with_capture);
+// Ids of the connections the sessions list.
+std::unordered_set<uint32_t> connections_in_sessions(const std::vector<SessionInfo>&);
 nlohmann::json ms_or_null(double ms);               // negative (unknown) -> null
 
 }  // namespace iscsi_doctor::cli

@@ -2,6 +2,7 @@
 // Names and JSON fragments shared by the report formats.
 #include <array>
 #include <cmath>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -180,14 +181,24 @@ nlohmann::json connection_json(const ConnectionInfo& c) {
 
 }  // namespace
 
+const ConnectionInfo* CaptureResult::connection(uint32_t id) const {
+  auto it = std::lower_bound(connections.begin(), connections.end(), id,
+                             [](const ConnectionInfo& c, uint32_t v) { return c.id < v; });
+  return it != connections.end() && it->id == id ? &*it : nullptr;
+}
+
+std::unordered_set<uint32_t> connections_in_sessions(const std::vector<SessionInfo>& sessions) {
+  std::unordered_set<uint32_t> ids;
+  for (const SessionInfo& s : sessions) ids.insert(s.connections.begin(), s.connections.end());
+  return ids;
+}
+
 nlohmann::json sessions_json(const CaptureResult& r, bool with_capture) {
   // Sessions as the engine knows them, plus any connection whose session it did not list.
   std::vector<SessionInfo> sessions = r.sessions;
+  const std::unordered_set<uint32_t> listed = connections_in_sessions(sessions);
   for (const ConnectionInfo& c : r.connections) {
-    bool listed = false;
-    for (const SessionInfo& s : sessions)
-      for (uint32_t id : s.connections) listed |= id == c.id;
-    if (listed) continue;
+    if (listed.count(c.id)) continue;
     auto it = std::find_if(sessions.begin(), sessions.end(),
                            [&](const SessionInfo& s) { return s.id == c.session; });
     if (it == sessions.end()) {
@@ -206,8 +217,8 @@ nlohmann::json sessions_json(const CaptureResult& r, bool with_capture) {
     uint64_t frames = 0, pdus = 0, commands = 0, resyncs = 0, digest_errors = 0, missing = 0;
     uint32_t outstanding = 0;
     for (uint32_t id : s.connections) {
-      for (const ConnectionInfo& c : r.connections) {
-        if (c.id != id) continue;
+      if (const ConnectionInfo* cp = r.connection(id)) {
+        const ConnectionInfo& c = *cp;
         if (!lead) lead = &c;
         conns.push_back(connection_json(c));
         frames += c.frames;

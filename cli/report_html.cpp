@@ -717,6 +717,7 @@ void capture_section(Run& run, const Input& in, size_t index, Out& o, bool& usab
       analyzer.finish();
       sink.finish_lba();
       r.connections = analyzer.connections();
+    r.unlisted = analyzer.unlisted_connections();
       r.sessions = analyzer.sessions();
       if (r.stats.packets == 0 && r.stats.damaged) {
         r.error = fmt::format("{}: no packet could be read", in.path);

@@ -150,6 +150,11 @@ public:
     c["damaged"] = r.stats.damaged;
     c["first_time_ns"] = r.stats.packets ? nlohmann::json(r.stats.first_ns) : nlohmann::json(nullptr);
     c["duration_s"] = r.stats.packets ? (r.stats.last_ns - r.stats.first_ns) / 1e9 : 0.0;
+    const ConnectionTotals& u = r.unlisted;
+    c["connections_unlisted"] = {{"connections", u.connections}, {"frames", u.frames},
+                                 {"pdus", u.pdus},               {"commands", u.commands},
+                                 {"resyncs", u.resyncs},         {"digest_errors", u.digest_errors},
+                                 {"bytes_missing", u.bytes_missing}};
     if (r.summary) {
       c["commands"] = r.summary->commands();
       c["summary"] = summary_json(*r.summary);

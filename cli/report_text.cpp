@@ -149,8 +149,8 @@ void write_sessions(std::string& o, const CaptureResult& r) {
     if (!s.isid.empty()) head += fmt::format("  ISID {} TSIH {}", s.isid, s.tsih);
     o += head + "\n";
     for (uint32_t id : s.connections)
-      for (const ConnectionInfo& c : r.connections)
-        if (c.id == id) {
+      if (const ConnectionInfo* cp = r.connection(id)) {
+          const ConnectionInfo& c = *cp;
           o += fmt::format("  connection {}  initiator {} <-> target {}  ({})\n", c.id, c.initiator.str(),
                            c.target.str(), vantage_text(c.vantage));
           std::string mss = fmt::format("MSS initiator {}, target {}{}", c.mss_initiator, c.mss_target,
@@ -174,14 +174,15 @@ void write_sessions(std::string& o, const CaptureResult& r) {
         }
   }
   // Connections the engine put in no listed session.
+  const std::unordered_set<uint32_t> listed = connections_in_sessions(r.sessions);
   for (const ConnectionInfo& c : r.connections) {
-    bool listed = false;
-    for (const SessionInfo& s : r.sessions)
-      for (uint32_t id : s.connections) listed |= id == c.id;
-    if (!listed)
+    if (!listed.count(c.id))
       o += fmt::format("Connection {}  initiator {} <-> target {}  ({}), {} commands\n", c.id,
                        c.initiator.str(), c.target.str(), vantage_text(c.vantage), count(c.commands));
   }
+  if (const ConnectionTotals& u = r.unlisted; u.connections)
+    o += fmt::format("{} more connections, analysed but not listed one by one: {} frames, {} PDUs, {} commands\n",
+                     count(u.connections), count(u.frames), count(u.pdus), count(u.commands));
 }
 
 class TextReport final : public Report {

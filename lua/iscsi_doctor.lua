@@ -89,6 +89,7 @@ local DEFAULT_OPTIONS = {
   delayed_ack_min_ms = RULES.delayed_ack_min_ms,
   think_min_ms = RULES.think_min_ms,
   max_connections = 65536,
+  idle_timeout_s = 60,
   max_open_commands = 65536,
   max_out_of_order_bytes = 4 * 1048576,
 }
@@ -1127,6 +1128,17 @@ function Flow:record_ack(r, horizon)
   a[self.ak_tail] = r
 end
 
+-- Index of the first unacknowledged record whose end is beyond v, or nil.
+function Flow:first_unacked_ending_after(v)
+  local lo, hi = self.ua_head, self.ua_tail + 1
+  while lo < hi do
+    local mid = floor((lo + hi) / 2)
+    if self.unacked[mid].e <= v then lo = mid + 1 else hi = mid end
+  end
+  if lo <= self.ua_tail then return lo end
+  return nil
+end
+
 function Flow:push_unacked(rec)
   if self.ua_tail - self.ua_head + 1 >= 65536 then return end
   self.ua_tail = self.ua_tail + 1
@@ -1208,6 +1220,7 @@ function Connection:on_segment(seg, dir)
     f.fin_seen = true
     if hasbit(fl, 0x04) or self.flow[1 - dir].fin_seen then self.closed = true end
   end
+  self.last_t = seg.t
   local win = seg.window
   local scale = self.flow[dir].wscale_offered
   if not hasbit(fl, 0x02) and scale >= 0 and self.flow[1 - dir].wscale_offered >= 0 then
@@ -1257,14 +1270,10 @@ function Connection:handle_ack(seg, dir)
   if ack > peer.max_end + 1073741824 then return end
   if peer.fin_seen and ack == peer.next + 1 then ack = peer.next end  -- the FIN's sequence number
   if peer.ua_head <= peer.ua_tail and (not peer.una_known or ack > peer.una) then
-    for k = peer.ua_tail, peer.ua_head, -1 do
-      local s = peer.unacked[k]
-      if s.e == ack then
-        rtt_sample(self.rtt[dir], seg.t - s.t)
-        break
-      end
-      if s.e < ack then break end
-    end
+    -- Records end in increasing order (each carries new data): a binary search, not a scan.
+    local k = peer:first_unacked_ending_after(ack - 1)
+    local s = k and peer.unacked[k]
+    if s and s.e == ack then rtt_sample(self.rtt[dir], seg.t - s.t) end
   end
   if ack > peer.next and peer.started then
     local upto = min(ack, peer.max_end > peer.next and peer.max_end or ack)
@@ -1415,10 +1424,15 @@ end
 function Connection:note_retransmission(dir, seg, start, e)
   local f = self.flow[dir]
   self.retransmissions = self.retransmissions + 1
+  -- The first record ending past the resent byte (binary search), or one of the next few that
+  -- starts before it (an overlap resend): bounded work per segment.
   local orig
-  for k = f.ua_head, f.ua_tail do
-    local s = f.unacked[k]
-    if s.s <= start and s.e > start then orig = s break end
+  local k = f:first_unacked_ending_after(start)
+  if k then
+    for j = k, min(k + 7, f.ua_tail) do
+      local s = f.unacked[j]
+      if s.s <= start then orig = s break end
+    end
   end
   if f.una_known and e <= f.una and not orig then return end
   local fd = { kind = "retransmission", side = side_of(dir), frame = seg.frame, lost_ms = 0 }
@@ -1997,8 +2011,45 @@ function Analyzer.new(options)
     findings = {}, commands = {}, by_evidence = {}, by_decision = {}, by_status = {},
     cmd_by_decision = {},
     cur_frame = 0, finished = false, last_frame = 0,
-    pending = {}, pending_count = 0, pending_order = {}, po_head = 1, po_tail = 0 }, Analyzer)
+    pending = {}, pending_count = 0, pending_order = {}, po_head = 1, po_tail = 0,
+    closing = {}, cl_head = 1, cl_tail = 0, last_idle_scan = nil, refused = {}, refused_count = 0,
+    segments = 0, scan_segments = 0 }, Analyzer)
   return a
+end
+
+-- Memory follows what is open: a closed connection is finished once its last segments (final
+-- ACK, a resent FIN) have had time to pass (engine/src/analyzer.cpp).
+function Analyzer:finish_closed(now)
+  while self.cl_head <= self.cl_tail and self.closing[self.cl_head].due < now do
+    local e = self.closing[self.cl_head]
+    self.closing[self.cl_head] = nil
+    self.cl_head = self.cl_head + 1
+    local c = self.live[e.key]
+    if c and c.id == e.id then
+      c:finish()
+      self.live[e.key] = nil
+      self.live_count = self.live_count - 1
+    end
+  end
+end
+
+-- At the connection cap: connections idle past the timeout are finished (one scan per half timeout).
+function Analyzer:finish_idle(now)
+  local timeout = self.options.idle_timeout_s * 1e9
+  if self.last_idle_scan and (now - self.last_idle_scan < timeout / 2 or
+     self.segments - self.scan_segments < self.live_count) then return end
+  self.last_idle_scan = now
+  self.scan_segments = self.segments
+  local idle = {}
+  for key, c in pairs(self.live) do
+    if now - c.last_t >= timeout then idle[#idle + 1] = { id = c.id, key = key } end
+  end
+  table.sort(idle, function(a, b) return a.id < b.id end)
+  for _, e in ipairs(idle) do
+    self.live[e.key]:finish()
+    self.live[e.key] = nil
+    self.live_count = self.live_count - 1
+  end
 end
 
 -- Handshakes on ports not known to be iSCSI, kept until a Login Request shows the connection is
@@ -2090,6 +2141,8 @@ function Analyzer:feed(seg)
   self.cur_frame = seg.frame
   self.last_frame = max(self.last_frame, seg.frame)
   local key = seg.src < seg.dst and (seg.src .. "|" .. seg.dst) or (seg.dst .. "|" .. seg.src)
+  self.segments = self.segments + 1
+  if self.cl_head <= self.cl_tail then self:finish_closed(seg.t) end
   local c = self.live[key]
   local syn = hasbit(seg.flags, 0x02) and not hasbit(seg.flags, 0x10)
   if c and syn and c.closed then
@@ -2105,12 +2158,24 @@ function Analyzer:feed(seg)
       self:remember_handshake(key, seg, syn)
     end
     if not syn and seg.wire_len == 0 then return end
+    -- A connection the cap refused stays unanalysed until its 4-tuple starts anew (SYN).
+    if self.refused[key] then
+      if not syn then return end
+      self.refused[key] = nil
+      self.refused_count = self.refused_count - 1
+    end
     local ini, tgt
     if opt.ports[seg.dport] then ini, tgt = seg.src, seg.dst
     elseif opt.ports[seg.sport] then ini, tgt = seg.dst, seg.src
     elseif opt.detect_ports and not syn and looks_like_login(seg.payload) then ini, tgt = seg.src, seg.dst end
     if not ini then return end
-    if self.live_count >= opt.max_connections then return end
+    if self.live_count >= opt.max_connections then self:finish_idle(seg.t) end
+    if self.live_count >= opt.max_connections then
+      if self.refused_count >= 65536 then self.refused, self.refused_count = {}, 0 end
+      self.refused[key] = true
+      self.refused_count = self.refused_count + 1
+      return
+    end
     c = Connection.new(self, self.next_id, ini, tgt)
     self.next_id = self.next_id + 1
     self.live[key] = c
@@ -2124,7 +2189,12 @@ function Analyzer:feed(seg)
     end
   end
   local dir = seg.src == c.initiator and I2T or T2I
+  local was_closed = c.closed
   c:on_segment(seg, dir)
+  if c.closed and not was_closed then
+    self.cl_tail = self.cl_tail + 1
+    self.closing[self.cl_tail] = { due = seg.t + max(1e9, 4 * c:full_rtt_ns()), key = key, id = c.id }
+  end
 end
 
 function Analyzer:finish()

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <set>
 #include <memory>
 #include <vector>
 
@@ -17,6 +18,7 @@ namespace iscsi_doctor {
 using session::Connection;
 
 struct Analyzer::Impl {
+  using Key = std::pair<Endpoint, Endpoint>;
   Impl(Options o, Sink& s) : options(std::move(o)), sink(s) {}
 
   bool is_target_port(uint16_t port) const {
@@ -32,12 +34,63 @@ struct Analyzer::Impl {
 
   void finish_connection(Connection& c) {
     c.finish();
-    infos.push_back(c.info());
+    if (infos.size() < options.max_connections_listed) {
+      infos.push_back(c.info());
+      return;
+    }
+    if (!unlisted.connections)
+      sink.on_notice({Notice::Level::info, 0, c.id(),
+                      "connection listing cap (" + std::to_string(options.max_connections_listed) +
+                          ") hit: later connections are analysed and their commands reported, but "
+                          "counted rather than listed one by one"});
+    unlisted.add(c.info());
   }
+
+  // Memory follows what is open: a closed connection is finished once its last segments (final
+  // ACK, a resent FIN) have had time to pass, and freed.
+  struct Closing {
+    int64_t due;
+    Key key;
+    uint32_t id;
+  };
+  std::deque<Closing> closing;
+  void finish_closed(int64_t now) {
+    while (!closing.empty() && closing.front().due < now) {
+      Closing c = closing.front();
+      closing.pop_front();
+      auto it = live.find(c.key);
+      if (it == live.end() || it->second->id() != c.id) continue;  // already replaced
+      finish_connection(*it->second);
+      live.erase(it);
+    }
+  }
+  // At the connection cap: connections idle past the timeout are finished and freed. Scanned at
+  // most once per half timeout of capture time and once per as many segments as are open, so a
+  // full table costs O(1) per segment whatever the timestamps say.
+  int64_t last_idle_scan = INT64_MIN;
+  uint64_t segments = 0, scan_segments = 0;
+  void finish_idle(int64_t now) {
+    const int64_t timeout = int64_t(options.idle_timeout_s * 1e9);
+    if (last_idle_scan != INT64_MIN &&
+        (now - last_idle_scan < timeout / 2 || segments - scan_segments < live.size()))
+      return;
+    last_idle_scan = now;
+    scan_segments = segments;
+    std::vector<std::pair<uint32_t, Key>> idle;
+    for (auto& [key, conn] : live)
+      if (now - conn->last_t() >= timeout) idle.emplace_back(conn->id(), key);
+    std::sort(idle.begin(), idle.end());
+    for (auto& [id, key] : idle) {
+      auto it = live.find(key);
+      finish_connection(*it->second);
+      live.erase(it);
+    }
+  }
+  ConnectionTotals unlisted;
+  uint64_t refused = 0;  // connections not analysed: the cap was full
 
   Options options;
   Sink& sink;
-  using Key = std::pair<Endpoint, Endpoint>;
   std::map<Key, std::unique_ptr<Connection>> live;
   // Handshakes on ports not known to be iSCSI, kept until a Login Request shows the connection is
   // (then replayed into it: MSS, window scale and round trips come from them).
@@ -73,6 +126,8 @@ struct Analyzer::Impl {
   session::SessionRegistry sessions;
   uint32_t next_id = 1;
   bool cap_reported = false;
+  static constexpr size_t kMaxRefusedKept = 65536;
+  std::set<Key> refused_keys;  // refused by the cap since their SYN (or first segment)
 };
 
 Analyzer::Analyzer(Options options, Sink& sink) : impl_(std::make_unique<Impl>(std::move(options), sink)) {}
@@ -81,6 +136,8 @@ Analyzer::~Analyzer() = default;
 SegmentStatus Analyzer::feed(const Segment& seg) {
   Impl& m = *impl_;
   Impl::Key key = seg.src < seg.dst ? Impl::Key{seg.src, seg.dst} : Impl::Key{seg.dst, seg.src};
+  ++m.segments;
+  if (!m.closing.empty()) m.finish_closed(seg.time_ns);
   auto it = m.live.find(key);
   bool syn = (seg.flags & tcp_flag::syn) && !(seg.flags & tcp_flag::ack);
   if (it != m.live.end() && syn && it->second->closed()) {
@@ -95,18 +152,28 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
         (seg.flags & (tcp_flag::syn | tcp_flag::ack)))
       m.remember_handshake(key, seg, syn);
     if (!syn && seg.payload_wire_len == 0) return SegmentStatus::ignored;  // stray ACKs, FINs
+    // A connection the cap refused stays unanalysed until its 4-tuple starts anew (SYN): joined
+    // later, mid-stream, it would be judged on half its evidence.
+    if (!m.refused_keys.empty() && m.refused_keys.count(key)) {
+      if (!syn) return SegmentStatus::ignored;
+      m.refused_keys.erase(key);
+    }
     const Endpoint *initiator = nullptr, *target = nullptr;
     if (m.is_target_port(seg.dst.port)) initiator = &seg.src, target = &seg.dst;
     else if (m.is_target_port(seg.src.port)) initiator = &seg.dst, target = &seg.src;
     else if (m.options.detect_ports && !syn && Impl::looks_like_login(seg))
       initiator = &seg.src, target = &seg.dst;
     if (!initiator) return SegmentStatus::ignored;
+    if (m.live.size() >= m.options.max_connections) m.finish_idle(seg.time_ns);
     if (m.live.size() >= m.options.max_connections) {
       if (!m.cap_reported)
         m.sink.on_notice({Notice::Level::error, seg.frame, 0,
                           "connection cap (" + std::to_string(m.options.max_connections) +
-                              ") hit: further connections are not analysed"});
+                              ") hit: further connections are not analysed while that many are open"});
       m.cap_reported = true;
+      if (m.refused_keys.size() >= Impl::kMaxRefusedKept) m.refused_keys.clear();
+      m.refused_keys.insert(key);
+      ++m.refused;
       return SegmentStatus::ignored;
     }
     auto conn = std::make_unique<Connection>(m.next_id++, *initiator, *target, m.options, m.sink,
@@ -120,13 +187,22 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
   }
   Connection& c = *it->second;
   int dir = seg.src == c.info_initiator() ? session::kI2T : session::kT2I;
-  return c.on_segment(seg, dir);
+  const bool was_closed = c.closed();
+  SegmentStatus status = c.on_segment(seg, dir);
+  if (!was_closed && c.closed()) m.closing.push_back({seg.time_ns + c.linger_ns(), key, c.id()});
+  return status;
 }
 
 void Analyzer::finish() {
   Impl& m = *impl_;
   for (auto& [key, conn] : m.live) m.finish_connection(*conn);
   m.live.clear();
+  m.closing.clear();
+  if (m.refused)
+    m.sink.on_notice({Notice::Level::error, 0, 0,
+                      std::to_string(m.refused) + (m.refused == 1 ? " connection" : " connections") +
+                          " not analysed: the connection cap (" + std::to_string(m.options.max_connections) +
+                          ") was full when it began"});
 }
 
 std::vector<ConnectionInfo> Analyzer::connections() const {
@@ -135,6 +211,8 @@ std::vector<ConnectionInfo> Analyzer::connections() const {
   std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.id < b.id; });
   return out;
 }
+
+const ConnectionTotals& Analyzer::unlisted_connections() const { return impl_->unlisted; }
 
 std::vector<SessionInfo> Analyzer::sessions() const { return impl_->sessions.all(); }
 

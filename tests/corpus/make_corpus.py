@@ -373,7 +373,7 @@ def pdu(op, flags, itt, data=b"", b2=b"\0\0", f8=bytes(8), f20=bytes(28)):
             data + bytes(-len(data) % 4))
 
 
-def login_then_reads(c, requests, reads=4):
+def login_then_reads(c, requests, reads=4, size=4096):
     """Login Requests (each answered by an empty Login Response, the last by the final one), then
     READ(10)s of 4 KiB, each answered by a Data-In with status."""
     isid = bytes([0x80, 0, 0x02, 0x3d, 0, 1, 0, 0])
@@ -386,9 +386,9 @@ def login_then_reads(c, requests, reads=4):
                       f20=struct.pack(">4xIII", k, 1, 9) + bytes(12)))
     for k in range(reads):
         itt = 0x10 + k
-        cdb = bytes([0x28, 0]) + struct.pack(">I", k * 8) + b"\0\0\x08\0" + bytes(6)
-        c.send(0, pdu(0x01, 0xc1, itt, f8=bytes(8), f20=struct.pack(">III", 4096, 1 + k, 1 + k) + cdb))
-        c.send(1, pdu(0x25, 0x81, itt, bytes(4096), f20=struct.pack(">IIIIIII", 0xffffffff, 1 + k, 2 + k, 9 + k,
+        cdb = bytes([0x28, 0]) + struct.pack(">IxHx", k * 8, size // 512) + bytes(6)
+        c.send(0, pdu(0x01, 0xc1, itt, f8=bytes(8), f20=struct.pack(">III", size, 1 + k, 1 + k) + cdb))
+        c.send(1, pdu(0x25, 0x81, itt, bytes(size), f20=struct.pack(">IIIIIII", 0xffffffff, 1 + k, 2 + k, 9 + k,
                                                                        0, 0, 0)))
 
 
@@ -501,6 +501,78 @@ def retransmitted_commands(n):
     return b"".join(out)
 
 
+def many_connections(n, concurrent=False):
+    """n connections from distinct 4-tuples, each a handshake, a login and one 512-byte READ; one after
+    another, each closed with FIN both ways (sequential), or all opened before any closes (concurrent:
+    the connection cap's test, never closed)."""
+    hdr = struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 262144, 1)
+    rec = struct.Struct("<IIII")
+    out = [hdr]
+    login = [(0x87, OPERATIONAL)]
+    conns = []
+    for k in range(n):
+        c = Synth(ini=bytes([10, 4, (k >> 14) & 255, 1 + (k >> 22)]), sport=1024 + (k & 0x3fff))
+        c.t = 1000 * 10**6 + k * (10 if concurrent else 2000)
+        for r in c.recs:  # the handshake, retimed
+            c.t += 100
+            r[0], r[1] = c.t // 10**6, c.t % 10**6
+        login_then_reads(c, login, reads=1, size=512)
+        if not concurrent:
+            c.seg(0, 0x11, b"")
+            c.next[0] += 1
+            c.seg(1, 0x11, b"")
+            c.next[1] += 1
+            c.seg(0, 0x10, b"")
+        conns.append(c.recs)
+    recs = conns[0] if not concurrent else sorted((r for rs in conns for r in rs), key=lambda r: (r[0], r[1]))
+    if not concurrent:
+        recs = [r for rs in conns for r in rs]
+    for r in recs:
+        out.append(rec.pack(r[0], r[1], len(r[3]), r[2]) + bytes(r[3]))
+    return b"".join(out)
+
+
+def huge_claims():
+    """One connection after a login: a WRITE whose ExpectedDataTransferLength is 2^32 - 1, an R2T
+    asking for 2^32 - 1 bytes at BufferOffset 2^32 - 1, a Data-Out at that offset, a Data-In with
+    DataSegmentLength 2^24 - 1 (the largest the field holds) and a READ of 2^32 - 1 bytes."""
+    hdr = struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 262144, 1)
+    c = Synth(ini=bytes([10, 6, 0, 1]))
+    login_then_reads(c, [(0x87, OPERATIONAL)], reads=1, size=512)
+    big = 0xffffffff
+    cdb = bytes([0x2a, 0]) + struct.pack(">IxHx", 0xfffffff0, 0xffff) + bytes(6)
+    c.send(0, pdu(0x01, 0xa1, 0x40, f20=struct.pack(">III", big, 2, 2) + cdb))
+    c.send(1, pdu(0x31, 0x80, 0x40, f20=struct.pack(">IIIIIII", 0x1234, 2, 3, 10, 0, big, big)))
+    c.send(0, pdu(0x05, 0x80, 0x40, bytes(1024), f20=struct.pack(">IIIIIII", 0x1234, 0, 2, 0, 0, big, 0)))
+    claim = pdu(0x25, 0x00, 0x41, f20=struct.pack(">IIIIIII", 0xffffffff, 3, 4, 11, 0, big, 0))
+    claim = claim[:5] + b"\xff\xff\xff" + claim[8:]
+    c.send(1, claim + bytes(8192))
+    cdb = bytes([0x88, 0]) + struct.pack(">QI", 2**64 - 1, big) + bytes(2)
+    c.send(0, pdu(0x01, 0xc1, 0x42, f20=struct.pack(">III", big, 3, 3) + cdb))
+    return pcap_bytes(hdr, c.recs)
+
+
+def random_payload(megabytes):
+    """One connection on port 3260 (handshake, no login) carrying random bytes both ways, 1448 per
+    segment, every other segment acknowledged."""
+    hdr = struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 262144, 1)
+    rnd = random.Random(7)
+    c = Synth(ini=bytes([10, 7, 0, 1]))
+    out = [pcap_bytes(hdr, c.recs)]
+    rec = struct.Struct("<IIII")
+    block = bytes(rnd.getrandbits(8) for _ in range(1 << 16))
+    for k in range(megabytes * (1 << 20) // 1448):
+        c.recs = []
+        d = k % 2
+        off = (k * 1448) % ((1 << 16) - 1448)
+        c.seg(d, 0x18, block[off:off + 1448])
+        if k % 2:
+            c.seg(1 - d, 0x10, b"")
+        for r in c.recs:
+            out.append(rec.pack(r[0], r[1], len(r[3]), r[2]) + bytes(r[3]))
+    return b"".join(out)
+
+
 def case_open_commands(made):
     write("open-commands-5000.pcap.gz", open_commands(5000))
 
@@ -539,7 +611,12 @@ def main():
     if a.big:
         big = {"open-commands-2m.pcap": lambda: open_commands(2_000_000),
                # the HTML report's pending-findings cap is 200000
-               "retransmitted-commands-200k.pcap": lambda: retransmitted_commands(200_100)}
+               "retransmitted-commands-200k.pcap": lambda: retransmitted_commands(200_100),
+               "sequential-connections-100k.pcap": lambda: many_connections(100_000),
+               "concurrent-connections-100k.pcap": lambda: many_connections(100_000, concurrent=True),
+               "open-commands-1m.pcap": lambda: open_commands(1_000_000),
+               "huge-claims.pcap": huge_claims,
+               "random-payload-500m.pcap": lambda: random_payload(500)}
         for name in a.cases or big:
             path = os.path.join(a.big, name)
             with open(path, "wb") as f:

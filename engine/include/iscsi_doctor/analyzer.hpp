@@ -18,7 +18,9 @@ struct Options {
   bool detect_ports = true;           // also follow connections on other ports that speak iSCSI
   double delayed_ack_min_ms = 10;     // an ACK later than this (beyond the RTT) counts as delayed
   double think_min_ms = 2;            // target think time below this is never a finding
-  size_t max_connections = 65536;     // caps: when hit, the reason is reported as a Notice
+  size_t max_connections = 65536;     // caps: open connections at once; when hit, a Notice says so
+  size_t max_connections_listed = 4096;  // finished connections kept for connections(); the rest counted
+  double idle_timeout_s = 60;         // at the connection cap, connections idle this long are finished
   size_t max_open_commands = 65536;   // per connection
   size_t max_out_of_order_bytes = 4u << 20;  // per direction
 };
@@ -45,7 +47,10 @@ public:
   // End of capture: reports still-open commands (completed = false) and every connection.
   void finish();
 
+  // Connections finished so far (up to max_connections_listed) and those still open, by id.
   std::vector<ConnectionInfo> connections() const;
+  // Finished connections beyond max_connections_listed: analysed, counted here, not listed.
+  const ConnectionTotals& unlisted_connections() const;
   std::vector<SessionInfo> sessions() const;
 
 private:

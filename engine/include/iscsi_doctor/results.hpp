@@ -109,6 +109,21 @@ struct ConnectionInfo {
   uint32_t max_outstanding = 0;   // largest number of commands in flight at once
 };
 
+// Connections folded into counts (beyond a listing cap).
+struct ConnectionTotals {
+  uint64_t connections = 0, frames = 0, pdus = 0, commands = 0, resyncs = 0, digest_errors = 0;
+  uint64_t bytes_missing = 0;
+  void add(const ConnectionInfo& c) {
+    ++connections;
+    frames += c.frames;
+    pdus += c.pdus;
+    commands += c.commands;
+    resyncs += c.resyncs;
+    digest_errors += c.digest_errors;
+    bytes_missing += c.bytes_missing;
+  }
+};
+
 struct SessionInfo {
   uint32_t id = 0;
   std::string initiator_name, target_name, session_type;

@@ -41,13 +41,11 @@ public:
   void on_command(const CommandResult&) override;
   void on_finding(const Finding&) override;
   void on_notice(const Notice&) override;
-  void on_connection(const ConnectionInfo&) override;
 
   std::vector<Advice> advice() const;              // ranked by time lost
   std::vector<ClassStats> classes() const;
   const std::vector<CommandResult>& worst() const { return worst_; }  // slowest, by excess round trips then latency
   const std::vector<Notice>& notices() const { return notices_; }
-  const std::vector<ConnectionInfo>& connections() const { return connections_; }
   uint64_t commands() const { return commands_; }
   uint64_t completed() const { return completed_; }
   uint64_t excess_round_trips() const { return excess_round_trips_; }
@@ -72,7 +70,6 @@ private:
   std::map<std::pair<char, uint32_t>, PerClass> classes_;
   std::vector<CommandResult> worst_;
   std::vector<Notice> notices_;
-  std::vector<ConnectionInfo> connections_;
   uint64_t commands_ = 0, completed_ = 0, excess_round_trips_ = 0;
   uint64_t notices_dropped_ = 0;
 };

@@ -118,8 +118,6 @@ void Summary::on_notice(const Notice& n) {
   else ++notices_dropped_;
 }
 
-void Summary::on_connection(const ConnectionInfo& c) { connections_.push_back(c); }
-
 std::vector<Advice> Summary::advice() const {
   std::vector<Advice> out;
   for (size_t i = 0; i < finding_kind_count; ++i) {

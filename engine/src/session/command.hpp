@@ -35,6 +35,7 @@ struct OpenCommand {
   // its data lost after the capture point is resent meanwhile (docs/rules.md "Commands").
   bool settling = false;
   uint64_t settle_seq = 0;  // target stream position the ACK must reach
+  uint32_t open_pos = 0;    // index in Connection::open_slots_ while open (not yet answered)
 };
 
 }  // namespace iscsi_doctor::session

@@ -61,6 +61,7 @@ uint32_t Connection::session_id() const {
 
 SegmentStatus Connection::on_segment(const Segment& seg, int dir) {
   ++frames_;
+  last_t_ = seg.time_ns;
   status_ = SegmentStatus::pure_ack;
   uint64_t una_before = flow_[dir ^ 1].una;
   if (seg.flags & tcp_flag::syn) {
@@ -131,13 +132,10 @@ void Connection::handle_ack(const Segment& seg, int dir) {
   if (peer.fin_seen && ack == peer.next + 1) ack = peer.next;  // the FIN's sequence number
   // An ACK for the segment that ended exactly here: a round-trip sample for this side.
   if (!peer.unacked.empty() && (!peer.una_known || ack > peer.una)) {
-    for (auto it = peer.unacked.rbegin(); it != peer.unacked.rend(); ++it) {
-      if (it->end == ack) {
-        rtt_[dir].sample(seg.time_ns - it->t);
-        break;
-      }
-      if (it->end < ack) break;
-    }
+    // Records end in increasing order (each carries new data): a binary search, not a scan.
+    auto it = std::lower_bound(peer.unacked.begin(), peer.unacked.end(), ack,
+                               [](const tcp::SentSegment& s, uint64_t v) { return s.end < v; });
+    if (it != peer.unacked.end() && it->end == ack) rtt_[dir].sample(seg.time_ns - it->t);
   }
   if (ack > peer.next && peer.started) {
     // The receiver has bytes the capture never showed: lost at the capture point.
@@ -327,10 +325,15 @@ void Connection::declare_gap(int dir, uint64_t upto, uint64_t frame, const char*
 void Connection::note_retransmission(int dir, const Segment& seg, uint64_t start, uint64_t end) {
   tcp::Flow& f = flow_[dir];
   ++retransmissions_;
+  // The first record holding the resent byte: records end in increasing order, so a binary search
+  // finds the first that ends past it; one that starts later is an overlap resend, looked for a
+  // few records on (a bounded walk: the work per segment stays bounded).
   const tcp::SentSegment* orig = nullptr;
-  for (auto& s : f.unacked)
-    if (s.start <= start && s.end > start) {
-      orig = &s;
+  auto it = std::upper_bound(f.unacked.begin(), f.unacked.end(), start,
+                             [](uint64_t v, const tcp::SentSegment& s) { return v < s.end; });
+  for (int n = 0; it != f.unacked.end() && n < 8; ++it, ++n)
+    if (it->start <= start) {
+      orig = &*it;
       break;
     }
   if (f.una_known && end <= f.una && !orig) return;  // spurious, already acknowledged
@@ -391,6 +394,11 @@ uint32_t Connection::find_slot(uint32_t itt) const {
 void Connection::retire(uint32_t slot) {
   OpenCommand& c = slots_[slot];
   if (c.settling) return;  // retired when it completed
+  if (c.open_pos < open_slots_.size() && open_slots_[c.open_pos] == slot) {
+    open_slots_[c.open_pos] = open_slots_.back();
+    slots_[open_slots_.back()].open_pos = c.open_pos;
+    open_slots_.pop_back();
+  }
   auto it = by_itt_.find(c.r.itt);
   if (it != by_itt_.end() && it->second == slot) by_itt_.erase(it);
   for (int d = 0; d < 2; ++d)
@@ -445,6 +453,7 @@ uint32_t Connection::touch_for_start(int dir, const PduEvent& ev, const Segment&
       release_slot(old);
     }
     if (by_itt_.size() >= options_.max_open_commands) {
+      ++untracked_commands_;
       cap_notice(kCapOpenCommands, seg.frame,
                  "open-command cap (" + std::to_string(options_.max_open_commands) +
                      ") hit: command not tracked, nor any later one while the cap is full",
@@ -461,6 +470,8 @@ uint32_t Connection::touch_for_start(int dir, const PduEvent& ev, const Segment&
     }
     OpenCommand& c = slots_[slot];
     c.used = true;
+    c.open_pos = uint32_t(open_slots_.size());
+    open_slots_.push_back(slot);
     c.r.session = session_id();
     c.r.connection = id_;
     c.r.itt = b.itt;
@@ -879,8 +890,8 @@ uint32_t Connection::in_flight_with(const OpenCommand& c) const {
   if (outstanding_ > kCountedInFlight) return outstanding_;
   const int64_t end = c.r.completed ? c.r.status_ns : INT64_MAX;
   uint32_t n = 1;
-  for (size_t s = 1; s < slots_.size(); ++s)
-    if (slots_[s].used && !slots_[s].settling && &slots_[s] != &c && slots_[s].r.first_ns < end) ++n;
+  for (uint32_t s : open_slots_)
+    if (&slots_[s] != &c && slots_[s].r.first_ns < end) ++n;
   if (latest_status_ns_ > c.r.first_ns) ++n;  // a command completed earlier ended after c began
   return n;
 }
@@ -1035,11 +1046,16 @@ void Connection::finish() {
       ++unanswered;
       if (!first || slots_[s].r.first_frame < first->r.first_frame) first = &slots_[s];
     }
-  if (first)  // once per connection, outside the notice budget: it sums up the open commands
-    sink_.on_notice({Notice::Level::info, first->r.first_frame, id_,
-                     std::to_string(unanswered) + (unanswered == 1 ? " command" : " commands") +
-                         " never answered by the end of the capture (first: ITT " + hex_itt(first->r.itt) +
-                         ", frame " + std::to_string(first->r.first_frame) + ")"});
+  if (first || untracked_commands_) {  // once per connection, outside the notice budget
+    const uint64_t n = unanswered + untracked_commands_;
+    std::string m = std::to_string(n) + (n == 1 ? " command" : " commands") +
+                    " never answered by the end of the capture (";
+    if (untracked_commands_)
+      m += std::to_string(untracked_commands_) + " of them past the open-command cap, not tracked" +
+           (first ? "; " : "");
+    if (first) m += "first: ITT " + hex_itt(first->r.itt) + ", frame " + std::to_string(first->r.first_frame);
+    sink_.on_notice({Notice::Level::info, first ? first->r.first_frame : 0, id_, m + ")"});
+  }
   for (uint32_t s = 1; s < slots_.size(); ++s)
     if (slots_[s].used) {
       emit_command(slots_[s]);

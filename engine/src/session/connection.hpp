@@ -3,6 +3,7 @@
 // open commands, and the rules that explain each command's latency (docs/rules.md).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -42,6 +43,9 @@ public:
   uint32_t id() const { return id_; }
   const Endpoint& info_initiator() const { return initiator_; }
   bool closed() const { return closed_; }
+  int64_t last_t() const { return last_t_; }  // capture time of its latest segment
+  // How long after closing its last segments may still pass (final ACK, resent FIN).
+  int64_t linger_ns() const { return std::max<int64_t>(1'000'000'000, 4 * full_rtt_ns()); }
   bool login_done() const { return login_done_; }
 
 private:
@@ -116,6 +120,7 @@ private:
   PduStream pdus_[2];
   tcp::RttEstimate rtt_[2];  // capture point <-> initiator (index kI2T), <-> target (kT2I)
   bool saw_syn_ = false, saw_synack_ = false, closed_ = false;
+  int64_t last_t_ = 0;
   int64_t syn_t_ = 0, synack_t_ = 0;
   bool mid_session_ = false;
 
@@ -128,6 +133,7 @@ private:
 
   std::vector<OpenCommand> slots_;  // slot 0 unused
   std::vector<uint32_t> free_slots_;
+  std::vector<uint32_t> open_slots_;  // used and not settling, in no order: scans see only these
   std::deque<uint32_t> settling_;  // completed commands in status order (OpenCommand::settling)
   static constexpr int64_t kSettleMaxNs = 1'000'000'000;  // without the ACK: reported anyway
   std::unordered_map<uint32_t, uint32_t> by_itt_;
@@ -154,6 +160,7 @@ private:
   uint64_t first_command_frame_ = 0;
   uint64_t notices_ = 0;
   uint64_t retransmissions_ = 0, out_of_order_ = 0;
+  uint64_t untracked_commands_ = 0;  // refused by the open-command cap
 };
 
 }  // namespace iscsi_doctor::session
