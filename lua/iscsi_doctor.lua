@@ -68,7 +68,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "1cff2c107a636aca22aa5c65858ddfdc4ededf69a7e408729a021e2eb48ff45e",
+  doc_sha256 = "d6e41eb03c7dfb00ab294958584893aa0faafa3be5da173a23424a19fa9f6579",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -80,6 +80,16 @@ local RULES = {
   serialized_wait_share = 0.25,
   r2t_max_write_bytes = 16777215,
   mss_fallback_min = 536,
+  ack_record_keep_rtts = 2,
+  ack_record_keep_ms = 10,
+  rwnd_edge_window_divisor = 4,
+  near_initiator_rtt_factor = 5,
+  settle_max_ms = 1000,
+  closed_linger_ms = 1000,
+  closed_linger_rtts = 4,
+  vantage_initiator_share = 0.2,  -- the vantage is reported by the CLI; kept for the table's sake
+  vantage_target_share = 0.8,
+  vantage_min_rtt_ms = 0.2,
 }
 
 -- Options (engine/include/iscsi_doctor/analyzer.hpp)
@@ -1234,7 +1244,7 @@ function Connection:on_segment(seg, dir)
     -- (what classify_hold may need)
     other:record_ack({ ack = other.una, t = seg.t, frame = seg.frame, window = win, h = other.acked_h,
                        cmd = other.acked_cmd, data_t = other.acked_data_t,
-                       data_frame = other.acked_data_frame }, seg.t - 2 * self:full_rtt_ns() - 10000000)
+                       data_frame = other.acked_data_frame }, seg.t - RULES.ack_record_keep_rtts * self:full_rtt_ns() - RULES.ack_record_keep_ms * 1e6)
   end
   if self.settling.head <= self.settling.tail then self:settle(seg.t) end
 end
@@ -1728,7 +1738,7 @@ function Connection:classify_hold(dir, seg, ready)
   -- The edge in force until the release: data that came within a quarter window (at least one
   -- segment) of it means the receiver's window held the sender, not the congestion window.
   local before = i > f.ak_head and a[i - 1] or nil
-  if before and f.max_end + max(f:effective_mss(), floor(before.window / 4)) > before.ack + before.window then
+  if before and f.max_end + max(f:effective_mss(), floor(before.window / RULES.rwnd_edge_window_divisor)) > before.ack + before.window then
     v.kind = "rwnd_limited"
   else
     v.kind = "cwnd_limited"
@@ -1846,7 +1856,7 @@ function Connection:complete(c, seg, ev)
   -- Near the initiator a segment lost after the capture point cannot precede the status (the
   -- initiator's stream would have a hole): no need to wait.
   local near_initiator = self.rtt[I2T].known and self.rtt[T2I].known and
-                         self:rtt_ns(I2T) * 5 < self:full_rtt_ns()
+                         self:rtt_ns(I2T) * RULES.near_initiator_rtt_factor < self:full_rtt_ns()
   c.settle_seq = near_initiator and 0 or self.flow[T2I].next
   local q = self.settling
   q.tail = q.tail + 1
@@ -1854,7 +1864,7 @@ function Connection:complete(c, seg, ev)
   self:settle(seg.t)
 end
 
-local SETTLE_MAX_NS = 1000000000  -- without the ACK: reported anyway
+local SETTLE_MAX_NS = RULES.settle_max_ms * 1e6  -- without the ACK: reported anyway
 function Connection:settle(now, all)
   local q, f = self.settling, self.flow[T2I]
   while q.head <= q.tail do
@@ -2193,7 +2203,7 @@ function Analyzer:feed(seg)
   c:on_segment(seg, dir)
   if c.closed and not was_closed then
     self.cl_tail = self.cl_tail + 1
-    self.closing[self.cl_tail] = { due = seg.t + max(1e9, 4 * c:full_rtt_ns()), key = key, id = c.id }
+    self.closing[self.cl_tail] = { due = seg.t + max(RULES.closed_linger_ms * 1e6, RULES.closed_linger_rtts * c:full_rtt_ns()), key = key, id = c.id }
   end
 end
 

@@ -227,33 +227,26 @@ def test_rules_doc_digest():
         f"to lua/iscsi_doctor.lua, then set RULES.doc_sha256 = \"{digest}\"")
 
 
-# Where each constant lives in the engine: (file, regex whose groups give the value).
-ENGINE = {
-    "delayed_ack_min_ms": ("engine/include/iscsi_doctor/analyzer.hpp", r"delayed_ack_min_ms = ([0-9.]+)"),
-    "think_min_ms": ("engine/include/iscsi_doctor/analyzer.hpp", r"think_min_ms = ([0-9.]+)"),
-    "think_share": ("engine/src/session/connection.cpp", r"think >= ([0-9.]+) \* r\.latency_ms"),
-    "release_tolerance_ms": ("engine/src/session/connection.cpp", r"return ([0-9']+) \+ full_rtt_ns\(\) / \d+;"),
-    "release_tolerance_rtt_divisor": ("engine/src/session/connection.cpp", r"return [0-9']+ \+ full_rtt_ns\(\) / (\d+);"),
-    "wait_min_ms": ("engine/src/session/connection.cpp", r"wait_min = std::max<int64_t>\(([0-9']+), full_rtt_ns\(\) / \d+\)"),
-    "wait_min_rtt_divisor": ("engine/src/session/connection.cpp", r"wait_min = std::max<int64_t>\([0-9']+, full_rtt_ns\(\) / (\d+)\)"),
-    "serialized_min_commands": ("engine/src/session/connection.cpp", r"serial_commands_ >= (\d+)"),
-    "serialized_wait_share": ("engine/src/session/connection.cpp", r"serial_wait_ms_ >= ([0-9.]+) \* serial_cycle_ms_"),
-    "r2t_max_write_bytes": ("engine/src/session/connection.cpp", r"r\.bytes <= (\d+)u"),
-    "mss_fallback_min": ("engine/src/tcp/flow.hpp", r"largest_payload > (\d+) \? largest_payload : \d+"),
-}
-NS_PER_MS = {"release_tolerance_ms", "wait_min_ms"}  # written in nanoseconds in the engine
+# The engine's table: engine/src/rules/constants.hpp, one `inline constexpr T name = value;` each,
+# plus the two Options defaults a front-end may change (engine/include/iscsi_doctor/analyzer.hpp).
+ENGINE_TABLE = ROOT / "engine" / "src" / "rules" / "constants.hpp"
+OPTION_DEFAULTS = {"delayed_ack_min_ms", "think_min_ms"}
+
+
+def engine_constants():
+    rows = re.findall(r"^inline constexpr \w+ (\w+) = ([0-9.']+);", ENGINE_TABLE.read_text(), re.M)
+    return {k: float(v.replace("'", "")) for k, v in rows}
 
 
 def test_engine_uses_the_documented_constants():
     doc = doc_constants()
-    assert set(ENGINE) == set(doc), "a documented constant without its engine location (or back)"
-    for name, (path, rx) in ENGINE.items():
-        m = re.search(rx, (ROOT / path).read_text())
-        assert m, f"{name}: not found in {path} ({rx}); the engine changed: update docs/rules.md"
-        v = float(m.group(1).replace("'", ""))
-        if name in NS_PER_MS:
-            v /= 1e6
-        assert v == doc[name], f"{name}: engine {v}, docs/rules.md {doc[name]}"
+    engine = engine_constants()
+    assert engine == doc, "engine/src/rules/constants.hpp differs from docs/rules.md 'Rule constants'"
+    assert list(engine) == list(doc), "the engine's table is not in the document's order"
+    options = (ROOT / "engine" / "include" / "iscsi_doctor" / "analyzer.hpp").read_text()
+    for name in OPTION_DEFAULTS:
+        m = re.search(r"%s = ([0-9.]+)" % name, options)
+        assert m and float(m.group(1)) == doc[name], f"Options::{name} default differs from docs/rules.md"
 
 
 def test_finding_kinds_match_docs():

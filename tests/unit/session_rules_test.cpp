@@ -5,11 +5,19 @@
 
 #include <vector>
 
+#include "rules/constants.hpp"
 #include "wire.hpp"
 
 using namespace iscsi_doctor;
 
 using namespace wire;
+
+// The options a front-end may change start at the documented rule constants.
+TEST(SessionRules, OptionDefaultsAreTheRuleConstants) {
+  Options o;
+  EXPECT_EQ(o.delayed_ack_min_ms, rules::delayed_ack_min_ms);
+  EXPECT_EQ(o.think_min_ms, rules::think_min_ms);
+}
 
 // The study's 1 KiB read at the initiator: the single sub-MSS Data-In is ACKed 40 ms late, and
 // the Response waits for that ACK: Nagle on the target, delayed ACK on the initiator, 2 trips.

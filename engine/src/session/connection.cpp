@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "iscsi/pdu.hpp"
+#include "rules/constants.hpp"
 #include "scsi/cdb.hpp"
 
 namespace iscsi_doctor::session {
@@ -90,7 +91,7 @@ SegmentStatus Connection::on_segment(const Segment& seg, int dir) {
   if (other.una_known && (other.una != una_before || window_changed || other.acks.empty()))
     other.record_ack({other.una, seg.time_ns, seg.frame, win, other.acked_h, other.acked_cmd,
                       other.acked_data_t, other.acked_data_frame},
-                     seg.time_ns - 2 * full_rtt_ns() - 10'000'000);  // what classify_hold may need
+                     seg.time_ns - rules::ack_record_keep_rtts * full_rtt_ns() - rules::ns(rules::ack_record_keep_ms));  // what classify_hold may need
   if (status_ == SegmentStatus::pure_ack && window_changed && flow_[dir ^ 1].una == una_before)
     status_ = SegmentStatus::window_update;
   if (!settling_.empty()) settle(seg.time_ns);
@@ -379,7 +380,7 @@ int64_t Connection::full_rtt_ns() const { return rtt_[kI2T].ns() + rtt_[kT2I].ns
 
 int64_t Connection::tolerance_ns() const {
   // Jitter allowance when matching a release to the ACK that caused it.
-  return 300'000 + full_rtt_ns() / 10;
+  return rules::ns(rules::release_tolerance_ms) + full_rtt_ns() / rules::release_tolerance_rtt_divisor;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -572,7 +573,7 @@ void Connection::analyse_touch(int dir, const Segment& seg, const Touch& t, Hold
     else bd.request_ms += ms(crossing);
   }
 
-  int64_t wait_min = std::max<int64_t>(500'000, full_rtt_ns() / 4);
+  int64_t wait_min = std::max<int64_t>(rules::ns(rules::wait_min_ms), full_rtt_ns() / rules::wait_min_rtt_divisor);
   double loss = std::min(c.loss_pending_ms, ms(rest));
   if (loss > 0) {
     bd.loss_ms += loss;
@@ -709,7 +710,7 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   // segment) of it means the receiver's window held the sender, not the congestion window
   // (senders do not split their bursts to fill a nearly full window: Linux defers TSO then).
   const tcp::AckRecord* before = i > 0 ? &f.acks[i - 1] : nullptr;
-  if (before && f.max_end + std::max<uint64_t>(f.effective_mss(), before->window / 4) > before->edge())
+  if (before && f.max_end + std::max<uint64_t>(f.effective_mss(), before->window / rules::rwnd_edge_window_divisor) > before->edge())
     v.kind = FindingKind::rwnd_limited;
   else
     v.kind = FindingKind::cwnd_limited;
@@ -864,7 +865,7 @@ void Connection::complete(uint32_t slot, const Segment& seg, const PduEvent& ev)
   c.settling = true;
   // Near the initiator a segment lost after the capture point cannot precede the status (the
   // initiator's stream would have a hole): no need to wait.
-  const bool near_initiator = rtt_[kI2T].known() && rtt_[kT2I].known() && rtt_ns(kI2T) * 5 < full_rtt_ns();
+  const bool near_initiator = rtt_[kI2T].known() && rtt_[kT2I].known() && rtt_ns(kI2T) * rules::near_initiator_rtt_factor < full_rtt_ns();
   c.settle_seq = near_initiator ? 0 : flow_[kT2I].next;
   settling_.push_back(slot);
   settle(seg.time_ns);
@@ -876,7 +877,7 @@ void Connection::settle(int64_t now, bool all) {
     uint32_t slot = settling_.front();
     OpenCommand& c = slots_[slot];
     bool acked = c.settle_seq == 0 || (f.una_known && f.una >= c.settle_seq);
-    if (!all && !acked && now - c.r.status_ns < kSettleMaxNs) break;
+    if (!all && !acked && now - c.r.status_ns < rules::ns(rules::settle_max_ms)) break;
     settling_.pop_front();
     emit_command(c);
     release_slot(slot);
@@ -903,7 +904,7 @@ void Connection::emit_command(OpenCommand& c) {
     r.latency_ms = ms(r.status_ns - r.first_ns);
     r.round_trips = std::max(1, (c.h_target + 1) / 2);
     ++completed_;
-    if (c.write && c.r2ts > 0 && r.bytes <= 16777215u) {
+    if (c.write && c.r2ts > 0 && r.bytes <= rules::r2t_max_write_bytes) {
       Finding f;
       f.kind = FindingKind::r2t_round_trip;
       f.side = Side::target;
@@ -919,7 +920,7 @@ void Connection::emit_command(OpenCommand& c) {
       emit_finding(std::move(f));
     }
     double think = r.breakdown.think_ms;
-    if (think >= options_.think_min_ms && think >= 0.5 * r.latency_ms) {
+    if (think >= options_.think_min_ms && think >= rules::think_share * r.latency_ms) {
       Finding f;
       f.kind = FindingKind::target_think;
       f.side = Side::target;
@@ -1061,7 +1062,8 @@ void Connection::finish() {
       emit_command(slots_[s]);
       release_slot(s);
     }
-  if (serial_commands_ >= 8 && max_outstanding_ <= 1 && serial_wait_ms_ >= 0.25 * serial_cycle_ms_) {
+  if (serial_commands_ >= rules::serialized_min_commands && max_outstanding_ <= 1 &&
+      serial_wait_ms_ >= rules::serialized_wait_share * serial_cycle_ms_) {
     Finding f;
     f.kind = FindingKind::serialized;
     f.side = Side::initiator;
@@ -1095,9 +1097,9 @@ ConnectionInfo Connection::info() const {
   if (rtt_[kI2T].known() && rtt_[kT2I].known()) {
     i.rtt_ms = ms(full_rtt_ns());
     double share = full_rtt_ns() > 0 ? double(rtt_[kI2T].ns()) / double(full_rtt_ns()) : 0.5;
-    if (full_rtt_ns() < 200'000) i.vantage = Vantage::unknown;  // too close to call
-    else if (share < 0.2) i.vantage = Vantage::initiator;
-    else if (share > 0.8) i.vantage = Vantage::target;
+    if (full_rtt_ns() < rules::ns(rules::vantage_min_rtt_ms)) i.vantage = Vantage::unknown;  // too close to call
+    else if (share < rules::vantage_initiator_share) i.vantage = Vantage::initiator;
+    else if (share > rules::vantage_target_share) i.vantage = Vantage::target;
     else i.vantage = Vantage::midpath;
   }
   auto b = [](bool v) { return std::string(v ? "Yes" : "No"); };

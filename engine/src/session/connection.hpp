@@ -15,6 +15,7 @@
 #include "session/command.hpp"
 #include "session/keys.hpp"
 #include "session/pdu_stream.hpp"
+#include "rules/constants.hpp"
 #include "session/sessions.hpp"
 #include "tcp/flow.hpp"
 
@@ -45,7 +46,9 @@ public:
   bool closed() const { return closed_; }
   int64_t last_t() const { return last_t_; }  // capture time of its latest segment
   // How long after closing its last segments may still pass (final ACK, resent FIN).
-  int64_t linger_ns() const { return std::max<int64_t>(1'000'000'000, 4 * full_rtt_ns()); }
+  int64_t linger_ns() const {
+    return std::max<int64_t>(rules::ns(rules::closed_linger_ms), rules::closed_linger_rtts * full_rtt_ns());
+  }
   bool login_done() const { return login_done_; }
 
 private:
@@ -135,7 +138,6 @@ private:
   std::vector<uint32_t> free_slots_;
   std::vector<uint32_t> open_slots_;  // used and not settling, in no order: scans see only these
   std::deque<uint32_t> settling_;  // completed commands in status order (OpenCommand::settling)
-  static constexpr int64_t kSettleMaxNs = 1'000'000'000;  // without the ACK: reported anyway
   std::unordered_map<uint32_t, uint32_t> by_itt_;
   struct Orphan {
     PduEvent event;

@@ -10,6 +10,8 @@
 #include <span>
 #include <vector>
 
+#include "rules/constants.hpp"
+
 namespace iscsi_doctor::tcp {
 
 // What a segment was to its direction's byte stream (STYLE.md: every segment gets a status).
@@ -119,7 +121,7 @@ public:
       if (largest_payload <= mss && largest_payload + 40 >= mss) return largest_payload;
       return mss;
     }
-    return largest_payload > 536 ? largest_payload : 536;
+    return largest_payload > rules::mss_fallback_min ? largest_payload : rules::mss_fallback_min;
   }
   bool is_small(uint32_t len) const { return len < effective_mss(); }
 

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// The rule constants, one named value each, in the order of the table "Rule constants" of
+// docs/rules.md. tests/lua compares this table with the document's and with the Lua plugin's RULES:
+// a number used by a rule lives here, never inline.
+#pragma once
+
+#include <cstdint>
+
+namespace iscsi_doctor::rules {
+
+inline constexpr double delayed_ack_min_ms = 10;
+inline constexpr double think_min_ms = 2;
+inline constexpr double think_share = 0.5;
+inline constexpr double release_tolerance_ms = 0.3;
+inline constexpr int64_t release_tolerance_rtt_divisor = 10;
+inline constexpr double wait_min_ms = 0.5;
+inline constexpr int64_t wait_min_rtt_divisor = 4;
+inline constexpr uint64_t serialized_min_commands = 8;
+inline constexpr double serialized_wait_share = 0.25;
+inline constexpr uint32_t r2t_max_write_bytes = 16777215;
+inline constexpr uint32_t mss_fallback_min = 536;
+inline constexpr int64_t ack_record_keep_rtts = 2;
+inline constexpr double ack_record_keep_ms = 10;
+inline constexpr uint64_t rwnd_edge_window_divisor = 4;
+inline constexpr int64_t near_initiator_rtt_factor = 5;
+inline constexpr double settle_max_ms = 1000;
+inline constexpr double closed_linger_ms = 1000;
+inline constexpr int64_t closed_linger_rtts = 4;
+inline constexpr double vantage_initiator_share = 0.2;
+inline constexpr double vantage_target_share = 0.8;
+inline constexpr double vantage_min_rtt_ms = 0.2;
+
+// Milliseconds as integer nanoseconds (rounded: 0.3 ms is not exact in binary).
+constexpr int64_t ns(double ms) { return int64_t(ms * 1e6 + (ms >= 0 ? 0.5 : -0.5)); }
+
+}  // namespace iscsi_doctor::rules
