@@ -8,11 +8,11 @@
 #include "iscsi/pdu.hpp"
 #include "rules/constants.hpp"
 #include "scsi/cdb.hpp"
+#include "util/units.hpp"
 
 namespace iscsi_doctor::session {
 
 namespace {
-constexpr double ms(int64_t ns) { return double(ns) / 1e6; }
 constexpr uint32_t kReservedTag = 0xffffffffu;
 constexpr uint64_t kMaxNoticesPerConnection = 50;
 constexpr size_t kMaxUnackedRecords = 1 << 16;
@@ -22,8 +22,6 @@ std::string hex2(uint8_t v) {
   return {d[v >> 4], d[v & 15]};
 }
 
-// Rounded milliseconds for messages: int overflows past 24 days (or on corrupt timestamps).
-std::string whole_ms(double v) { return std::to_string(int64_t(v + 0.5)); }
 
 std::string hex_itt(uint32_t itt) {
   char b[16];
@@ -195,27 +193,7 @@ void Connection::handle_payload(const Segment& seg, int dir) {
   }
   status_ = SegmentStatus::new_data;
   bool filled_hole = !f.out_of_order.empty();
-  if (filled_hole) {
-    ++retransmissions_;
-    Finding fd;
-    fd.kind = FindingKind::retransmission;
-    fd.side = side_of(dir);
-    fd.session = session_id();
-    fd.connection = id_;
-    fd.frame = seg.frame;
-    fd.lost_ms = ms(seg.time_ns - f.hole_since);
-    fd.detail = "retransmission fills a hole: the original was lost before the capture point";
-    uint32_t slot = current_pdu_slot_[dir];
-    if (slot && slots_[slot].used) {
-      fd.itt = slots_[slot].r.itt;
-      fd.command_first_frame = slots_[slot].r.first_frame;
-      slots_[slot].loss_pending_ms += fd.lost_ms;
-      slots_[slot].h_initiator += dir == kI2T ? 2 : 0;
-      slots_[slot].h_target += dir == kT2I ? 2 : 0;
-      add_finding_kind(slots_[slot], FindingKind::retransmission);
-    }
-    emit_finding(std::move(fd));
-  }
+  if (filled_hole) report_hole_filled(dir, seg);
   // Overlap with bytes already delivered is trimmed; the rest is new, in order.
   size_t skip = size_t(f.next - start);
   std::span<const uint8_t> bytes = seg.payload;
@@ -321,49 +299,6 @@ void Connection::declare_gap(int dir, uint64_t upto, uint64_t frame, const char*
     drain_out_of_order(dir, s);
     if (f.out_of_order.empty() || f.next >= upto) break;
   }
-}
-
-void Connection::note_retransmission(int dir, const Segment& seg, uint64_t start, uint64_t end) {
-  tcp::Flow& f = flow_[dir];
-  ++retransmissions_;
-  // The first record holding the resent byte: records end in increasing order, so a binary search
-  // finds the first that ends past it; one that starts later is an overlap resend, looked for a
-  // few records on (a bounded walk: the work per segment stays bounded).
-  const tcp::SentSegment* orig = nullptr;
-  auto it = std::upper_bound(f.unacked.begin(), f.unacked.end(), start,
-                             [](uint64_t v, const tcp::SentSegment& s) { return v < s.end; });
-  for (int n = 0; it != f.unacked.end() && n < 8; ++it, ++n)
-    if (it->start <= start) {
-      orig = &*it;
-      break;
-    }
-  if (f.una_known && end <= f.una && !orig) return;  // spurious, already acknowledged
-  Finding fd;
-  fd.kind = FindingKind::retransmission;
-  fd.side = side_of(dir);
-  fd.session = session_id();
-  fd.connection = id_;
-  fd.frame = seg.frame;
-  if (orig) {
-    fd.related.emplace_back("original", orig->frame);
-    fd.lost_ms = ms(seg.time_ns - orig->t);
-    if (orig->cmd) {  // named even when the command completed before its data was resent
-      fd.itt = orig->itt;
-      fd.command_first_frame = orig->cmd;
-    }
-    if (orig->owner && slots_[orig->owner].used) {
-      OpenCommand& c = slots_[orig->owner];
-      fd.itt = c.r.itt;
-      fd.command_first_frame = c.r.first_frame;
-      // (A settling command's status was captured before this resend, near the target: its
-      // latency stays as captured; the round trip it cost the initiator counts below.)
-      if (!c.settling) c.loss_pending_ms += fd.lost_ms;
-      (dir == kI2T ? c.h_initiator : c.h_target) += 2;
-      add_finding_kind(c, FindingKind::retransmission);
-    }
-  }
-  fd.detail = "segment sent again after " + whole_ms(fd.lost_ms) + " ms";
-  emit_finding(std::move(fd));
 }
 
 bool Connection::starts_with_login(const Segment& seg, int dir) {
@@ -584,41 +519,7 @@ void Connection::analyse_touch(int dir, const Segment& seg, const Touch& t, Hold
     if (!verdict.reported) {
       verdict = classify_hold(dir, seg, ready);
       verdict.reported = true;
-      if (verdict.held) {
-        Finding fd;
-        fd.kind = verdict.kind;
-        fd.side = side_of(dir);
-        fd.session = session_id();
-        fd.connection = id_;
-        fd.frame = seg.frame;
-        fd.related.emplace_back("released_by", verdict.release_frame);
-        if (verdict.acked_frame) fd.related.emplace_back("previous_small", verdict.acked_frame);
-        fd.lost_ms = ms(rest);
-        fd.itt = c.r.itt;
-        fd.command_first_frame = c.r.first_frame;
-        fd.detail = verdict.kind == FindingKind::nagle_hold
-                        ? "sub-MSS segment held until the peer acknowledged the previous one"
-                        : verdict.kind == FindingKind::rwnd_limited
-                              ? "sender waited for the receiver's window to open"
-                              : "sender waited for ACKs to grow its congestion window";
-        emit_finding(fd);
-        if (verdict.delayed_ack_ms > 0) {
-          Finding da;
-          da.kind = FindingKind::delayed_ack;
-          da.side = side_of(dir ^ 1);
-          da.session = session_id();
-          da.connection = id_;
-          da.frame = verdict.release_frame;
-          da.related.emplace_back("acks", verdict.acked_frame);
-          da.related.emplace_back("released", seg.frame);
-          da.lost_ms = std::min(verdict.delayed_ack_ms, ms(rest));
-          da.itt = c.r.itt;
-          da.command_first_frame = c.r.first_frame;
-          da.detail = "ACK sent " + whole_ms(verdict.delayed_ack_ms) +
-                      " ms late by the delayed-ACK timer while the peer waited";
-          emit_finding(da);
-        }
-      }
+      if (verdict.held) report_hold(dir, seg, c, verdict, ms(rest));
     }
     if (verdict.held) {
       double held_ms = ms(rest);
@@ -652,69 +553,6 @@ void Connection::analyse_touch(int dir, const Segment& seg, const Touch& t, Hold
   c.last_event_t = std::max(c.last_event_t, now);
   c.last_seg_t[dir] = now;
   c.has_seg[dir] = true;
-}
-
-Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, int64_t ready) {
-  // A segment that was ready earlier and shows up one capture-to-sender round trip after an
-  // ACK from the peer was released by that ACK (docs/rules.md "Holds").
-  HoldVerdict v;
-  tcp::Flow& f = flow_[dir];
-  if (!rtt_[dir].known()) return v;
-  int64_t rtt_side = rtt_ns(dir);
-  auto released_by = [&](int64_t ack_t) {
-    return std::llabs(seg.time_ns - (ack_t + rtt_side)) <= tolerance_ns() && ack_t + rtt_side >= ready;
-  };
-  uint32_t len = seg.payload_wire_len;
-  const tcp::SmallSegment& small = f.last_small;
-  if (f.has_small && small.acked && small.frame != seg.frame && len < f.effective_mss() &&
-      released_by(small.ack_t)) {
-    // Nagle (Minshall's variant, as in Linux): a partial segment waits while the previous
-    // partial segment is unacknowledged.
-    v.held = true;
-    v.kind = FindingKind::nagle_hold;
-    v.release_frame = small.ack_frame;
-    v.release_t = small.ack_t;
-    v.acked_frame = small.frame;
-    v.release_h = small.h;
-    v.release_cmd = small.cmd;
-    // Delayed ACK: the receiver sat on the ACK beyond its round trip from the capture point.
-    int64_t ack_delay = small.ack_t - small.t - rtt_ns(dir ^ 1);
-    if (ms(ack_delay) >= options_.delayed_ack_min_ms) v.delayed_ack_ms = ms(ack_delay);
-    return v;
-  }
-  // Window holds: released by the first ACK that could have reached the sender when this segment
-  // left, not always the latest one captured (near the receiver, later ACKs of the same flight
-  // pass the capture point before the released data comes back).
-  size_t i = f.acks.size();
-  while (i > 0 && f.acks[i - 1].t + rtt_side + tolerance_ns() >= seg.time_ns) --i;
-  for (; i < f.acks.size() && !released_by(f.acks[i].t); ++i) {
-  }
-  if (i == f.acks.size()) return v;
-  const tcp::AckRecord& rel = f.acks[i];
-  v.held = true;
-  v.release_frame = rel.frame;
-  v.release_t = rel.t;
-  v.release_h = rel.h;
-  v.release_cmd = rel.cmd;
-  // The release may itself have been held by the receiver's delayed-ACK timer (an odd segment
-  // at the end of a flight): measured as for Nagle holds.
-  const bool acknowledged_more = i == 0 || rel.ack > f.acks[i - 1].ack;  // not a window update
-  if (rel.data_frame && acknowledged_more) {
-    int64_t ack_delay = rel.t - rel.data_t - rtt_ns(dir ^ 1);
-    if (ms(ack_delay) >= options_.delayed_ack_min_ms) {
-      v.delayed_ack_ms = ms(ack_delay);
-      v.acked_frame = rel.data_frame;
-    }
-  }
-  // The edge in force until the release: data that came within a quarter window (at least one
-  // segment) of it means the receiver's window held the sender, not the congestion window
-  // (senders do not split their bursts to fill a nearly full window: Linux defers TSO then).
-  const tcp::AckRecord* before = i > 0 ? &f.acks[i - 1] : nullptr;
-  if (before && f.max_end + std::max<uint64_t>(f.effective_mss(), before->window / rules::rwnd_edge_window_divisor) > before->edge())
-    v.kind = FindingKind::rwnd_limited;
-  else
-    v.kind = FindingKind::cwnd_limited;
-  return v;
 }
 
 void Connection::on_pdu_end(int dir, const Segment& seg, const PduEvent& ev) {
@@ -904,53 +742,9 @@ void Connection::emit_command(OpenCommand& c) {
     r.latency_ms = ms(r.status_ns - r.first_ns);
     r.round_trips = std::max(1, (c.h_target + 1) / 2);
     ++completed_;
-    if (c.write && c.r2ts > 0 && r.bytes <= rules::r2t_max_write_bytes) {
-      Finding f;
-      f.kind = FindingKind::r2t_round_trip;
-      f.side = Side::target;
-      f.session = session_id();
-      f.connection = id_;
-      f.frame = c.first_r2t_frame;
-      f.lost_ms = r.breakdown.r2t_ms;
-      f.itt = r.itt;
-      f.command_first_frame = r.first_frame;
-      f.detail = std::to_string(c.r2ts) + " R2T round trip(s) for a " + std::to_string(r.bytes) +
-                 "-byte write";
-      add_finding_kind(c, FindingKind::r2t_round_trip);
-      emit_finding(std::move(f));
-    }
-    double think = r.breakdown.think_ms;
-    if (think >= options_.think_min_ms && think >= rules::think_share * r.latency_ms) {
-      Finding f;
-      f.kind = FindingKind::target_think;
-      f.side = Side::target;
-      f.session = session_id();
-      f.connection = id_;
-      f.frame = c.first_reply_frame ? c.first_reply_frame : r.status_frame;
-      f.related.emplace_back("command", r.first_frame);
-      f.lost_ms = think;
-      f.itt = r.itt;
-      f.command_first_frame = r.first_frame;
-      f.detail = "the target took " + whole_ms(think) +
-                 " ms to answer: the target, not the network";
-      add_finding_kind(c, FindingKind::target_think);
-      emit_finding(std::move(f));
-    }
-    // Time the command's cycle spent on the network with nothing else in flight. The cycle
-    // includes the crossing from the previous status to this command (up to rtt(initiator)):
-    // near the target that is where the round trip lies, near the initiator it is ~0.
-    if (max_outstanding_ <= 1) {
-      const Breakdown& b = r.breakdown;
-      double back = 0;
-      if (latest_status_ns_ >= 0 && r.first_ns > latest_status_ns_)
-        back = ms(std::min(r.first_ns - latest_status_ns_, rtt_ns(kI2T)));
-      ++serial_commands_;
-      serial_cycle_ms_ += r.latency_ms + back;
-      double crossings = b.request_ms + b.r2t_ms + b.response_ms + back;
-      serial_wait_ms_ += crossings + b.nagle_ms + b.delayed_ack_ms + b.window_ms;
-      // Holds are claimed (and ranked) by their own findings; only the crossings are this one's.
-      serial_crossing_ms_ += crossings;
-    }
+    judge_r2t_round_trip(c);
+    judge_target_think(c);
+    if (max_outstanding_ <= 1) count_serialized(c);
     latest_status_ns_ = std::max(latest_status_ns_, r.status_ns);
   }
   sink_.on_command(r);
@@ -1003,6 +797,22 @@ void Connection::on_login(int dir, const PduEvent& ev, const Segment& seg) {
   target_name_ = k.target_name.value;
   session_type_ = k.session_type.value;
   session_id();
+}
+
+Finding Connection::finding(FindingKind kind, Side side, uint64_t frame, double lost_ms,
+                            const OpenCommand* c) {
+  Finding f;
+  f.kind = kind;
+  f.side = side;
+  f.session = session_id();
+  f.connection = id_;
+  f.frame = frame;
+  f.lost_ms = lost_ms;
+  if (c) {
+    f.itt = c->r.itt;
+    f.command_first_frame = c->r.first_frame;
+  }
+  return f;
 }
 
 void Connection::emit_finding(Finding f) { sink_.on_finding(f); }
@@ -1062,21 +872,7 @@ void Connection::finish() {
       emit_command(slots_[s]);
       release_slot(s);
     }
-  if (serial_commands_ >= rules::serialized_min_commands && max_outstanding_ <= 1 &&
-      serial_wait_ms_ >= rules::serialized_wait_share * serial_cycle_ms_) {
-    Finding f;
-    f.kind = FindingKind::serialized;
-    f.side = Side::initiator;
-    f.session = session_id();
-    f.connection = id_;
-    f.frame = first_command_frame_;
-    f.lost_ms = serial_crossing_ms_;
-    f.detail = std::to_string(serial_commands_) +
-               " commands issued one at a time; the link sat idle waiting on round trips for " +
-               whole_ms(serial_wait_ms_) + " ms (" +
-               whole_ms(serial_crossing_ms_) + " ms of it crossing the network)";
-    emit_finding(std::move(f));
-  }
+  judge_serialized();
   sink_.on_connection(info());
 }
 

@@ -81,7 +81,7 @@ private:
   void deliver(int dir, std::span<const uint8_t> bytes, uint32_t wire_len, const Segment& seg);
   void drain_out_of_order(int dir, const Segment& seg);
   void declare_gap(int dir, uint64_t upto, uint64_t frame, const char* why);
-  void note_retransmission(int dir, const Segment& seg, uint64_t start, uint64_t end);
+  void note_retransmission(int dir, const Segment& seg, uint64_t start, uint64_t end);  // rules/retransmission.cpp
   static bool starts_with_login(const Segment& seg, int dir);
   int64_t rtt_ns(int side_dir) const;  // capture point <-> the side that sends in side_dir
   int64_t full_rtt_ns() const;
@@ -92,7 +92,7 @@ private:
                uint32_t mid_pdu_slot);
   uint32_t touch_for_start(int dir, const PduEvent& ev, const Segment& seg, Touch::Role& role);
   void analyse_touch(int dir, const Segment& seg, const Touch& touch, HoldVerdict& verdict);
-  HoldVerdict classify_hold(int dir, const Segment& seg, int64_t ready);
+  HoldVerdict classify_hold(int dir, const Segment& seg, int64_t ready);  // rules/holds.cpp
   void on_pdu_end(int dir, const Segment& seg, const PduEvent& ev);
   void on_login(int dir, const PduEvent& ev, const Segment& seg);
   void replay_orphans(uint32_t itt);
@@ -101,7 +101,18 @@ private:
   void settle(int64_t now, bool all = false);
   void emit_command(OpenCommand& c);
   uint32_t in_flight_with(const OpenCommand& c) const;
+  // A finding of this connection, tied to command c when there is one.
+  Finding finding(FindingKind kind, Side side, uint64_t frame, double lost_ms, const OpenCommand* c);
   void emit_finding(Finding f);
+
+  // The rules, one file each under engine/src/rules/ (docs/rules.md).
+  void report_hold(int dir, const Segment& seg, const OpenCommand& c, const HoldVerdict& verdict,
+                   double held_ms);                                   // holds.cpp
+  void report_hole_filled(int dir, const Segment& seg);               // retransmission.cpp
+  void judge_r2t_round_trip(OpenCommand& c);                          // r2t_round_trip.cpp
+  void judge_target_think(OpenCommand& c);                            // target_think.cpp
+  void count_serialized(const OpenCommand& c);                        // serialized.cpp
+  void judge_serialized();
   void notice(Notice::Level level, uint64_t frame, std::string message);
   // A buffer cap was hit: said once per connection and cap, whatever the notice budget.
   void cap_notice(uint8_t cap, uint64_t frame, std::string message,

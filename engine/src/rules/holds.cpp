@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// Holds (docs/rules.md "Holds"): a segment that was ready earlier and left only when an ACK from
+// the peer released it: nagle_hold, cwnd_limited, rwnd_limited, and delayed_ack when that ACK was late.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "rules/constants.hpp"
+#include "session/connection.hpp"
+#include "util/units.hpp"
+
+namespace iscsi_doctor::session {
+
+Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, int64_t ready) {
+  // A segment that was ready earlier and shows up one capture-to-sender round trip after an
+  // ACK from the peer was released by that ACK (docs/rules.md "Holds").
+  HoldVerdict v;
+  tcp::Flow& f = flow_[dir];
+  if (!rtt_[dir].known()) return v;
+  int64_t rtt_side = rtt_ns(dir);
+  auto released_by = [&](int64_t ack_t) {
+    return std::llabs(seg.time_ns - (ack_t + rtt_side)) <= tolerance_ns() && ack_t + rtt_side >= ready;
+  };
+  uint32_t len = seg.payload_wire_len;
+  const tcp::SmallSegment& small = f.last_small;
+  if (f.has_small && small.acked && small.frame != seg.frame && len < f.effective_mss() &&
+      released_by(small.ack_t)) {
+    // Nagle (Minshall's variant, as in Linux): a partial segment waits while the previous
+    // partial segment is unacknowledged.
+    v.held = true;
+    v.kind = FindingKind::nagle_hold;
+    v.release_frame = small.ack_frame;
+    v.release_t = small.ack_t;
+    v.acked_frame = small.frame;
+    v.release_h = small.h;
+    v.release_cmd = small.cmd;
+    // Delayed ACK: the receiver sat on the ACK beyond its round trip from the capture point.
+    int64_t ack_delay = small.ack_t - small.t - rtt_ns(dir ^ 1);
+    if (ms(ack_delay) >= options_.delayed_ack_min_ms) v.delayed_ack_ms = ms(ack_delay);
+    return v;
+  }
+  // Window holds: released by the first ACK that could have reached the sender when this segment
+  // left, not always the latest one captured (near the receiver, later ACKs of the same flight
+  // pass the capture point before the released data comes back).
+  size_t i = f.acks.size();
+  while (i > 0 && f.acks[i - 1].t + rtt_side + tolerance_ns() >= seg.time_ns) --i;
+  for (; i < f.acks.size() && !released_by(f.acks[i].t); ++i) {
+  }
+  if (i == f.acks.size()) return v;
+  const tcp::AckRecord& rel = f.acks[i];
+  v.held = true;
+  v.release_frame = rel.frame;
+  v.release_t = rel.t;
+  v.release_h = rel.h;
+  v.release_cmd = rel.cmd;
+  // The release may itself have been held by the receiver's delayed-ACK timer (an odd segment
+  // at the end of a flight): measured as for Nagle holds.
+  const bool acknowledged_more = i == 0 || rel.ack > f.acks[i - 1].ack;  // not a window update
+  if (rel.data_frame && acknowledged_more) {
+    int64_t ack_delay = rel.t - rel.data_t - rtt_ns(dir ^ 1);
+    if (ms(ack_delay) >= options_.delayed_ack_min_ms) {
+      v.delayed_ack_ms = ms(ack_delay);
+      v.acked_frame = rel.data_frame;
+    }
+  }
+  // The edge in force until the release: data that came within a quarter window (at least one
+  // segment) of it means the receiver's window held the sender, not the congestion window
+  // (senders do not split their bursts to fill a nearly full window: Linux defers TSO then).
+  const tcp::AckRecord* before = i > 0 ? &f.acks[i - 1] : nullptr;
+  if (before && f.max_end + std::max<uint64_t>(f.effective_mss(), before->window / rules::rwnd_edge_window_divisor) > before->edge())
+    v.kind = FindingKind::rwnd_limited;
+  else
+    v.kind = FindingKind::cwnd_limited;
+  return v;
+}
+
+// A held segment: nagle_hold, cwnd_limited or rwnd_limited on its sender, and delayed_ack on the
+// peer when the releasing ACK was itself late.
+void Connection::report_hold(int dir, const Segment& seg, const OpenCommand& c, const HoldVerdict& verdict,
+                             double held_ms) {
+  Finding fd = finding(verdict.kind, side_of(dir), seg.frame, held_ms, &c);
+  fd.related.emplace_back("released_by", verdict.release_frame);
+  if (verdict.acked_frame) fd.related.emplace_back("previous_small", verdict.acked_frame);
+  fd.detail = verdict.kind == FindingKind::nagle_hold
+                  ? "sub-MSS segment held until the peer acknowledged the previous one"
+                  : verdict.kind == FindingKind::rwnd_limited
+                        ? "sender waited for the receiver's window to open"
+                        : "sender waited for ACKs to grow its congestion window";
+  emit_finding(fd);
+  if (verdict.delayed_ack_ms > 0) {
+    Finding da = finding(FindingKind::delayed_ack, side_of(dir ^ 1), verdict.release_frame,
+                         std::min(verdict.delayed_ack_ms, held_ms), &c);
+    da.related.emplace_back("acks", verdict.acked_frame);
+    da.related.emplace_back("released", seg.frame);
+    da.detail = "ACK sent " + whole_ms(verdict.delayed_ack_ms) +
+                " ms late by the delayed-ACK timer while the peer waited";
+    emit_finding(da);
+  }
+}
+
+}  // namespace iscsi_doctor::session

@@ -1,0 +1,15 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// Capture time is integer nanoseconds; rules and messages speak milliseconds.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace iscsi_doctor {
+
+constexpr double ms(int64_t ns) { return double(ns) / 1e6; }
+
+// Rounded milliseconds for messages: int overflows past 24 days (or on corrupt timestamps).
+inline std::string whole_ms(double v) { return std::to_string(int64_t(v + 0.5)); }
+
+}  // namespace iscsi_doctor
