@@ -8,20 +8,51 @@
 
 namespace iscsi_doctor::cli::svg {
 
+namespace {
+// Length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlongs, surrogates or code
+// points past U+10FFFF), or 0.
+size_t utf8_len(std::string_view s, size_t i) {
+  auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned c = b(i);
+  size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k)
+    if ((b(i + k) & 0xc0) != 0x80) return 0;
+  if (n == 2 && c < 0xc2) return 0;
+  if (n == 3 && ((c == 0xe0 && b(i + 1) < 0xa0) || (c == 0xed && b(i + 1) >= 0xa0))) return 0;
+  if (n == 4 && ((c == 0xf0 && b(i + 1) < 0x90) || c > 0xf4 || (c == 0xf4 && b(i + 1) >= 0x90))) return 0;
+  return n;
+}
+}  // namespace
+
 std::string esc(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  for (char c : s) switch (c) {
+  for (size_t i = 0; i < s.size();) {
+    const char c = s[i];
+    switch (c) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;
       case '"': out += "&quot;"; break;
       case '\'': out += "&#39;"; break;
-      default:
-        // Control characters are not allowed in XML 1.0; names come from the wire.
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') out += '?';
-        else out += c;
+      default: {
+        // Names come from the wire: control characters are not allowed in XML 1.0, and a byte
+        // that is not UTF-8 would make the page ill-formed (U+FFFD stands in for it).
+        const size_t n = utf8_len(s, i);
+        if (n == 0) {
+          out += "\xef\xbf\xbd";
+          ++i;
+          continue;
+        }
+        if (n == 1 && static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') out += '?';
+        else out.append(s.substr(i, n));
+        i += n;
+        continue;
+      }
     }
+    ++i;
+  }
   return out;
 }
 
