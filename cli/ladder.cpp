@@ -23,6 +23,7 @@
 
 #include "batch.hpp"
 #include "iscsi_doctor/analyzer.hpp"
+#include "iscsi_doctor/finding_kinds.hpp"
 #include "packet_decoder.hpp"
 #include "svg.hpp"
 
@@ -383,17 +384,7 @@ Style style_of(std::string_view role) {
   return {"#b8b8b8", 1, ""};  // other
 }
 
-const char* kind_label(FindingKind k) {
-  switch (k) {
-    case FindingKind::nagle_hold: return "Nagle hold";
-    case FindingKind::delayed_ack: return "delayed ACK";
-    case FindingKind::cwnd_limited: return "cwnd wait";
-    case FindingKind::rwnd_limited: return "rwnd wait";
-    case FindingKind::retransmission: return "loss recovery";
-    case FindingKind::target_think: return "target think";
-    default: return "";
-  }
-}
+const char* kind_label(FindingKind k) { return finding_kind(k).label.data(); }
 
 std::string vantage_words(Vantage v) {
   switch (v) {

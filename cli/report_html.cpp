@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "iscsi_doctor/analyzer.hpp"
+#include "iscsi_doctor/finding_kinds.hpp"
 #include "iscsi_doctor/summary.hpp"
 #include "ladder.hpp"
 #include "report.hpp"
@@ -97,18 +98,8 @@ int gap_bin(bool back, u128 bytes) {
 }
 
 double score_for(size_t kind, const CommandResult& c) {
-  const Breakdown& b = c.breakdown;
-  if (kind == kSlowest) return c.latency_ms;
-  switch (FindingKind(kind)) {
-    case FindingKind::nagle_hold: return b.nagle_ms + b.delayed_ack_ms;
-    case FindingKind::delayed_ack: return b.delayed_ack_ms;
-    case FindingKind::r2t_round_trip: return b.r2t_ms;
-    case FindingKind::cwnd_limited:
-    case FindingKind::rwnd_limited: return b.window_ms;
-    case FindingKind::retransmission: return b.loss_ms;
-    case FindingKind::target_think: return b.think_ms;
-    default: return c.latency_ms;
-  }
+  if (kind == kSlowest || FindingKind(kind) == FindingKind::serialized) return c.latency_ms;
+  return explained_ms(FindingKind(kind), c.breakdown);
 }
 
 class HtmlSink final : public Sink {

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "iscsi_doctor/analyzer.hpp"
+#include "iscsi_doctor/finding_kinds.hpp"
 #include "iscsi_doctor/summary.hpp"
 #include "packet-iscsi-doctor.h"
 
@@ -637,31 +638,9 @@ extern "C" void proto_register_iscsi_doctor(void) {
   static gint* ett[] = {&ett_iscsi_doctor, &ett_command, &ett_breakdown, &ett_finding,
                         &ett_reported};
 
-  static ei_register_info ei[] = {
-      {&ei_finding[size_t(FindingKind::nagle_hold)],
-       {"iscsi_doctor.expert.nagle_hold", PI_SEQUENCE, PI_WARN,
-        "Segment held by Nagle's algorithm", EXPFILL}},
-      {&ei_finding[size_t(FindingKind::delayed_ack)],
-       {"iscsi_doctor.expert.delayed_ack", PI_SEQUENCE, PI_WARN,
-        "ACK held by the delayed-ACK timer while the sender waited", EXPFILL}},
-      {&ei_finding[size_t(FindingKind::r2t_round_trip)],
-       {"iscsi_doctor.expert.r2t_round_trip", PI_SEQUENCE, PI_NOTE,
-        "Write paid an avoidable R2T round trip", EXPFILL}},
-      {&ei_finding[size_t(FindingKind::cwnd_limited)],
-       {"iscsi_doctor.expert.cwnd_limited", PI_SEQUENCE, PI_WARN,
-        "Sender stalled on its congestion window", EXPFILL}},
-      {&ei_finding[size_t(FindingKind::rwnd_limited)],
-       {"iscsi_doctor.expert.rwnd_limited", PI_SEQUENCE, PI_WARN,
-        "Sender stalled on the receive window", EXPFILL}},
-      {&ei_finding[size_t(FindingKind::retransmission)],
-       {"iscsi_doctor.expert.retransmission", PI_SEQUENCE, PI_WARN,
-        "Retransmission delayed a command", EXPFILL}},
-      {&ei_finding[size_t(FindingKind::target_think)],
-       {"iscsi_doctor.expert.target_think", PI_SEQUENCE, PI_NOTE, "The target was slow",
-        EXPFILL}},
-      {&ei_finding[size_t(FindingKind::serialized)],
-       {"iscsi_doctor.expert.serialized", PI_SEQUENCE, PI_NOTE,
-        "Commands issued one at a time", EXPFILL}},
+  // One expert field per finding kind, from the engine's table (names and weights are contracts).
+  static std::array<std::string, finding_kind_count> ei_names;
+  static ei_register_info ei[finding_kind_count + 3] = {
       {&ei_notice_info, {"iscsi_doctor.expert.notice_info", PI_PROTOCOL, PI_NOTE,
                          "iscsi-doctor notice", EXPFILL}},
       {&ei_notice_warning, {"iscsi_doctor.expert.notice_warning", PI_PROTOCOL, PI_WARN,
@@ -675,6 +654,13 @@ extern "C" void proto_register_iscsi_doctor(void) {
                               "iscsi_doctor");
   proto_register_field_array(proto_iscsi_doctor, hf, array_length(hf));
   proto_register_subtree_array(ett, array_length(ett));
+  for (size_t k = 0; k < finding_kind_count; ++k) {
+    const FindingKindInfo& info = kFindingKinds[k];
+    ei_names[k] = "iscsi_doctor.expert." + std::string(info.name);
+    ei[3 + k] = ei_register_info{&ei_finding[k],
+                                 {ei_names[k].c_str(), PI_SEQUENCE, info.severity == Severity::warning ? PI_WARN : PI_NOTE,
+                                  info.title.data(), EXPFILL}};
+  }
   expert_module_t* em = expert_register_protocol(proto_iscsi_doctor);
   expert_register_field_array(em, ei, array_length(ei));
 

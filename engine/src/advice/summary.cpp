@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "iscsi_doctor/summary.hpp"
 
+#include "iscsi_doctor/finding_kinds.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -18,18 +20,6 @@ double quantile(std::vector<T> v, double q) {
   return double(v[k]);
 }
 
-double part_for(FindingKind k, const Breakdown& b) {
-  switch (k) {
-    case FindingKind::nagle_hold: return b.nagle_ms + b.delayed_ack_ms;  // no hold, no wait for the ACK
-    case FindingKind::delayed_ack: return b.delayed_ack_ms;
-    case FindingKind::r2t_round_trip: return b.r2t_ms;
-    case FindingKind::cwnd_limited:
-    case FindingKind::rwnd_limited: return b.window_ms;
-    case FindingKind::retransmission: return b.loss_ms;
-    case FindingKind::target_think: return b.think_ms;
-    default: return 0;
-  }
-}
 
 // Slowest first: most round trips beyond the ideal, then latency.
 bool worse(const CommandResult& a, const CommandResult& b) {
@@ -39,43 +29,7 @@ bool worse(const CommandResult& a, const CommandResult& b) {
 }
 }  // namespace
 
-std::string fix_for(FindingKind kind, Side side) {
-  switch (kind) {
-    case FindingKind::nagle_hold:
-      return side == Side::target
-                 ? "set TCP_NODELAY on the target's socket, or send the final Data-In and the SCSI "
-                   "Response in one write (or put the status in the final Data-In, S bit)"
-                 : "set TCP_NODELAY on the initiator's socket, or send the command header and its "
-                   "immediate data in one write (writev/MSG_MORE)";
-    case FindingKind::delayed_ack:
-      return side == Side::initiator
-                 ? "quick-ACK on the initiator (TCP_QUICKACK after each receive, or a lower "
-                   "delayed-ACK timeout); removing the Nagle hold on the target removes the wait"
-                 : "quick-ACK on the target (TCP_QUICKACK after each receive); removing the Nagle "
-                   "hold on the initiator removes the wait";
-    case FindingKind::r2t_round_trip:
-      return "negotiate ImmediateData=Yes and InitialR2T=No, with FirstBurstLength at least the "
-             "write size, so write data travels with the command";
-    case FindingKind::cwnd_limited:
-      return "keep the congestion window open between bursts: net.ipv4.tcp_slow_start_after_idle=0 "
-             "on the sender, and a larger initial window (ip route ... initcwnd)";
-    case FindingKind::rwnd_limited:
-      return side == Side::target
-                 ? "raise the initiator's receive buffer (net.ipv4.tcp_rmem, window scaling)"
-                 : "raise the target's receive buffer (net.ipv4.tcp_rmem, window scaling)";
-    case FindingKind::retransmission:
-      return "find the loss on the path (interface errors, drops, duplex, MTU); losses cost a "
-             "timeout or a round trip each";
-    case FindingKind::target_think:
-      return "the target itself is slow (backing store, CPU, locking): look at the target's disks "
-             "and its own latency, not the network";
-    case FindingKind::serialized:
-      return "keep more commands outstanding (queue depth > 1: more I/O threads, async I/O, a "
-             "larger nr_requests/queue depth) or larger transfers, so round trips overlap";
-    default:
-      return {};
-  }
-}
+std::string fix_for(FindingKind kind, Side side) { return std::string(fix_text(kind, side)); }
 
 void Summary::on_command(const CommandResult& c) {
   ++commands_;
@@ -91,7 +45,7 @@ void Summary::on_command(const CommandResult& c) {
     auto& pk = kinds_[size_t(k)];
     ++pk.commands;
     pk.latency.push_back(float(c.latency_ms));
-    pk.fixed.push_back(float(std::max(0.0, c.latency_ms - part_for(k, c.breakdown))));
+    pk.fixed.push_back(float(std::max(0.0, c.latency_ms - explained_ms(k, c.breakdown))));
   }
   if (worst_kept_) {
     if (worst_.size() < worst_kept_) {

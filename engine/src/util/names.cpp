@@ -2,26 +2,20 @@
 #include <array>
 #include <cstdio>
 
+#include "iscsi_doctor/finding_kinds.hpp"
 #include "iscsi_doctor/results.hpp"
 
 namespace iscsi_doctor {
 
-namespace {
-constexpr std::array<std::string_view, finding_kind_count> kFindingNames = {
-    "nagle_hold",   "delayed_ack",    "r2t_round_trip", "cwnd_limited", "rwnd_limited",
-    "retransmission", "target_think", "serialized"};
-}
-
 std::string_view side_name(Side s) { return s == Side::initiator ? "initiator" : "target"; }
 
 std::string_view finding_name(FindingKind k) {
-  auto i = static_cast<size_t>(k);
-  return i < kFindingNames.size() ? kFindingNames[i] : "unknown";
+  return static_cast<size_t>(k) < kFindingKinds.size() ? finding_kind(k).name : "unknown";
 }
 
 std::optional<FindingKind> finding_from_name(std::string_view name) {
-  for (size_t i = 0; i < kFindingNames.size(); ++i)
-    if (kFindingNames[i] == name) return static_cast<FindingKind>(i);
+  for (const FindingKindInfo& i : kFindingKinds)
+    if (i.name == name) return i.kind;
   return std::nullopt;
 }
 
