@@ -15,8 +15,8 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   // A segment that was ready earlier and shows up one capture-to-sender round trip after an
   // ACK from the peer was released by that ACK (docs/rules.md "Holds").
   HoldVerdict v;
-  tcp::Flow& f = flow_[dir];
-  if (!rtt_[dir].known()) return v;
+  const tcp::Flow& f = tcp_.flow(dir);
+  if (!tcp_.rtt(dir).known()) return v;
   int64_t rtt_side = rtt_ns(dir);
   auto released_by = [&](int64_t ack_t) {
     return std::llabs(seg.time_ns - (ack_t + rtt_side)) <= tolerance_ns() && ack_t + rtt_side >= ready;

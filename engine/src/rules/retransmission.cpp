@@ -12,12 +12,10 @@
 namespace iscsi_doctor::session {
 
 // A segment fills a hole in the stream: the original was lost before the capture point.
-void Connection::report_hole_filled(int dir, const Segment& seg) {
-  ++retransmissions_;
+void Connection::hole_filled(int dir, const Segment& seg, int64_t since) {
   uint32_t slot = current_pdu_slot_[dir];
   OpenCommand* c = slot && slots_[slot].used ? &slots_[slot] : nullptr;
-  Finding fd = finding(FindingKind::retransmission, side_of(dir), seg.frame,
-                       ms(seg.time_ns - flow_[dir].hole_since), c);
+  Finding fd = finding(FindingKind::retransmission, side_of(dir), seg.frame, ms(seg.time_ns - since), c);
   fd.detail = "retransmission fills a hole: the original was lost before the capture point";
   if (c) {
     c->loss_pending_ms += fd.lost_ms;
@@ -28,21 +26,8 @@ void Connection::report_hole_filled(int dir, const Segment& seg) {
   emit_finding(std::move(fd));
 }
 
-void Connection::note_retransmission(int dir, const Segment& seg, uint64_t start, uint64_t end) {
-  tcp::Flow& f = flow_[dir];
-  ++retransmissions_;
-  // The first record holding the resent byte: records end in increasing order, so a binary search
-  // finds the first that ends past it; one that starts later is an overlap resend, looked for a
-  // few records on (a bounded walk: the work per segment stays bounded).
-  const tcp::SentSegment* orig = nullptr;
-  auto it = std::upper_bound(f.unacked.begin(), f.unacked.end(), start,
-                             [](uint64_t v, const tcp::SentSegment& s) { return v < s.end; });
-  for (int n = 0; it != f.unacked.end() && n < 8; ++it, ++n)
-    if (it->start <= start) {
-      orig = &*it;
-      break;
-    }
-  if (f.una_known && end <= f.una && !orig) return;  // spurious, already acknowledged
+// seg resends bytes already seen (the tracker found the original, or says it is no longer kept).
+void Connection::resent(int dir, const Segment& seg, const tcp::SentSegment* orig) {
   Finding fd = finding(FindingKind::retransmission, side_of(dir), seg.frame, 0, nullptr);
   if (orig) {
     fd.related.emplace_back("original", orig->frame);

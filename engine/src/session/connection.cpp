@@ -15,7 +15,6 @@ namespace iscsi_doctor::session {
 namespace {
 constexpr uint32_t kReservedTag = 0xffffffffu;
 constexpr uint64_t kMaxNoticesPerConnection = 50;
-constexpr size_t kMaxUnackedRecords = 1 << 16;
 
 std::string hex2(uint8_t v) {
   const char* d = "0123456789abcdef";
@@ -33,7 +32,7 @@ std::string hex_itt(uint32_t itt) {
 Connection::Connection(uint32_t id, const Endpoint& initiator, const Endpoint& target,
                        const Options& options, Sink& sink, SessionRegistry& sessions)
     : id_(id), sessions_(sessions), initiator_(initiator), target_(target), options_(options),
-      sink_(sink), pdus_{PduStream(true), PduStream(false)} {
+      sink_(sink), tcp_(options.max_out_of_order_bytes), pdus_{PduStream(true), PduStream(false)} {
   slots_.resize(1);
 }
 
@@ -56,249 +55,74 @@ uint32_t Connection::session_id() const {
 }
 
 // ---------------------------------------------------------------------------------------------
-// TCP
+// TCP: the tracker (tcp/tracker.cpp) tells what the streams carry; this is its receiver.
 
 SegmentStatus Connection::on_segment(const Segment& seg, int dir) {
   ++frames_;
   last_t_ = seg.time_ns;
-  status_ = SegmentStatus::pure_ack;
-  uint64_t una_before = flow_[dir ^ 1].una;
-  if (seg.flags & tcp_flag::syn) {
-    status_ = SegmentStatus::syn;
-    handle_handshake(seg, dir);
-  }
-  if (seg.flags & tcp_flag::ack) handle_ack(seg, dir);
-  if (seg.payload_wire_len > 0 && !(seg.flags & tcp_flag::syn)) handle_payload(seg, dir);
-  bool no_data = status_ == SegmentStatus::pure_ack;
-  if (no_data && (seg.flags & tcp_flag::rst)) status_ = SegmentStatus::rst;
-  else if (no_data && (seg.flags & tcp_flag::fin)) status_ = SegmentStatus::fin;
-  tcp::Flow& f = flow_[dir];
-  if (seg.flags & (tcp_flag::fin | tcp_flag::rst)) {
-    f.fin_seen = true;
-    if ((seg.flags & tcp_flag::rst) || flow_[dir ^ 1].fin_seen) closed_ = true;
-  }
-  uint32_t win = seg.window;
-  int8_t scale = flow_[dir].wscale_offered;
-  if (!(seg.flags & tcp_flag::syn) && scale >= 0 && flow_[dir ^ 1].wscale_offered >= 0)
-    win <<= std::min<int>(scale, 14);
-  // The window this side advertises limits what the other side may send.
-  tcp::Flow& other = flow_[dir ^ 1];
-  bool window_changed = other.peer_window_known && other.peer_window != win;
-  other.peer_window = win;
-  other.peer_window_known = true;
-  if (other.una_known && (other.una != una_before || window_changed || other.acks.empty()))
-    other.record_ack({other.una, seg.time_ns, seg.frame, win, other.acked_h, other.acked_cmd,
-                      other.acked_data_t, other.acked_data_frame},
-                     seg.time_ns - rules::ack_record_keep_rtts * full_rtt_ns() - rules::ns(rules::ack_record_keep_ms));  // what classify_hold may need
-  if (status_ == SegmentStatus::pure_ack && window_changed && flow_[dir ^ 1].una == una_before)
-    status_ = SegmentStatus::window_update;
+  SegmentStatus status = tcp_.on_segment(seg, dir, *this);
   if (!settling_.empty()) settle(seg.time_ns);
-  return status_;
+  return status;
 }
 
-void Connection::handle_handshake(const Segment& seg, int dir) {
-  tcp::Flow& f = flow_[dir];
-  if (f.syn_seen && f.started && f.unwrap(seg.seq) == f.next - 1) return;  // SYN retransmitted
-  f.anchor(seg.seq + 1);
-  f.syn_seen = true;
+void Connection::stream_from_syn(int dir) {
   // From the first byte on, a stream starts with Login PDUs, which never carry digests; the
   // login's keys say what comes after (RFC 7143 §13.1), so no detection is needed.
   pdus_[dir].set_digests(false, false);
-  f.wscale_offered = seg.wscale_option;
-  // A side's MSS option says what it can receive: it bounds what the other side sends.
-  if (seg.mss_option) {
-    flow_[dir ^ 1].mss = seg.mss_option;
-    flow_[dir ^ 1].mss_from_syn = true;
-  }
-  if (!(seg.flags & tcp_flag::ack)) {
-    saw_syn_ = true;
-    syn_t_ = seg.time_ns;
-  } else if (saw_syn_ && !saw_synack_) {
-    saw_synack_ = true;
-    synack_t_ = seg.time_ns;
-    rtt_[kT2I].sample(seg.time_ns - syn_t_, true);
+}
+
+void Connection::stream_without_syn(int dir, const Segment& seg) {
+  // If the first bytes are a Login PDU, the capture began at the login (framed from here, no
+  // digests until negotiated); otherwise it began mid-stream and framing resumes at a plausible BHS.
+  if (starts_with_login(seg, dir)) {
+    pdus_[dir].set_digests(false, false);
+  } else {
+    mid_session_ = true;
+    pdus_[dir].start_unsynced();
   }
 }
 
-void Connection::handle_ack(const Segment& seg, int dir) {
-  tcp::Flow& peer = flow_[dir ^ 1];  // the direction whose data this segment acknowledges
-  if (!peer.started) return;
-  if (saw_synack_ && dir == kI2T && !rtt_[kI2T].from_handshake() && !(seg.flags & tcp_flag::syn)) {
-    rtt_[kI2T].sample(seg.time_ns - synack_t_, true);
-  }
-  uint64_t ack = peer.unwrap(seg.ack);
-  if (ack > peer.max_end + (uint64_t(1) << 30)) return;  // nonsense ack
-  if (peer.fin_seen && ack == peer.next + 1) ack = peer.next;  // the FIN's sequence number
-  // An ACK for the segment that ended exactly here: a round-trip sample for this side.
-  if (!peer.unacked.empty() && (!peer.una_known || ack > peer.una)) {
-    // Records end in increasing order (each carries new data): a binary search, not a scan.
-    auto it = std::lower_bound(peer.unacked.begin(), peer.unacked.end(), ack,
-                               [](const tcp::SentSegment& s, uint64_t v) { return s.end < v; });
-    if (it != peer.unacked.end() && it->end == ack) rtt_[dir].sample(seg.time_ns - it->t);
-  }
-  if (ack > peer.next && peer.started) {
-    // The receiver has bytes the capture never showed: lost at the capture point.
-    declare_gap(dir ^ 1, std::min(ack, peer.max_end > peer.next ? peer.max_end : ack), seg.frame,
-                "acknowledged by the receiver but missing from the capture");
-  }
-  peer.acked(ack, seg.time_ns, seg.frame);
-}
-
-void Connection::handle_payload(const Segment& seg, int dir) {
-  tcp::Flow& f = flow_[dir];
-  uint32_t len = seg.payload_wire_len;
-  if (!f.started) {
-    // No SYN: if the first bytes are a Login PDU, the capture began at the login (framed from
-    // here, no digests until negotiated); otherwise it began mid-stream and framing resumes at
-    // a plausible BHS.
-    f.anchor(seg.seq);
-    if (starts_with_login(seg, dir)) {
-      pdus_[dir].set_digests(false, false);
-    } else {
-      mid_session_ = true;
-      pdus_[dir].start_unsynced();
-    }
-  }
-  f.largest_payload = std::max(f.largest_payload, len);
-  if (seg.options_len) f.data_options_len = seg.options_len;
-  uint64_t start = f.unwrap(seg.seq);
-  uint64_t end = start + len;
-  if (end <= f.next) {
-    bool keepalive = len <= 1 && start + 1 >= f.next;
-    status_ = keepalive ? SegmentStatus::keepalive : SegmentStatus::retransmission;
-    if (!keepalive) note_retransmission(dir, seg, start, end);
-    return;
-  }
-  if (start > f.next) {
-    // Beyond a hole: keep it until the hole fills, the receiver acknowledges past it, or the
-    // buffer cap is hit (then the hole is declared lost).
-    ++out_of_order_;
-    status_ = SegmentStatus::out_of_order;
-    if (f.out_of_order.empty()) f.hole_since = seg.time_ns;
-    auto& held = f.out_of_order[start];
-    if (held.bytes.size() < seg.payload.size()) {
-      f.out_of_order_bytes += seg.payload.size() - held.bytes.size();
-      held.bytes.assign(seg.payload.begin(), seg.payload.end());
-      held.t = seg.time_ns;
-      held.frame = seg.frame;
-    }
-    f.max_end = std::max(f.max_end, end);
-    f.move_ref(end);
-    if (f.out_of_order_bytes > options_.max_out_of_order_bytes) {
-      const std::string why = "out-of-order buffer cap (" + std::to_string(options_.max_out_of_order_bytes) +
-                              " bytes) hit; hole declared lost";
-      declare_gap(dir, f.out_of_order.begin()->first, seg.frame, why.c_str());
-    }
-    return;
-  }
-  status_ = SegmentStatus::new_data;
-  bool filled_hole = !f.out_of_order.empty();
-  if (filled_hole) report_hole_filled(dir, seg);
-  // Overlap with bytes already delivered is trimmed; the rest is new, in order.
-  size_t skip = size_t(f.next - start);
-  std::span<const uint8_t> bytes = seg.payload;
-  uint32_t wire_rest = len - uint32_t(skip);
-  bytes = skip < bytes.size() ? bytes.subspan(skip) : std::span<const uint8_t>{};
-  tcp::SentSegment rec{start, end, seg.time_ns, seg.frame, 0, f.is_small(len)};
+tcp::DeliveryTag Connection::deliver(int dir, std::span<const uint8_t> bytes, uint32_t wire_len,
+                                     const Segment& seg, const Segment* filled_by) {
+  const Segment* outer = filling_;
+  filling_ = filled_by;
   seg_h_ = -1;
   seg_cmd_ = 0;
   seg_itt_ = 0;
-  deliver(dir, bytes, wire_rest, seg);
-  rec.owner = current_pdu_slot_[dir];
-  rec.h = seg_h_;
-  rec.cmd = seg_cmd_;
-  rec.itt = seg_itt_;
-  if (f.unacked.size() < kMaxUnackedRecords)
-    f.unacked.push_back(rec);
-  else
-    cap_notice(kCapUnacked, seg.frame,
-               "unacknowledged-segment cap (" + std::to_string(kMaxUnackedRecords) + " per direction) hit: the " +
-                   std::string(side_name(side_of(dir))) +
-                   "'s further segments are not kept for ACK and retransmission timing until ACKs catch up");
-  if (rec.small) {
-    f.has_small = true;
-    f.last_small = {end, seg.time_ns, seg.frame, rec.h, rec.cmd, false, 0, 0};
-  }
-  f.max_end = std::max(f.max_end, end);
-  f.has_last_data = true;
-  f.last_data_t = seg.time_ns;
-  f.last_data_frame = seg.frame;
-  drain_out_of_order(dir, seg);
-}
-
-void Connection::deliver(int dir, std::span<const uint8_t> bytes, uint32_t wire_len,
-                         const Segment& seg) {
-  tcp::Flow& f = flow_[dir];
   bool began_mid_pdu = pdus_[dir].mid_pdu();
   uint32_t mid_slot = began_mid_pdu ? current_pdu_slot_[dir] : 0;
   auto& events = pdus_[dir].feed(bytes, seg.frame, seg.time_ns);
   if (bytes.size() < wire_len) {
     // The capture's snaplen cut this packet: the bytes exist, we just cannot see them.
     uint64_t missing = wire_len - bytes.size();
-    f.bytes_missing += missing;
     pdus_[dir].gap(missing);
     if (notices_ < kMaxNoticesPerConnection)
       notice(Notice::Level::warning, seg.frame,
              "packet cut short by the capture's snaplen: " + std::to_string(missing) +
                  " bytes of iSCSI data not captured");
   }
-  f.next += wire_len;
-  f.move_ref(f.next);
   on_pdus(dir, seg, events, began_mid_pdu, mid_slot);
   for (auto& m : pdus_[dir].take_messages()) notice(Notice::Level::warning, seg.frame, m);
-}
-
-void Connection::drain_out_of_order(int dir, const Segment& seg) {
-  tcp::Flow& f = flow_[dir];
-  // Held bytes reach the receiver only now, when seg fills the hole before them.
-  const Segment* outer = filling_;
-  filling_ = &seg;
-  while (!f.out_of_order.empty()) {
-    auto it = f.out_of_order.begin();
-    uint64_t start = it->first;
-    if (start > f.next) break;
-    auto held = std::move(it->second);
-    f.out_of_order.erase(it);
-    f.out_of_order_bytes -= held.bytes.size();
-    uint64_t end = start + held.bytes.size();
-    if (end <= f.next) continue;
-    size_t skip = size_t(f.next - start);
-    Segment s = seg;
-    s.frame = held.frame;
-    s.time_ns = held.t;
-    auto bytes = std::span<const uint8_t>(held.bytes).subspan(skip);
-    s.payload_wire_len = uint32_t(bytes.size());
-    deliver(dir, bytes, uint32_t(bytes.size()), s);
-  }
   filling_ = outer;
+  return {current_pdu_slot_[dir], seg_h_, seg_cmd_, seg_itt_};
 }
 
-void Connection::declare_gap(int dir, uint64_t upto, uint64_t frame, const char* why) {
-  tcp::Flow& f = flow_[dir];
-  while (f.next < upto || (!f.out_of_order.empty() && f.out_of_order.begin()->first <= upto)) {
-    uint64_t hole_end = upto;
-    if (!f.out_of_order.empty()) hole_end = std::min(hole_end, f.out_of_order.begin()->first);
-    if (hole_end > f.next) {
-      uint64_t lost = hole_end - f.next;
-      f.bytes_missing += lost;
-      pdus_[dir].gap(lost);
-      f.next = hole_end;
-      f.move_ref(f.next);
-      if (current_pdu_slot_[dir] && slots_[current_pdu_slot_[dir]].used)
-        slots_[current_pdu_slot_[dir]].r.data_incomplete = true;
-      if (notices_ < kMaxNoticesPerConnection)
-        notice(Notice::Level::warning, frame,
-               std::to_string(lost) + " bytes missing from the " +
-                   std::string(side_name(side_of(dir))) + "'s stream (" + why + ")");
-      for (auto& m : pdus_[dir].take_messages()) notice(Notice::Level::warning, frame, m);
-    }
-    if (f.out_of_order.empty()) break;
-    Segment s{};
-    s.frame = f.out_of_order.begin()->second.frame;
-    s.time_ns = f.out_of_order.begin()->second.t;
-    drain_out_of_order(dir, s);
-    if (f.out_of_order.empty() || f.next >= upto) break;
-  }
+void Connection::lost(int dir, uint64_t bytes, uint64_t frame, const char* why) {
+  pdus_[dir].gap(bytes);
+  if (current_pdu_slot_[dir] && slots_[current_pdu_slot_[dir]].used)
+    slots_[current_pdu_slot_[dir]].r.data_incomplete = true;
+  if (notices_ < kMaxNoticesPerConnection)
+    notice(Notice::Level::warning, frame,
+           std::to_string(bytes) + " bytes missing from the " + std::string(side_name(side_of(dir))) +
+               "'s stream (" + why + ")");
+  for (auto& m : pdus_[dir].take_messages()) notice(Notice::Level::warning, frame, m);
+}
+
+void Connection::unacked_cap_hit(int dir, uint64_t frame, size_t cap) {
+  cap_notice(kCapUnacked, frame,
+             "unacknowledged-segment cap (" + std::to_string(cap) + " per direction) hit: the " +
+                 std::string(side_name(side_of(dir))) +
+                 "'s further segments are not kept for ACK and retransmission timing until ACKs catch up");
 }
 
 bool Connection::starts_with_login(const Segment& seg, int dir) {
@@ -308,10 +132,6 @@ bool Connection::starts_with_login(const Segment& seg, int dir) {
   auto bhs = iscsi::parse_bhs(seg.payload);
   return bhs && iscsi::plausible_bhs(*bhs, dir == kI2T);
 }
-
-int64_t Connection::rtt_ns(int side_dir) const { return rtt_[side_dir].ns(); }
-
-int64_t Connection::full_rtt_ns() const { return rtt_[kI2T].ns() + rtt_[kT2I].ns(); }
 
 int64_t Connection::tolerance_ns() const {
   // Jitter allowance when matching a release to the ACK that caused it.
@@ -489,8 +309,6 @@ void Connection::analyse_touch(int dir, const Segment& seg, const Touch& t, Hold
   } else {
     ready = c.needed_t + rtt_side;
   }
-  tcp::Flow& f = flow_[dir];
-  (void)f;
   int64_t interval = std::max<int64_t>(0, now - c.last_event_t);
   int64_t crossing = std::clamp<int64_t>(ready - c.last_event_t, 0, interval);
   int64_t rest = interval - crossing;
@@ -703,14 +521,14 @@ void Connection::complete(uint32_t slot, const Segment& seg, const PduEvent& ev)
   c.settling = true;
   // Near the initiator a segment lost after the capture point cannot precede the status (the
   // initiator's stream would have a hole): no need to wait.
-  const bool near_initiator = rtt_[kI2T].known() && rtt_[kT2I].known() && rtt_ns(kI2T) * rules::near_initiator_rtt_factor < full_rtt_ns();
-  c.settle_seq = near_initiator ? 0 : flow_[kT2I].next;
+  const bool near_initiator = tcp_.rtt(kI2T).known() && tcp_.rtt(kT2I).known() && rtt_ns(kI2T) * rules::near_initiator_rtt_factor < full_rtt_ns();
+  c.settle_seq = near_initiator ? 0 : tcp_.flow(kT2I).next;
   settling_.push_back(slot);
   settle(seg.time_ns);
 }
 
 void Connection::settle(int64_t now, bool all) {
-  const tcp::Flow& f = flow_[kT2I];
+  const tcp::Flow& f = tcp_.flow(kT2I);
   while (!settling_.empty()) {
     uint32_t slot = settling_.front();
     OpenCommand& c = slots_[slot];
@@ -834,16 +652,11 @@ void Connection::cap_notice(uint8_t cap, uint64_t frame, std::string message, No
 }
 
 void Connection::finish() {
-  for (int d = 0; d < 2; ++d) {
-    tcp::Flow& f = flow_[d];
-    if (!f.out_of_order.empty())
-      declare_gap(d, f.max_end, f.out_of_order.begin()->second.frame,
-                  "the capture ended before the hole was filled");
-  }
+  tcp_.finish(*this);
   for (int d = 0; d < 2; ++d) {
     Segment s{};
-    s.frame = flow_[d].last_data_frame;
-    s.time_ns = flow_[d].last_data_t;
+    s.frame = tcp_.flow(d).last_data_frame;
+    s.time_ns = tcp_.flow(d).last_data_t;
     pdus_[d].finish();
     std::vector<PduEvent> events = std::move(pdus_[d].events());
     on_pdus(d, s, events, false, 0);
@@ -882,17 +695,17 @@ ConnectionInfo Connection::info() const {
   i.session = session_id();
   i.initiator = initiator_;
   i.target = target_;
-  i.saw_handshake = saw_syn_;
+  i.saw_handshake = tcp_.saw_syn();
   i.saw_login = saw_login_;
   i.mid_session_start = mid_session_;
-  i.mss_initiator = uint16_t(std::min<uint32_t>(flow_[kI2T].effective_mss(), 65535));
-  i.mss_target = uint16_t(std::min<uint32_t>(flow_[kT2I].effective_mss(), 65535));
-  i.mss_inferred = !flow_[kI2T].mss_from_syn || !flow_[kT2I].mss_from_syn;
-  if (rtt_[kI2T].known()) i.rtt_initiator_ms = ms(rtt_[kI2T].ns());
-  if (rtt_[kT2I].known()) i.rtt_target_ms = ms(rtt_[kT2I].ns());
-  if (rtt_[kI2T].known() && rtt_[kT2I].known()) {
+  i.mss_initiator = uint16_t(std::min<uint32_t>(tcp_.flow(kI2T).effective_mss(), 65535));
+  i.mss_target = uint16_t(std::min<uint32_t>(tcp_.flow(kT2I).effective_mss(), 65535));
+  i.mss_inferred = !tcp_.flow(kI2T).mss_from_syn || !tcp_.flow(kT2I).mss_from_syn;
+  if (tcp_.rtt(kI2T).known()) i.rtt_initiator_ms = ms(tcp_.rtt(kI2T).ns());
+  if (tcp_.rtt(kT2I).known()) i.rtt_target_ms = ms(tcp_.rtt(kT2I).ns());
+  if (tcp_.rtt(kI2T).known() && tcp_.rtt(kT2I).known()) {
     i.rtt_ms = ms(full_rtt_ns());
-    double share = full_rtt_ns() > 0 ? double(rtt_[kI2T].ns()) / double(full_rtt_ns()) : 0.5;
+    double share = full_rtt_ns() > 0 ? double(tcp_.rtt(kI2T).ns()) / double(full_rtt_ns()) : 0.5;
     if (full_rtt_ns() < rules::ns(rules::vantage_min_rtt_ms)) i.vantage = Vantage::unknown;  // too close to call
     else if (share < rules::vantage_initiator_share) i.vantage = Vantage::initiator;
     else if (share > rules::vantage_target_share) i.vantage = Vantage::target;
@@ -916,7 +729,7 @@ ConnectionInfo Connection::info() const {
   i.commands = commands_;
   i.resyncs = pdus_[0].resyncs() + pdus_[1].resyncs();
   i.digest_errors = digest_errors_;
-  i.bytes_missing = flow_[0].bytes_missing + flow_[1].bytes_missing;
+  i.bytes_missing = tcp_.flow(0).bytes_missing + tcp_.flow(1).bytes_missing;
   i.max_outstanding = max_outstanding_;
   return i;
 }

@@ -18,13 +18,14 @@
 #include "rules/constants.hpp"
 #include "session/sessions.hpp"
 #include "tcp/flow.hpp"
+#include "tcp/tracker.hpp"
 
 namespace iscsi_doctor::session {
 
 enum Dir : int { kI2T = 0, kT2I = 1 };
 inline Side side_of(int dir) { return dir == kI2T ? Side::initiator : Side::target; }
 
-class Connection {
+class Connection final : private tcp::Receiver {
 public:
   Connection(uint32_t id, const Endpoint& initiator, const Endpoint& target,
              const Options& options, Sink& sink, SessionRegistry& sessions);
@@ -43,7 +44,7 @@ public:
   uint16_t tsih() const { return tsih_; }
   uint32_t id() const { return id_; }
   const Endpoint& info_initiator() const { return initiator_; }
-  bool closed() const { return closed_; }
+  bool closed() const { return tcp_.closed(); }
   int64_t last_t() const { return last_t_; }  // capture time of its latest segment
   // How long after closing its last segments may still pass (final ACK, resent FIN).
   int64_t linger_ns() const {
@@ -69,22 +70,22 @@ private:
     bool reported = false;
   };
 
-  // TCP
-  void handle_handshake(const Segment& seg, int dir);
-  void handle_ack(const Segment& seg, int dir);
-  void handle_payload(const Segment& seg, int dir);
-  SegmentStatus status_ = SegmentStatus::ignored;  // of the segment being handled
-  const Segment* filling_ = nullptr;  // while draining: the segment that filled the hole
+  // TCP: what the tracker says the streams carry (tcp::Receiver)
+  void stream_from_syn(int dir) override;
+  void stream_without_syn(int dir, const Segment& seg) override;
+  tcp::DeliveryTag deliver(int dir, std::span<const uint8_t> bytes, uint32_t wire_len, const Segment& seg,
+                           const Segment* filled_by) override;
+  void hole_filled(int dir, const Segment& seg, int64_t since) override;       // rules/retransmission.cpp
+  void resent(int dir, const Segment& seg, const tcp::SentSegment* original) override;  // rules/retransmission.cpp
+  void lost(int dir, uint64_t bytes, uint64_t frame, const char* why) override;
+  void unacked_cap_hit(int dir, uint64_t frame, size_t cap) override;
+  const Segment* filling_ = nullptr;  // while held bytes are delivered: the segment that filled the hole
   int32_t seg_h_ = -1;  // half trips its command reached with the segment being delivered
   uint64_t seg_cmd_ = 0;  // that command's first frame
   uint32_t seg_itt_ = 0;
-  void deliver(int dir, std::span<const uint8_t> bytes, uint32_t wire_len, const Segment& seg);
-  void drain_out_of_order(int dir, const Segment& seg);
-  void declare_gap(int dir, uint64_t upto, uint64_t frame, const char* why);
-  void note_retransmission(int dir, const Segment& seg, uint64_t start, uint64_t end);  // rules/retransmission.cpp
   static bool starts_with_login(const Segment& seg, int dir);
-  int64_t rtt_ns(int side_dir) const;  // capture point <-> the side that sends in side_dir
-  int64_t full_rtt_ns() const;
+  int64_t rtt_ns(int side_dir) const { return tcp_.rtt_ns(side_dir); }  // capture point <-> that side
+  int64_t full_rtt_ns() const { return tcp_.full_rtt_ns(); }
   int64_t tolerance_ns() const;
 
   // iSCSI
@@ -108,7 +109,6 @@ private:
   // The rules, one file each under engine/src/rules/ (docs/rules.md).
   void report_hold(int dir, const Segment& seg, const OpenCommand& c, const HoldVerdict& verdict,
                    double held_ms);                                   // holds.cpp
-  void report_hole_filled(int dir, const Segment& seg);               // retransmission.cpp
   void judge_r2t_round_trip(OpenCommand& c);                          // r2t_round_trip.cpp
   void judge_target_think(OpenCommand& c);                            // target_think.cpp
   void count_serialized(const OpenCommand& c);                        // serialized.cpp
@@ -130,12 +130,9 @@ private:
   const Options& options_;
   Sink& sink_;
 
-  tcp::Flow flow_[2];
+  tcp::Tracker tcp_;
   PduStream pdus_[2];
-  tcp::RttEstimate rtt_[2];  // capture point <-> initiator (index kI2T), <-> target (kT2I)
-  bool saw_syn_ = false, saw_synack_ = false, closed_ = false;
   int64_t last_t_ = 0;
-  int64_t syn_t_ = 0, synack_t_ = 0;
   bool mid_session_ = false;
 
   OperationalKeys keys_;
@@ -172,7 +169,6 @@ private:
   double serial_crossing_ms_ = 0;
   uint64_t first_command_frame_ = 0;
   uint64_t notices_ = 0;
-  uint64_t retransmissions_ = 0, out_of_order_ = 0;
   uint64_t untracked_commands_ = 0;  // refused by the open-command cap
 };
 

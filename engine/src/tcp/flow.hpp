@@ -14,17 +14,6 @@
 
 namespace iscsi_doctor::tcp {
 
-// What a segment was to its direction's byte stream (STYLE.md: every segment gets a status).
-enum class Status : uint8_t {
-  new_data,        // in order: delivered to the iSCSI framer
-  out_of_order,    // beyond a hole: buffered until the hole fills or is declared lost
-  retransmission,  // bytes already seen
-  keepalive,       // one byte (or none) just below the next expected byte
-  pure_ack,
-  window_update,
-  control,  // SYN, FIN, RST without data
-};
-
 struct SentSegment {
   uint64_t start = 0, end = 0;  // absolute sequence numbers
   int64_t t = 0;
@@ -96,7 +85,6 @@ public:
 
   int64_t last_data_t = 0;  // previous new-data segment from this side
   uint64_t last_data_frame = 0;
-  bool has_last_data = false;
 
   std::deque<SentSegment> unacked;  // bounded by the window, capped in acked()
   std::deque<AckRecord> acks;       // recent advancing ACKs, oldest first (see keep_acks)

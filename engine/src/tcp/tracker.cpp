@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+#include "tcp/tracker.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "rules/constants.hpp"
+
+namespace iscsi_doctor::tcp {
+
+SegmentStatus Tracker::on_segment(const Segment& seg, int dir, Receiver& r) {
+  status_ = SegmentStatus::pure_ack;
+  uint64_t una_before = flow_[dir ^ 1].una;
+  if (seg.flags & tcp_flag::syn) {
+    status_ = SegmentStatus::syn;
+    handshake(seg, dir, r);
+  }
+  if (seg.flags & tcp_flag::ack) ack(seg, dir, r);
+  if (seg.payload_wire_len > 0 && !(seg.flags & tcp_flag::syn)) payload(seg, dir, r);
+  bool no_data = status_ == SegmentStatus::pure_ack;
+  if (no_data && (seg.flags & tcp_flag::rst)) status_ = SegmentStatus::rst;
+  else if (no_data && (seg.flags & tcp_flag::fin)) status_ = SegmentStatus::fin;
+  Flow& f = flow_[dir];
+  if (seg.flags & (tcp_flag::fin | tcp_flag::rst)) {
+    f.fin_seen = true;
+    if ((seg.flags & tcp_flag::rst) || flow_[dir ^ 1].fin_seen) closed_ = true;
+  }
+  uint32_t win = seg.window;
+  int8_t scale = flow_[dir].wscale_offered;
+  if (!(seg.flags & tcp_flag::syn) && scale >= 0 && flow_[dir ^ 1].wscale_offered >= 0)
+    win <<= std::min<int>(scale, 14);
+  // The window this side advertises limits what the other side may send.
+  Flow& other = flow_[dir ^ 1];
+  bool window_changed = other.peer_window_known && other.peer_window != win;
+  other.peer_window = win;
+  other.peer_window_known = true;
+  if (other.una_known && (other.una != una_before || window_changed || other.acks.empty()))
+    other.record_ack({other.una, seg.time_ns, seg.frame, win, other.acked_h, other.acked_cmd,
+                      other.acked_data_t, other.acked_data_frame},
+                     // what a hold's release may be matched against (rules/holds.cpp)
+                     seg.time_ns - rules::ack_record_keep_rtts * full_rtt_ns() - rules::ns(rules::ack_record_keep_ms));
+  if (status_ == SegmentStatus::pure_ack && window_changed && flow_[dir ^ 1].una == una_before)
+    status_ = SegmentStatus::window_update;
+  return status_;
+}
+
+void Tracker::handshake(const Segment& seg, int dir, Receiver& r) {
+  Flow& f = flow_[dir];
+  if (f.syn_seen && f.started && f.unwrap(seg.seq) == f.next - 1) return;  // SYN retransmitted
+  f.anchor(seg.seq + 1);
+  f.syn_seen = true;
+  r.stream_from_syn(dir);
+  f.wscale_offered = seg.wscale_option;
+  // A side's MSS option says what it can receive: it bounds what the other side sends.
+  if (seg.mss_option) {
+    flow_[dir ^ 1].mss = seg.mss_option;
+    flow_[dir ^ 1].mss_from_syn = true;
+  }
+  if (!(seg.flags & tcp_flag::ack)) {
+    saw_syn_ = true;
+    syn_t_ = seg.time_ns;
+  } else if (saw_syn_ && !saw_synack_) {
+    saw_synack_ = true;
+    synack_t_ = seg.time_ns;
+    rtt_[1].sample(seg.time_ns - syn_t_, true);
+  }
+}
+
+void Tracker::ack(const Segment& seg, int dir, Receiver& r) {
+  Flow& peer = flow_[dir ^ 1];  // the direction whose data this segment acknowledges
+  if (!peer.started) return;
+  if (saw_synack_ && dir == 0 && !rtt_[0].from_handshake() && !(seg.flags & tcp_flag::syn)) {
+    rtt_[0].sample(seg.time_ns - synack_t_, true);
+  }
+  uint64_t ack = peer.unwrap(seg.ack);
+  if (ack > peer.max_end + (uint64_t(1) << 30)) return;  // nonsense ack
+  if (peer.fin_seen && ack == peer.next + 1) ack = peer.next;  // the FIN's sequence number
+  // An ACK for the segment that ended exactly here: a round-trip sample for this side.
+  if (!peer.unacked.empty() && (!peer.una_known || ack > peer.una)) {
+    // Records end in increasing order (each carries new data): a binary search, not a scan.
+    auto it = std::lower_bound(peer.unacked.begin(), peer.unacked.end(), ack,
+                               [](const SentSegment& s, uint64_t v) { return s.end < v; });
+    if (it != peer.unacked.end() && it->end == ack) rtt_[dir].sample(seg.time_ns - it->t);
+  }
+  if (ack > peer.next && peer.started) {
+    // The receiver has bytes the capture never showed: lost at the capture point.
+    declare_gap(dir ^ 1, std::min(ack, peer.max_end > peer.next ? peer.max_end : ack), seg.frame,
+                "acknowledged by the receiver but missing from the capture", r);
+  }
+  peer.acked(ack, seg.time_ns, seg.frame);
+}
+
+void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
+  Flow& f = flow_[dir];
+  uint32_t len = seg.payload_wire_len;
+  if (!f.started) {
+    f.anchor(seg.seq);
+    r.stream_without_syn(dir, seg);
+  }
+  f.largest_payload = std::max(f.largest_payload, len);
+  if (seg.options_len) f.data_options_len = seg.options_len;
+  uint64_t start = f.unwrap(seg.seq);
+  uint64_t end = start + len;
+  if (end <= f.next) {
+    bool keepalive = len <= 1 && start + 1 >= f.next;
+    status_ = keepalive ? SegmentStatus::keepalive : SegmentStatus::retransmission;
+    if (!keepalive) resend(dir, seg, start, end, r);
+    return;
+  }
+  if (start > f.next) {
+    // Beyond a hole: keep it until the hole fills, the receiver acknowledges past it, or the
+    // buffer cap is hit (then the hole is declared lost).
+    status_ = SegmentStatus::out_of_order;
+    if (f.out_of_order.empty()) f.hole_since = seg.time_ns;
+    auto& held = f.out_of_order[start];
+    if (held.bytes.size() < seg.payload.size()) {
+      f.out_of_order_bytes += seg.payload.size() - held.bytes.size();
+      held.bytes.assign(seg.payload.begin(), seg.payload.end());
+      held.t = seg.time_ns;
+      held.frame = seg.frame;
+    }
+    f.max_end = std::max(f.max_end, end);
+    f.move_ref(end);
+    if (f.out_of_order_bytes > max_out_of_order_bytes_) {
+      const std::string why = "out-of-order buffer cap (" + std::to_string(max_out_of_order_bytes_) +
+                              " bytes) hit; hole declared lost";
+      declare_gap(dir, f.out_of_order.begin()->first, seg.frame, why.c_str(), r);
+    }
+    return;
+  }
+  status_ = SegmentStatus::new_data;
+  if (!f.out_of_order.empty()) r.hole_filled(dir, seg, f.hole_since);
+  // Overlap with bytes already delivered is trimmed; the rest is new, in order.
+  size_t skip = size_t(f.next - start);
+  std::span<const uint8_t> bytes = seg.payload;
+  uint32_t wire_rest = len - uint32_t(skip);
+  bytes = skip < bytes.size() ? bytes.subspan(skip) : std::span<const uint8_t>{};
+  if (bytes.size() < wire_rest) f.bytes_missing += wire_rest - bytes.size();  // cut by the snaplen
+  f.next += wire_rest;  // before delivery: a status delivered now is settled against this position
+  f.move_ref(f.next);
+  const DeliveryTag tag = r.deliver(dir, bytes, wire_rest, seg, filling_);
+  SentSegment rec{start, end, seg.time_ns, seg.frame, tag.owner, f.is_small(len), tag.h, tag.cmd, tag.itt};
+  if (f.unacked.size() < kMaxUnackedRecords)
+    f.unacked.push_back(rec);
+  else
+    r.unacked_cap_hit(dir, seg.frame, kMaxUnackedRecords);
+  if (rec.small) {
+    f.has_small = true;
+    f.last_small = {end, seg.time_ns, seg.frame, rec.h, rec.cmd, false, 0, 0};
+  }
+  f.max_end = std::max(f.max_end, end);
+  f.last_data_t = seg.time_ns;
+  f.last_data_frame = seg.frame;
+  drain_out_of_order(dir, seg, r);
+}
+
+void Tracker::drain_out_of_order(int dir, const Segment& seg, Receiver& r) {
+  Flow& f = flow_[dir];
+  // Held bytes reach the receiver only now, when seg fills the hole before them.
+  const Segment* outer = filling_;
+  filling_ = &seg;
+  while (!f.out_of_order.empty()) {
+    auto it = f.out_of_order.begin();
+    uint64_t start = it->first;
+    if (start > f.next) break;
+    auto held = std::move(it->second);
+    f.out_of_order.erase(it);
+    f.out_of_order_bytes -= held.bytes.size();
+    uint64_t end = start + held.bytes.size();
+    if (end <= f.next) continue;
+    size_t skip = size_t(f.next - start);
+    Segment s = seg;
+    s.frame = held.frame;
+    s.time_ns = held.t;
+    auto bytes = std::span<const uint8_t>(held.bytes).subspan(skip);
+    s.payload_wire_len = uint32_t(bytes.size());
+    f.next += bytes.size();
+    f.move_ref(f.next);
+    r.deliver(dir, bytes, uint32_t(bytes.size()), s, filling_);
+  }
+  filling_ = outer;
+}
+
+void Tracker::declare_gap(int dir, uint64_t upto, uint64_t frame, const char* why, Receiver& r) {
+  Flow& f = flow_[dir];
+  while (f.next < upto || (!f.out_of_order.empty() && f.out_of_order.begin()->first <= upto)) {
+    uint64_t hole_end = upto;
+    if (!f.out_of_order.empty()) hole_end = std::min(hole_end, f.out_of_order.begin()->first);
+    if (hole_end > f.next) {
+      uint64_t lost = hole_end - f.next;
+      f.bytes_missing += lost;
+      f.next = hole_end;
+      f.move_ref(f.next);
+      r.lost(dir, lost, frame, why);
+    }
+    if (f.out_of_order.empty()) break;
+    Segment s{};
+    s.frame = f.out_of_order.begin()->second.frame;
+    s.time_ns = f.out_of_order.begin()->second.t;
+    drain_out_of_order(dir, s, r);
+    if (f.out_of_order.empty() || f.next >= upto) break;
+  }
+}
+
+void Tracker::resend(int dir, const Segment& seg, uint64_t start, uint64_t end, Receiver& r) {
+  Flow& f = flow_[dir];
+  // The first record holding the resent byte: records end in increasing order, so a binary search
+  // finds the first that ends past it; one that starts later is an overlap resend, looked for a
+  // few records on (a bounded walk: the work per segment stays bounded).
+  const SentSegment* orig = nullptr;
+  auto it = std::upper_bound(f.unacked.begin(), f.unacked.end(), start,
+                             [](uint64_t v, const SentSegment& s) { return v < s.end; });
+  for (int n = 0; it != f.unacked.end() && n < 8; ++it, ++n)
+    if (it->start <= start) {
+      orig = &*it;
+      break;
+    }
+  if (f.una_known && end <= f.una && !orig) return;  // spurious, already acknowledged
+  r.resent(dir, seg, orig);
+}
+
+void Tracker::finish(Receiver& r) {
+  for (int d = 0; d < 2; ++d) {
+    Flow& f = flow_[d];
+    if (!f.out_of_order.empty())
+      declare_gap(d, f.max_end, f.out_of_order.begin()->second.frame, "the capture ended before the hole was filled", r);
+  }
+}
+
+}  // namespace iscsi_doctor::tcp

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// Both directions of one TCP connection as the capture point saw them: the handshake, ACKs and
+// windows, round trips, and the byte streams put back in order. It gives each segment its status
+// and tells a Receiver what the streams carry, in stream order: bytes delivered in order, a hole
+// filled (and since when), a resend (and of which original), bytes declared lost. It knows
+// nothing of iSCSI: the Receiver (session::Connection) frames the bytes and tags each delivery
+// with the command it advanced, which the tracker keeps with the segment for ACK timing.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "iscsi_doctor/segment.hpp"
+#include "tcp/flow.hpp"
+
+namespace iscsi_doctor::tcp {
+
+// What the Receiver says a delivery advanced (kept on the segment's record).
+struct DeliveryTag {
+  uint32_t owner = 0;  // the receiver's slot of the command whose bytes came first (0: none)
+  int32_t h = -1;      // half trips that command had reached (-1: none)
+  uint64_t cmd = 0;    // its first frame
+  uint32_t itt = 0;
+};
+
+class Receiver {
+public:
+  virtual ~Receiver() = default;
+  // A SYN starts dir's stream: it begins with a login (RFC 7143 §13.1).
+  virtual void stream_from_syn(int dir) = 0;
+  // dir's first bytes arrive without a SYN: the capture began mid-stream (or at a login).
+  virtual void stream_without_syn(int dir, const Segment& seg) = 0;
+  // New bytes in order; wire_len > bytes.size() when the snaplen cut the packet. filled_by: the
+  // segment that filled the hole these bytes waited behind (they reach the receiver only then).
+  virtual DeliveryTag deliver(int dir, std::span<const uint8_t> bytes, uint32_t wire_len, const Segment& seg,
+                              const Segment* filled_by) = 0;
+  // seg fills a hole open since `since` (the original was lost before the capture point).
+  virtual void hole_filled(int dir, const Segment& seg, int64_t since) = 0;
+  // seg resends bytes already seen; original: the record of the first send, if still kept.
+  virtual void resent(int dir, const Segment& seg, const SentSegment* original) = 0;
+  // `bytes` never captured are given up for lost (acknowledged past them, buffer cap, end).
+  virtual void lost(int dir, uint64_t bytes, uint64_t frame, const char* why) = 0;
+  // The record of unacknowledged segments is full: later ones are not timed until ACKs catch up.
+  virtual void unacked_cap_hit(int dir, uint64_t frame, size_t cap) = 0;
+};
+
+class Tracker {
+public:
+  explicit Tracker(size_t max_out_of_order_bytes) : max_out_of_order_bytes_(max_out_of_order_bytes) {}
+
+  SegmentStatus on_segment(const Segment& seg, int dir, Receiver& r);
+  // End of capture: holes still open are declared lost.
+  void finish(Receiver& r);
+
+  const Flow& flow(int dir) const { return flow_[dir]; }
+  const RttEstimate& rtt(int side_dir) const { return rtt_[side_dir]; }
+  int64_t rtt_ns(int side_dir) const { return rtt_[side_dir].ns(); }  // capture point <-> that side
+  int64_t full_rtt_ns() const { return rtt_[0].ns() + rtt_[1].ns(); }
+  bool saw_syn() const { return saw_syn_; }
+  bool closed() const { return closed_; }
+
+  static constexpr size_t kMaxUnackedRecords = 1 << 16;
+
+private:
+  void handshake(const Segment& seg, int dir, Receiver& r);
+  void ack(const Segment& seg, int dir, Receiver& r);
+  void payload(const Segment& seg, int dir, Receiver& r);
+  void drain_out_of_order(int dir, const Segment& seg, Receiver& r);
+  void declare_gap(int dir, uint64_t upto, uint64_t frame, const char* why, Receiver& r);
+  void resend(int dir, const Segment& seg, uint64_t start, uint64_t end, Receiver& r);
+
+  size_t max_out_of_order_bytes_;
+  Flow flow_[2];
+  RttEstimate rtt_[2];  // capture point <-> initiator (index 0), <-> target (1)
+  bool saw_syn_ = false, saw_synack_ = false, closed_ = false;
+  int64_t syn_t_ = 0, synack_t_ = 0;
+  SegmentStatus status_ = SegmentStatus::ignored;  // of the segment being handled
+  const Segment* filling_ = nullptr;               // while draining: the segment that filled the hole
+};
+
+}  // namespace iscsi_doctor::tcp
