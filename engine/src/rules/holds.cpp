@@ -30,7 +30,6 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
     v.held = true;
     v.kind = FindingKind::nagle_hold;
     v.release_frame = small.ack_frame;
-    v.release_t = small.ack_t;
     v.acked_frame = small.frame;
     v.release_h = small.h;
     v.release_cmd = small.cmd;
@@ -50,7 +49,6 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   const tcp::AckRecord& rel = f.acks[i];
   v.held = true;
   v.release_frame = rel.frame;
-  v.release_t = rel.t;
   v.release_h = rel.h;
   v.release_cmd = rel.cmd;
   // The release may itself have been held by the receiver's delayed-ACK timer (an odd segment

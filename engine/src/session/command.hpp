@@ -12,7 +12,6 @@ struct OpenCommand {
   bool used = false;
   CommandResult r;
   bool write = false;
-  uint32_t unsolicited_expected = 0;
 
   // Half trips: crossings of the network along the critical path (docs/rules.md). The command
   // PDU arrives at the target with 1; round trips = ceil(h_target / 2) at the status.
@@ -21,16 +20,13 @@ struct OpenCommand {
   int64_t last_seg_t[2] = {0, 0};  // latest segment carrying this command's bytes, per direction
   bool has_seg[2] = {false, false};
   int64_t needed_t = 0;          // when the bytes the target waits for were complete (capture time)
-  bool request_done = false;
   uint32_t r2ts = 0;
   uint64_t first_r2t_frame = 0;
   int64_t last_r2t_t = 0;
   int h_at_r2t = 0;
   uint64_t first_reply_frame = 0;
   bool solicited_data = false;
-  uint32_t data_out_bytes = 0, data_in_bytes = 0;
   double loss_pending_ms = 0;
-  double hold_ms = 0;  // Nagle/window holds on its path, for the serialized rule
   // Completed, waiting for the initiator's ACK of its status before it is reported: a segment of
   // its data lost after the capture point is resent meanwhile (docs/rules.md "Commands").
   bool settling = false;

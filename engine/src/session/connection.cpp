@@ -33,7 +33,6 @@ Connection::Connection(uint32_t id, const Endpoint& initiator, const Endpoint& t
                        const Options& options, Sink& sink, SessionRegistry& sessions)
     : id_(id), sessions_(sessions), initiator_(initiator), target_(target), options_(options),
       sink_(sink), tcp_(options.max_out_of_order_bytes), pdus_{PduStream(true), PduStream(false)} {
-  slots_.resize(1);
 }
 
 uint32_t Connection::session_id() const {
@@ -141,31 +140,17 @@ int64_t Connection::tolerance_ns() const {
 // ---------------------------------------------------------------------------------------------
 // iSCSI PDUs and commands
 
-uint32_t Connection::find_slot(uint32_t itt) const {
-  auto it = by_itt_.find(itt);
-  return it == by_itt_.end() ? 0 : it->second;
-}
-
-// Off the ITT table, the open count and the PDU owners: answered (settling) or gone.
+// Off the ITT table, the open list and the PDU owners: answered (settling) or gone.
 void Connection::retire(uint32_t slot) {
-  OpenCommand& c = slots_[slot];
-  if (c.settling) return;  // retired when it completed
-  if (c.open_pos < open_slots_.size() && open_slots_[c.open_pos] == slot) {
-    open_slots_[c.open_pos] = open_slots_.back();
-    slots_[open_slots_.back()].open_pos = c.open_pos;
-    open_slots_.pop_back();
-  }
-  auto it = by_itt_.find(c.r.itt);
-  if (it != by_itt_.end() && it->second == slot) by_itt_.erase(it);
+  if (slots_[slot].settling) return;  // retired when it completed
+  slots_.retire(slot);
   for (int d = 0; d < 2; ++d)
     if (current_pdu_slot_[d] == slot) current_pdu_slot_[d] = 0;
-  if (outstanding_) --outstanding_;
 }
 
 void Connection::release_slot(uint32_t slot) {
   retire(slot);
-  slots_[slot] = OpenCommand{};
-  free_slots_.push_back(slot);
+  slots_.release(slot);
 }
 
 void Connection::add_finding_kind(OpenCommand& c, FindingKind k) {
@@ -173,209 +158,9 @@ void Connection::add_finding_kind(OpenCommand& c, FindingKind k) {
     c.r.findings.push_back(k);
 }
 
-void Connection::on_pdus(int dir, const Segment& seg, std::vector<PduEvent>& events,
-                         bool began_mid_pdu, uint32_t mid_slot) {
-  // Which commands this segment carries bytes of, and why each was sendable only now.
-  Touch touches[8];
-  size_t n = 0;
-  if (began_mid_pdu && mid_slot && slots_[mid_slot].used) touches[n++] = {mid_slot, Touch::Role::cont};
-  for (auto& ev : events) {
-    if (ev.type != PduEvent::Type::start) continue;
-    Touch::Role role = Touch::Role::cont;
-    uint32_t slot = touch_for_start(dir, ev, seg, role);
-    current_pdu_slot_[dir] = slot;
-    if (slot && n < 8 && role != Touch::Role::start) {
-      bool dup = false;
-      for (size_t i = 0; i < n; ++i) dup |= touches[i].slot == slot;
-      if (!dup) touches[n++] = {slot, role, ev.bhs.opcode == uint8_t(iscsi::Opcode::ScsiResponse)};
-    }
-  }
-  HoldVerdict verdict;
-  for (size_t i = 0; i < n; ++i) analyse_touch(dir, seg, touches[i], verdict);
-  for (auto& ev : events)
-    if (ev.type == PduEvent::Type::end) on_pdu_end(dir, seg, ev);
-}
-
-uint32_t Connection::touch_for_start(int dir, const PduEvent& ev, const Segment& seg,
-                                     Touch::Role& role) {
-  const iscsi::Bhs& b = ev.bhs;
-  auto op = static_cast<iscsi::Opcode>(b.opcode);
-  if (dir == kI2T && op == iscsi::Opcode::ScsiCommand) {
-    if (b.itt == kReservedTag) return 0;
-    if (uint32_t old = find_slot(b.itt)) {
-      notice(Notice::Level::warning, seg.frame,
-             "ITT " + std::to_string(b.itt) + " reused while its command was still open");
-      emit_command(slots_[old]);
-      release_slot(old);
-    }
-    if (by_itt_.size() >= options_.max_open_commands) {
-      ++untracked_commands_;
-      cap_notice(kCapOpenCommands, seg.frame,
-                 "open-command cap (" + std::to_string(options_.max_open_commands) +
-                     ") hit: command not tracked, nor any later one while the cap is full",
-                 Notice::Level::error);
-      return 0;
-    }
-    uint32_t slot;
-    if (!free_slots_.empty()) {
-      slot = free_slots_.back();
-      free_slots_.pop_back();
-    } else {
-      slot = uint32_t(slots_.size());
-      slots_.emplace_back();
-    }
-    OpenCommand& c = slots_[slot];
-    c.used = true;
-    c.open_pos = uint32_t(open_slots_.size());
-    open_slots_.push_back(slot);
-    c.r.session = session_id();
-    c.r.connection = id_;
-    c.r.itt = b.itt;
-    c.r.cmdsn = b.w24;
-    c.r.iscsi_opcode = b.opcode;
-    c.r.bytes = b.w20;
-    c.r.first_frame = ev.first_frame ? ev.first_frame : seg.frame;
-    c.r.first_ns = ev.first_frame ? ev.first_t : seg.time_ns;
-    bool w = (b.flags & 0x20) != 0, r = (b.flags & 0x40) != 0;
-    c.write = w;
-    if (auto cdb = scsi::decode_cdb(std::span<const uint8_t>(b.cdb.data(), b.cdb.size()))) {
-      c.r.op = std::string(cdb->name);
-      c.r.lba = cdb->is_read_write() ? cdb->lba : std::nullopt;
-      c.r.kind = cdb->dir == scsi::Direction::read && cdb->lba ? 'r'
-                 : cdb->dir == scsi::Direction::write && cdb->lba ? 'w'
-                                                                 : 'o';
-    } else {
-      c.r.op = "?";
-    }
-    if (keys_.from_login == false && w && b.data_length > 0) keys_.immediate_data = true;
-    c.unsolicited_expected = w ? std::min<uint32_t>(b.w20, keys_.initial_r2t ? 0 : keys_.first_burst)
-                               : 0;
-    c.r.ideal_round_trips = keys_.ideal_round_trips(w, w ? b.w20 : 0);
-    (void)r;
-    c.h_initiator = 1;
-    c.last_event_t = c.r.first_ns;
-    c.last_seg_t[kI2T] = seg.time_ns;
-    c.has_seg[kI2T] = true;
-    by_itt_[b.itt] = slot;
-    ++commands_;
-    ++outstanding_;
-    // Small counts are judged by capture time when commands complete (in_flight_with).
-    if (outstanding_ > kCountedInFlight) max_outstanding_ = std::max(max_outstanding_, outstanding_);
-    if (!first_command_frame_) first_command_frame_ = c.r.first_frame;
-    role = Touch::Role::start;
-    return slot;
-  }
-  uint32_t slot = (b.itt == kReservedTag) ? 0 : find_slot(b.itt);
-  if (!slot) return 0;
-  OpenCommand& c = slots_[slot];
-  switch (op) {
-    case iscsi::Opcode::DataOut:
-      if (b.w20 != kReservedTag) {
-        role = c.solicited_data ? Touch::Role::cont : Touch::Role::solicited;
-        c.solicited_data = true;
-      } else {
-        role = Touch::Role::cont;  // unsolicited: sent right behind the command
-        if (keys_.initial_r2t && !keys_.from_login) {
-          keys_.initial_r2t = false;  // seen on the wire, so InitialR2T=No is in effect
-          keys_.initial_r2t_inferred = true;
-        }
-      }
-      break;
-    case iscsi::Opcode::R2T:
-      role = Touch::Role::reply;
-      c.solicited_data = false;
-      break;
-    case iscsi::Opcode::DataIn:
-    case iscsi::Opcode::ScsiResponse:
-      role = c.has_seg[kT2I] ? Touch::Role::cont : Touch::Role::reply;
-      if (op == iscsi::Opcode::ScsiResponse && c.write && c.r2ts) role = Touch::Role::reply;
-      break;
-    default:
-      return 0;
-  }
-  return slot;
-}
-
-void Connection::analyse_touch(int dir, const Segment& seg, const Touch& t, HoldVerdict& verdict) {
-  OpenCommand& c = slots_[t.slot];
-  if (!c.used) return;
-  int64_t now = seg.time_ns;
-  int64_t rtt_side = rtt_ns(dir);  // capture point <-> this segment's sender
-  int64_t ready;
-  if (t.role == Touch::Role::cont) {
-    ready = c.has_seg[dir] ? c.last_seg_t[dir] : c.last_event_t;
-  } else if (t.role == Touch::Role::solicited) {
-    ready = c.last_r2t_t + rtt_side;
-  } else {
-    ready = c.needed_t + rtt_side;
-  }
-  int64_t interval = std::max<int64_t>(0, now - c.last_event_t);
-  int64_t crossing = std::clamp<int64_t>(ready - c.last_event_t, 0, interval);
-  int64_t rest = interval - crossing;
-  Breakdown& bd = c.r.breakdown;
-  bool reply = t.role == Touch::Role::reply;
-  bool solicited = t.role == Touch::Role::solicited;
-  // Half trips: a reply or solicited data is one crossing after what it answers; a hold found
-  // below adds the peer's ACK crossing and this segment's own crossing on top of that.
-  if (reply) c.h_target = std::max(c.h_target, c.h_initiator + 1);
-  if (solicited) c.h_initiator = std::max(c.h_initiator, c.h_at_r2t + 1);
-
-  // The crossing part: the network between the capture point and the sender, and back.
-  if (crossing > 0) {
-    if (solicited || (reply && c.r2ts > 0)) bd.r2t_ms += ms(crossing);
-    else bd.request_ms += ms(crossing);
-  }
-
-  int64_t wait_min = std::max<int64_t>(rules::ns(rules::wait_min_ms), full_rtt_ns() / rules::wait_min_rtt_divisor);
-  double loss = std::min(c.loss_pending_ms, ms(rest));
-  if (loss > 0) {
-    bd.loss_ms += loss;
-    c.loss_pending_ms -= loss;
-    rest -= int64_t(loss * 1e6);
-  }
-  if (rest > wait_min) {
-    if (!verdict.reported) {
-      verdict = classify_hold(dir, seg, ready);
-      verdict.reported = true;
-      if (verdict.held) report_hold(dir, seg, c, verdict, ms(rest));
-    }
-    if (verdict.held) {
-      double held_ms = ms(rest);
-      double dack = std::min(verdict.delayed_ack_ms, held_ms);
-      bd.delayed_ack_ms += dack;
-      (verdict.kind == FindingKind::nagle_hold ? bd.nagle_ms : bd.window_ms) += held_ms - dack;
-      c.hold_ms += held_ms;
-      add_finding_kind(c, verdict.kind);
-      if (dack > 0) add_finding_kind(c, FindingKind::delayed_ack);
-      // Two crossings after the data the releasing ACK acknowledged: that ACK's, and this one's.
-      // (Data of another command says nothing of this one's progress: then on top of it.)
-      int32_t& h = dir == kI2T ? c.h_initiator : c.h_target;
-      h = verdict.release_h >= 0 && verdict.release_cmd == c.r.first_frame
-              ? std::max(h, verdict.release_h + 2)
-              : h + 2;
-      rest = 0;
-    }
-  }
-  if (rest > 0) {
-    if (dir == kT2I && (reply || rest > wait_min)) bd.think_ms += ms(rest);
-    else if (solicited) bd.r2t_ms += ms(rest);
-    else if (t.response) bd.response_ms += ms(rest);
-    else if (dir == kI2T) bd.request_ms += ms(rest);
-    else if (c.has_seg[kT2I]) bd.data_ms += ms(rest);
-    else bd.request_ms += ms(rest);
-  }
-  if (reply && !c.first_reply_frame) c.first_reply_frame = seg.frame;
-  seg_h_ = dir == kI2T ? c.h_initiator : c.h_target;
-  seg_cmd_ = c.r.first_frame;
-  seg_itt_ = c.r.itt;
-  c.last_event_t = std::max(c.last_event_t, now);
-  c.last_seg_t[dir] = now;
-  c.has_seg[dir] = true;
-}
-
 void Connection::on_pdu_end(int dir, const Segment& seg, const PduEvent& ev) {
   const iscsi::Bhs& b = ev.bhs;
-  auto op = static_cast<iscsi::Opcode>(b.opcode);
+  const iscsi::Opcode op = b.op();
   if (ev.header_digest_bad || ev.data_digest_bad) ++digest_errors_;
   if (op == iscsi::Opcode::LoginRequest || op == iscsi::Opcode::LoginResponse ||
       op == iscsi::Opcode::TextRequest || op == iscsi::Opcode::TextResponse) {
@@ -384,11 +169,11 @@ void Connection::on_pdu_end(int dir, const Segment& seg, const PduEvent& ev) {
   }
   if (op == iscsi::Opcode::Reject) {
     notice(Notice::Level::warning, seg.frame,
-           "target rejected a PDU (reason 0x" + hex2(b.byte2) + ")");
+           "target rejected a PDU (reason 0x" + hex2(b.byte2) + ")");  // Reject reason
     return;
   }
   if (op == iscsi::Opcode::TaskMgmtResponse || op == iscsi::Opcode::LogoutResponse) return;
-  uint32_t slot = (b.itt == kReservedTag) ? 0 : find_slot(b.itt);
+  uint32_t slot = (b.itt == kReservedTag) ? 0 : slots_.find(b.itt);
   if (!slot) {
     // A reply may be framed before its command when the initiator's stream is still waiting
     // on a digest probe after a mid-stream start: keep it until the command shows up.
@@ -412,20 +197,15 @@ void Connection::on_pdu_end(int dir, const Segment& seg, const PduEvent& ev) {
   if (ev.data_incomplete) c.r.data_incomplete = true;
   if (dir == kT2I && !c.has_seg[kT2I] &&
       (op == iscsi::Opcode::DataIn || op == iscsi::Opcode::ScsiResponse || op == iscsi::Opcode::R2T))
-    touch_late_reply(slot, seg, ev);
+    late_reply_events(slot, seg, ev);
   switch (op) {
     case iscsi::Opcode::ScsiCommand:
       c.needed_t = ev.last_frame ? ev.last_t : seg.time_ns;  // framing may complete later
-      if (b.data_length > 0) c.data_out_bytes += b.data_length;
-      if (c.unsolicited_expected <= c.data_out_bytes) c.request_done = true;
       replay_orphans(b.itt);
       return;
     case iscsi::Opcode::DataOut:
-      c.data_out_bytes += b.data_length;
-      if (b.flags & 0x80) {  // F: end of this burst; the target can act on it
+      if (b.final())  // F: end of this burst; the target can act on it
         c.needed_t = ev.last_frame ? ev.last_t : seg.time_ns;
-        c.request_done = true;
-      }
       break;
     case iscsi::Opcode::R2T:
       ++c.r2ts;
@@ -434,15 +214,14 @@ void Connection::on_pdu_end(int dir, const Segment& seg, const PduEvent& ev) {
       c.h_at_r2t = c.h_target;
       break;
     case iscsi::Opcode::DataIn:
-      c.data_in_bytes += b.data_length;
-      if (b.flags & 0x01) {  // S: status travels in this Data-In ("phase collapse")
-        c.r.scsi_status = b.byte3;
+      if (b.status_bit()) {  // S: status travels in this Data-In ("phase collapse")
+        c.r.scsi_status = b.status();
         complete(slot, seg, ev);
       }
       break;
     case iscsi::Opcode::ScsiResponse:
-      c.r.iscsi_response = b.byte2;
-      c.r.scsi_status = b.byte3;
+      c.r.iscsi_response = b.response();
+      c.r.scsi_status = b.status();
       if (auto sense = scsi::parse_iscsi_sense(ev.data)) {
         c.r.sense_key = sense->key;
         if (sense->has_asc) {
@@ -455,25 +234,6 @@ void Connection::on_pdu_end(int dir, const Segment& seg, const PduEvent& ev) {
     default:
       break;
   }
-}
-
-void Connection::touch_late_reply(uint32_t slot, const Segment& seg, const PduEvent& ev) {
-  // The reply was framed before (or while) its command was: its time still counts on the
-  // critical path, but no hold can be judged on a timeline that has moved on.
-  HoldVerdict none;
-  none.reported = true;
-  const bool response = ev.bhs.opcode == uint8_t(iscsi::Opcode::ScsiResponse);
-  Segment first = seg, last = seg;
-  if (ev.first_frame) {
-    first.frame = ev.first_frame;
-    first.time_ns = ev.first_t;
-  }
-  if (ev.last_frame) {
-    last.frame = ev.last_frame;
-    last.time_ns = ev.last_t;
-  }
-  analyse_touch(kT2I, first, {slot, Touch::Role::reply, response}, none);
-  if (last.time_ns > first.time_ns) analyse_touch(kT2I, last, {slot, Touch::Role::cont, response}, none);
 }
 
 void Connection::replay_orphans(uint32_t itt) {
@@ -544,10 +304,10 @@ void Connection::settle(int64_t now, bool all) {
 // direction (a digest probe after a mid-session join) and see commands that followed each
 // other as overlapping.
 uint32_t Connection::in_flight_with(const OpenCommand& c) const {
-  if (outstanding_ > kCountedInFlight) return outstanding_;
+  if (slots_.open_count() > kCountedInFlight) return uint32_t(slots_.open_count());
   const int64_t end = c.r.completed ? c.r.status_ns : INT64_MAX;
   uint32_t n = 1;
-  for (uint32_t s : open_slots_)
+  for (uint32_t s : slots_.open_slots())
     if (&slots_[s] != &c && slots_[s].r.first_ns < end) ++n;
   if (latest_status_ns_ > c.r.first_ns) ++n;  // a command completed earlier ended after c began
   return n;
@@ -571,14 +331,13 @@ void Connection::emit_command(OpenCommand& c) {
 void Connection::on_login(int dir, const PduEvent& ev, const Segment& seg) {
   (void)dir;
   const iscsi::Bhs& b = ev.bhs;
-  bool login = b.opcode == uint8_t(iscsi::Opcode::LoginRequest) ||
-               b.opcode == uint8_t(iscsi::Opcode::LoginResponse);
+  bool login = b.op() == iscsi::Opcode::LoginRequest || b.op() == iscsi::Opcode::LoginResponse;
   if (login) {
     saw_login_ = true;
     char buf[16];
     std::snprintf(buf, sizeof buf, "%012llx", static_cast<unsigned long long>(b.isid()));
     isid_ = buf;
-    if (b.opcode == uint8_t(iscsi::Opcode::LoginResponse)) tsih_ = b.tsih();
+    if (b.op() == iscsi::Opcode::LoginResponse) tsih_ = b.tsih();
   }
   login_.add_pdu(b, ev.data, ev.kept_truncated);
   const iscsi::Negotiated& k = login_.result();
@@ -665,7 +424,7 @@ void Connection::finish() {
   settle(0, true);
   uint64_t unanswered = 0;
   const OpenCommand* first = nullptr;
-  for (uint32_t s = 1; s < slots_.size(); ++s)
+  for (uint32_t s = 1; s < slots_.end(); ++s)
     if (slots_[s].used) {
       ++unanswered;
       if (!first || slots_[s].r.first_frame < first->r.first_frame) first = &slots_[s];
@@ -680,7 +439,7 @@ void Connection::finish() {
     if (first) m += "first: ITT " + hex_itt(first->r.itt) + ", frame " + std::to_string(first->r.first_frame);
     sink_.on_notice({Notice::Level::info, first ? first->r.first_frame : 0, id_, m + ")"});
   }
-  for (uint32_t s = 1; s < slots_.size(); ++s)
+  for (uint32_t s = 1; s < slots_.end(); ++s)
     if (slots_[s].used) {
       emit_command(slots_[s]);
       release_slot(s);

@@ -13,6 +13,7 @@
 #include "iscsi_doctor/analyzer.hpp"
 #include "iscsi/login_keys.hpp"
 #include "session/command.hpp"
+#include "session/command_table.hpp"
 #include "session/keys.hpp"
 #include "session/pdu_stream.hpp"
 #include "rules/constants.hpp"
@@ -53,16 +54,15 @@ public:
   bool login_done() const { return login_done_; }
 
 private:
-  struct Touch {
+  struct PathEvent {
     uint32_t slot = 0;
     enum class Role : uint8_t { start, cont, reply, solicited } role = Role::cont;
-    bool response = false;  // the touch begins a SCSI Response
+    bool response = false;  // the event begins a SCSI Response
   };
   struct HoldVerdict {
     bool held = false;
     FindingKind kind = FindingKind::cwnd_limited;
     uint64_t release_frame = 0;
-    int64_t release_t = 0;
     double delayed_ack_ms = 0;
     uint64_t acked_frame = 0;
     int32_t release_h = -1;  // half trips of the data the releasing ACK acknowledged
@@ -91,13 +91,13 @@ private:
   // iSCSI
   void on_pdus(int dir, const Segment& seg, std::vector<PduEvent>& events, bool began_mid_pdu,
                uint32_t mid_pdu_slot);
-  uint32_t touch_for_start(int dir, const PduEvent& ev, const Segment& seg, Touch::Role& role);
-  void analyse_touch(int dir, const Segment& seg, const Touch& touch, HoldVerdict& verdict);
+  uint32_t path_event_for_start(int dir, const PduEvent& ev, const Segment& seg, PathEvent::Role& role);
+  void analyse_path_event(int dir, const Segment& seg, const PathEvent& event, HoldVerdict& verdict);
   HoldVerdict classify_hold(int dir, const Segment& seg, int64_t ready);  // rules/holds.cpp
   void on_pdu_end(int dir, const Segment& seg, const PduEvent& ev);
   void on_login(int dir, const PduEvent& ev, const Segment& seg);
   void replay_orphans(uint32_t itt);
-  void touch_late_reply(uint32_t slot, const Segment& seg, const PduEvent& ev);
+  void late_reply_events(uint32_t slot, const Segment& seg, const PduEvent& ev);
   void complete(uint32_t slot, const Segment& seg, const PduEvent& ev);
   void settle(int64_t now, bool all = false);
   void emit_command(OpenCommand& c);
@@ -117,7 +117,6 @@ private:
   // A buffer cap was hit: said once per connection and cap, whatever the notice budget.
   void cap_notice(uint8_t cap, uint64_t frame, std::string message,
                   Notice::Level level = Notice::Level::warning);
-  uint32_t find_slot(uint32_t itt) const;
   uint32_t session_id() const;  // resolved on first use: after login when there is one
   void retire(uint32_t slot);
   void release_slot(uint32_t slot);
@@ -142,11 +141,8 @@ private:
   uint16_t tsih_ = 0;
   bool header_digest_ = false, data_digest_ = false;
 
-  std::vector<OpenCommand> slots_;  // slot 0 unused
-  std::vector<uint32_t> free_slots_;
-  std::vector<uint32_t> open_slots_;  // used and not settling, in no order: scans see only these
+  CommandTable slots_;
   std::deque<uint32_t> settling_;  // completed commands in status order (OpenCommand::settling)
-  std::unordered_map<uint32_t, uint32_t> by_itt_;
   struct Orphan {
     PduEvent event;
     uint64_t frame = 0;
@@ -161,7 +157,7 @@ private:
 
   // Statistics and the serialized-queue rule.
   uint64_t frames_ = 0, commands_ = 0, completed_ = 0, resyncs_ = 0, digest_errors_ = 0;
-  uint32_t outstanding_ = 0, max_outstanding_ = 0;
+  uint32_t max_outstanding_ = 0;
   static constexpr uint32_t kCountedInFlight = 64;  // above: the open count, not a scan
   int64_t latest_status_ns_ = -1;  // of the completed commands
   uint64_t serial_commands_ = 0;
