@@ -208,3 +208,91 @@ TEST(SessionRules, WindowHoldReleasedByDelayedAck) {
                c.breakdown.window_ms + c.breakdown.loss_ms + c.breakdown.response_ms;
   EXPECT_NEAR(sum, c.latency_ms, 0.01);
 }
+
+// The receiver's window, not the congestion window: the initiator advertises 8 segments
+// (11584 bytes, no window scaling), the target fills it at once and waits for the ACK that
+// opens it, one round trip from the capture point near the initiator.
+TEST(SessionRules, RwndLimitedWhenTheReceiverWindowIsFull) {
+  Recorder rec;
+  Analyzer an(Options{}, rec);
+  Wire w(an);
+  w.window = 8 * 1448;
+  w.handshake(0, 8 * kMs, 50'000);
+  w.data(true, 10 * kMs, read10(4, 16 * 1448 - 48));
+  std::vector<uint8_t> pdu = data_in(4, 16 * 1448 - 48, true);
+  const size_t flight = 8 * 1448;
+  w.data(false, 18 * kMs + 100'000, std::vector<uint8_t>(pdu.begin(), pdu.begin() + long(flight)));
+  w.ack(true, 18 * kMs + 150'000);  // all eight at once: the window opens again
+  uint64_t opening_ack = w.frame();
+  w.data(false, 26 * kMs + 150'000, std::vector<uint8_t>(pdu.begin() + long(flight), pdu.end()));
+  uint64_t held = w.frame() - 7;
+  an.finish();
+
+  ASSERT_EQ(rec.commands.size(), 1u);
+  EXPECT_EQ(rec.commands[0].round_trips, 2);
+  EXPECT_TRUE(rec.has(FindingKind::rwnd_limited, Side::target));
+  EXPECT_FALSE(rec.has(FindingKind::cwnd_limited, Side::target));
+  EXPECT_FALSE(rec.has(FindingKind::delayed_ack, Side::initiator));
+  for (auto& f : rec.findings)
+    if (f.kind == FindingKind::rwnd_limited) {
+      EXPECT_EQ(f.frame, held);
+      ASSERT_FALSE(f.related.empty());
+      EXPECT_EQ(f.related[0].first, "released_by");
+      EXPECT_EQ(f.related[0].second, opening_ack);
+      EXPECT_NEAR(f.lost_ms, 8.05, 0.01);
+    }
+  EXPECT_NEAR(rec.commands[0].breakdown.window_ms, 8.05, 0.01);
+}
+
+// A target that takes 20 ms to answer a read (1 ms round trip each side of the capture point):
+// target_think with the think time; the same read answered after 1 ms is no finding.
+TEST(SessionRules, TargetThinkWhenTheTargetIsSlow) {
+  for (int64_t think : {20 * kMs, 1 * kMs}) {
+    Recorder rec;
+    Analyzer an(Options{}, rec);
+    Wire w(an);
+    w.handshake(0, kMs, kMs);
+    w.data(true, 10 * kMs, read10(5, 512));
+    w.data(false, 11 * kMs + think, data_in(5, 512, true));
+    uint64_t reply = w.frame();
+    w.ack(true, 12 * kMs + think);
+    an.finish();
+    ASSERT_EQ(rec.commands.size(), 1u);
+    EXPECT_NEAR(rec.commands[0].breakdown.think_ms, double(think) / 1e6, 0.01);
+    EXPECT_EQ(rec.has(FindingKind::target_think, Side::target), think == 20 * kMs);
+    for (auto& f : rec.findings)
+      if (f.kind == FindingKind::target_think) {
+        EXPECT_EQ(f.frame, reply);
+        EXPECT_NEAR(f.lost_ms, 20.0, 0.01);
+      }
+  }
+}
+
+// Ten 512-byte reads one at a time across 4 ms each side of a mid-path capture point: the link
+// idles on round trips, `serialized` on the initiator with the crossings as its time. The same
+// reads two at a time are not serialized.
+TEST(SessionRules, SerializedAtQueueDepthOne) {
+  for (int depth : {1, 2}) {
+    Recorder rec;
+    Analyzer an(Options{}, rec);
+    Wire w(an);
+    w.handshake(0, 4 * kMs, 4 * kMs);
+    int64_t t = 10 * kMs;
+    uint32_t itt = 1;
+    for (int round = 0; round < 10; ++round) {
+      for (int k = 0; k < depth; ++k) w.data(true, t + k * 10'000, read10(itt + k, 512));
+      for (int k = 0; k < depth; ++k) w.data(false, t + 4 * kMs + 100'000 + k * 10'000, data_in(itt + k, 512, true));
+      itt += depth;
+      t += 8 * kMs + 200'000;  // the status reaches the initiator, the next command comes back
+    }
+    an.finish();
+    ASSERT_EQ(rec.commands.size(), size_t(10 * depth));
+    EXPECT_EQ(rec.has(FindingKind::serialized, Side::initiator), depth == 1);
+    for (auto& f : rec.findings)
+      if (f.kind == FindingKind::serialized) {
+        // request crossings (4 ms each) and the way back to each next command (4 ms, 9 times)
+        EXPECT_NEAR(f.lost_ms, 10 * 4.0 + 9 * 4.0, 1.0);
+        EXPECT_LE(f.lost_ms, 10 * 8.3);
+      }
+  }
+}
