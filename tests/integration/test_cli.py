@@ -52,7 +52,7 @@ def capture_bytes(name):
 
 
 FINDING_KINDS = {"nagle_hold", "delayed_ack", "r2t_round_trip", "cwnd_limited", "rwnd_limited",
-                 "retransmission", "target_think", "serialized", "lost_data"}
+                 "retransmission", "target_think", "serialized"}
 BREAKDOWN = {"request", "think", "data", "nagle", "delayed_ack", "r2t", "window", "loss", "response"}
 COMMAND_KEYS = {"capture", "session", "connection", "itt", "cmdsn", "op", "kind", "lba", "bytes", "first_frame",
                 "status_frame", "latency_ms", "round_trips", "ideal_round_trips", "findings", "breakdown_ms",
@@ -569,3 +569,13 @@ def test_progress_only_on_a_terminal():
     assert proc.wait(timeout=600) == 0
     os.close(primary)
     assert re.search(rb"\d+\.\d%\s+[\d]+ packets", b"".join(chunks)), b"".join(chunks)[:500]
+
+
+def test_finding_kinds_are_the_engines():
+    """The kinds these tests know are exactly those the binary names (its --fail-on help lists
+    the engine's finding-kind table), so a test cannot rely on a kind that does not exist."""
+    out = subprocess.run([str(BIN), "--help"], capture_output=True, text=True).stdout
+    line = " ".join(out.split())
+    m = re.search(r"comma-separated: ([a-z0-9_, ]+)\)", line)
+    assert m, out
+    assert {k.strip() for k in m.group(1).split(",")} == FINDING_KINDS
