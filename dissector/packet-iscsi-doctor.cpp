@@ -15,6 +15,7 @@
 #include <epan/packet.h>
 #include <epan/prefs.h>
 #include <epan/proto.h>
+#include <epan/range.h>
 #include <epan/stats_tree.h>
 #include <epan/tap.h>
 #include <epan/tvbuff.h>
@@ -46,6 +47,11 @@ int proto_iscsi_doctor = -1;
 int tap_iscsi_doctor = -1;
 dissector_handle_t iscsi_doctor_handle;
 gboolean pref_info_column = TRUE;
+// The CLI's analysis options (docs/cli.md), applied when a capture is (re)loaded.
+range_t* pref_ports = nullptr;
+gboolean pref_detect_ports = TRUE;
+guint pref_delayed_ack_ms = 10, pref_idle_timeout_s = 60, pref_max_connections = 65536,
+      pref_max_open_commands = 65536, pref_max_reorder_bytes = 4u << 20;
 
 int hf_command = -1, hf_session = -1, hf_connection = -1, hf_itt = -1, hf_op = -1,
     hf_round_trips = -1, hf_ideal_round_trips = -1, hf_excess_round_trips = -1,
@@ -116,8 +122,23 @@ struct iscsi_doctor_frame {
 
 namespace {
 
+Options options_from_prefs() {
+  Options o;
+  o.ports.clear();
+  for (guint i = 0; pref_ports && i < pref_ports->nranges; ++i)
+    for (guint32 p = pref_ports->ranges[i].low; p <= pref_ports->ranges[i].high && p <= 65535; ++p)
+      o.ports.push_back(static_cast<uint16_t>(p));
+  o.detect_ports = pref_detect_ports;
+  o.delayed_ack_min_ms = pref_delayed_ack_ms ? pref_delayed_ack_ms : 10;
+  o.idle_timeout_s = pref_idle_timeout_s ? pref_idle_timeout_s : 60;
+  if (pref_max_connections) o.max_connections = pref_max_connections;
+  if (pref_max_open_commands) o.max_open_commands = pref_max_open_commands;
+  if (pref_max_reorder_bytes) o.max_out_of_order_bytes = pref_max_reorder_bytes;
+  return o;
+}
+
 struct State final : Sink {
-  State() : analyzer(Options{}, *this) {}
+  State() : analyzer(options_from_prefs(), *this) {}
 
   Analyzer analyzer;
   std::vector<CommandResult> commands;
@@ -668,6 +689,28 @@ extern "C" void proto_register_iscsi_doctor(void) {
   prefs_register_bool_preference(prefs, "info_column", "Add findings to the Info column",
                                  "Append [finding] to the Info column of evidence frames",
                                  &pref_info_column);
+  // The same analysis options as the iscsi-doctor command (names as its long options).
+  range_convert_str(wmem_epan_scope(), &pref_ports, "3260", 65535);
+  prefs_register_range_preference(prefs, "ports", "iSCSI target ports",
+                                  "TCP ports of iSCSI targets (the CLI's --port)", &pref_ports, 65535);
+  prefs_register_bool_preference(prefs, "detect_ports", "Detect iSCSI on other ports",
+                                 "Follow connections on other ports that start with iSCSI (off: the CLI's "
+                                 "--no-detect-ports)",
+                                 &pref_detect_ports);
+  prefs_register_uint_preference(prefs, "delayed_ack_ms", "Delayed-ACK threshold (ms)",
+                                 "An ACK later than this beyond the round trip counts as delayed (--delayed-ack-ms)",
+                                 10, &pref_delayed_ack_ms);
+  prefs_register_uint_preference(prefs, "idle_timeout", "Idle timeout (s)",
+                                 "At the connection cap, connections idle this long are finished (--idle-timeout)",
+                                 10, &pref_idle_timeout_s);
+  prefs_register_uint_preference(prefs, "max_connections", "Open connections cap",
+                                 "Connections followed at once (--max-connections)", 10, &pref_max_connections);
+  prefs_register_uint_preference(prefs, "max_open_commands", "Open commands cap",
+                                 "Commands awaiting their status per connection (--max-open-commands)", 10,
+                                 &pref_max_open_commands);
+  prefs_register_uint_preference(prefs, "max_reorder_bytes", "Out-of-order bytes cap",
+                                 "Out-of-order bytes held per direction (--max-reorder-bytes)", 10,
+                                 &pref_max_reorder_bytes);
 
   iscsi_doctor_handle = create_dissector_handle(dissect_iscsi_doctor, proto_iscsi_doctor);
   register_postdissector(iscsi_doctor_handle);

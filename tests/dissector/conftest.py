@@ -82,10 +82,11 @@ def tshark(ws_home):
 _cli_reports = {}
 
 
-def cli_report(path):
-    if path not in _cli_reports:
-        out = subprocess.run([CLI, "--format", "json", str(path)], capture_output=True, text=True,
+def cli_report(path, *args):
+    key = (path, args)
+    if key not in _cli_reports:
+        out = subprocess.run([CLI, "--format", "json", *args, str(path)], capture_output=True, text=True,
                              timeout=900)
         assert out.returncode in (0, 1), f"{path}: exit {out.returncode}: {out.stderr[-2000:]}"
-        _cli_reports[path] = json.loads(out.stdout)
-    return _cli_reports[path]
+        _cli_reports[key] = json.loads(out.stdout)
+    return _cli_reports[key]

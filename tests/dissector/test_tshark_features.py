@@ -112,3 +112,22 @@ def test_expert_info(tshark):
 def test_no_nagle_with_nodelay(tshark):
     out = tshark("-2", "-n", "-r", str(NODELAY), "-Y", 'iscsi_doctor.finding == "nagle_hold"').stdout
     assert out.strip() == ""
+
+
+@needs_nagle
+@pytest.mark.parametrize("prefs,cli_args", [
+    ([], []),
+    (["-o", "iscsi_doctor.ports:3261", "-o", "iscsi_doctor.detect_ports:FALSE"], ["--port", "3261", "--no-detect-ports"]),
+    (["-o", "iscsi_doctor.delayed_ack_ms:100"], ["--delayed-ack-ms", "100"]),
+], ids=["defaults", "other-port", "delayed-ack-100"])
+def test_preferences_are_the_cli_options(tshark, prefs, cli_args):
+    """Each preference does what the CLI option of the same name does: the findings match."""
+    report = cli_report(NAGLE, *cli_args)
+    want = sorted((f["frame"], f["kind"]) for f in report["findings"] if f["kind"] != "serialized")
+    out = tshark("-2", "-n", "-r", str(NAGLE), *prefs, "-Y", "iscsi_doctor.finding", "-T", "fields",
+                 "-E", "occurrence=a", "-E", "aggregator=;", "-e", "frame.number", "-e", "iscsi_doctor.finding").stdout
+    got = []
+    for line in out.splitlines():
+        frame, kinds = line.split("\t")
+        got += [(int(frame), k) for k in kinds.split(";") if k and k != "serialized"]
+    assert sorted(set(got)) == sorted(set(want))
