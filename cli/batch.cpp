@@ -64,7 +64,8 @@ void record(FILE* f, const CommandResult& c) {
   put(f, c.first_ns), put(f, c.status_ns), put(f, c.latency_ms), put(f, c.round_trips);
   put(f, c.ideal_round_trips), put(f, c.scsi_status), put(f, c.iscsi_response), put(f, c.sense_key);
   put(f, c.asc), put(f, c.ascq), put(f, uint32_t(c.findings.size()));
-  for (auto k : c.findings) put(f, k);
+  for (auto k : c.findings)
+    put(f, k);
   put(f, c.breakdown), put(f, c.completed), put(f, c.data_incomplete);
 }
 
@@ -72,7 +73,8 @@ void record(FILE* f, const Finding& x) {
   put(f, 'F');
   put(f, x.kind), put(f, x.side), put(f, x.session), put(f, x.connection), put(f, x.frame);
   put(f, uint32_t(x.related.size()));
-  for (const auto& [name, frame] : x.related) put(f, name), put(f, frame);
+  for (const auto& [name, frame] : x.related)
+    put(f, name), put(f, frame);
   put(f, x.lost_ms), put(f, x.itt), put(f, x.command_first_frame), put(f, x.detail);
 }
 
@@ -91,7 +93,8 @@ void replay(FILE* f, Sink& sink) {
            get(f, c.latency_ms) && get(f, c.round_trips) && get(f, c.ideal_round_trips) &&
            get(f, c.scsi_status) && get(f, c.iscsi_response) && get(f, c.sense_key) && get(f, c.asc) &&
            get(f, c.ascq) && get(f, n);
-      for (uint32_t i = 0; ok && i < n; ++i) ok = get(f, c.findings.emplace_back());
+      for (uint32_t i = 0; ok && i < n; ++i)
+        ok = get(f, c.findings.emplace_back());
       ok = ok && get(f, c.breakdown) && get(f, c.completed) && get(f, c.data_incomplete);
       if (ok) sink.on_command(c);
     } else {
@@ -115,8 +118,12 @@ void replay(FILE* f, Sink& sink) {
 class Console {
 public:
   Console(bool quiet, uint64_t total_bytes, size_t files)
-      : quiet_(quiet), progress_(!quiet && ::isatty(STDERR_FILENO)), total_bytes_(total_bytes),
-        files_(files), positions_(files), packets_(files) {}
+      : quiet_(quiet),
+        progress_(!quiet && ::isatty(STDERR_FILENO)),
+        total_bytes_(total_bytes),
+        files_(files),
+        positions_(files),
+        packets_(files) {}
 
   void message(const std::string& line) {
     std::lock_guard lock(mu_);
@@ -201,8 +208,8 @@ public:
     if (console_.quiet() && n.level != Notice::Level::error) return;
     if (echoed_++ < kNoticesEchoed) {
       std::string where = n.frame ? fmt::format("frame {}: ", n.frame) : std::string();
-      console_.message(fmt::format("iscsi-doctor: {}: {}{}: {}", r_.path, where, notice_level_name(n.level),
-                                   n.message));
+      console_.message(
+          fmt::format("iscsi-doctor: {}: {}{}: {}", r_.path, where, notice_level_name(n.level), n.message));
     }
   }
   void on_connection(const ConnectionInfo& c) override {
@@ -281,8 +288,8 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
       return r;
     }
     if (sink.notices_not_echoed())
-      sh.console.message(fmt::format("iscsi-doctor: {}: {} more notices in the report", in.path,
-                                     sink.notices_not_echoed()));
+      sh.console.message(
+          fmt::format("iscsi-doctor: {}: {} more notices in the report", in.path, sink.notices_not_echoed()));
     r.usable = true;
   } catch (const CaptureError& e) {
     r.error = e.what();
@@ -309,7 +316,8 @@ void join_chunk(FILE* chunk, const ElementStream& from, ElementStream& to, std::
 GateResult evaluate_gate(const BatchOptions& opt, const Summary* all) {
   GateResult g;
   g.requested = !opt.fail_on.empty() || opt.max_excess_round_trips.has_value();
-  for (auto k : opt.fail_on) g.fail_on.emplace_back(finding_name(k));
+  for (auto k : opt.fail_on)
+    g.fail_on.emplace_back(finding_name(k));
   g.max_excess_round_trips = opt.max_excess_round_trips;
   if (!g.requested) return g;
   if (!all || all->commands() == 0) {
@@ -347,7 +355,8 @@ std::vector<Input> expand_inputs(const std::vector<std::string>& args) {
     }
     if (ec) walk_error = fmt::format("{}: {}", arg, ec.message());
     std::sort(found.begin(), found.end());
-    for (auto& f : found) out.push_back({std::move(f), {}});
+    for (auto& f : found)
+      out.push_back({std::move(f), {}});
     if (found.empty())
       out.push_back({arg, walk_error.empty() ? fmt::format("{}: no capture files found in the directory", arg)
                                              : walk_error});
@@ -376,7 +385,8 @@ int run_batch(const BatchOptions& opt) {
   ReportOptions ro;
   ro.worst = opt.worst;
   ro.several = inputs.size() > 1;
-  for (const Input& in : inputs) ro.paths.push_back(in.path);
+  for (const Input& in : inputs)
+    ro.paths.push_back(in.path);
   std::unique_ptr<Report> report = opt.format == Format::json  ? make_json_report(ro)
                                    : opt.format == Format::csv ? make_csv_report(ro)
                                                                : make_text_report(ro);
@@ -433,7 +443,8 @@ int run_batch(const BatchOptions& opt) {
           size_t i;
           {
             std::unique_lock lock(mu);
-            cv.wait(lock, [&] { return next >= inputs.size() || next < head + kReadAhead * jobs || failure; });
+            cv.wait(lock,
+                    [&] { return next >= inputs.size() || next < head + kReadAhead * jobs || failure; });
             if (next >= inputs.size() || failure) return;
             i = next++;
           }
@@ -444,7 +455,8 @@ int run_batch(const BatchOptions& opt) {
             if (overall_owned) s.replay = std::tmpfile();
             if ((report->streams_commands() && !s.commands) || (report->streams_findings() && !s.findings) ||
                 (overall_owned && !s.replay))
-              throw std::runtime_error(fmt::format("cannot create a temporary file: {}", std::strerror(errno)));
+              throw std::runtime_error(
+                  fmt::format("cannot create a temporary file: {}", std::strerror(errno)));
             Outlets o;
             o.replay = s.replay;
             o.commands = s.commands ? &s.cs : nullptr;
@@ -460,7 +472,8 @@ int run_batch(const BatchOptions& opt) {
         }
       };
       std::vector<std::thread> threads;
-      for (size_t t = 0; t < jobs; ++t) threads.emplace_back(worker);
+      for (size_t t = 0; t < jobs; ++t)
+        threads.emplace_back(worker);
       for (size_t i = 0; i < inputs.size(); ++i) {
         {
           std::unique_lock lock(mu);
@@ -484,7 +497,8 @@ int run_batch(const BatchOptions& opt) {
         head = inputs.size();
         cv.notify_all();
       }
-      for (auto& t : threads) t.join();
+      for (auto& t : threads)
+        t.join();
       for (Slot& s : slots)  // spools of captures never consumed (after a failure)
         for (FILE** f : {&s.commands, &s.findings, &s.replay})
           if (*f) std::fclose(std::exchange(*f, nullptr));
@@ -501,12 +515,14 @@ int run_batch(const BatchOptions& opt) {
     report->end(out, all, findings_all.out);
 
     if (all.gate.unevaluable) {
-      console.message("iscsi-doctor: error: the gate cannot be evaluated: no SCSI command found in the "
-                      "input (iSCSI on another port? see --port)");
+      console.message(
+          "iscsi-doctor: error: the gate cannot be evaluated: no SCSI command found in the "
+          "input (iSCSI on another port? see --port)");
       code = kExitUnusable;
     } else if (all.gate.tripped) {
       if (!opt.quiet)
-        for (const auto& reason : all.gate.reasons) console.message("iscsi-doctor: gate tripped: " + reason);
+        for (const auto& reason : all.gate.reasons)
+          console.message("iscsi-doctor: gate tripped: " + reason);
       if (code == kExitClean) code = kExitGate;
     }
   } catch (const std::exception& e) {
@@ -514,7 +530,8 @@ int run_batch(const BatchOptions& opt) {
     console.message(fmt::format("iscsi-doctor: error: {}", e.what()));
     code = kExitUnusable;
   }
-  for (FILE* f : spools) std::fclose(f);
+  for (FILE* f : spools)
+    std::fclose(f);
   if (std::fflush(out) != 0 || std::ferror(out)) {
     console.message(fmt::format("iscsi-doctor: {}: write error", opt.output.empty() ? "output" : opt.output));
     code = kExitUnusable;

@@ -30,9 +30,10 @@ constexpr uint32_t kPcapMagics[] = {0xa1b2c3d4, 0xd4c3b2a1, 0xa1b23c4d, 0x4d3cb2
 constexpr uint32_t kPcapngMagic = 0x0a0d0d0a;  // section header block type
 constexpr size_t kGzipBuffer = 256 * 1024;
 constexpr size_t kFileBuffer = 1 << 20;
-constexpr size_t kMapRelease = 8 << 20;        // mapped bytes read before they are released        // stdio's default (4 KiB) costs a read() per ~3 packets
-constexpr uint64_t kProgressEvery = 1 << 16;   // packets between progress calls
-constexpr int kPacketNoticesShown = 5;         // per kind of packet problem, then only counted
+constexpr size_t kMapRelease = 8 << 20;       // mapped bytes read before they are released        // stdio's
+                                              // default (4 KiB) costs a read() per ~3 packets
+constexpr uint64_t kProgressEvery = 1 << 16;  // packets between progress calls
+constexpr int kPacketNoticesShown = 5;        // per kind of packet problem, then only counted
 
 FileFormat format_of(const uint8_t* b, size_t n) {
   if (n < 4) return FileFormat::unknown;
@@ -88,9 +89,12 @@ std::string describe_errno(const std::string& path, int err) {
 
 std::string_view format_name(FileFormat f) {
   switch (f) {
-    case FileFormat::pcap: return "pcap";
-    case FileFormat::pcapng: return "pcapng";
-    default: return "unknown";
+    case FileFormat::pcap:
+      return "pcap";
+    case FileFormat::pcapng:
+      return "pcapng";
+    default:
+      return "unknown";
   }
 }
 
@@ -260,8 +264,7 @@ CaptureReader::CaptureReader(const std::string& path, DecoderChoice decoder)
     m.decoder = tins ? "libtins" : "fast";
   }
   if (!m.decode)
-    throw CaptureError(fmt::format("{}: link type {} ({}) is not supported", path, dlt,
-                                   link_type_name()));
+    throw CaptureError(fmt::format("{}: link type {} ({}) is not supported", path, dlt, link_type_name()));
 }
 
 CaptureReader::~CaptureReader() = default;
@@ -310,12 +313,13 @@ ReadStats CaptureReader::read_all(ReaderEvents& events) {
     // libpcap reads a record longer than the snaplen (up to its per-link maximum, 256 KiB for
     // most) and keeps snaplen bytes; longer ones are corrupt.
     if (caplen > m.snaplen && caplen > 262144) {
-      map_error = fmt::format("invalid packet capture length {}, bigger than snaplen of {}", caplen, m.snaplen);
+      map_error =
+          fmt::format("invalid packet capture length {}, bigger than snaplen of {}", caplen, m.snaplen);
       return PCAP_ERROR;
     }
     if (left - 16 < caplen) {
-      map_error = fmt::format("truncated dump file; tried to read {} captured bytes, only got {}", caplen,
-                              left - 16);
+      map_error =
+          fmt::format("truncated dump file; tried to read {} captured bytes, only got {}", caplen, left - 16);
       return PCAP_ERROR;
     }
     mapped.ts.tv_sec = time_t(m.field32(r));
@@ -341,7 +345,8 @@ ReadStats CaptureReader::read_all(ReaderEvents& events) {
                        st.packets == 0
                            ? fmt::format("capture unreadable from its first packet: {}", why)
                            : fmt::format("capture damaged after frame {}: {}; the analysis covers "
-                                         "frames 1-{}", st.packets, why, st.packets));
+                                         "frames 1-{}",
+                                         st.packets, why, st.packets));
       break;
     }
     const uint64_t frame = ++st.packets;
@@ -367,7 +372,8 @@ ReadStats CaptureReader::read_all(ReaderEvents& events) {
                                        caplen, h->len));
         events.on_segment(seg);
         break;
-      case Decoded::not_tcp: break;
+      case Decoded::not_tcp:
+        break;
       case Decoded::fragment:
         if (st.fragments++ == 0) {
           first_fragment = frame;
@@ -395,13 +401,12 @@ ReadStats CaptureReader::read_all(ReaderEvents& events) {
                      fmt::format("{} after frame {}", m.gz->error, st.packets));
   }
   if (st.fragments > 1)
-    events.on_notice(Notice::Level::warning, first_fragment,
-                     fmt::format("{} IP fragments skipped in all (first at frame {})", st.fragments,
-                                 first_fragment));
+    events.on_notice(
+        Notice::Level::warning, first_fragment,
+        fmt::format("{} IP fragments skipped in all (first at frame {})", st.fragments, first_fragment));
   if (st.truncated > kPacketNoticesShown)
     events.on_notice(Notice::Level::warning, 0,
-                     fmt::format("{} packets skipped in all because a header was cut short",
-                                 st.truncated));
+                     fmt::format("{} packets skipped in all because a header was cut short", st.truncated));
   if (st.malformed > kPacketNoticesShown)
     events.on_notice(Notice::Level::warning, 0,
                      fmt::format("{} malformed packets skipped in all", st.malformed));

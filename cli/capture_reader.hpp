@@ -22,8 +22,8 @@ struct FileProbe {
   bool is_capture = false;  // pcap or pcapng, possibly gzip-compressed
   bool gzip = false;
   FileFormat format = FileFormat::unknown;
-  uint64_t size = 0;        // on disk
-  std::string error;        // set when !is_capture: "cannot open: ...", "empty file", ...
+  uint64_t size = 0;  // on disk
+  std::string error;  // set when !is_capture: "cannot open: ...", "empty file", ...
 };
 FileProbe probe_file(const std::string& path);
 std::string_view format_name(FileFormat);
@@ -52,7 +52,7 @@ struct ReadStats {
   uint64_t tcp_segments = 0;  // handed to on_segment
   uint64_t fragments = 0, truncated = 0, malformed = 0, snapped = 0;
   int64_t first_ns = 0, last_ns = 0;
-  bool damaged = false;       // reading stopped before the end on a file error
+  bool damaged = false;  // reading stopped before the end on a file error
 };
 
 class CaptureReader {

@@ -13,8 +13,8 @@
 #include <map>
 #include <set>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -33,10 +33,10 @@ namespace {
 using svg::esc;
 using svg::num;
 
-constexpr size_t kBefore = 2;   // segments of the connection shown before the command
-constexpr size_t kAfter = 2;    // and after its status (the status' ACK, usually)
+constexpr size_t kBefore = 2;  // segments of the connection shown before the command
+constexpr size_t kAfter = 2;   // and after its status (the status' ACK, usually)
 constexpr int64_t kAfterNs = 200'000'000;
-constexpr size_t kHead = 30;    // a long transfer keeps its first and last segments and evidence
+constexpr size_t kHead = 30;  // a long transfer keeps its first and last segments and evidence
 constexpr size_t kTail = 30;
 
 // ---- iSCSI PDU labels: a minimal framer per direction ------------------------------------------
@@ -44,25 +44,44 @@ constexpr size_t kTail = 30;
 
 std::string_view opcode_name(uint8_t op) {
   switch (op) {
-    case 0x00: return "NOP-Out";
-    case 0x01: return "SCSI Cmd";
-    case 0x02: return "Task Mgmt";
-    case 0x03: return "Login";
-    case 0x04: return "Text";
-    case 0x05: return "Data-Out";
-    case 0x06: return "Logout";
-    case 0x10: return "SNACK";
-    case 0x20: return "NOP-In";
-    case 0x21: return "SCSI Rsp";
-    case 0x22: return "Task Mgmt Rsp";
-    case 0x23: return "Login Rsp";
-    case 0x24: return "Text Rsp";
-    case 0x25: return "Data-In";
-    case 0x26: return "Logout Rsp";
-    case 0x31: return "R2T";
-    case 0x32: return "Async";
-    case 0x3f: return "Reject";
-    default: return {};
+    case 0x00:
+      return "NOP-Out";
+    case 0x01:
+      return "SCSI Cmd";
+    case 0x02:
+      return "Task Mgmt";
+    case 0x03:
+      return "Login";
+    case 0x04:
+      return "Text";
+    case 0x05:
+      return "Data-Out";
+    case 0x06:
+      return "Logout";
+    case 0x10:
+      return "SNACK";
+    case 0x20:
+      return "NOP-In";
+    case 0x21:
+      return "SCSI Rsp";
+    case 0x22:
+      return "Task Mgmt Rsp";
+    case 0x23:
+      return "Login Rsp";
+    case 0x24:
+      return "Text Rsp";
+    case 0x25:
+      return "Data-In";
+    case 0x26:
+      return "Logout Rsp";
+    case 0x31:
+      return "R2T";
+    case 0x32:
+      return "Async";
+    case 0x3f:
+      return "Reject";
+    default:
+      return {};
   }
 }
 
@@ -70,23 +89,29 @@ bool opcode_from(bool initiator, uint8_t op) { return initiator ? op < 0x20 : op
 
 struct Framer {
   bool synced = false;
-  uint32_t next = 0;       // sequence number of the next BHS
-  bool cur_ours = false;   // the PDU in progress belongs to the drawn command
+  uint32_t next = 0;      // sequence number of the next BHS
+  bool cur_ours = false;  // the PDU in progress belongs to the drawn command
   bool have_end = false;
-  uint32_t end = 0;        // highest sequence number seen (to tell retransmissions)
+  uint32_t end = 0;  // highest sequence number seen (to tell retransmissions)
 };
 
-uint32_t be32(const uint8_t* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
+uint32_t be32(const uint8_t* p) {
+  return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
+}
 
 // Names the PDUs starting in `seg` and whether any of its bytes belong to command `itt`.
 void label_segment(Framer& f, const Segment& seg, bool from_initiator, uint32_t itt, bool hd, bool dd,
                    LadderSeg& out) {
   const uint32_t len = seg.payload_wire_len;
   if (len == 0) {
-    if (seg.flags & tcp_flag::syn) out.label = seg.flags & tcp_flag::ack ? "SYN-ACK" : "SYN";
-    else if (seg.flags & tcp_flag::fin) out.label = "FIN";
-    else if (seg.flags & tcp_flag::rst) out.label = "RST";
-    else out.label = "ACK";
+    if (seg.flags & tcp_flag::syn)
+      out.label = seg.flags & tcp_flag::ack ? "SYN-ACK" : "SYN";
+    else if (seg.flags & tcp_flag::fin)
+      out.label = "FIN";
+    else if (seg.flags & tcp_flag::rst)
+      out.label = "RST";
+    else
+      out.label = "ACK";
     return;
   }
   const uint32_t seg_end = seg.seq + len;
@@ -280,8 +305,10 @@ bool collect_mapped(const std::string& path, int dlt, Collector& col,
   std::sort(ranges.begin(), ranges.end());
   std::vector<std::pair<uint64_t, uint64_t>> merged;
   for (const auto& r : ranges)
-    if (!merged.empty() && r.first <= merged.back().second + 1) merged.back().second = std::max(merged.back().second, r.second);
-    else merged.push_back(r);
+    if (!merged.empty() && r.first <= merged.back().second + 1)
+      merged.back().second = std::max(merged.back().second, r.second);
+    else
+      merged.push_back(r);
   if (ok && !merged.empty()) {
     uint64_t off = 24, frame = 0;
     size_t ri = 0;
@@ -291,10 +318,12 @@ bool collect_mapped(const std::string& path, int dlt, Collector& col,
         const uint32_t caplen = rd32(r + 8, swap), len = rd32(r + 12, swap);
         if (caplen > (1u << 28)) break;  // damaged: libpcap stops there too
         ++frame;
-        while (ri < merged.size() && frame > merged[ri].second) ++ri;
+        while (ri < merged.size() && frame > merged[ri].second)
+          ++ri;
         if (ri == merged.size()) break;
         if (frame >= merged[ri].first) {
-          const int64_t t = int64_t(rd32(r, swap)) * 1'000'000'000 + int64_t(rd32(r + 4, swap)) * (nsec ? 1 : 1000);
+          const int64_t t =
+              int64_t(rd32(r, swap)) * 1'000'000'000 + int64_t(rd32(r + 4, swap)) * (nsec ? 1 : 1000);
           const uint8_t* data = view(off + 16, caplen);
           if (!data) break;
           const Frame f{{data, caplen}, len > caplen ? len - caplen : 0};
@@ -329,7 +358,8 @@ void collect_ladders(const std::string& path, DecoderChoice decoder, std::vector
     x.forced.insert(r.command.status_frame);
     for (const Finding& f : r.findings) {
       x.forced.insert(f.frame);
-      for (const auto& [name, frame] : f.related) x.forced.insert(frame);
+      for (const auto& [name, frame] : f.related)
+        x.forced.insert(frame);
     }
     // A command without status ends, for the drawing, after its last evidence frame.
     x.last = r.command.status_frame ? r.command.status_frame
@@ -354,12 +384,18 @@ void collect_ladders(const std::string& path, DecoderChoice decoder, std::vector
   for (Collect& x : c) {
     std::vector<LadderSeg>& out = x.r->segs;
     out.clear();
-    for (auto& s : x.before) out.push_back(std::move(s));
-    if (!x.tail.empty()) x.tail.front().elided_before += x.pending_elided;
-    else x.r->elided_after = x.pending_elided;
-    for (auto& s : x.kept) out.push_back(std::move(s));
-    for (auto& s : x.tail) out.push_back(std::move(s));
-    std::stable_sort(out.begin(), out.end(), [](const LadderSeg& a, const LadderSeg& b) { return a.frame < b.frame; });
+    for (auto& s : x.before)
+      out.push_back(std::move(s));
+    if (!x.tail.empty())
+      x.tail.front().elided_before += x.pending_elided;
+    else
+      x.r->elided_after = x.pending_elided;
+    for (auto& s : x.kept)
+      out.push_back(std::move(s));
+    for (auto& s : x.tail)
+      out.push_back(std::move(s));
+    std::stable_sort(out.begin(), out.end(),
+                     [](const LadderSeg& a, const LadderSeg& b) { return a.frame < b.frame; });
   }
 }
 
@@ -388,10 +424,14 @@ const char* kind_label(FindingKind k) { return finding_kind(k).label.data(); }
 
 std::string vantage_words(Vantage v) {
   switch (v) {
-    case Vantage::initiator: return "capture point (near the initiator)";
-    case Vantage::target: return "capture point (near the target)";
-    case Vantage::midpath: return "capture point (mid-path)";
-    default: return "capture point (position unknown)";
+    case Vantage::initiator:
+      return "capture point (near the initiator)";
+    case Vantage::target:
+      return "capture point (near the target)";
+    case Vantage::midpath:
+      return "capture point (mid-path)";
+    default:
+      return "capture point (position unknown)";
   }
 }
 
@@ -430,7 +470,8 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
       case FindingKind::nagle_hold:
       case FindingKind::cwnd_limited:
       case FindingKind::rwnd_limited:
-        set_role(f.frame, "held"), set_role(rel("released_by"), "release"), set_role(rel("previous_small"), "small");
+        set_role(f.frame, "held"), set_role(rel("released_by"), "release"),
+            set_role(rel("previous_small"), "small");
         break;
       case FindingKind::delayed_ack:
         set_role(f.frame, "release"), set_role(rel("released"), "held"), set_role(rel("acks"), "small");
@@ -438,7 +479,8 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
       case FindingKind::retransmission:
         set_role(f.frame, "retransmission"), set_role(rel("original"), "original");
         break;
-      default: break;
+      default:
+        break;
     }
   }
   auto role_of = [&](const LadderSeg& s) -> std::string {
@@ -496,11 +538,13 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
       if (a.s->frame == f.frame) {
         const bool init = f.side == Side::initiator;
         const int64_t end = a.send;
-        const char* fill = f.kind == FindingKind::delayed_ack ? "#ffe08a" : f.kind == FindingKind::target_think ? "#d9ecd0" : "#f9c9c9";
-        const std::string shade_role = f.kind == FindingKind::delayed_ack ? "delayed-ack-wait"
-                                       : f.kind == FindingKind::target_think ? "think"
+        const char* fill = f.kind == FindingKind::delayed_ack    ? "#ffe08a"
+                           : f.kind == FindingKind::target_think ? "#d9ecd0"
+                                                                 : "#f9c9c9";
+        const std::string shade_role = f.kind == FindingKind::delayed_ack      ? "delayed-ack-wait"
+                                       : f.kind == FindingKind::target_think   ? "think"
                                        : f.kind == FindingKind::retransmission ? "loss-wait"
-                                                                             : "hold-wait";
+                                                                               : "hold-wait";
         shades.push_back({init, end - int64_t(f.lost_ms * 1e6), end,
                           fmt::format("{} {}", what, svg::ms_text(f.lost_ms)), fill, shade_role});
         break;
@@ -511,8 +555,10 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
   // captured segments so that bursts stay readable, and long idle stretches outside the command
   // cut short (marked with their length).
   std::vector<int64_t> keys;
-  for (const Arrow& a : arrows) keys.insert(keys.end(), {a.send, a.cap, a.arr});
-  for (const Shade& s : shades) keys.insert(keys.end(), {s.from, s.to});
+  for (const Arrow& a : arrows)
+    keys.insert(keys.end(), {a.send, a.cap, a.arr});
+  for (const Shade& s : shades)
+    keys.insert(keys.end(), {s.from, s.to});
   keys.push_back(0);
   std::sort(keys.begin(), keys.end());
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
@@ -545,7 +591,9 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
   // just before the arrow leaves its sender, so that the arrow itself keeps its slope, unless the
   // previous arrow is still under way then.
   {
-    auto index = [&](int64_t t) { return size_t(std::lower_bound(keys.begin(), keys.end(), t) - keys.begin()); };
+    auto index = [&](int64_t t) {
+      return size_t(std::lower_bound(keys.begin(), keys.end(), t) - keys.begin());
+    };
     double last_cap_y = -1e9;
     size_t last_cap_i = 0;
     bool first = true;
@@ -554,7 +602,8 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
       const double need = last_cap_y + (a.s->elided_before ? 44.0 : 19.0) - ys[ci];
       if (!first && need > 0) {
         const size_t from = std::max(index(a.send), last_cap_i + 1);
-        for (size_t j = std::min(from, ci); j < ys.size(); ++j) ys[j] += need;
+        for (size_t j = std::min(from, ci); j < ys.size(); ++j)
+          ys[j] += need;
         for (Break& b : breaks)
           if (b.y0 >= ys[std::min(from, ci)] - need - 0.01) b.y0 += need, b.y1 += need;
       }
@@ -575,33 +624,38 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
   const double H = bottom + 84;
 
   // ---- SVG ----
-  fmt::format_to(std::back_inserter(o),
-                 "<svg {}class=\"ladder\" id=\"{}\" data-itt=\"{}\" data-first-frame=\"{}\" data-status-frame=\"{}\" "
-                 "data-connection=\"{}\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
-                 "font-family=\"sans-serif\" font-size=\"12\">\n",
-                 standalone ? "xmlns=\"http://www.w3.org/2000/svg\" " : "", pfx, fmt::format("0x{:08x}", c.itt),
-                 c.first_frame, c.status_frame, k.id, num(W), num(H), num(W), num(H));
+  fmt::format_to(
+      std::back_inserter(o),
+      "<svg {}class=\"ladder\" id=\"{}\" data-itt=\"{}\" data-first-frame=\"{}\" data-status-frame=\"{}\" "
+      "data-connection=\"{}\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n",
+      standalone ? "xmlns=\"http://www.w3.org/2000/svg\" " : "", pfx, fmt::format("0x{:08x}", c.itt),
+      c.first_frame, c.status_frame, k.id, num(W), num(H), num(W), num(H));
   o += "<defs>";
   for (const char* rn : {"held", "release", "small", "retransmission", "original", "command", "ack", "other"})
-    fmt::format_to(std::back_inserter(o),
-                   "<marker id=\"{}-ah-{}\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"9\" "
-                   "markerHeight=\"9\" markerUnits=\"userSpaceOnUse\" orient=\"auto\"><path d=\"M0,0 L10,5 L0,10 z\" "
-                   "fill=\"{}\"/></marker>",
-                   pfx, rn, style_of(rn).color);
+    fmt::format_to(
+        std::back_inserter(o),
+        "<marker id=\"{}-ah-{}\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"9\" "
+        "markerHeight=\"9\" markerUnits=\"userSpaceOnUse\" orient=\"auto\"><path d=\"M0,0 L10,5 L0,10 z\" "
+        "fill=\"{}\"/></marker>",
+        pfx, rn, style_of(rn).color);
   o += "</defs>\n";
-  if (standalone) fmt::format_to(std::back_inserter(o), "<rect width=\"{}\" height=\"{}\" fill=\"#fff\"/>\n", num(W), num(H));
+  if (standalone)
+    fmt::format_to(std::back_inserter(o), "<rect width=\"{}\" height=\"{}\" fill=\"#fff\"/>\n", num(W),
+                   num(H));
 
   // Title lines.
   std::string what = fmt::format("ITT 0x{:08x}  {}", c.itt, c.op);
   if (c.lba) what += fmt::format("  LBA {}", *c.lba);
   what += fmt::format("  {}", svg::size_text(c.bytes));
   std::string kinds;
-  for (auto f : c.findings) kinds += fmt::format("{}{}", kinds.empty() ? "" : ", ", finding_name(f));
-  std::string line2 = c.completed ? fmt::format("latency {}, {} round trip{} (ideal {}), frames {}-{}",
-                                                svg::ms_text(c.latency_ms), c.round_trips,
-                                                c.round_trips == 1 ? "" : "s", c.ideal_round_trips,
-                                                c.first_frame, c.status_frame)
-                                  : fmt::format("no status seen, from frame {}", c.first_frame);
+  for (auto f : c.findings)
+    kinds += fmt::format("{}{}", kinds.empty() ? "" : ", ", finding_name(f));
+  std::string line2 =
+      c.completed ? fmt::format("latency {}, {} round trip{} (ideal {}), frames {}-{}",
+                                svg::ms_text(c.latency_ms), c.round_trips, c.round_trips == 1 ? "" : "s",
+                                c.ideal_round_trips, c.first_frame, c.status_frame)
+                  : fmt::format("no status seen, from frame {}", c.first_frame);
   if (!kinds.empty()) line2 += "  —  " + kinds;
   fmt::format_to(std::back_inserter(o),
                  "<text x=\"12\" y=\"22\" font-size=\"15\" font-weight=\"bold\">{}</text>\n"
@@ -610,24 +664,31 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
 
   // Lanes.
   const double lane_top = top - 26;
-  fmt::format_to(std::back_inserter(o),
-                 "<text x=\"{0}\" y=\"66\" text-anchor=\"middle\" font-weight=\"bold\">initiator</text>"
-                 "<text x=\"{0}\" y=\"80\" text-anchor=\"middle\" fill=\"#555\" font-size=\"11\">{1}</text>\n"
-                 "<text x=\"{2}\" y=\"66\" text-anchor=\"middle\" font-weight=\"bold\">target</text>"
-                 "<text x=\"{2}\" y=\"80\" text-anchor=\"middle\" fill=\"#555\" font-size=\"11\">{3}</text>\n",
-                 num(xi), esc(k.initiator.str()), num(xt), esc(k.target.str()));
+  fmt::format_to(
+      std::back_inserter(o),
+      "<text x=\"{0}\" y=\"66\" text-anchor=\"middle\" font-weight=\"bold\">initiator</text>"
+      "<text x=\"{0}\" y=\"80\" text-anchor=\"middle\" fill=\"#555\" font-size=\"11\">{1}</text>\n"
+      "<text x=\"{2}\" y=\"66\" text-anchor=\"middle\" font-weight=\"bold\">target</text>"
+      "<text x=\"{2}\" y=\"80\" text-anchor=\"middle\" fill=\"#555\" font-size=\"11\">{3}</text>\n",
+      num(xi), esc(k.initiator.str()), num(xt), esc(k.target.str()));
   fmt::format_to(std::back_inserter(o),
                  "<line x1=\"{0}\" y1=\"{2}\" x2=\"{0}\" y2=\"{3}\" stroke=\"#333\" stroke-width=\"2\"/>"
                  "<line x1=\"{1}\" y1=\"{2}\" x2=\"{1}\" y2=\"{3}\" stroke=\"#333\" stroke-width=\"2\"/>\n",
                  num(xi), num(xt), num(lane_top + 8), num(bottom));
-  fmt::format_to(std::back_inserter(o),
-                 "<g id=\"{0}-vantage\" data-role=\"vantage\" data-vantage=\"{1}\">"
-                 "<line x1=\"{2}\" y1=\"{3}\" x2=\"{2}\" y2=\"{4}\" stroke=\"#2a9d8f\" stroke-width=\"1.5\" "
-                 "stroke-dasharray=\"6 4\"/>"
-                 "<text x=\"{7}\" y=\"{5}\" text-anchor=\"{8}\" fill=\"#2a9d8f\" font-size=\"11\">{6}</text></g>\n",
-                 pfx, vantage_name(k.vantage), num(xc), num(lane_top + 8), num(bottom), num(lane_top + 2),
-                 esc(vantage_words(k.vantage)), num(share < 0.3 ? xc - 4 : share > 0.7 ? xc + 4 : xc),
-                 share < 0.3 ? "start" : share > 0.7 ? "end" : "middle");
+  fmt::format_to(
+      std::back_inserter(o),
+      "<g id=\"{0}-vantage\" data-role=\"vantage\" data-vantage=\"{1}\">"
+      "<line x1=\"{2}\" y1=\"{3}\" x2=\"{2}\" y2=\"{4}\" stroke=\"#2a9d8f\" stroke-width=\"1.5\" "
+      "stroke-dasharray=\"6 4\"/>"
+      "<text x=\"{7}\" y=\"{5}\" text-anchor=\"{8}\" fill=\"#2a9d8f\" font-size=\"11\">{6}</text></g>\n",
+      pfx, vantage_name(k.vantage), num(xc), num(lane_top + 8), num(bottom), num(lane_top + 2),
+      esc(vantage_words(k.vantage)),
+      num(share < 0.3   ? xc - 4
+          : share > 0.7 ? xc + 4
+                        : xc),
+      share < 0.3   ? "start"
+      : share > 0.7 ? "end"
+                    : "middle");
 
   // Shades.
   for (size_t i = 0; i < shades.size(); ++i) {
@@ -635,22 +696,24 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
     const double y0 = Y(s.from), y1 = Y(s.to);
     const double x = s.initiator_side ? xi : xt - 46;
     const double tx = s.initiator_side ? xi - 10 : xt + 10;
-    fmt::format_to(std::back_inserter(o),
-                   "<g id=\"{}-w{}\" data-role=\"{}\"><rect x=\"{}\" y=\"{}\" width=\"46\" height=\"{}\" fill=\"{}\" "
-                   "opacity=\"0.85\"/><text x=\"{}\" y=\"{}\" text-anchor=\"{}\" fill=\"#7a5b00\" "
-                   "font-weight=\"bold\">{}</text></g>\n",
-                   pfx, i, s.role, num(x), num(y0), num(std::max(1.0, y1 - y0)), s.fill, num(tx),
-                   num((y0 + y1) / 2 + 4), s.initiator_side ? "end" : "start", esc(s.what));
+    fmt::format_to(
+        std::back_inserter(o),
+        "<g id=\"{}-w{}\" data-role=\"{}\"><rect x=\"{}\" y=\"{}\" width=\"46\" height=\"{}\" fill=\"{}\" "
+        "opacity=\"0.85\"/><text x=\"{}\" y=\"{}\" text-anchor=\"{}\" fill=\"#7a5b00\" "
+        "font-weight=\"bold\">{}</text></g>\n",
+        pfx, i, s.role, num(x), num(y0), num(std::max(1.0, y1 - y0)), s.fill, num(tx), num((y0 + y1) / 2 + 4),
+        s.initiator_side ? "end" : "start", esc(s.what));
   }
   // Idle stretches drawn shorter than they were.
   for (const Break& b : breaks) {
     const double ym = (b.y0 + b.y1) / 2;
-    fmt::format_to(std::back_inserter(o),
-                   "<g data-role=\"break\"><path d=\"M{0},{2} l8,-5 l8,10 l8,-5 M{1},{2} l-8,-5 l-8,10 l-8,-5\" "
-                   "stroke=\"#999\" fill=\"none\" transform=\"translate(-12,0)\"/>"
-                   "<text x=\"{3}\" y=\"{4}\" text-anchor=\"middle\" fill=\"#888\" font-size=\"11\">"
-                   "… {5} idle, not to scale …</text></g>\n",
-                   num(xi), num(xt + 24), num(ym), num((xi + xt) / 2), num(ym + 4), svg::ms_text(double(b.ns) / 1e6));
+    fmt::format_to(
+        std::back_inserter(o),
+        "<g data-role=\"break\"><path d=\"M{0},{2} l8,-5 l8,10 l8,-5 M{1},{2} l-8,-5 l-8,10 l-8,-5\" "
+        "stroke=\"#999\" fill=\"none\" transform=\"translate(-12,0)\"/>"
+        "<text x=\"{3}\" y=\"{4}\" text-anchor=\"middle\" fill=\"#888\" font-size=\"11\">"
+        "… {5} idle, not to scale …</text></g>\n",
+        num(xi), num(xt + 24), num(ym), num((xi + xt) / 2), num(ym + 4), svg::ms_text(double(b.ns) / 1e6));
   }
 
   // Arrows.
@@ -670,16 +733,19 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
                                   tm >= 0 ? "+" : "", tm, s.from_initiator ? "initiator" : "target",
                                   s.from_initiator ? "target" : "initiator", s.seq, s.ack, s.len, s.window,
                                   s.label.empty() ? "" : ", " + s.label);
-    fmt::format_to(std::back_inserter(o),
-                   "<g id=\"{}-f{}\" class=\"seg\" data-frame=\"{}\" data-role=\"{}\" data-time-ms=\"{:.3f}\">"
-                   "<title>{}</title>",
-                   pfx, s.frame, s.frame, a.role, tm, esc(tip));
+    fmt::format_to(
+        std::back_inserter(o),
+        "<g id=\"{}-f{}\" class=\"seg\" data-frame=\"{}\" data-role=\"{}\" data-time-ms=\"{:.3f}\">"
+        "<title>{}</title>",
+        pfx, s.frame, s.frame, a.role, tm, esc(tip));
     fmt::format_to(std::back_inserter(o),
                    "<polyline points=\"{},{} {},{} {},{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\"{} "
                    "marker-end=\"url(#{}-ah-{})\"/>",
-                   num(xs), num(ys0), num(xc), num(yc), num(xr - (s.from_initiator ? 1 : -1)), num(yr), st.color,
-                   num(st.width), *st.dash ? fmt::format(" stroke-dasharray=\"{}\"", st.dash) : "", pfx, a.role);
-    fmt::format_to(std::back_inserter(o), "<circle cx=\"{}\" cy=\"{}\" r=\"2.5\" fill=\"#2a9d8f\"/>", num(xc), num(yc));
+                   num(xs), num(ys0), num(xc), num(yc), num(xr - (s.from_initiator ? 1 : -1)), num(yr),
+                   st.color, num(st.width), *st.dash ? fmt::format(" stroke-dasharray=\"{}\"", st.dash) : "",
+                   pfx, a.role);
+    fmt::format_to(std::back_inserter(o), "<circle cx=\"{}\" cy=\"{}\" r=\"2.5\" fill=\"#2a9d8f\"/>", num(xc),
+                   num(yc));
     // Label near the middle of the ladder, on the arrow.
     // Label where arrows are furthest apart: near the capture point, towards the receiver for
     // initiator arrows, towards the sender for target ones (so crossing arrows do not share it).
@@ -702,33 +768,37 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
       fmt::format_to(std::back_inserter(o),
                      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"11\" fill=\"{}\"{} "
                      "stroke=\"#fff\" stroke-width=\"3\" paint-order=\"stroke\">{}</text>",
-                     num(xm), num(ym - 4), a.role == "other" ? "#999" : st.color, strong ? " font-weight=\"bold\"" : "",
-                     esc(text));
+                     num(xm), num(ym - 4), a.role == "other" ? "#999" : st.color,
+                     strong ? " font-weight=\"bold\"" : "", esc(text));
     // Frame and capture time at the left.
-    fmt::format_to(std::back_inserter(o),
-                   "<text x=\"12\" y=\"{0}\" fill=\"#555\" font-size=\"11\">#{1}</text>"
-                   "<text x=\"130\" y=\"{0}\" text-anchor=\"end\" fill=\"#555\" font-size=\"11\">{2}{3:.3f} ms</text>",
-                   num(yc + 4), s.frame, tm >= 0 ? "+" : "", tm);
+    fmt::format_to(
+        std::back_inserter(o),
+        "<text x=\"12\" y=\"{0}\" fill=\"#555\" font-size=\"11\">#{1}</text>"
+        "<text x=\"130\" y=\"{0}\" text-anchor=\"end\" fill=\"#555\" font-size=\"11\">{2}{3:.3f} ms</text>",
+        num(yc + 4), s.frame, tm >= 0 ? "+" : "", tm);
     if (strong) {
       const char* tag = a.role == "held" ? "held segment" : "releasing ACK";
       fmt::format_to(std::back_inserter(o),
-                     "<text x=\"{}\" y=\"{}\" text-anchor=\"{}\" fill=\"{}\" font-weight=\"bold\" font-size=\"11\">{}</text>",
-                     num(s.from_initiator ? xi - 30 : xt + 30), num(ys0 + 4), s.from_initiator ? "end" : "start",
-                     st.color, tag);
+                     "<text x=\"{}\" y=\"{}\" text-anchor=\"{}\" fill=\"{}\" font-weight=\"bold\" "
+                     "font-size=\"11\">{}</text>",
+                     num(s.from_initiator ? xi - 30 : xt + 30), num(ys0 + 4),
+                     s.from_initiator ? "end" : "start", st.color, tag);
     }
     if (a.rt)
       fmt::format_to(std::back_inserter(o),
-                     "<g data-role=\"round-trip\" data-rt=\"{0}\"><circle cx=\"{1}\" cy=\"{2}\" r=\"9\" fill=\"#264653\"/>"
+                     "<g data-role=\"round-trip\" data-rt=\"{0}\"><circle cx=\"{1}\" cy=\"{2}\" r=\"9\" "
+                     "fill=\"#264653\"/>"
                      "<text x=\"{1}\" y=\"{3}\" text-anchor=\"middle\" fill=\"#fff\" font-size=\"11\" "
                      "font-weight=\"bold\">{0}</text></g>",
                      a.rt, num(xr + (s.from_initiator ? 16 : -16)), num(yr), num(yr + 4));
     o += "</g>\n";
   }
   if (r.elided_after)
-    fmt::format_to(std::back_inserter(o),
-                   "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#888\" font-style=\"italic\">… {} more "
-                   "segments not drawn …</text>\n",
-                   num((xi + xt) / 2), num(bottom - 8), svg::count_text(r.elided_after));
+    fmt::format_to(
+        std::back_inserter(o),
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#888\" font-style=\"italic\">… {} more "
+        "segments not drawn …</text>\n",
+        num((xi + xt) / 2), num(bottom - 8), svg::count_text(r.elided_after));
 
   // Legend.
   const double ly = bottom + 28;
@@ -737,28 +807,32 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
     const char* text;
     bool box;
   };
-  const Item items[] = {{"#222", "this command", false},   {"#d62728", "held segment", false},
-                        {"#1f6fd0", "releasing ACK", false}, {"#ef8a17", "earlier small segment", false},
-                        {"#888", "pure ACK", false},         {"#b8b8b8", "others", false},
+  const Item items[] = {{"#222", "this command", false},       {"#d62728", "held segment", false},
+                        {"#1f6fd0", "releasing ACK", false},   {"#ef8a17", "earlier small segment", false},
+                        {"#888", "pure ACK", false},           {"#b8b8b8", "others", false},
                         {"#ffe08a", "delayed-ACK wait", true}, {"#f9c9c9", "hold", true}};
   double lx = 12;
   for (const Item& it : items) {
     if (it.box)
-      fmt::format_to(std::back_inserter(o), "<rect x=\"{}\" y=\"{}\" width=\"18\" height=\"10\" fill=\"{}\"/>", num(lx),
-                     num(ly - 9), it.color);
+      fmt::format_to(std::back_inserter(o),
+                     "<rect x=\"{}\" y=\"{}\" width=\"18\" height=\"10\" fill=\"{}\"/>", num(lx), num(ly - 9),
+                     it.color);
     else
-      fmt::format_to(std::back_inserter(o), "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"3\"/>",
+      fmt::format_to(std::back_inserter(o),
+                     "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"3\"/>",
                      num(lx), num(ly - 4), num(lx + 18), num(ly - 4), it.color);
-    fmt::format_to(std::back_inserter(o), "<text x=\"{}\" y=\"{}\" font-size=\"11\">{}</text>", num(lx + 23), num(ly), it.text);
+    fmt::format_to(std::back_inserter(o), "<text x=\"{}\" y=\"{}\" font-size=\"11\">{}</text>", num(lx + 23),
+                   num(ly), it.text);
     lx += 32 + 5.8 * double(std::strlen(it.text));
   }
-  fmt::format_to(std::back_inserter(o),
-                 "\n<text x=\"12\" y=\"{}\" font-size=\"11\" fill=\"#555\">Left: frame, and when the capture "
-                 "point saw it (dot), from the command's first frame. Numbered circles: round trips completed.</text>"
-                 "\n<text x=\"12\" y=\"{}\" font-size=\"11\" fill=\"#555\">Arrows leave and reach each side half "
-                 "a measured round trip from the capture point: RTT {}, capture point ↔ initiator {}, ↔ target "
-                 "{}.</text>\n",
-                 num(ly + 20), num(ly + 36), svg::ms_text(k.rtt_ms), svg::ms_text(rtt_i), svg::ms_text(rtt_t));
+  fmt::format_to(
+      std::back_inserter(o),
+      "\n<text x=\"12\" y=\"{}\" font-size=\"11\" fill=\"#555\">Left: frame, and when the capture "
+      "point saw it (dot), from the command's first frame. Numbered circles: round trips completed.</text>"
+      "\n<text x=\"12\" y=\"{}\" font-size=\"11\" fill=\"#555\">Arrows leave and reach each side half "
+      "a measured round trip from the capture point: RTT {}, capture point ↔ initiator {}, ↔ target "
+      "{}.</text>\n",
+      num(ly + 20), num(ly + 36), svg::ms_text(k.rtt_ms), svg::ms_text(rtt_i), svg::ms_text(rtt_t));
   o += "</svg>\n";
   return o;
 }
@@ -815,24 +889,28 @@ private:
 }  // namespace
 
 int ladder_main(int argc, char** argv) {
-  CLI::App app{"iscsi-doctor ladder: one command's packet exchange as an SVG ladder diagram", "iscsi-doctor ladder"};
+  CLI::App app{"iscsi-doctor ladder: one command's packet exchange as an SVG ladder diagram",
+               "iscsi-doctor ladder"};
   std::string capture, itt_text, output, decoder = "fast";
   uint64_t frame = 0;
   std::vector<uint16_t> ports;
   bool no_detect = false, quiet = false;
   Options engine;
   app.add_option("CAPTURE", capture, "pcap or pcapng file, gzip-compressed or not")->required();
-  app.add_option("--itt", itt_text, "the command's Initiator Task Tag (0x-prefixed hex, as the reports print it)")
+  app.add_option("--itt", itt_text,
+                 "the command's Initiator Task Tag (0x-prefixed hex, as the reports print it)")
       ->required();
-  app.add_option("--frame", frame,
-                 "when the ITT repeats: the command whose frames span N (default: the first command with the ITT)");
+  app.add_option(
+      "--frame", frame,
+      "when the ITT repeats: the command whose frames span N (default: the first command with the ITT)");
   app.add_option("-o,--output", output, "write the SVG to FILE instead of standard output");
   app.add_option("--port", ports, "iSCSI target port (repeatable or comma-separated; default 3260)")
       ->delimiter(',')
       ->allow_extra_args(false)
       ->check(CLI::Range(1, 65535));
   app.add_flag("--no-detect-ports", no_detect, "only follow the --port ports");
-  app.add_option("--delayed-ack-ms", engine.delayed_ack_min_ms, "an ACK later than this beyond the RTT counts as delayed")
+  app.add_option("--delayed-ack-ms", engine.delayed_ack_min_ms,
+                 "an ACK later than this beyond the RTT counts as delayed")
       ->check(CLI::PositiveNumber);
   app.add_option("--decoder", decoder, "packet decoder: fast (default) or libtins")
       ->check(CLI::IsMember({"fast", "libtins"}));
@@ -869,7 +947,8 @@ int ladder_main(int argc, char** argv) {
     reader.read_all(feed);
     analyzer.finish();
     if (!quiet)
-      for (const auto& e : feed.errors) std::fprintf(stderr, "iscsi-doctor ladder: %s: %s\n", capture.c_str(), e.c_str());
+      for (const auto& e : feed.errors)
+        std::fprintf(stderr, "iscsi-doctor ladder: %s: %s\n", capture.c_str(), e.c_str());
     if (!sink.found()) {
       std::fprintf(stderr, "iscsi-doctor ladder: %s: no command with ITT 0x%08x%s\n", capture.c_str(), itt,
                    frame ? fmt::format(" at frame {}", frame).c_str() : "");

@@ -24,8 +24,8 @@ struct LadderSeg {
   uint32_t seq = 0, ack = 0, len = 0;  // len: TCP payload bytes on the wire
   uint8_t flags = 0;
   uint16_t window = 0;
-  std::string label;       // PDUs starting in it ("Data-In + SCSI Rsp"), or "ACK", "SYN", ...
-  bool ours = false;       // carries bytes of the drawn command's PDUs
+  std::string label;  // PDUs starting in it ("Data-In + SCSI Rsp"), or "ACK", "SYN", ...
+  bool ours = false;  // carries bytes of the drawn command's PDUs
   bool retransmission = false;
   uint64_t elided_before = 0;  // segments of the connection left out just before this one
 };
@@ -36,7 +36,7 @@ struct LadderRequest {
   std::vector<Finding> findings;  // the findings tied to this command
   ConnectionInfo conn;            // peers, RTTs, vantage, digests
   std::vector<LadderSeg> segs;
-  uint64_t elided_after = 0;      // segments left out at the end (still open command)
+  uint64_t elided_after = 0;  // segments left out at the end (still open command)
 };
 
 // Second pass: reads `path` and fills each request's segments (those of its connection from just

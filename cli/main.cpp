@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "batch.hpp"
 #include "ladder.hpp"
@@ -19,7 +19,8 @@ namespace {
 
 std::string kind_list() {
   std::string s;
-  for (size_t i = 0; i < finding_kind_count; ++i) s += fmt::format("{}{}", i ? ", " : "", finding_name(FindingKind(i)));
+  for (size_t i = 0; i < finding_kind_count; ++i)
+    s += fmt::format("{}{}", i ? ", " : "", finding_name(FindingKind(i)));
   return s;
 }
 
@@ -29,9 +30,10 @@ int main(int argc, char** argv) {
   // `iscsi-doctor ladder ...`: one command's diagram (ladder.cpp has its own options).
   if (argc > 1 && std::string_view(argv[1]) == "ladder") return ladder_main(argc - 1, argv + 1);
 
-  CLI::App app{"iscsi-doctor: explains, per SCSI command in an iSCSI capture, why it was slow\n"
-               "(Nagle holds, delayed ACKs, R2T round trips, window stalls, loss, slow targets).",
-               "iscsi-doctor"};
+  CLI::App app{
+      "iscsi-doctor: explains, per SCSI command in an iSCSI capture, why it was slow\n"
+      "(Nagle holds, delayed ACKs, R2T round trips, window stalls, loss, slow targets).",
+      "iscsi-doctor"};
   app.get_formatter()->column_width(34);
 
   BatchOptions opt;
@@ -47,7 +49,8 @@ int main(int argc, char** argv) {
       ->required();
   app.add_option("--format", format, "report format: text (default), json or csv")
       ->check(CLI::IsMember({"text", "json", "csv"}));
-  auto* output_opt = app.add_option("-o,--output", opt.output, "write the report to FILE instead of standard output");
+  auto* output_opt =
+      app.add_option("-o,--output", opt.output, "write the report to FILE instead of standard output");
   std::string html;
   app.add_option("--html", html,
                  "write a self-contained HTML report (ladder diagrams, latency plots) to FILE instead of "
@@ -59,11 +62,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65535));
   app.add_flag("--no-detect-ports", no_detect,
                "only follow the --port ports; do not detect iSCSI on other ports");
-  auto* fail_on_opt = app.add_option("--fail-on", fail_on,
-                                     "exit 1 if any finding of these kinds occurs (comma-separated: " +
-                                         kind_list() + ")")
-                          ->delimiter(',')
-                          ->allow_extra_args(false);
+  auto* fail_on_opt =
+      app.add_option("--fail-on", fail_on,
+                     "exit 1 if any finding of these kinds occurs (comma-separated: " + kind_list() + ")")
+          ->delimiter(',')
+          ->allow_extra_args(false);
   auto* excess_opt =
       app.add_option("--max-excess-round-trips", max_excess,
                      "exit 1 if the round trips taken beyond the ideal, summed over all commands, exceed N");
@@ -74,8 +77,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-connections", opt.engine.max_connections,
                  "connections open at once per capture (default 65536); closed ones are reported and freed")
       ->check(CLI::PositiveNumber);
-  app.add_option("--idle-timeout", opt.engine.idle_timeout_s,
-                 "at the connection cap, connections idle this many seconds are reported and freed (default 60)")
+  app.add_option(
+         "--idle-timeout", opt.engine.idle_timeout_s,
+         "at the connection cap, connections idle this many seconds are reported and freed (default 60)")
       ->check(CLI::Range(0.001, 1e9));
   app.add_option("--max-open-commands", opt.engine.max_open_commands,
                  "commands awaiting their status per connection (default 65536)")
@@ -83,7 +87,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-reorder-bytes", opt.engine.max_out_of_order_bytes,
                  "out-of-order bytes held per direction before a hole is declared lost (default 4 MiB)")
       ->check(CLI::PositiveNumber);
-  app.add_option("-j,--jobs", opt.jobs, "captures analysed in parallel (default 1); output stays in argument order")
+  app.add_option("-j,--jobs", opt.jobs,
+                 "captures analysed in parallel (default 1); output stays in argument order")
       ->check(CLI::Range(size_t(1), size_t(1024)));
   app.add_option("--worst", opt.worst, "how many of the worst commands the text report lists (default 10)");
   app.add_flag("-q,--quiet", opt.quiet, "no progress and no notices on standard error, only errors");

@@ -23,9 +23,9 @@ namespace {
 
 using Bytes = std::span<const uint8_t>;
 
-constexpr uint16_t kEtherIPv4 = 0x0800, kEtherIPv6 = 0x86dd, kEtherVlan = 0x8100,
-                   kEtherQinQ = 0x88a8, kEtherQinQOld = 0x9100, kEtherMpls = 0x8847,
-                   kEtherMplsMulticast = 0x8848, kEtherPppoeSession = 0x8864;
+constexpr uint16_t kEtherIPv4 = 0x0800, kEtherIPv6 = 0x86dd, kEtherVlan = 0x8100, kEtherQinQ = 0x88a8,
+                   kEtherQinQOld = 0x9100, kEtherMpls = 0x8847, kEtherMplsMulticast = 0x8848,
+                   kEtherPppoeSession = 0x8864;
 constexpr uint8_t kIpProtoTcp = 6;
 constexpr int kMaxNesting = 8;  // VLAN tags, MPLS labels, IPv6 extension headers
 
@@ -191,9 +191,12 @@ Decoded decode_ip_any(Frame f, Segment& s, std::string_view& why) {
     return Decoded::truncated;
   }
   switch (f.bytes[0] >> 4) {
-    case 4: return decode_ipv4(f, s, why);
-    case 6: return decode_ipv6(f, s, why);
-    default: return Decoded::not_tcp;
+    case 4:
+      return decode_ipv4(f, s, why);
+    case 6:
+      return decode_ipv6(f, s, why);
+    default:
+      return Decoded::not_tcp;
   }
 }
 
@@ -203,8 +206,10 @@ Frame skip(Frame f, size_t n) { return {f.bytes.subspan(n), f.wire_extra}; }
 Decoded decode_ethertype(uint16_t type, Frame f, Segment& s, std::string_view& why) {
   for (int depth = 0; depth < kMaxNesting; ++depth) {
     switch (type) {
-      case kEtherIPv4: return decode_ipv4(f, s, why);
-      case kEtherIPv6: return decode_ipv6(f, s, why);
+      case kEtherIPv4:
+        return decode_ipv4(f, s, why);
+      case kEtherIPv6:
+        return decode_ipv6(f, s, why);
       case kEtherVlan:
       case kEtherQinQ:
       case kEtherQinQOld:  // TCI (2 bytes), then the inner type
@@ -236,11 +241,15 @@ Decoded decode_ethertype(uint16_t type, Frame f, Segment& s, std::string_view& w
           return Decoded::truncated;
         }
         switch (load_be16(f.bytes, 6)) {
-          case 0x0021: return decode_ipv4(skip(f, 8), s, why);
-          case 0x0057: return decode_ipv6(skip(f, 8), s, why);
-          default: return Decoded::not_tcp;
+          case 0x0021:
+            return decode_ipv4(skip(f, 8), s, why);
+          case 0x0057:
+            return decode_ipv6(skip(f, 8), s, why);
+          default:
+            return Decoded::not_tcp;
         }
-      default: return Decoded::not_tcp;
+      default:
+        return Decoded::not_tcp;
     }
   }
   return Decoded::not_tcp;
@@ -297,9 +306,12 @@ Decoded decode_ppp(Frame f, Segment& s, std::string_view& why) {
     return Decoded::truncated;
   }
   switch (load_be16(f.bytes, 0)) {
-    case 0x0021: return decode_ipv4(skip(f, 2), s, why);
-    case 0x0057: return decode_ipv6(skip(f, 2), s, why);
-    default: return Decoded::not_tcp;
+    case 0x0021:
+      return decode_ipv4(skip(f, 2), s, why);
+    case 0x0057:
+      return decode_ipv6(skip(f, 2), s, why);
+    default:
+      return Decoded::not_tcp;
   }
 }
 
@@ -318,11 +330,11 @@ struct LinkEntry {
   DecodeFn fn;
 };
 constexpr std::array kLinkTable{
-    LinkEntry{DLT_EN10MB, decode_ethernet},   LinkEntry{DLT_LINUX_SLL, decode_sll},
-    LinkEntry{DLT_LINUX_SLL2, decode_sll2},   LinkEntry{DLT_RAW, decode_ip_any},
-    LinkEntry{DLT_IPV4, decode_ipv4},         LinkEntry{DLT_IPV6, decode_ipv6},
-    LinkEntry{DLT_NULL, decode_null},         LinkEntry{DLT_LOOP, decode_null},
-    LinkEntry{DLT_PPP, decode_ppp},           LinkEntry{DLT_PPP_SERIAL, decode_ppp},
+    LinkEntry{DLT_EN10MB, decode_ethernet}, LinkEntry{DLT_LINUX_SLL, decode_sll},
+    LinkEntry{DLT_LINUX_SLL2, decode_sll2}, LinkEntry{DLT_RAW, decode_ip_any},
+    LinkEntry{DLT_IPV4, decode_ipv4},       LinkEntry{DLT_IPV6, decode_ipv6},
+    LinkEntry{DLT_NULL, decode_null},       LinkEntry{DLT_LOOP, decode_null},
+    LinkEntry{DLT_PPP, decode_ppp},         LinkEntry{DLT_PPP_SERIAL, decode_ppp},
 };
 
 }  // namespace

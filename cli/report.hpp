@@ -36,32 +36,32 @@ struct CaptureResult {
   size_t index = 0;
   std::string path;
   bool usable = false;
-  std::string error;                  // why the input could not be read at all (!usable)
+  std::string error;  // why the input could not be read at all (!usable)
   FileProbe probe;
-  std::string link_type;              // libpcap's name ("EN10MB")
-  std::string link_description;       // and description ("Ethernet")
+  std::string link_type;         // libpcap's name ("EN10MB")
+  std::string link_description;  // and description ("Ethernet")
   std::string_view decoder;
   ReadStats stats;
   std::vector<ConnectionInfo> connections;
-  ConnectionTotals unlisted;          // finished past the engine's listing cap: counted only
+  ConnectionTotals unlisted;  // finished past the engine's listing cap: counted only
   std::vector<SessionInfo> sessions;
-  std::unique_ptr<Summary> summary;   // null when !usable
+  std::unique_ptr<Summary> summary;  // null when !usable
   // The listed connection with this id, or null (connections are sorted by id).
   const ConnectionInfo* connection(uint32_t id) const;
 };
 
 struct GateResult {
-  bool requested = false;             // --fail-on or --max-excess-round-trips given
+  bool requested = false;  // --fail-on or --max-excess-round-trips given
   bool tripped = false;
-  bool unevaluable = false;           // requested, but no iSCSI command in any input
-  std::vector<std::string> fail_on;   // kind names
+  bool unevaluable = false;          // requested, but no iSCSI command in any input
+  std::vector<std::string> fail_on;  // kind names
   std::optional<uint64_t> max_excess_round_trips;
-  std::vector<std::string> reasons;   // one line per tripped condition
+  std::vector<std::string> reasons;  // one line per tripped condition
 };
 
 // The run as a whole, for the closing part of a report.
 struct Overall {
-  const Summary* summary = nullptr;   // every usable capture together
+  const Summary* summary = nullptr;  // every usable capture together
   size_t captures = 0, usable = 0;
   uint64_t packets = 0;
   GateResult gate;
@@ -95,12 +95,12 @@ std::unique_ptr<Report> make_json_report(const ReportOptions&);
 std::unique_ptr<Report> make_csv_report(const ReportOptions&);
 
 // ---- Shared by the formats (report_common.cpp) ------------------------------------------------
-std::string hex32(uint32_t);                        // "0x0000002a"
-std::string_view command_kind_name(char kind);      // "read", "write", "other"
-std::string scsi_status_name(uint8_t status);       // "GOOD", "CHECK_CONDITION", ..., "0x1c"
-std::string_view sense_key_name(uint8_t key);       // "NOT_READY", ...
+std::string hex32(uint32_t);                    // "0x0000002a"
+std::string_view command_kind_name(char kind);  // "read", "write", "other"
+std::string scsi_status_name(uint8_t status);   // "GOOD", "CHECK_CONDITION", ..., "0x1c"
+std::string_view sense_key_name(uint8_t key);   // "NOT_READY", ...
 std::string_view notice_level_name(Notice::Level);
-double round_ns(double ms);                         // milliseconds rounded to the nanosecond
+double round_ns(double ms);  // milliseconds rounded to the nanosecond
 // An append-only text buffer for the streamed writers (fmt's memory_buffer, with +=).
 struct OutBuf {
   fmt::memory_buffer b;
@@ -117,7 +117,7 @@ struct OutBuf {
   size_t size() const { return b.size(); }
 };
 void write_json_string(OutBuf& out, std::string_view s);
-void copy_file(FILE* from, FILE* to);               // from its start to its end
+void copy_file(FILE* from, FILE* to);  // from its start to its end
 
 // Breakdown parts with their JSON names (without the _ms suffix), in report order.
 struct BreakdownPart {
@@ -126,10 +126,10 @@ struct BreakdownPart {
 };
 extern const BreakdownPart kBreakdownParts[9];
 
-nlohmann::json summary_json(const Summary&);        // commands, completed, advice, classes, ...
+nlohmann::json summary_json(const Summary&);  // commands, completed, advice, classes, ...
 nlohmann::json sessions_json(const CaptureResult&, bool with_capture);
 // Ids of the connections the sessions list.
 std::unordered_set<uint32_t> connections_in_sessions(const std::vector<SessionInfo>&);
-nlohmann::json ms_or_null(double ms);               // negative (unknown) -> null
+nlohmann::json ms_or_null(double ms);  // negative (unknown) -> null
 
 }  // namespace iscsi_doctor::cli

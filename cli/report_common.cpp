@@ -11,10 +11,14 @@
 namespace iscsi_doctor::cli {
 
 const BreakdownPart kBreakdownParts[9] = {
-    {"request", &Breakdown::request_ms}, {"think", &Breakdown::think_ms},
-    {"data", &Breakdown::data_ms},       {"nagle", &Breakdown::nagle_ms},
-    {"delayed_ack", &Breakdown::delayed_ack_ms}, {"r2t", &Breakdown::r2t_ms},
-    {"window", &Breakdown::window_ms},   {"loss", &Breakdown::loss_ms},
+    {"request", &Breakdown::request_ms},
+    {"think", &Breakdown::think_ms},
+    {"data", &Breakdown::data_ms},
+    {"nagle", &Breakdown::nagle_ms},
+    {"delayed_ack", &Breakdown::delayed_ack_ms},
+    {"r2t", &Breakdown::r2t_ms},
+    {"window", &Breakdown::window_ms},
+    {"loss", &Breakdown::loss_ms},
     {"response", &Breakdown::response_ms},
 };
 
@@ -22,9 +26,12 @@ std::string hex32(uint32_t v) { return fmt::format("0x{:08x}", v); }
 
 std::string_view command_kind_name(char kind) {
   switch (kind) {
-    case 'r': return "read";
-    case 'w': return "write";
-    default: return "other";
+    case 'r':
+      return "read";
+    case 'w':
+      return "write";
+    default:
+      return "other";
   }
 }
 
@@ -35,10 +42,17 @@ std::string scsi_status_name(uint8_t status) {
     const char* name;
   };
   static constexpr Entry kNames[] = {
-      {0x00, "GOOD"},           {0x02, "CHECK_CONDITION"},      {0x04, "CONDITION_MET"},
-      {0x08, "BUSY"},           {0x10, "INTERMEDIATE"},         {0x14, "INTERMEDIATE_CONDITION_MET"},
-      {0x18, "RESERVATION_CONFLICT"}, {0x22, "COMMAND_TERMINATED"}, {0x28, "TASK_SET_FULL"},
-      {0x30, "ACA_ACTIVE"},     {0x40, "TASK_ABORTED"},
+      {0x00, "GOOD"},
+      {0x02, "CHECK_CONDITION"},
+      {0x04, "CONDITION_MET"},
+      {0x08, "BUSY"},
+      {0x10, "INTERMEDIATE"},
+      {0x14, "INTERMEDIATE_CONDITION_MET"},
+      {0x18, "RESERVATION_CONFLICT"},
+      {0x22, "COMMAND_TERMINATED"},
+      {0x28, "TASK_SET_FULL"},
+      {0x30, "ACA_ACTIVE"},
+      {0x40, "TASK_ABORTED"},
   };
   for (const auto& e : kNames)
     if (e.code == status) return e.name;
@@ -48,18 +62,21 @@ std::string scsi_status_name(uint8_t status) {
 // SPC-5 sense keys.
 std::string_view sense_key_name(uint8_t key) {
   static constexpr std::array<std::string_view, 16> kNames = {
-      "NO_SENSE",       "RECOVERED_ERROR", "NOT_READY",       "MEDIUM_ERROR",
-      "HARDWARE_ERROR", "ILLEGAL_REQUEST", "UNIT_ATTENTION",  "DATA_PROTECT",
-      "BLANK_CHECK",    "VENDOR_SPECIFIC", "COPY_ABORTED",    "ABORTED_COMMAND",
-      "RESERVED_0C",    "VOLUME_OVERFLOW", "MISCOMPARE",      "COMPLETED"};
+      "NO_SENSE",       "RECOVERED_ERROR", "NOT_READY",      "MEDIUM_ERROR",
+      "HARDWARE_ERROR", "ILLEGAL_REQUEST", "UNIT_ATTENTION", "DATA_PROTECT",
+      "BLANK_CHECK",    "VENDOR_SPECIFIC", "COPY_ABORTED",   "ABORTED_COMMAND",
+      "RESERVED_0C",    "VOLUME_OVERFLOW", "MISCOMPARE",     "COMPLETED"};
   return kNames[key & 0x0f];
 }
 
 std::string_view notice_level_name(Notice::Level level) {
   switch (level) {
-    case Notice::Level::info: return "info";
-    case Notice::Level::warning: return "warning";
-    default: return "error";
+    case Notice::Level::info:
+      return "info";
+    case Notice::Level::warning:
+      return "warning";
+    default:
+      return "error";
   }
 }
 
@@ -82,12 +99,23 @@ void write_json_string(OutBuf& out, std::string_view s) {
     out.b.append(s.substr(plain, i - plain));
     plain = i + 1;
     switch (c) {
-      case '"': out.b.append(std::string_view("\\\"")); break;
-      case '\\': out.b.append(std::string_view("\\\\")); break;
-      case '\n': out.b.append(std::string_view("\\n")); break;
-      case '\r': out.b.append(std::string_view("\\r")); break;
-      case '\t': out.b.append(std::string_view("\\t")); break;
-      default: fmt::format_to(fmt::appender(out.b), "\\u{:04x}", c);
+      case '"':
+        out.b.append(std::string_view("\\\""));
+        break;
+      case '\\':
+        out.b.append(std::string_view("\\\\"));
+        break;
+      case '\n':
+        out.b.append(std::string_view("\\n"));
+        break;
+      case '\r':
+        out.b.append(std::string_view("\\r"));
+        break;
+      case '\t':
+        out.b.append(std::string_view("\\t"));
+        break;
+      default:
+        fmt::format_to(fmt::appender(out.b), "\\u{:04x}", c);
     }
   }
   out.b.append(s.substr(plain));
@@ -99,7 +127,8 @@ void copy_file(FILE* from, FILE* to) {
   std::rewind(from);
   char buf[1 << 16];
   size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, from)) > 0) std::fwrite(buf, 1, n, to);
+  while ((n = std::fread(buf, 1, sizeof buf, from)) > 0)
+    std::fwrite(buf, 1, n, to);
 }
 
 namespace {
@@ -152,7 +181,8 @@ namespace {
 
 nlohmann::json connection_json(const ConnectionInfo& c) {
   nlohmann::json keys = nlohmann::json::object();
-  for (const auto& [k, v] : c.keys) keys[k] = v;
+  for (const auto& [k, v] : c.keys)
+    keys[k] = v;
   return {
       {"connection", c.id},
       {"initiator", c.initiator.str()},
@@ -189,7 +219,8 @@ const ConnectionInfo* CaptureResult::connection(uint32_t id) const {
 
 std::unordered_set<uint32_t> connections_in_sessions(const std::vector<SessionInfo>& sessions) {
   std::unordered_set<uint32_t> ids;
-  for (const SessionInfo& s : sessions) ids.insert(s.connections.begin(), s.connections.end());
+  for (const SessionInfo& s : sessions)
+    ids.insert(s.connections.begin(), s.connections.end());
   return ids;
 }
 
@@ -233,7 +264,8 @@ nlohmann::json sessions_json(const CaptureResult& r, bool with_capture) {
     nlohmann::json j;
     if (with_capture) j["capture"] = r.index;
     j["session"] = s.id;
-    j["initiator_name"] = s.initiator_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.initiator_name);
+    j["initiator_name"] =
+        s.initiator_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.initiator_name);
     j["target_name"] = s.target_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.target_name);
     j["session_type"] = s.session_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.session_type);
     j["isid"] = s.isid.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.isid);
@@ -247,13 +279,19 @@ nlohmann::json sessions_json(const CaptureResult& r, bool with_capture) {
     } else {
       j["peers"] = nullptr;
       j["vantage"] = "unknown";
-      for (const char* k : {"rtt_ms", "rtt_initiator_ms", "rtt_target_ms", "mss"}) j[k] = nullptr;
+      for (const char* k : {"rtt_ms", "rtt_initiator_ms", "rtt_target_ms", "mss"})
+        j[k] = nullptr;
       j["keys"] = nlohmann::json::object();
       j["header_digest"] = j["data_digest"] = false;
     }
-    j["counts"] = {{"connections", conns.size()}, {"frames", frames},   {"pdus", pdus},
-                   {"commands", commands},        {"resyncs", resyncs}, {"digest_errors", digest_errors},
-                   {"bytes_missing", missing},    {"max_outstanding", outstanding}};
+    j["counts"] = {{"connections", conns.size()},
+                   {"frames", frames},
+                   {"pdus", pdus},
+                   {"commands", commands},
+                   {"resyncs", resyncs},
+                   {"digest_errors", digest_errors},
+                   {"bytes_missing", missing},
+                   {"max_outstanding", outstanding}};
     j["connections"] = std::move(conns);
     out.push_back(std::move(j));
   }

@@ -43,7 +43,8 @@ public:
     std::string h =
         "capture,file,session,connection,itt,cmdsn,op,iscsi_opcode,kind,lba,bytes,first_frame,"
         "status_frame,time_ns,latency_ms,round_trips,ideal_round_trips,findings";
-    for (const auto& p : kBreakdownParts) h += fmt::format(",breakdown_{}_ms", p.name);
+    for (const auto& p : kBreakdownParts)
+      h += fmt::format(",breakdown_{}_ms", p.name);
     h += ",status,response,sense_key,sense_key_name,sense_asc,sense_ascq,completed,data_incomplete\n";
     std::fputs(h.c_str(), out);
   }
@@ -53,7 +54,8 @@ public:
     o.clear();
     fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{},"), capture);
     cell(o, path_of(capture));
-    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{},0x{:08x},{},"), c.session, c.connection, c.itt, c.cmdsn);
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{},0x{:08x},{},"), c.session, c.connection, c.itt,
+                   c.cmdsn);
     cell(o, c.op);
     fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{},"), c.iscsi_opcode, command_kind_name(c.kind));
     opt_cell(o, c.lba);

@@ -34,8 +34,8 @@ constexpr size_t kPendingCap = 200000;           // findings waiting for their c
 constexpr size_t kClassesDrawn = 8;              // latency charts per capture
 constexpr size_t kBreakdownRows = 12;
 constexpr size_t kScatterPoints = 2000;
-constexpr size_t kReorder = 64;                  // commands re-ordered by first frame for LBA gaps
-constexpr int kGapBins = 48;                     // |gap| up to 2^47 bytes, per sign
+constexpr size_t kReorder = 64;  // commands re-ordered by first frame for LBA gaps
+constexpr int kGapBins = 48;     // |gap| up to 2^47 bytes, per sign
 
 // ---- First pass: aggregates ----------------------------------------------------------------------
 
@@ -92,7 +92,8 @@ __extension__ typedef unsigned __int128 u128;
 int gap_bin(bool back, u128 bytes) {
   if (bytes == 0) return kGapBins;
   int bits = 0;
-  for (u128 v = bytes; v; v >>= 1) ++bits;  // 1 + floor(log2(bytes))
+  for (u128 v = bytes; v; v >>= 1)
+    ++bits;  // 1 + floor(log2(bytes))
   const int b = std::min(kGapBins, bits);
   return kGapBins + (back ? -b : b);
 }
@@ -126,12 +127,15 @@ public:
       ClassAgg& k = a_.classes[{c.kind, c.bytes}];
       k.hist.add(c.latency_ms);
       ++k.n;
-      for (const auto& p : kBreakdownParts) k.sum.*p.field += c.breakdown.*p.field;
+      for (const auto& p : kBreakdownParts)
+        k.sum.*p.field += c.breakdown.*p.field;
       a_.time.add_span(0, c.first_ns, c.status_ns, double(c.status_ns - c.first_ns));
-      if (c.kind == 'r' || c.kind == 'w') a_.time.add_span(c.kind == 'r' ? 1 : 2, c.first_ns, c.status_ns, c.bytes);
+      if (c.kind == 'r' || c.kind == 'w')
+        a_.time.add_span(c.kind == 'r' ? 1 : 2, c.first_ns, c.status_ns, c.bytes);
     }
     if (c.lba && (c.kind == 'r' || c.kind == 'w')) lba(c);
-    for (auto kind : c.findings) consider(size_t(kind), c, mine);
+    for (auto kind : c.findings)
+      consider(size_t(kind), c, mine);
     if (c.completed && c.findings.empty()) consider(kSlowest, c, mine);
   }
 
@@ -202,7 +206,8 @@ private:
       a_.scatter.push_back({c.first_ns - a_.first_ns, *c.lba, c.kind});
       if (a_.scatter.size() >= kScatterPoints) {  // keep every other point, sample half as often
         size_t j = 0;
-        for (size_t i = 0; i < a_.scatter.size(); i += 2) a_.scatter[j++] = a_.scatter[i];
+        for (size_t i = 0; i < a_.scatter.size(); i += 2)
+          a_.scatter[j++] = a_.scatter[i];
         a_.scatter.resize(j);
         a_.scatter_stride *= 2;
       }
@@ -271,9 +276,9 @@ void put(Out& o, fmt::format_string<Args...> f, Args&&... args) {
 
 const char* part_color(std::string_view part) {
   static const std::map<std::string_view, const char*> k = {
-      {"request", "#8ab6d6"}, {"think", "#7fb77e"},    {"data", "#c9c9c9"},
+      {"request", "#8ab6d6"}, {"think", "#7fb77e"},       {"data", "#c9c9c9"},
       {"nagle", "#d62728"},   {"delayed_ack", "#f2b705"}, {"r2t", "#9467bd"},
-      {"window", "#17becf"},  {"loss", "#8c564b"},      {"response", "#4a6fa5"}};
+      {"window", "#17becf"},  {"loss", "#8c564b"},        {"response", "#4a6fa5"}};
   auto it = k.find(part);
   return it == k.end() ? "#999" : it->second;
 }
@@ -287,7 +292,8 @@ std::string ms_axis(double ms) {
 std::string bytes_axis(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   int u = 0;
-  while (std::fabs(b) >= 1024 && u < 6) b /= 1024, ++u;
+  while (std::fabs(b) >= 1024 && u < 6)
+    b /= 1024, ++u;
   return fmt::format("{:g} {}", std::round(b * 10) / 10, units[u]);
 }
 
@@ -303,7 +309,8 @@ void latency_chart(Out& o, const std::string& id, char kind, uint32_t bytes, con
   int lo = svg::LogHistogram::kBins, hi = -1;
   uint64_t peak = 0;
   for (int i = 0; i < svg::LogHistogram::kBins; ++i)
-    if (h.bins[size_t(i)]) lo = std::min(lo, i), hi = std::max(hi, i), peak = std::max(peak, h.bins[size_t(i)]);
+    if (h.bins[size_t(i)])
+      lo = std::min(lo, i), hi = std::max(hi, i), peak = std::max(peak, h.bins[size_t(i)]);
   if (hi < 0) return;
   double xmin = svg::LogHistogram::edge_ms(lo), xmax = svg::LogHistogram::edge_ms(hi + 1);
   if (rtt_ms > 0) xmin = std::min(xmin, rtt_ms * 0.7), xmax = std::max(xmax, rtt_ms * 3.4);
@@ -316,37 +323,46 @@ void latency_chart(Out& o, const std::string& id, char kind, uint32_t bytes, con
       "<svg class=\"latency-chart\" id=\"{}\" data-kind=\"{}\" data-bytes=\"{}\" data-rtt-ms=\"{:.3f}\" "
       "width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" font-family=\"sans-serif\" font-size=\"11\">",
       id, command_kind_name(kind), bytes, rtt_ms, num(W), num(H), num(W), num(H));
-  put(o, "<text x=\"{}\" y=\"14\" font-weight=\"bold\" font-size=\"12\">{}</text>", num(L), esc(class_name(kind, bytes)));
+  put(o, "<text x=\"{}\" y=\"14\" font-weight=\"bold\" font-size=\"12\">{}</text>", num(L),
+      esc(class_name(kind, bytes)));
   if (st)
-    put(o, "<text x=\"{}\" y=\"27\" fill=\"#555\">{} commands · median {} · p90 {} · {:g} RT (ideal {})</text>",
+    put(o,
+        "<text x=\"{}\" y=\"27\" fill=\"#555\">{} commands · median {} · p90 {} · {:g} RT (ideal {})</text>",
         num(L), svg::count_text(st->commands), svg::ms_text(st->median_ms), svg::ms_text(st->p90_ms),
         st->median_round_trips, st->ideal_round_trips);
   // Decade grid.
   for (double d = xmin; d <= xmax * 1.0001; d *= 10) {
-    put(o, "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#eee\"/><text x=\"{0}\" y=\"{3}\" "
-           "text-anchor=\"middle\" fill=\"#555\">{4}</text>",
+    put(o,
+        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#eee\"/><text x=\"{0}\" y=\"{3}\" "
+        "text-anchor=\"middle\" fill=\"#555\">{4}</text>",
         num(X(d)), num(T), num(H - B), num(H - B + 14), ms_axis(d));
   }
-  put(o, "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#999\"/>", num(L), num(H - B), num(W - R));
-  put(o, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">latency (log scale)</text>", num((L + W - R) / 2), num(H - 4));
+  put(o, "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#999\"/>", num(L), num(H - B),
+      num(W - R));
+  put(o, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">latency (log scale)</text>",
+      num((L + W - R) / 2), num(H - 4));
   // Bars.
   for (int i = lo; i <= hi; ++i) {
     const uint64_t n = h.bins[size_t(i)];
     if (!n) continue;
     const double x0 = X(svg::LogHistogram::edge_ms(i)), x1 = X(svg::LogHistogram::edge_ms(i + 1));
     const double y = H - B - (H - T - B) * double(n) / double(peak);
-    put(o, "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#8ab6d6\"><title>{} – {}: {} commands</title></rect>",
-        num(x0 + 0.5), num(y), num(std::max(1.0, x1 - x0 - 1)), num(H - B - y), svg::ms_text(svg::LogHistogram::edge_ms(i)),
-        svg::ms_text(svg::LogHistogram::edge_ms(i + 1)), n);
+    put(o,
+        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#8ab6d6\"><title>{} – {}: {} "
+        "commands</title></rect>",
+        num(x0 + 0.5), num(y), num(std::max(1.0, x1 - x0 - 1)), num(H - B - y),
+        svg::ms_text(svg::LogHistogram::edge_ms(i)), svg::ms_text(svg::LogHistogram::edge_ms(i + 1)), n);
   }
   // CDF, stepping at each bin's upper edge.
   std::string pts = fmt::format("{},{}", num(X(svg::LogHistogram::edge_ms(lo))), num(Yc(0)));
   uint64_t cum = 0;
   for (int i = lo; i <= hi; ++i) {
     cum += h.bins[size_t(i)];
-    pts += fmt::format(" {},{}", num(X(svg::LogHistogram::edge_ms(i + 1))), num(Yc(double(cum) / double(h.total))));
+    pts += fmt::format(" {},{}", num(X(svg::LogHistogram::edge_ms(i + 1))),
+                       num(Yc(double(cum) / double(h.total))));
   }
-  put(o, "<polyline class=\"cdf\" points=\"{}\" fill=\"none\" stroke=\"#264653\" stroke-width=\"1.8\"/>", pts);
+  put(o, "<polyline class=\"cdf\" points=\"{}\" fill=\"none\" stroke=\"#264653\" stroke-width=\"1.8\"/>",
+      pts);
   for (int p : {0, 50, 100})
     put(o, "<text x=\"{}\" y=\"{}\" fill=\"#264653\">{}%</text>", num(W - R + 4), num(Yc(p / 100.0) + 4), p);
   put(o, "<text x=\"{}\" y=\"{}\" fill=\"#555\" text-anchor=\"end\">count</text>", num(L - 4), num(T + 4));
@@ -355,49 +371,56 @@ void latency_chart(Out& o, const std::string& id, char kind, uint32_t bytes, con
     for (int n = 1; n <= 3; ++n) {
       const double x = X(rtt_ms * n);
       put(o,
-          "<g data-role=\"rtt-line\" data-rt=\"{0}\"><line x1=\"{1}\" y1=\"{2}\" x2=\"{1}\" y2=\"{3}\" stroke=\"#e76f51\" "
-          "stroke-dasharray=\"4 3\" stroke-width=\"1.4\"/><text x=\"{4}\" y=\"{5}\" fill=\"#e76f51\">{0} RT</text></g>",
+          "<g data-role=\"rtt-line\" data-rt=\"{0}\"><line x1=\"{1}\" y1=\"{2}\" x2=\"{1}\" y2=\"{3}\" "
+          "stroke=\"#e76f51\" "
+          "stroke-dasharray=\"4 3\" stroke-width=\"1.4\"/><text x=\"{4}\" y=\"{5}\" fill=\"#e76f51\">{0} "
+          "RT</text></g>",
           n, num(x), num(T + 8), num(H - B), num(x + 3), num(T + 8 + 12 * (n - 1)));
     }
   o += "</svg>\n";
 }
 
-void breakdown_chart(Out& o, const std::string& id, const std::vector<std::pair<std::pair<char, uint32_t>, const ClassAgg*>>& rows) {
+void breakdown_chart(Out& o, const std::string& id,
+                     const std::vector<std::pair<std::pair<char, uint32_t>, const ClassAgg*>>& rows) {
   if (rows.empty()) return;
   const double W = 940, L = 150, R = 90, row = 24, T = 34;
   const double H = T + row * double(rows.size()) + 10;
   double maxv = 0;
   for (const auto& [key, k] : rows) {
     double t = 0;
-    for (const auto& p : kBreakdownParts) t += k->sum.*p.field / double(k->n);
+    for (const auto& p : kBreakdownParts)
+      t += k->sum.*p.field / double(k->n);
     maxv = std::max(maxv, t);
   }
   if (maxv <= 0) maxv = 1;
-  put(o, "<svg class=\"breakdown-chart\" id=\"{}\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
-         "font-family=\"sans-serif\" font-size=\"11\">",
+  put(o,
+      "<svg class=\"breakdown-chart\" id=\"{}\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
+      "font-family=\"sans-serif\" font-size=\"11\">",
       id, num(W), num(H), num(W), num(H));
   double lx = L;
   for (const auto& p : kBreakdownParts) {
-    put(o, "<rect x=\"{}\" y=\"6\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{}\" y=\"16\">{}</text>", num(lx),
-        part_color(p.name), num(lx + 16), p.name);
+    put(o, "<rect x=\"{}\" y=\"6\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{}\" y=\"16\">{}</text>",
+        num(lx), part_color(p.name), num(lx + 16), p.name);
     lx += 26 + 6.5 * double(p.name.size());
   }
   double y = T;
   for (const auto& [key, k] : rows) {
     put(o, "<g data-class=\"{}\"><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{} ({})</text>",
-        esc(class_name(key.first, key.second)), num(L - 6), num(y + 15), esc(class_name(key.first, key.second)),
-        svg::count_text(k->n));
+        esc(class_name(key.first, key.second)), num(L - 6), num(y + 15),
+        esc(class_name(key.first, key.second)), svg::count_text(k->n));
     double x = L, total = 0;
     for (const auto& p : kBreakdownParts) {
       const double v = k->sum.*p.field / double(k->n);
       total += v;
       const double w = (W - L - R) * v / maxv;
       if (w < 0.3) continue;
-      put(o, "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}: {} mean</title></rect>", num(x),
-          num(y + 3), num(w), num(row - 6), part_color(p.name), p.name, svg::ms_text(v));
+      put(o,
+          "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}: {} mean</title></rect>",
+          num(x), num(y + 3), num(w), num(row - 6), part_color(p.name), p.name, svg::ms_text(v));
       x += w;
     }
-    put(o, "<text x=\"{}\" y=\"{}\" fill=\"#333\">{}</text></g>", num(x + 5), num(y + 15), svg::ms_text(total));
+    put(o, "<text x=\"{}\" y=\"{}\" fill=\"#333\">{}</text></g>", num(x + 5), num(y + 15),
+        svg::ms_text(total));
     y += row;
   }
   o += "</svg>\n";
@@ -417,13 +440,16 @@ void timeline_chart(Out& o, const std::string& id, const svg::TimeBins& tb) {
   if (qmax <= 0) qmax = 1;
   if (bmax <= 0) bmax = 1;
   const double bw = (W - L - R) / double(n);
-  put(o, "<svg class=\"timeline-chart\" id=\"{}\" data-bins=\"{}\" data-bin-ms=\"{:g}\" width=\"{}\" height=\"{}\" "
-         "viewBox=\"0 0 {} {}\" font-family=\"sans-serif\" font-size=\"11\">",
+  put(o,
+      "<svg class=\"timeline-chart\" id=\"{}\" data-bins=\"{}\" data-bin-ms=\"{:g}\" width=\"{}\" "
+      "height=\"{}\" "
+      "viewBox=\"0 0 {} {}\" font-family=\"sans-serif\" font-size=\"11\">",
       id, n, double(tb.width_ns) / 1e6, num(W), num(H), num(W), num(H));
   // Queue depth: mean number of commands in flight per bin.
   const double y0 = T + ph;
-  put(o, "<text x=\"{}\" y=\"14\" font-weight=\"bold\">commands in flight (mean per {} bin; max {:.2f})</text>", num(L),
-      svg::ms_text(double(tb.width_ns) / 1e6), qmax);
+  put(o,
+      "<text x=\"{}\" y=\"14\" font-weight=\"bold\">commands in flight (mean per {} bin; max {:.2f})</text>",
+      num(L), svg::ms_text(double(tb.width_ns) / 1e6), qmax);
   std::string d = fmt::format("M{},{}", num(L), num(y0));
   for (size_t i = 0; i < n; ++i) {
     const double q = tb.v[i][0] / double(tb.width_ns);
@@ -432,33 +458,42 @@ void timeline_chart(Out& o, const std::string& id, const svg::TimeBins& tb) {
   }
   d += fmt::format(" L{},{} Z", num(L + bw * double(n)), num(y0));
   put(o, "<path d=\"{}\" fill=\"#8ab6d6\" stroke=\"#4a6fa5\" stroke-width=\"1\"/>", d);
-  put(o, "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#999\"/><text x=\"{3}\" y=\"{4}\" text-anchor=\"end\">{5:.2g}</text>"
-         "<text x=\"{3}\" y=\"{1}\" text-anchor=\"end\">0</text>",
+  put(o,
+      "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#999\"/><text x=\"{3}\" y=\"{4}\" "
+      "text-anchor=\"end\">{5:.2g}</text>"
+      "<text x=\"{3}\" y=\"{1}\" text-anchor=\"end\">0</text>",
       num(L), num(y0), num(W - R), num(L - 4), num(T + 8), qmax);
   // Throughput, read and write.
   const double y1 = y0 + gap + ph;
-  put(o, "<text x=\"{}\" y=\"{}\" font-weight=\"bold\">throughput (MB/s): <tspan fill=\"#1f6fd0\">read</tspan> "
-         "<tspan fill=\"#e76f51\">write</tspan></text>",
+  put(o,
+      "<text x=\"{}\" y=\"{}\" font-weight=\"bold\">throughput (MB/s): <tspan fill=\"#1f6fd0\">read</tspan> "
+      "<tspan fill=\"#e76f51\">write</tspan></text>",
       num(L), num(y0 + gap - 8));
   for (size_t k = 1; k <= 2; ++k) {
     std::string pts;
     for (size_t i = 0; i < n; ++i)
-      pts += fmt::format("{}{},{}", i ? " " : "", num(L + bw * (double(i) + 0.5)), num(y1 - ph * tb.v[i][k] / w_s / 1e6 / bmax));
-    put(o, "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"/>", pts, k == 1 ? "#1f6fd0" : "#e76f51");
+      pts += fmt::format("{}{},{}", i ? " " : "", num(L + bw * (double(i) + 0.5)),
+                         num(y1 - ph * tb.v[i][k] / w_s / 1e6 / bmax));
+    put(o, "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"/>", pts,
+        k == 1 ? "#1f6fd0" : "#e76f51");
   }
-  put(o, "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#999\"/><text x=\"{3}\" y=\"{4}\" text-anchor=\"end\">{5:.3g}</text>"
-         "<text x=\"{3}\" y=\"{1}\" text-anchor=\"end\">0</text>",
+  put(o,
+      "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#999\"/><text x=\"{3}\" y=\"{4}\" "
+      "text-anchor=\"end\">{5:.3g}</text>"
+      "<text x=\"{3}\" y=\"{1}\" text-anchor=\"end\">0</text>",
       num(L), num(y1), num(W - R), num(L - 4), num(y1 - ph + 8), bmax);
   // Time axis in seconds from the first segment.
   const double total_s = w_s * double(n);
   const double step = std::pow(10, std::floor(std::log10(std::max(total_s, 1e-6) / 5)));
   for (double t = 0; t <= total_s * 1.0001; t += step) {
     const double x = L + (W - L - R) * t / total_s;
-    put(o, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">{:g}</text>", num(x), num(y1 + 14), t);
+    put(o, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">{:g}</text>", num(x), num(y1 + 14),
+        t);
     if (t + step > total_s * 1.0001 || total_s / step > 12) break;
   }
-  put(o, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">seconds from the first segment (command "
-         "spans spread over bins)</text>",
+  put(o,
+      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">seconds from the first segment (command "
+      "spans spread over bins)</text>",
       num((L + W - R) / 2), num(y1 + 28));
   o += "</svg>\n";
 }
@@ -476,30 +511,42 @@ void gap_chart(Out& o, const std::string& id, const Aggregates& a) {
   const double W = 460, H = 230, L = 40, R = 12, T = 34, B = 46;
   const double bw = (W - L - R) / double(hi - lo + 1);
   const double seq_pct = 100.0 * double(a.sequential[size_t(bsi)]) / double(a.gap_pairs);
-  put(o, "<svg class=\"gap-chart\" id=\"{}\" data-sequential-pct=\"{:.1f}\" data-block-size=\"{}\" width=\"{}\" "
-         "height=\"{}\" viewBox=\"0 0 {} {}\" font-family=\"sans-serif\" font-size=\"11\">",
+  put(o,
+      "<svg class=\"gap-chart\" id=\"{}\" data-sequential-pct=\"{:.1f}\" data-block-size=\"{}\" width=\"{}\" "
+      "height=\"{}\" viewBox=\"0 0 {} {}\" font-family=\"sans-serif\" font-size=\"11\">",
       id, seq_pct, bs, num(W), num(H), num(W), num(H));
-  put(o, "<text x=\"{}\" y=\"14\" font-weight=\"bold\" font-size=\"12\">LBA gap to the previous command</text>", num(L));
-  put(o, "<text x=\"{}\" y=\"27\" fill=\"#555\">{:.1f}% sequential of {} pairs ({}-byte blocks assumed)</text>", num(L),
-      seq_pct, svg::count_text(a.gap_pairs), bs);
+  put(o,
+      "<text x=\"{}\" y=\"14\" font-weight=\"bold\" font-size=\"12\">LBA gap to the previous command</text>",
+      num(L));
+  put(o,
+      "<text x=\"{}\" y=\"27\" fill=\"#555\">{:.1f}% sequential of {} pairs ({}-byte blocks assumed)</text>",
+      num(L), seq_pct, svg::count_text(a.gap_pairs), bs);
   for (int i = lo; i <= hi; ++i) {
     const uint64_t n = g[size_t(i)];
     const double x = L + bw * double(i - lo);
     const int b = i - kGapBins;
     if (n) {
       const double y = H - B - (H - T - B) * double(n) / double(peak);
-      const std::string range = b == 0 ? std::string("sequential (gap 0)")
-                                       : fmt::format("gap {}{} to {}{}", b < 0 ? "-" : "+", bytes_axis(std::ldexp(1.0, std::abs(b) - 1)),
-                                                     b < 0 ? "-" : "+", bytes_axis(std::ldexp(1.0, std::abs(b))));
-      put(o, "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}: {}</title></rect>", num(x + 0.5),
-          num(y), num(std::max(1.0, bw - 1)), num(H - B - y), b == 0 ? "#2a9d8f" : "#b07aa1", range, n);
+      const std::string range =
+          b == 0 ? std::string("sequential (gap 0)")
+                 : fmt::format("gap {}{} to {}{}", b < 0 ? "-" : "+",
+                               bytes_axis(std::ldexp(1.0, std::abs(b) - 1)), b < 0 ? "-" : "+",
+                               bytes_axis(std::ldexp(1.0, std::abs(b))));
+      put(o, "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}: {}</title></rect>",
+          num(x + 0.5), num(y), num(std::max(1.0, bw - 1)), num(H - B - y), b == 0 ? "#2a9d8f" : "#b07aa1",
+          range, n);
     }
     if (b == 0 || (std::abs(b) % 10 == 1 && std::abs(b) > 1))
-      put(o, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">{}</text>", num(x + bw / 2), num(H - B + 14),
-          b == 0 ? std::string("0") : fmt::format("{}{}", b < 0 ? "-" : "+", bytes_axis(std::ldexp(1.0, std::abs(b) - 1))));
+      put(o, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">{}</text>", num(x + bw / 2),
+          num(H - B + 14),
+          b == 0 ? std::string("0")
+                 : fmt::format("{}{}", b < 0 ? "-" : "+", bytes_axis(std::ldexp(1.0, std::abs(b) - 1))));
   }
-  put(o, "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#999\"/>", num(L), num(H - B), num(W - R));
-  put(o, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">backward ← gap in bytes (log) → forward</text>",
+  put(o, "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#999\"/>", num(L), num(H - B),
+      num(W - R));
+  put(o,
+      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">backward ← gap in bytes (log) → "
+      "forward</text>",
       num((L + W - R) / 2), num(H - 16));
   o += "</svg>\n";
 }
@@ -515,21 +562,31 @@ void scatter_chart(Out& o, const std::string& id, const Aggregates& a, int64_t d
     const double y = H - B - (H - T - B) * double(p.lba) / lmax;
     (p.kind == 'r' ? rd : wr) += fmt::format("M{},{}h1.5", num(x), num(y));
   }
-  put(o, "<svg class=\"lba-chart\" id=\"{}\" data-points=\"{}\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
-         "font-family=\"sans-serif\" font-size=\"11\">",
+  put(o,
+      "<svg class=\"lba-chart\" id=\"{}\" data-points=\"{}\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} "
+      "{}\" "
+      "font-family=\"sans-serif\" font-size=\"11\">",
       id, a.scatter.size(), num(W), num(H), num(W), num(H));
-  put(o, "<text x=\"{}\" y=\"14\" font-weight=\"bold\" font-size=\"12\">LBA over time (<tspan fill=\"#1f6fd0\">read</tspan>, "
-         "<tspan fill=\"#e76f51\">write</tspan>; {} sampled)</text>",
+  put(o,
+      "<text x=\"{}\" y=\"14\" font-weight=\"bold\" font-size=\"12\">LBA over time (<tspan "
+      "fill=\"#1f6fd0\">read</tspan>, "
+      "<tspan fill=\"#e76f51\">write</tspan>; {} sampled)</text>",
       num(L), svg::count_text(a.scatter.size()));
   put(o, "<path d=\"{}\" stroke=\"#1f6fd0\" stroke-width=\"2\" stroke-linecap=\"round\"/>", rd);
   put(o, "<path d=\"{}\" stroke=\"#e76f51\" stroke-width=\"2\" stroke-linecap=\"round\"/>", wr);
-  put(o, "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#999\"/><line x1=\"{0}\" y1=\"{3}\" x2=\"{0}\" "
-         "y2=\"{1}\" stroke=\"#999\"/>",
+  put(o,
+      "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#999\"/><line x1=\"{0}\" y1=\"{3}\" "
+      "x2=\"{0}\" "
+      "y2=\"{1}\" stroke=\"#999\"/>",
       num(L), num(H - B), num(W - R), num(T));
-  put(o, "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" fill=\"#555\">{}</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\" "
-         "fill=\"#555\">0</text>",
+  put(o,
+      "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" fill=\"#555\">{}</text><text x=\"{}\" y=\"{}\" "
+      "text-anchor=\"end\" "
+      "fill=\"#555\">0</text>",
       num(L - 4), num(T + 8), a.max_lba, num(L - 4), num(H - B));
-  put(o, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">0 … {:.3g} s (time of the command)</text>",
+  put(o,
+      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">0 … {:.3g} s (time of the "
+      "command)</text>",
       num((L + W - R) / 2), num(H - 14), tmax / 1e9);
   o += "</svg>\n";
 }
@@ -568,7 +625,8 @@ nav a { margin-right: 12px; }
 
 std::string frames_text(const std::vector<uint64_t>& f) {
   std::string s;
-  for (size_t i = 0; i < f.size(); ++i) s += fmt::format("{}{}", i ? ", " : "", f[i]);
+  for (size_t i = 0; i < f.size(); ++i)
+    s += fmt::format("{}{}", i ? ", " : "", f[i]);
   return s;
 }
 
@@ -579,7 +637,8 @@ void advice_table(Out& o, const Summary& s, bool evidence, const std::string& an
     put(o, "<p>{}</p>\n", s.commands() ? "No findings." : "No findings (no SCSI commands).");
     return;
   }
-  o += "<table class=\"findings\"><tr><th>#</th><th>finding</th><th>side</th><th>commands</th><th>time lost</th>"
+  o += "<table class=\"findings\"><tr><th>#</th><th>finding</th><th>side</th><th>commands</th><th>time "
+       "lost</th>"
        "<th>median latency now → after fix</th><th>fix</th>";
   if (evidence) o += "<th>e.g. frames</th>";
   o += "</tr>\n";
@@ -589,11 +648,14 @@ void advice_table(Out& o, const Summary& s, bool evidence, const std::string& an
     const std::string cell = with_ladders.count(size_t(a.kind))
                                  ? fmt::format("<a href=\"#{}-{}\">{}</a>", anchor_prefix, name, name)
                                  : name;
-    put(o, "<tr data-kind=\"{}\"><td class=\"n\">{}</td><td class=\"kind\">{}</td><td>{}</td><td class=\"n\">{}</td>"
-           "<td class=\"n\">{}</td><td>{}</td><td class=\"fix\">{}</td>",
+    put(o,
+        "<tr data-kind=\"{}\"><td class=\"n\">{}</td><td class=\"kind\">{}</td><td>{}</td><td "
+        "class=\"n\">{}</td>"
+        "<td class=\"n\">{}</td><td>{}</td><td class=\"fix\">{}</td>",
         name, ++rank, cell, side_name(a.side), svg::count_text(a.commands), svg::ms_text(a.lost_ms),
-        a.commands ? fmt::format("{} → {}", svg::ms_text(a.median_latency_ms), svg::ms_text(a.median_fixed_ms))
-                   : std::string("– (not tied to single commands)"),
+        a.commands
+            ? fmt::format("{} → {}", svg::ms_text(a.median_latency_ms), svg::ms_text(a.median_fixed_ms))
+            : std::string("– (not tied to single commands)"),
         esc(a.fix));
     if (evidence) put(o, "<td>{}</td>", frames_text(a.example_frames));
     o += "</tr>\n";
@@ -604,22 +666,31 @@ void advice_table(Out& o, const Summary& s, bool evidence, const std::string& an
 void classes_table(Out& o, const Summary& s) {
   const auto classes = s.classes();
   if (classes.empty()) return;
-  o += "<table class=\"classes\"><tr><th>kind</th><th>size</th><th>commands</th><th>median</th><th>p90</th><th>max</th>"
+  o += "<table "
+       "class=\"classes\"><tr><th>kind</th><th>size</th><th>commands</th><th>median</th><th>p90</th><th>max</"
+       "th>"
        "<th>round trips median (ideal)</th></tr>\n";
   for (const ClassStats& c : classes)
-    put(o, "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
-           "<td class=\"n\">{}</td><td class=\"n\">{:g} ({})</td></tr>\n",
-        command_kind_name(c.kind), svg::size_text(c.bytes), svg::count_text(c.commands), svg::ms_text(c.median_ms),
-        svg::ms_text(c.p90_ms), svg::ms_text(c.max_ms), c.median_round_trips, c.ideal_round_trips);
+    put(o,
+        "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td "
+        "class=\"n\">{}</td>"
+        "<td class=\"n\">{}</td><td class=\"n\">{:g} ({})</td></tr>\n",
+        command_kind_name(c.kind), svg::size_text(c.bytes), svg::count_text(c.commands),
+        svg::ms_text(c.median_ms), svg::ms_text(c.p90_ms), svg::ms_text(c.max_ms), c.median_round_trips,
+        c.ideal_round_trips);
   o += "</table>\n";
 }
 
 std::string vantage_text(Vantage v) {
   switch (v) {
-    case Vantage::initiator: return "near the initiator";
-    case Vantage::target: return "near the target";
-    case Vantage::midpath: return "mid-path";
-    default: return "unknown";
+    case Vantage::initiator:
+      return "near the initiator";
+    case Vantage::target:
+      return "near the target";
+    case Vantage::midpath:
+      return "mid-path";
+    default:
+      return "unknown";
   }
 }
 
@@ -628,8 +699,11 @@ void connections_table(Out& o, const CaptureResult& r) {
     o += "<p>No iSCSI connection found (ports other than 3260? see --port).</p>\n";
     return;
   }
-  o += "<table class=\"connections\"><tr><th>conn.</th><th>session</th><th>initiator</th><th>target</th><th>capture point</th>"
-       "<th>RTT</th><th>to initiator</th><th>to target</th><th>MSS i/t</th><th>commands</th><th>max in flight</th>"
+  o += "<table "
+       "class=\"connections\"><tr><th>conn.</th><th>session</th><th>initiator</th><th>target</th><th>capture "
+       "point</th>"
+       "<th>RTT</th><th>to initiator</th><th>to target</th><th>MSS i/t</th><th>commands</th><th>max in "
+       "flight</th>"
        "<th>negotiated keys</th></tr>\n";
   for (const ConnectionInfo& c : r.connections) {
     std::string names;
@@ -638,14 +712,17 @@ void connections_table(Out& o, const CaptureResult& r) {
         names = fmt::format(" ({} → {})", s.initiator_name.empty() ? "?" : s.initiator_name,
                             s.target_name.empty() ? "?" : s.target_name);
     std::string keys;
-    for (const auto& [k, v] : c.keys) keys += fmt::format("{}{}={}", keys.empty() ? "" : " ", k, v);
+    for (const auto& [k, v] : c.keys)
+      keys += fmt::format("{}{}={}", keys.empty() ? "" : " ", k, v);
     if (keys.empty()) keys = "login not captured";
-    put(o, "<tr><td class=\"n\">{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td>"
-           "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}/{}{}</td><td class=\"n\">{}</td>"
-           "<td class=\"n\">{}</td><td class=\"note\">{}</td></tr>\n",
+    put(o,
+        "<tr><td class=\"n\">{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td>"
+        "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}/{}{}</td><td class=\"n\">{}</td>"
+        "<td class=\"n\">{}</td><td class=\"note\">{}</td></tr>\n",
         c.id, c.session, esc(names), esc(c.initiator.str()), esc(c.target.str()), vantage_text(c.vantage),
-        svg::ms_text(c.rtt_ms), svg::ms_text(c.rtt_initiator_ms), svg::ms_text(c.rtt_target_ms), c.mss_initiator,
-        c.mss_target, c.mss_inferred ? " (inferred)" : "", svg::count_text(c.commands), c.max_outstanding, esc(keys));
+        svg::ms_text(c.rtt_ms), svg::ms_text(c.rtt_initiator_ms), svg::ms_text(c.rtt_target_ms),
+        c.mss_initiator, c.mss_target, c.mss_inferred ? " (inferred)" : "", svg::count_text(c.commands),
+        c.max_outstanding, esc(keys));
   }
   o += "</table>\n";
 }
@@ -708,7 +785,7 @@ void capture_section(Run& run, const Input& in, size_t index, Out& o, bool& usab
       analyzer.finish();
       sink.finish_lba();
       r.connections = analyzer.connections();
-    r.unlisted = analyzer.unlisted_connections();
+      r.unlisted = analyzer.unlisted_connections();
       r.sessions = analyzer.sessions();
       if (r.stats.packets == 0 && r.stats.damaged) {
         r.error = fmt::format("{}: no packet could be read", in.path);
@@ -724,7 +801,8 @@ void capture_section(Run& run, const Input& in, size_t index, Out& o, bool& usab
     r.error = in.error;
   }
   packets += r.stats.packets;
-  put(o, "<section class=\"capture\" id=\"{}\" data-path=\"{}\">\n<h2>{}</h2>\n", cid, esc(r.path), esc(r.path));
+  put(o, "<section class=\"capture\" id=\"{}\" data-path=\"{}\">\n<h2>{}</h2>\n", cid, esc(r.path),
+      esc(r.path));
   if (!usable) {
     std::fprintf(stderr, "iscsi-doctor: error: %s\n", r.error.c_str());
     put(o, "<p class=\"gate-bad\">unusable: {}</p>\n</section>\n", esc(r.error));
@@ -741,12 +819,14 @@ void capture_section(Run& run, const Input& in, size_t index, Out& o, bool& usab
       if (!fresh)  // merge findings known to either pick
         for (const Finding& f : p.req.findings) {
           bool have = false;
-          for (const Finding& g : it->second.findings) have |= g.kind == f.kind && g.frame == f.frame;
+          for (const Finding& g : it->second.findings)
+            have |= g.kind == f.kind && g.frame == f.frame;
           if (!have) it->second.findings.push_back(f);
         }
     }
   std::vector<LadderRequest*> reqs;
-  for (auto& [key, req] : unique) reqs.push_back(&req);
+  for (auto& [key, req] : unique)
+    reqs.push_back(&req);
   try {
     collect_ladders(in.path, run.opt.decoder, reqs);
   } catch (const CaptureError&) {
@@ -754,11 +834,12 @@ void capture_section(Run& run, const Input& in, size_t index, Out& o, bool& usab
 
   const Summary& s = *r.summary;
   const double secs = r.stats.packets ? double(r.stats.last_ns - r.stats.first_ns) / 1e9 : 0;
-  put(o, "<p class=\"facts\">{}{}, {}, {} bytes, {} packets over {:.1f} s · {} SCSI commands, {} completed, "
-         "<b>{} excess round trips</b></p>\n",
-      format_name(r.probe.format), r.probe.gzip ? " (gzip)" : "", esc(r.link_description), svg::count_text(r.probe.size),
-      svg::count_text(r.stats.packets), secs, svg::count_text(s.commands()), svg::count_text(s.completed()),
-      svg::count_text(s.excess_round_trips()));
+  put(o,
+      "<p class=\"facts\">{}{}, {}, {} bytes, {} packets over {:.1f} s · {} SCSI commands, {} completed, "
+      "<b>{} excess round trips</b></p>\n",
+      format_name(r.probe.format), r.probe.gzip ? " (gzip)" : "", esc(r.link_description),
+      svg::count_text(r.probe.size), svg::count_text(r.stats.packets), secs, svg::count_text(s.commands()),
+      svg::count_text(s.completed()), svg::count_text(s.excess_round_trips()));
 
   std::set<size_t> with_ladders;
   for (size_t k = 0; k < finding_kind_count; ++k)
@@ -767,15 +848,18 @@ void capture_section(Run& run, const Input& in, size_t index, Out& o, bool& usab
   advice_table(o, s, true, cid, with_ladders);
 
   o += "<h3>Ladder diagrams of the worst commands</h3>\n";
-  o += "<p class=\"note\">Per finding kind, the commands it cost most. Initiator left, target right, the capture point "
-       "dashed between them where the measured round trips place it; time runs down. Hover an arrow for its TCP "
+  o += "<p class=\"note\">Per finding kind, the commands it cost most. Initiator left, target right, the "
+       "capture point "
+       "dashed between them where the measured round trips place it; time runs down. Hover an arrow for its "
+       "TCP "
        "header.</p>\n";
   bool any_ladder = false;
   auto draw = [&](size_t k, const std::string& title, const std::string& fix) {
     const auto& picks = agg.picks[k];
     if (picks.empty()) return;
     any_ladder = true;
-    const std::string kname = k == kSlowest ? std::string("slowest") : std::string(finding_name(FindingKind(k)));
+    const std::string kname =
+        k == kSlowest ? std::string("slowest") : std::string(finding_name(FindingKind(k)));
     put(o, "<h4 id=\"{}-{}\">{}</h4>\n", cid, kname, esc(title));
     if (!fix.empty()) put(o, "<p class=\"fix small\">fix: {}</p>\n", esc(fix));
     size_t rank = 0;
@@ -785,48 +869,58 @@ void capture_section(Run& run, const Input& in, size_t index, Out& o, bool& usab
       const std::string lid = fmt::format("{}-{}-{}", cid, kname, ++rank);
       if (rank == 2)  // the worst one open, the others folded: the page stays short
         put(o, "<details><summary>{} more</summary>\n", picks.size() - 1);
-      put(o, "<figure data-kind=\"{}\" data-itt=\"0x{:08x}\"><figcaption>#{} by {} ({}) · connection {} · "
-             "<code>iscsi-doctor ladder --itt 0x{:08x} --frame {} {}</code></figcaption>\n",
-          kname, p.req.command.itt, rank, k == kSlowest ? "latency" : "time lost to it", svg::ms_text(p.score),
-          p.req.command.connection, p.req.command.itt, p.req.command.first_frame, esc(r.path));
+      put(o,
+          "<figure data-kind=\"{}\" data-itt=\"0x{:08x}\"><figcaption>#{} by {} ({}) · connection {} · "
+          "<code>iscsi-doctor ladder --itt 0x{:08x} --frame {} {}</code></figcaption>\n",
+          kname, p.req.command.itt, rank, k == kSlowest ? "latency" : "time lost to it",
+          svg::ms_text(p.score), p.req.command.connection, p.req.command.itt, p.req.command.first_frame,
+          esc(r.path));
       o += render_ladder(it->second, lid, false);
       o += "</figure>\n";
     }
     if (rank >= 2) o += "</details>\n";
   };
   for (const Advice& a : s.advice())  // in the order of the findings table
-    draw(size_t(a.kind), fmt::format("{} — {} worst command{}", finding_name(a.kind), agg.picks[size_t(a.kind)].size(),
-                                     agg.picks[size_t(a.kind)].size() == 1 ? "" : "s"),
+    draw(size_t(a.kind),
+         fmt::format("{} — {} worst command{}", finding_name(a.kind), agg.picks[size_t(a.kind)].size(),
+                     agg.picks[size_t(a.kind)].size() == 1 ? "" : "s"),
          a.fix);
   if (!any_ladder) draw(kSlowest, "No finding: the slowest commands", "");
   if (!any_ladder) o += "<p>No commands to draw.</p>\n";
   if (s.finding_counts()[size_t(FindingKind::serialized)])
-    o += "<p class=\"note\">serialized is a connection-level finding: see commands in flight over time below.</p>\n";
+    o += "<p class=\"note\">serialized is a connection-level finding: see commands in flight over time "
+         "below.</p>\n";
 
   // Latency per class against the measured round trip.
   const double rtt = typical_rtt(r.connections);
   const auto stats = s.classes();
   std::vector<std::pair<std::pair<char, uint32_t>, const ClassAgg*>> rows;
-  for (const auto& [key, k] : agg.classes) rows.emplace_back(key, &k);
-  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second->n > b.second->n; });
+  for (const auto& [key, k] : agg.classes)
+    rows.emplace_back(key, &k);
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return a.second->n > b.second->n; });
   if (!rows.empty()) {
     o += "<h3>Latency per operation and size</h3>\n";
-    put(o, "<p class=\"note\">Histogram (bars) and cumulative distribution (line) of latency as captured; dashed lines at "
-           "1, 2 and 3 round trips of the measured RTT ({}, median over connections weighted by commands).</p>\n",
+    put(o,
+        "<p class=\"note\">Histogram (bars) and cumulative distribution (line) of latency as captured; "
+        "dashed lines at "
+        "1, 2 and 3 round trips of the measured RTT ({}, median over connections weighted by "
+        "commands).</p>\n",
         svg::ms_text(rtt));
     o += "<div class=\"charts\">\n";
     for (size_t i = 0; i < rows.size() && i < kClassesDrawn; ++i) {
       const ClassStats* st = nullptr;
       for (const auto& c : stats)
         if (c.kind == rows[i].first.first && c.bytes == rows[i].first.second) st = &c;
-      latency_chart(o, fmt::format("{}-lat-{}", cid, i), rows[i].first.first, rows[i].first.second, *rows[i].second, st, rtt);
+      latency_chart(o, fmt::format("{}-lat-{}", cid, i), rows[i].first.first, rows[i].first.second,
+                    *rows[i].second, st, rtt);
     }
     o += "</div>\n";
     if (rows.size() > kClassesDrawn)
       put(o, "<p class=\"note\">{} more classes in the table below.</p>\n", rows.size() - kClassesDrawn);
     o += "<h3>Where the time went: mean breakdown per command class</h3>\n";
-    std::vector<std::pair<std::pair<char, uint32_t>, const ClassAgg*>> top(rows.begin(),
-                                                                           rows.begin() + long(std::min(rows.size(), kBreakdownRows)));
+    std::vector<std::pair<std::pair<char, uint32_t>, const ClassAgg*>> top(
+        rows.begin(), rows.begin() + long(std::min(rows.size(), kBreakdownRows)));
     breakdown_chart(o, cid + "-breakdown", top);
     classes_table(o, s);
     o += "<h3>Queue depth and throughput over time</h3>\n";
@@ -836,24 +930,30 @@ void capture_section(Run& run, const Input& in, size_t index, Out& o, bool& usab
     o += "<h3>Access pattern: sequential or scattered</h3>\n<div class=\"charts\">\n";
     gap_chart(o, cid + "-gaps", agg);
     scatter_chart(o, cid + "-lba", agg, r.stats.last_ns - agg.first_ns);
-    o += "</div>\n<p class=\"note\">Gap = this command's LBA minus the end of the previous command's on the same "
+    o += "</div>\n<p class=\"note\">Gap = this command's LBA minus the end of the previous command's on the "
+         "same "
          "connection, in the order the commands were issued.</p>\n";
   }
 
   // Worst commands, linked to their diagram when there is one.
   const auto& worst = s.worst();
   if (!worst.empty()) {
-    o += "<h3>Worst commands (by excess round trips, then latency)</h3>\n<table class=\"worst\"><tr><th>ITT</th>"
-         "<th>op</th><th>LBA</th><th>bytes</th><th>frames</th><th>latency</th><th>RT/ideal</th><th>findings</th></tr>\n";
+    o += "<h3>Worst commands (by excess round trips, then latency)</h3>\n<table "
+         "class=\"worst\"><tr><th>ITT</th>"
+         "<th>op</th><th>LBA</th><th>bytes</th><th>frames</th><th>latency</th><th>RT/ideal</th><th>findings</"
+         "th></tr>\n";
     for (const CommandResult& c : worst) {
       std::string kinds;
-      for (auto k : c.findings) kinds += fmt::format("{}{}", kinds.empty() ? "" : ", ", finding_name(k));
+      for (auto k : c.findings)
+        kinds += fmt::format("{}{}", kinds.empty() ? "" : ", ", finding_name(k));
       if (!c.completed) kinds = "(no status) " + kinds;
-      put(o, "<tr><td><code>0x{:08x}</code></td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}-{}</td>"
-             "<td class=\"n\">{}</td><td class=\"n\">{}/{}</td><td>{}</td></tr>\n",
+      put(o,
+          "<tr><td><code>0x{:08x}</code></td><td>{}</td><td class=\"n\">{}</td><td "
+          "class=\"n\">{}</td><td>{}-{}</td>"
+          "<td class=\"n\">{}</td><td class=\"n\">{}/{}</td><td>{}</td></tr>\n",
           c.itt, esc(c.op), c.lba ? std::to_string(*c.lba) : "-", svg::count_text(c.bytes), c.first_frame,
-          c.status_frame ? std::to_string(c.status_frame) : "", c.completed ? svg::ms_text(c.latency_ms) : "-",
-          c.round_trips, c.ideal_round_trips, kinds);
+          c.status_frame ? std::to_string(c.status_frame) : "",
+          c.completed ? svg::ms_text(c.latency_ms) : "-", c.round_trips, c.ideal_round_trips, kinds);
     }
     o += "</table>\n";
   }
@@ -864,10 +964,12 @@ void capture_section(Run& run, const Input& in, size_t index, Out& o, bool& usab
     put(o, "<h3>Notices ({})</h3>\n<table class=\"notices\">", notices.size());
     for (size_t i = 0; i < notices.size() && i < 20; ++i)
       put(o, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>\n", notice_level_name(notices[i].level),
-          notices[i].frame ? fmt::format("frame {}", notices[i].frame) : std::string("-"), esc(notices[i].message));
+          notices[i].frame ? fmt::format("frame {}", notices[i].frame) : std::string("-"),
+          esc(notices[i].message));
     o += "</table>\n";
   }
-  put(o, "<details><summary>The text report</summary><pre>{}</pre></details>\n</section>\n", esc(text_report(r)));
+  put(o, "<details><summary>The text report</summary><pre>{}</pre></details>\n</section>\n",
+      esc(text_report(r)));
 }
 
 }  // namespace
@@ -912,27 +1014,35 @@ int run_html_report(const BatchOptions& opt, const std::string& path) {
     } else {
       const auto counts = overall.finding_counts();
       for (auto k : opt.fail_on)
-        if (counts[size_t(k)]) reasons.push_back(fmt::format("{}: {} found (--fail-on)", finding_name(k), counts[size_t(k)]));
+        if (counts[size_t(k)])
+          reasons.push_back(fmt::format("{}: {} found (--fail-on)", finding_name(k), counts[size_t(k)]));
       if (opt.max_excess_round_trips && overall.excess_round_trips() > *opt.max_excess_round_trips)
-        reasons.push_back(fmt::format("{} excess round trips > {} (--max-excess-round-trips)", overall.excess_round_trips(),
-                                      *opt.max_excess_round_trips));
+        reasons.push_back(fmt::format("{} excess round trips > {} (--max-excess-round-trips)",
+                                      overall.excess_round_trips(), *opt.max_excess_round_trips));
     }
   }
 
   Out h;
-  put(h, "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\"><head><meta charset=\"utf-8\"/>"
-         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>"
-         "<title>iscsi-doctor report</title><style>{}</style></head>\n<body>\n",
+  put(h,
+      "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\"><head><meta "
+      "charset=\"utf-8\"/>"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>"
+      "<title>iscsi-doctor report</title><style>{}</style></head>\n<body>\n",
       kCss);
-  put(h, "<header><h1>iscsi-doctor report</h1><p>{} capture{}, {} usable, {} packets, {} SCSI commands, {} completed, "
-         "{} excess round trips · iscsi-doctor {}</p></header>\n<main>\n",
-      inputs.size(), inputs.size() == 1 ? "" : "s", usable, svg::count_text(packets), svg::count_text(overall.commands()),
-      svg::count_text(overall.completed()), svg::count_text(overall.excess_round_trips()), ISCSI_DOCTOR_VERSION);
+  put(h,
+      "<header><h1>iscsi-doctor report</h1><p>{} capture{}, {} usable, {} packets, {} SCSI commands, {} "
+      "completed, "
+      "{} excess round trips · iscsi-doctor {}</p></header>\n<main>\n",
+      inputs.size(), inputs.size() == 1 ? "" : "s", usable, svg::count_text(packets),
+      svg::count_text(overall.commands()), svg::count_text(overall.completed()),
+      svg::count_text(overall.excess_round_trips()), ISCSI_DOCTOR_VERSION);
   if (gate) {
-    if (unevaluable) h += "<p class=\"gate-bad\" id=\"gate\">Gate: not evaluated, no SCSI command found</p>\n";
+    if (unevaluable)
+      h += "<p class=\"gate-bad\" id=\"gate\">Gate: not evaluated, no SCSI command found</p>\n";
     else if (!reasons.empty()) {
       std::string all;
-      for (const auto& x : reasons) all += (all.empty() ? "" : "; ") + x;
+      for (const auto& x : reasons)
+        all += (all.empty() ? "" : "; ") + x;
       put(h, "<p class=\"gate-bad\" id=\"gate\">Gate: TRIPPED ({})</p>\n", esc(all));
     } else
       h += "<p class=\"gate-ok\" id=\"gate\">Gate: passed</p>\n";
@@ -955,12 +1065,14 @@ int run_html_report(const BatchOptions& opt, const std::string& path) {
   std::fclose(out);
 
   if (gate && unevaluable) {
-    std::fprintf(stderr, "iscsi-doctor: error: the gate cannot be evaluated: no SCSI command found in the input\n");
+    std::fprintf(stderr,
+                 "iscsi-doctor: error: the gate cannot be evaluated: no SCSI command found in the input\n");
     return kExitUnusable;
   }
   if (!reasons.empty()) {
     if (!opt.quiet)
-      for (const auto& x : reasons) std::fprintf(stderr, "iscsi-doctor: gate tripped: %s\n", x.c_str());
+      for (const auto& x : reasons)
+        std::fprintf(stderr, "iscsi-doctor: gate tripped: %s\n", x.c_str());
     if (code == kExitClean) code = kExitGate;
   }
   return code;

@@ -57,13 +57,14 @@ public:
     OutBuf& o = buf();
     o += s.empty ? "\n{" : ",\n{";
     s.empty = false;
-    fmt::format_to(fmt::appender(o.b),
-                   FMT_COMPILE("\"capture\":{},\"session\":{},\"connection\":{},\"itt\":\"0x{:08x}\",\"cmdsn\":{},"
-                   "\"op\":"),
-                   capture, c.session, c.connection, c.itt, c.cmdsn);
+    fmt::format_to(
+        fmt::appender(o.b),
+        FMT_COMPILE("\"capture\":{},\"session\":{},\"connection\":{},\"itt\":\"0x{:08x}\",\"cmdsn\":{},"
+                    "\"op\":"),
+        capture, c.session, c.connection, c.itt, c.cmdsn);
     write_json_string(o, c.op);
-    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"iscsi_opcode\":{},\"kind\":\"{}\",\"lba\":"), c.iscsi_opcode,
-                   command_kind_name(c.kind));
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"iscsi_opcode\":{},\"kind\":\"{}\",\"lba\":"),
+                   c.iscsi_opcode, command_kind_name(c.kind));
     append_opt(o, c.lba);
     fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"bytes\":{},\"first_frame\":"), c.bytes);
     append_frame(o, c.first_frame);
@@ -74,8 +75,9 @@ public:
       append_ms(o, c.latency_ms);
     else
       o += "null";
-    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"round_trips\":{},\"ideal_round_trips\":{},\"findings\":["),
-                   c.round_trips, c.ideal_round_trips);
+    fmt::format_to(fmt::appender(o.b),
+                   FMT_COMPILE(",\"round_trips\":{},\"ideal_round_trips\":{},\"findings\":["), c.round_trips,
+                   c.ideal_round_trips);
     for (size_t i = 0; i < c.findings.size(); ++i) {
       if (i) o += ',';
       fmt::format_to(fmt::appender(o.b), FMT_COMPILE("\"{}\""), finding_name(c.findings[i]));
@@ -94,8 +96,8 @@ public:
     append_opt(o, c.iscsi_response);
     o += ",\"sense\":";
     if (c.sense_key) {
-      fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{{\"key\":{},\"key_name\":\"{}\",\"asc\":"), *c.sense_key,
-                      sense_key_name(*c.sense_key));
+      fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{{\"key\":{},\"key_name\":\"{}\",\"asc\":"),
+                     *c.sense_key, sense_key_name(*c.sense_key));
       append_opt(o, c.asc);
       o += ",\"ascq\":";
       append_opt(o, c.ascq);
@@ -103,8 +105,8 @@ public:
     } else {
       o += "null";
     }
-    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"completed\":{},\"data_incomplete\":{}}}"),
-                   c.completed, c.data_incomplete);
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"completed\":{},\"data_incomplete\":{}}}"), c.completed,
+                   c.data_incomplete);
     std::fwrite(o.data(), 1, o.size(), s.out);
   }
 
@@ -112,10 +114,11 @@ public:
     OutBuf& o = buf();
     o += s.empty ? "\n{" : ",\n{";
     s.empty = false;
-    fmt::format_to(fmt::appender(o.b),
-                   FMT_COMPILE("\"capture\":{},\"kind\":\"{}\",\"side\":\"{}\",\"session\":{},\"connection\":{},"
-                   "\"frame\":"),
-                   capture, finding_name(f.kind), side_name(f.side), f.session, f.connection);
+    fmt::format_to(
+        fmt::appender(o.b),
+        FMT_COMPILE("\"capture\":{},\"kind\":\"{}\",\"side\":\"{}\",\"session\":{},\"connection\":{},"
+                    "\"frame\":"),
+        capture, finding_name(f.kind), side_name(f.side), f.session, f.connection);
     append_frame(o, f.frame);
     o += ",\"related\":";
     o += related_json(f).dump();
@@ -151,10 +154,10 @@ public:
     c["first_time_ns"] = r.stats.packets ? nlohmann::json(r.stats.first_ns) : nlohmann::json(nullptr);
     c["duration_s"] = r.stats.packets ? (r.stats.last_ns - r.stats.first_ns) / 1e9 : 0.0;
     const ConnectionTotals& u = r.unlisted;
-    c["connections_unlisted"] = {{"connections", u.connections}, {"frames", u.frames},
-                                 {"pdus", u.pdus},               {"commands", u.commands},
-                                 {"resyncs", u.resyncs},         {"digest_errors", u.digest_errors},
-                                 {"bytes_missing", u.bytes_missing}};
+    c["connections_unlisted"] = {
+        {"connections", u.connections},    {"frames", u.frames},   {"pdus", u.pdus},
+        {"commands", u.commands},          {"resyncs", u.resyncs}, {"digest_errors", u.digest_errors},
+        {"bytes_missing", u.bytes_missing}};
     if (r.summary) {
       c["commands"] = r.summary->commands();
       c["summary"] = summary_json(*r.summary);
@@ -167,16 +170,18 @@ public:
       advice_examples_.emplace_back();
       for (const Advice& a : r.summary->advice())
         advice_examples_.back().push_back({a.kind, a.lost_ms, a.example_frames});
-      for (auto& s : sessions_json(r, true)) sessions_.push_back(std::move(s));
+      for (auto& s : sessions_json(r, true))
+        sessions_.push_back(std::move(s));
       size_t kept = 0;
       for (const Notice& n : r.summary->notices()) {
         if (kept++ == kNoticesKeptPerCapture) break;
-        notices_.push_back({{"capture", r.index},
-                            {"file", r.path},
-                            {"level", notice_level_name(n.level)},
-                            {"frame", n.frame ? nlohmann::json(n.frame) : nlohmann::json(nullptr)},
-                            {"connection", n.connection ? nlohmann::json(n.connection) : nlohmann::json(nullptr)},
-                            {"message", n.message}});
+        notices_.push_back(
+            {{"capture", r.index},
+             {"file", r.path},
+             {"level", notice_level_name(n.level)},
+             {"frame", n.frame ? nlohmann::json(n.frame) : nlohmann::json(nullptr)},
+             {"connection", n.connection ? nlohmann::json(n.connection) : nlohmann::json(nullptr)},
+             {"message", n.message}});
       }
     } else {
       advice_examples_.emplace_back();
@@ -226,9 +231,11 @@ public:
     summary["gate"] = std::move(gate);
 
     const auto tail = [&](std::string_view key, const nlohmann::json& v, bool last) {
-      std::fputs(fmt::format("\"{}\":{}{}\n", key,
-                             v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                             last ? "" : ",").c_str(), out);
+      std::fputs(
+          fmt::format("\"{}\":{}{}\n", key, v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                      last ? "" : ",")
+              .c_str(),
+          out);
     };
     tail("captures", captures_, false);
     tail("sessions", sessions_, false);

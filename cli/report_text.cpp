@@ -47,10 +47,14 @@ std::string file_size(uint64_t b) {
 
 std::string vantage_text(Vantage v) {
   switch (v) {
-    case Vantage::initiator: return "captured near the initiator";
-    case Vantage::target: return "captured near the target";
-    case Vantage::midpath: return "captured mid-path";
-    default: return "capture point unknown";
+    case Vantage::initiator:
+      return "captured near the initiator";
+    case Vantage::target:
+      return "captured near the target";
+    case Vantage::midpath:
+      return "captured mid-path";
+    default:
+      return "capture point unknown";
   }
 }
 
@@ -65,7 +69,8 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
 
 std::string frames_list(const std::vector<uint64_t>& frames) {
   std::vector<std::string> s;
-  for (uint64_t f : frames) s.push_back(std::to_string(f));
+  for (uint64_t f : frames)
+    s.push_back(std::to_string(f));
   return join(s, ", ");
 }
 
@@ -97,10 +102,11 @@ void write_advice(std::string& o, const Summary& s, bool evidence) {
                    "time lost", "median latency now -> after fix");
   size_t rank = 0;
   for (const Advice& a : advice) {
-    const std::string medians = a.commands ? fmt::format("{} -> {}", ms(a.median_latency_ms), ms(a.median_fixed_ms))
-                                           : std::string("- (not tied to single commands)");
-    o += fmt::format("  {:>2}  {:<16} {:<9} {:>9} {:>10}   {}\n", ++rank, finding_name(a.kind), side_name(a.side),
-                     count(a.commands), ms(a.lost_ms), medians);
+    const std::string medians = a.commands
+                                    ? fmt::format("{} -> {}", ms(a.median_latency_ms), ms(a.median_fixed_ms))
+                                    : std::string("- (not tied to single commands)");
+    o += fmt::format("  {:>2}  {:<16} {:<9} {:>9} {:>10}   {}\n", ++rank, finding_name(a.kind),
+                     side_name(a.side), count(a.commands), ms(a.lost_ms), medians);
     if (!a.fix.empty()) o += fmt::format("      fix: {}\n", a.fix);
     if (evidence && !a.example_frames.empty())
       o += fmt::format("      e.g. frames {}\n", frames_list(a.example_frames));
@@ -127,7 +133,8 @@ void write_worst(std::string& o, const Summary& s) {
                    "frames", "latency", "RT/ideal", "findings");
   for (const CommandResult& c : worst) {
     std::vector<std::string> kinds;
-    for (auto k : c.findings) kinds.emplace_back(finding_name(k));
+    for (auto k : c.findings)
+      kinds.emplace_back(finding_name(k));
     if (!c.completed) kinds.insert(kinds.begin(), "(no status)");
     if (c.data_incomplete) kinds.insert(kinds.begin(), "(data missing)");
     const std::string frames = c.status_frame ? fmt::format("{}-{}", c.first_frame, c.status_frame)
@@ -150,28 +157,29 @@ void write_sessions(std::string& o, const CaptureResult& r) {
     o += head + "\n";
     for (uint32_t id : s.connections)
       if (const ConnectionInfo* cp = r.connection(id)) {
-          const ConnectionInfo& c = *cp;
-          o += fmt::format("  connection {}  initiator {} <-> target {}  ({})\n", c.id, c.initiator.str(),
-                           c.target.str(), vantage_text(c.vantage));
-          std::string mss = fmt::format("MSS initiator {}, target {}{}", c.mss_initiator, c.mss_target,
-                                        c.mss_inferred ? " (inferred)" : "");
-          o += fmt::format("    RTT {} (capture point to initiator {}, to target {})   {}\n", ms(c.rtt_ms),
-                           ms(c.rtt_initiator_ms), ms(c.rtt_target_ms), mss);
-          std::vector<std::string> keys;
-          for (const auto& [k, v] : c.keys) keys.push_back(k + "=" + v);
-          if (keys.empty()) keys.emplace_back("no negotiated keys seen (login not captured)");
-          wrap(o, keys, "    ");
-          std::vector<std::string> counts{fmt::format("{} frames", count(c.frames)),
-                                          fmt::format("{} PDUs", count(c.pdus)),
-                                          fmt::format("{} commands", count(c.commands)),
-                                          fmt::format("at most {} in flight", c.max_outstanding)};
-          if (c.mid_session_start) counts.emplace_back("joined mid-session");
-          if (c.resyncs) counts.push_back(fmt::format("{} resyncs", count(c.resyncs)));
-          if (c.digest_errors) counts.push_back(fmt::format("{} digest errors", count(c.digest_errors)));
-          if (c.bytes_missing)
-            counts.push_back(fmt::format("{} bytes missing from the capture", count(c.bytes_missing)));
-          o += "    " + join(counts, ", ") + "\n";
-        }
+        const ConnectionInfo& c = *cp;
+        o += fmt::format("  connection {}  initiator {} <-> target {}  ({})\n", c.id, c.initiator.str(),
+                         c.target.str(), vantage_text(c.vantage));
+        std::string mss = fmt::format("MSS initiator {}, target {}{}", c.mss_initiator, c.mss_target,
+                                      c.mss_inferred ? " (inferred)" : "");
+        o += fmt::format("    RTT {} (capture point to initiator {}, to target {})   {}\n", ms(c.rtt_ms),
+                         ms(c.rtt_initiator_ms), ms(c.rtt_target_ms), mss);
+        std::vector<std::string> keys;
+        for (const auto& [k, v] : c.keys)
+          keys.push_back(k + "=" + v);
+        if (keys.empty()) keys.emplace_back("no negotiated keys seen (login not captured)");
+        wrap(o, keys, "    ");
+        std::vector<std::string> counts{fmt::format("{} frames", count(c.frames)),
+                                        fmt::format("{} PDUs", count(c.pdus)),
+                                        fmt::format("{} commands", count(c.commands)),
+                                        fmt::format("at most {} in flight", c.max_outstanding)};
+        if (c.mid_session_start) counts.emplace_back("joined mid-session");
+        if (c.resyncs) counts.push_back(fmt::format("{} resyncs", count(c.resyncs)));
+        if (c.digest_errors) counts.push_back(fmt::format("{} digest errors", count(c.digest_errors)));
+        if (c.bytes_missing)
+          counts.push_back(fmt::format("{} bytes missing from the capture", count(c.bytes_missing)));
+        o += "    " + join(counts, ", ") + "\n";
+      }
   }
   // Connections the engine put in no listed session.
   const std::unordered_set<uint32_t> listed = connections_in_sessions(r.sessions);
@@ -181,8 +189,9 @@ void write_sessions(std::string& o, const CaptureResult& r) {
                        c.initiator.str(), c.target.str(), vantage_text(c.vantage), count(c.commands));
   }
   if (const ConnectionTotals& u = r.unlisted; u.connections)
-    o += fmt::format("{} more connections, analysed but not listed one by one: {} frames, {} PDUs, {} commands\n",
-                     count(u.connections), count(u.frames), count(u.pdus), count(u.commands));
+    o += fmt::format(
+        "{} more connections, analysed but not listed one by one: {} frames, {} PDUs, {} commands\n",
+        count(u.connections), count(u.frames), count(u.pdus), count(u.commands));
 }
 
 class TextReport final : public Report {
@@ -199,9 +208,9 @@ public:
       return;
     }
     const double secs = r.stats.packets ? (r.stats.last_ns - r.stats.first_ns) / 1e9 : 0;
-    o += fmt::format("== {} ==\n{}{}, {}, {}, {} packets over {:.1f} s\n", where,
-                     format_name(r.probe.format), r.probe.gzip ? " (gzip)" : "", r.link_description,
-                     file_size(r.probe.size), count(r.stats.packets), secs);
+    o += fmt::format("== {} ==\n{}{}, {}, {}, {} packets over {:.1f} s\n", where, format_name(r.probe.format),
+                     r.probe.gzip ? " (gzip)" : "", r.link_description, file_size(r.probe.size),
+                     count(r.stats.packets), secs);
     const Summary& s = *r.summary;
     o += fmt::format("{} SCSI commands, {} completed, {} excess round trips\n\n", count(s.commands()),
                      count(s.completed()), count(s.excess_round_trips()));
@@ -233,10 +242,11 @@ public:
     std::string o;
     if (opt_.several && all.summary) {
       const Summary& s = *all.summary;
-      o += fmt::format("== All {} captures ==\n{} usable, {} packets, {} SCSI commands, {} completed, {} "
-                       "excess round trips\n\n",
-                       all.captures, all.usable, count(all.packets), count(s.commands()),
-                       count(s.completed()), count(s.excess_round_trips()));
+      o += fmt::format(
+          "== All {} captures ==\n{} usable, {} packets, {} SCSI commands, {} completed, {} "
+          "excess round trips\n\n",
+          all.captures, all.usable, count(all.packets), count(s.commands()), count(s.completed()),
+          count(s.excess_round_trips()));
       write_advice(o, s, false);
       write_classes(o, s);
       o += "\n";

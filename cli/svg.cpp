@@ -31,11 +31,21 @@ std::string esc(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     const char c = s[i];
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
       default: {
         // Names come from the wire: control characters are not allowed in XML 1.0, and a byte
         // that is not UTF-8 would make the page ill-formed (U+FFFD stands in for it).
@@ -45,8 +55,10 @@ std::string esc(std::string_view s) {
           ++i;
           continue;
         }
-        if (n == 1 && static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') out += '?';
-        else out.append(s.substr(i, n));
+        if (n == 1 && static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t')
+          out += '?';
+        else
+          out.append(s.substr(i, n));
         i += n;
         continue;
       }
@@ -106,8 +118,10 @@ void TimeBins::start(int64_t t0) {
 void TimeBins::grow_to(int64_t t) {
   while (t - origin_ns >= width_ns * int64_t(kBins)) {
     for (size_t i = 0; i < kBins / 2; ++i)
-      for (size_t k = 0; k < 3; ++k) v[i][k] = v[2 * i][k] + v[2 * i + 1][k];
-    for (size_t i = kBins / 2; i < kBins; ++i) v[i] = {};
+      for (size_t k = 0; k < 3; ++k)
+        v[i][k] = v[2 * i][k] + v[2 * i + 1][k];
+    for (size_t i = kBins / 2; i < kBins; ++i)
+      v[i] = {};
     width_ns *= 2;
   }
 }

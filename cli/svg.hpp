@@ -12,11 +12,11 @@
 
 namespace iscsi_doctor::cli::svg {
 
-std::string esc(std::string_view s);  // &, <, >, " and ' escaped (text and attribute values)
-std::string num(double v);            // coordinates: at most one decimal, no trailing ".0"
-std::string ms_text(double ms);       // "63.9 ms", "0.019 ms", "1.25 s"; "-" when unknown
+std::string esc(std::string_view s);    // &, <, >, " and ' escaped (text and attribute values)
+std::string num(double v);              // coordinates: at most one decimal, no trailing ".0"
+std::string ms_text(double ms);         // "63.9 ms", "0.019 ms", "1.25 s"; "-" when unknown
 std::string size_text(uint64_t bytes);  // "1 KiB", "255 B"
-std::string count_text(uint64_t n);   // "1,234,567"
+std::string count_text(uint64_t n);     // "1,234,567"
 
 // Latency histogram on a log scale: 10 bins per decade from 1 us to 1000 s.
 struct LogHistogram {

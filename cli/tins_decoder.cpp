@@ -51,9 +51,7 @@ template <typename T>
 Tins::PDU* make(const uint8_t* data, uint32_t size) {
   return new T(data, size);
 }
-Tins::PDU* make_dot11(const uint8_t* data, uint32_t size) {
-  return Tins::Dot11::from_bytes(data, size);
-}
+Tins::PDU* make_dot11(const uint8_t* data, uint32_t size) { return Tins::Dot11::from_bytes(data, size); }
 Tins::PDU* make_ethernet(const uint8_t* data, uint32_t size) {
   // As libtins' own sniffer does: a type/length field below 8 in its high byte is an 802.3 length.
   if (size >= 13 && data[12] < 8) return new Tins::Dot3(data, size);
@@ -115,8 +113,7 @@ Decoded decode_with(Frame f, Segment& s, std::string_view& why) {
     s.window = tcp->window();
     s.payload_wire_len = uint32_t(wire - tcp_header);
     s.options_len = tcp_header > 20 ? uint8_t(tcp_header - 20) : 0;
-    s.payload = raw ? std::span<const uint8_t>(raw->payload().data(), captured)
-                    : std::span<const uint8_t>{};
+    s.payload = raw ? std::span<const uint8_t>(raw->payload().data(), captured) : std::span<const uint8_t>{};
     if (s.flags & tcp_flag::syn) {
       if (const auto* o = tcp->search_option(Tins::TCP::MSS); o && o->data_size() == 2)
         s.mss_option = uint16_t((o->data_ptr()[0] << 8) | o->data_ptr()[1]);

@@ -53,44 +53,87 @@ gboolean pref_detect_ports = TRUE;
 guint pref_delayed_ack_ms = 10, pref_idle_timeout_s = 60, pref_max_connections = 65536,
       pref_max_open_commands = 65536, pref_max_reorder_bytes = 4u << 20;
 
-int hf_command = -1, hf_session = -1, hf_connection = -1, hf_itt = -1, hf_op = -1,
-    hf_round_trips = -1, hf_ideal_round_trips = -1, hf_excess_round_trips = -1,
-    hf_latency_ms = -1, hf_first_frame = -1, hf_lba = -1, hf_bytes = -1, hf_scsi_status = -1,
-    hf_command_findings = -1, hf_breakdown = -1;
+int hf_command = -1, hf_session = -1, hf_connection = -1, hf_itt = -1, hf_op = -1, hf_round_trips = -1,
+    hf_ideal_round_trips = -1, hf_excess_round_trips = -1, hf_latency_ms = -1, hf_first_frame = -1,
+    hf_lba = -1, hf_bytes = -1, hf_scsi_status = -1, hf_command_findings = -1, hf_breakdown = -1;
 enum BreakdownPart {
-  bd_request, bd_think, bd_data, bd_nagle, bd_delayed_ack, bd_r2t, bd_window, bd_loss,
-  bd_response, bd_count
+  bd_request,
+  bd_think,
+  bd_data,
+  bd_nagle,
+  bd_delayed_ack,
+  bd_r2t,
+  bd_window,
+  bd_loss,
+  bd_response,
+  bd_count
 };
 std::array<int, bd_count> hf_bd{-1, -1, -1, -1, -1, -1, -1, -1, -1};
 
-int hf_finding_tree = -1, hf_finding = -1, hf_side = -1, hf_lost_ms = -1, hf_fix = -1,
-    hf_detail = -1, hf_finding_itt = -1, hf_command_frame = -1, hf_decided_in = -1,
-    hf_decided_at_end = -1, hf_related_other = -1;
+int hf_finding_tree = -1, hf_finding = -1, hf_side = -1, hf_lost_ms = -1, hf_fix = -1, hf_detail = -1,
+    hf_finding_itt = -1, hf_command_frame = -1, hf_decided_in = -1, hf_decided_at_end = -1,
+    hf_related_other = -1;
 // Finding::related names the engine uses; anything else goes to iscsi_doctor.related.
-enum RelatedName { rel_released_by, rel_acks, rel_released, rel_previous_small, rel_original,
-                   rel_command, rel_count };
-constexpr std::array<const char*, rel_count> related_names{
-    "released_by", "acks", "released", "previous_small", "original", "command"};
+enum RelatedName {
+  rel_released_by,
+  rel_acks,
+  rel_released,
+  rel_previous_small,
+  rel_original,
+  rel_command,
+  rel_count
+};
+constexpr std::array<const char*, rel_count> related_names{"released_by",    "acks",     "released",
+                                                           "previous_small", "original", "command"};
 std::array<int, rel_count> hf_related{-1, -1, -1, -1, -1, -1};
 
-int hf_reported = -1, hf_reported_frame = -1, hf_reported_finding = -1,
-    hf_reported_status_frame = -1, hf_reported_round_trips = -1, hf_command_at_end = -1;
+int hf_reported = -1, hf_reported_frame = -1, hf_reported_finding = -1, hf_reported_status_frame = -1,
+    hf_reported_round_trips = -1, hf_command_at_end = -1;
 int hf_notice = -1;
 
-int ett_iscsi_doctor = -1, ett_command = -1, ett_breakdown = -1, ett_finding = -1,
-    ett_reported = -1;
+int ett_iscsi_doctor = -1, ett_command = -1, ett_breakdown = -1, ett_finding = -1, ett_reported = -1;
 
 std::array<expert_field, finding_kind_count> ei_finding{};
 expert_field ei_notice_info = EI_INIT, ei_notice_warning = EI_INIT, ei_notice_error = EI_INIT;
 
 // Wireshark fields the post-dissector reads (set_postdissector_wanted_hfids).
-enum Wanted { w_tcp, w_srcport, w_dstport, w_seq_raw, w_ack_raw, w_flags, w_window, w_hdr_len,
-              w_len, w_mss, w_wscale, w_ip_src, w_ip_dst, w_ipv6_src, w_ipv6_dst, w_icmp,
-              w_icmpv6, w_count };
-constexpr std::array<const char*, w_count> wanted_names{
-    "tcp", "tcp.srcport", "tcp.dstport", "tcp.seq_raw", "tcp.ack_raw", "tcp.flags",
-    "tcp.window_size_value", "tcp.hdr_len", "tcp.len", "tcp.options.mss_val",
-    "tcp.options.wscale.shift", "ip.src", "ip.dst", "ipv6.src", "ipv6.dst", "icmp", "icmpv6"};
+enum Wanted {
+  w_tcp,
+  w_srcport,
+  w_dstport,
+  w_seq_raw,
+  w_ack_raw,
+  w_flags,
+  w_window,
+  w_hdr_len,
+  w_len,
+  w_mss,
+  w_wscale,
+  w_ip_src,
+  w_ip_dst,
+  w_ipv6_src,
+  w_ipv6_dst,
+  w_icmp,
+  w_icmpv6,
+  w_count
+};
+constexpr std::array<const char*, w_count> wanted_names{"tcp",
+                                                        "tcp.srcport",
+                                                        "tcp.dstport",
+                                                        "tcp.seq_raw",
+                                                        "tcp.ack_raw",
+                                                        "tcp.flags",
+                                                        "tcp.window_size_value",
+                                                        "tcp.hdr_len",
+                                                        "tcp.len",
+                                                        "tcp.options.mss_val",
+                                                        "tcp.options.wscale.shift",
+                                                        "ip.src",
+                                                        "ip.dst",
+                                                        "ipv6.src",
+                                                        "ipv6.dst",
+                                                        "icmp",
+                                                        "icmpv6"};
 std::array<int, w_count> hf_wanted{};
 
 // ---------------------------------------------------------------------------------------------
@@ -111,12 +154,12 @@ struct NoticeRec {
 
 // What is known about one frame; also the tap data handed to the statistics tree.
 struct iscsi_doctor_frame {
-  std::vector<uint32_t> commands;  // completed here (status frame)
+  std::vector<uint32_t> commands;           // completed here (status frame)
   std::vector<uint32_t> reported_commands;  // completion decided here, status frame earlier
   std::vector<uint32_t> tapped_commands;    // counted in the statistics at this frame
-  std::vector<uint32_t> findings;  // evidence here
-  std::vector<uint32_t> reported;  // decided here, evidence elsewhere
-  std::vector<uint32_t> tapped;    // counted in the statistics at this frame
+  std::vector<uint32_t> findings;           // evidence here
+  std::vector<uint32_t> reported;           // decided here, evidence elsewhere
+  std::vector<uint32_t> tapped;             // counted in the statistics at this frame
   std::vector<NoticeRec> notices;
 };
 
@@ -303,9 +346,8 @@ const char* kind_name(FindingKind k) { return finding_name(k).data(); }
 
 void add_command(proto_tree* tree, tvbuff_t* tvb, const CommandResult& c, uint64_t decided) {
   proto_item* ti = proto_tree_add_none_format(
-      tree, hf_command, tvb, 0, 0, "Command ITT 0x%08x %s: %d round trip%s (ideal %d), %.3f ms",
-      c.itt, c.op.c_str(), c.round_trips, c.round_trips == 1 ? "" : "s", c.ideal_round_trips,
-      c.latency_ms);
+      tree, hf_command, tvb, 0, 0, "Command ITT 0x%08x %s: %d round trip%s (ideal %d), %.3f ms", c.itt,
+      c.op.c_str(), c.round_trips, c.round_trips == 1 ? "" : "s", c.ideal_round_trips, c.latency_ms);
   proto_item_set_generated(ti);
   proto_tree* ct = proto_item_add_subtree(ti, ett_command);
   auto gen = [](proto_item* it) { proto_item_set_generated(it); };
@@ -316,8 +358,7 @@ void add_command(proto_tree* tree, tvbuff_t* tvb, const CommandResult& c, uint64
   gen(proto_tree_add_uint(ct, hf_first_frame, tvb, 0, 0, static_cast<guint32>(c.first_frame)));
   gen(proto_tree_add_int(ct, hf_round_trips, tvb, 0, 0, c.round_trips));
   gen(proto_tree_add_int(ct, hf_ideal_round_trips, tvb, 0, 0, c.ideal_round_trips));
-  gen(proto_tree_add_int(ct, hf_excess_round_trips, tvb, 0, 0,
-                         c.round_trips - c.ideal_round_trips));
+  gen(proto_tree_add_int(ct, hf_excess_round_trips, tvb, 0, 0, c.round_trips - c.ideal_round_trips));
   gen(proto_tree_add_double(ct, hf_latency_ms, tvb, 0, 0, c.latency_ms));
   if (c.lba) gen(proto_tree_add_uint64(ct, hf_lba, tvb, 0, 0, *c.lba));
   gen(proto_tree_add_uint(ct, hf_bytes, tvb, 0, 0, c.bytes));
@@ -330,8 +371,8 @@ void add_command(proto_tree* tree, tvbuff_t* tvb, const CommandResult& c, uint64
 
   const Breakdown& b = c.breakdown;
   const std::array<double, bd_count> parts{b.request_ms, b.think_ms,       b.data_ms,
-                                            b.nagle_ms,   b.delayed_ack_ms, b.r2t_ms,
-                                            b.window_ms,  b.loss_ms,        b.response_ms};
+                                           b.nagle_ms,   b.delayed_ack_ms, b.r2t_ms,
+                                           b.window_ms,  b.loss_ms,        b.response_ms};
   proto_item* bi = proto_tree_add_none_format(ct, hf_breakdown, tvb, 0, 0, "Latency breakdown");
   gen(bi);
   proto_tree* bt = proto_item_add_subtree(bi, ett_breakdown);
@@ -341,17 +382,20 @@ void add_command(proto_tree* tree, tvbuff_t* tvb, const CommandResult& c, uint64
 
 expert_field* notice_ei(Notice::Level l) {
   switch (l) {
-    case Notice::Level::info: return &ei_notice_info;
-    case Notice::Level::warning: return &ei_notice_warning;
-    default: return &ei_notice_error;
+    case Notice::Level::info:
+      return &ei_notice_info;
+    case Notice::Level::warning:
+      return &ei_notice_warning;
+    default:
+      return &ei_notice_error;
   }
 }
 
 void add_finding(proto_tree* tree, tvbuff_t* tvb, packet_info* pinfo, const FindingRec& r) {
   const Finding& f = r.f;
-  proto_item* ti = proto_tree_add_none_format(
-      tree, hf_finding_tree, tvb, 0, 0, "Finding: %s (%s), %.3f ms lost", kind_name(f.kind),
-      side_name(f.side).data(), f.lost_ms);
+  proto_item* ti =
+      proto_tree_add_none_format(tree, hf_finding_tree, tvb, 0, 0, "Finding: %s (%s), %.3f ms lost",
+                                 kind_name(f.kind), side_name(f.side).data(), f.lost_ms);
   proto_item_set_generated(ti);
   proto_tree* ft = proto_item_add_subtree(ti, ett_finding);
   auto gen = [](proto_item* it) { proto_item_set_generated(it); };
@@ -365,53 +409,47 @@ void add_finding(proto_tree* tree, tvbuff_t* tvb, packet_info* pinfo, const Find
   gen(proto_tree_add_uint(ft, hf_connection, tvb, 0, 0, f.connection));
   if (f.itt) gen(proto_tree_add_uint(ft, hf_finding_itt, tvb, 0, 0, *f.itt));
   if (f.command_first_frame)
-    gen(proto_tree_add_uint(ft, hf_command_frame, tvb, 0, 0,
-                            static_cast<guint32>(f.command_first_frame)));
+    gen(proto_tree_add_uint(ft, hf_command_frame, tvb, 0, 0, static_cast<guint32>(f.command_first_frame)));
   for (const auto& [name, frame] : f.related) {
     int hf = hf_related_other;
     for (int i = 0; i < rel_count; ++i)
       if (name == related_names[i]) hf = hf_related[i];
     if (hf == hf_related_other)
-      gen(proto_tree_add_uint_format_value(ft, hf, tvb, 0, 0, static_cast<guint32>(frame),
-                                           "%s: %u", name.c_str(),
-                                           static_cast<unsigned>(frame)));
+      gen(proto_tree_add_uint_format_value(ft, hf, tvb, 0, 0, static_cast<guint32>(frame), "%s: %u",
+                                           name.c_str(), static_cast<unsigned>(frame)));
     else
       gen(proto_tree_add_uint(ft, hf, tvb, 0, 0, static_cast<guint32>(frame)));
   }
   if (r.decided_frame && r.decided_frame != f.frame)
     gen(proto_tree_add_uint(ft, hf_decided_in, tvb, 0, 0, static_cast<guint32>(r.decided_frame)));
-  if (!r.decided_frame)
-    gen(proto_tree_add_string(ft, hf_decided_at_end, tvb, 0, 0, kind_name(f.kind)));
+  if (!r.decided_frame) gen(proto_tree_add_string(ft, hf_decided_at_end, tvb, 0, 0, kind_name(f.kind)));
 
   auto k = static_cast<size_t>(f.kind);
   if (k < finding_kind_count)
     // One message per kind and side, so the Expert Information dialog groups them.
-    expert_add_info_format(pinfo, kind_item, &ei_finding[k], "%s (%s side); fix: %s",
-                           kind_name(f.kind), side_name(f.side).data(), r.fix.c_str());
+    expert_add_info_format(pinfo, kind_item, &ei_finding[k], "%s (%s side); fix: %s", kind_name(f.kind),
+                           side_name(f.side).data(), r.fix.c_str());
 }
 
 void add_reported_command(proto_tree* tree, tvbuff_t* tvb, const CommandResult& c) {
-  proto_item* ti = proto_tree_add_none_format(
-      tree, hf_reported, tvb, 0, 0, "Decided here: completion of ITT 0x%08x on frame %u", c.itt,
-      static_cast<unsigned>(c.status_frame));
+  proto_item* ti = proto_tree_add_none_format(tree, hf_reported, tvb, 0, 0,
+                                              "Decided here: completion of ITT 0x%08x on frame %u", c.itt,
+                                              static_cast<unsigned>(c.status_frame));
   proto_item_set_generated(ti);
   proto_tree* rt = proto_item_add_subtree(ti, ett_reported);
-  proto_item_set_generated(proto_tree_add_uint(rt, hf_reported_status_frame, tvb, 0, 0,
-                                               static_cast<guint32>(c.status_frame)));
   proto_item_set_generated(
-      proto_tree_add_int(rt, hf_reported_round_trips, tvb, 0, 0, c.round_trips));
+      proto_tree_add_uint(rt, hf_reported_status_frame, tvb, 0, 0, static_cast<guint32>(c.status_frame)));
+  proto_item_set_generated(proto_tree_add_int(rt, hf_reported_round_trips, tvb, 0, 0, c.round_trips));
 }
 
 void add_reported(proto_tree* tree, tvbuff_t* tvb, const FindingRec& r) {
-  proto_item* ti = proto_tree_add_none_format(
-      tree, hf_reported, tvb, 0, 0, "Decided here: %s on frame %u", kind_name(r.f.kind),
-      static_cast<unsigned>(r.f.frame));
+  proto_item* ti = proto_tree_add_none_format(tree, hf_reported, tvb, 0, 0, "Decided here: %s on frame %u",
+                                              kind_name(r.f.kind), static_cast<unsigned>(r.f.frame));
   proto_item_set_generated(ti);
   proto_tree* rt = proto_item_add_subtree(ti, ett_reported);
   proto_item_set_generated(
       proto_tree_add_uint(rt, hf_reported_frame, tvb, 0, 0, static_cast<guint32>(r.f.frame)));
-  proto_item_set_generated(
-      proto_tree_add_string(rt, hf_reported_finding, tvb, 0, 0, kind_name(r.f.kind)));
+  proto_item_set_generated(proto_tree_add_string(rt, hf_reported_finding, tvb, 0, 0, kind_name(r.f.kind)));
 }
 
 int dissect_iscsi_doctor(tvbuff_t* tvb, packet_info* pinfo, proto_tree* tree, void*) {
@@ -425,8 +463,7 @@ int dissect_iscsi_doctor(tvbuff_t* tvb, packet_info* pinfo, proto_tree* tree, vo
       fr.tapped.empty() && fr.reported_commands.empty() && fr.tapped_commands.empty())
     return 0;
 
-  if (!fr.tapped.empty() || !fr.tapped_commands.empty())
-    tap_queue_packet(tap_iscsi_doctor, pinfo, &fr);
+  if (!fr.tapped.empty() || !fr.tapped_commands.empty()) tap_queue_packet(tap_iscsi_doctor, pinfo, &fr);
 
   if (pref_info_column) {
     for (uint32_t i : fr.findings)
@@ -444,9 +481,12 @@ int dissect_iscsi_doctor(tvbuff_t* tvb, packet_info* pinfo, proto_tree* tree, vo
   proto_tree* dt = proto_item_add_subtree(root, ett_iscsi_doctor);
   for (uint32_t i : fr.commands)
     add_command(dt, tvb, g_state->commands[i], g_state->command_decided[i]);
-  for (uint32_t i : fr.findings) add_finding(dt, tvb, pinfo, g_state->findings[i]);
-  for (uint32_t i : fr.reported) add_reported(dt, tvb, g_state->findings[i]);
-  for (uint32_t i : fr.reported_commands) add_reported_command(dt, tvb, g_state->commands[i]);
+  for (uint32_t i : fr.findings)
+    add_finding(dt, tvb, pinfo, g_state->findings[i]);
+  for (uint32_t i : fr.reported)
+    add_reported(dt, tvb, g_state->findings[i]);
+  for (uint32_t i : fr.reported_commands)
+    add_reported_command(dt, tvb, g_state->commands[i]);
   for (const NoticeRec& n : fr.notices) {
     proto_item* ni = proto_tree_add_string(dt, hf_notice, tvb, 0, 0, n.message.c_str());
     proto_item_set_generated(ni);
@@ -475,8 +515,7 @@ void st_command(stats_tree* st, int parent, const CommandResult& c) {
   int cmds = tick_stat_node(st, "commands", parent, TRUE);
   avg_stat_node_add_value_int(st, "round trips", cmds, FALSE, c.round_trips);
   avg_stat_node_add_value_int(st, "ideal round trips", cmds, FALSE, c.ideal_round_trips);
-  increase_stat_node(st, "excess round trips (total)", cmds, FALSE,
-                     c.round_trips - c.ideal_round_trips);
+  increase_stat_node(st, "excess round trips (total)", cmds, FALSE, c.round_trips - c.ideal_round_trips);
   avg_stat_node_add_value_float(st, "latency (ms)", cmds, FALSE, static_cast<float>(c.latency_ms));
   for (FindingKind k : c.findings)
     if (k != FindingKind::serialized) {
@@ -498,8 +537,7 @@ std::string short_fix(const std::string& fix) {
 void st_finding(stats_tree* st, int parent, const std::string& scope, const FindingRec& r) {
   const Finding& f = r.f;
   int kn = tick_stat_node(st, kind_name(f.kind), parent, TRUE);
-  avg_stat_node_add_value_float(st, "time lost per finding (ms)", kn, FALSE,
-                                static_cast<float>(f.lost_ms));
+  avg_stat_node_add_value_float(st, "time lost per finding (ms)", kn, FALSE, static_cast<float>(f.lost_ms));
   double& total = st_totals[st][scope + "/" + kind_name(f.kind)];
   total += f.lost_ms;
   set_stat_node(st, "time lost (ms, total)", kn, FALSE, static_cast<gint>(std::lround(total)));
@@ -509,8 +547,7 @@ void st_finding(stats_tree* st, int parent, const std::string& scope, const Find
   tick_stat_node(st, fix.c_str(), kn, FALSE);
 }
 
-tap_packet_status st_packet(stats_tree* st, packet_info*, epan_dissect_t*, const void* p,
-                            tap_flags_t) {
+tap_packet_status st_packet(stats_tree* st, packet_info*, epan_dissect_t*, const void* p, tap_flags_t) {
   if (!g_state || !p) return TAP_PACKET_DONT_REDRAW;
   const auto* fr = static_cast<const iscsi_doctor_frame*>(p);
   int all = stats_tree_manip_node_int(MN_INCREASE, st, st_all, st_root_node, TRUE, 0);
@@ -538,157 +575,172 @@ tap_packet_status st_packet(stats_tree* st, packet_info*, epan_dissect_t*, const
 
 extern "C" void proto_register_iscsi_doctor(void) {
   static hf_register_info hf[] = {
-      {&hf_command, {"Command", "iscsi_doctor.command", FT_NONE, BASE_NONE, NULL, 0x0,
-                     "A SCSI command completed in this frame", HFILL}},
-      {&hf_session, {"Session", "iscsi_doctor.session", FT_UINT32, BASE_DEC, NULL, 0x0,
-                     "iscsi-doctor's session number (from 1)", HFILL}},
-      {&hf_connection, {"Connection", "iscsi_doctor.connection", FT_UINT32, BASE_DEC, NULL, 0x0,
-                        "iscsi-doctor's connection number (from 1)", HFILL}},
-      {&hf_itt, {"ITT", "iscsi_doctor.itt", FT_UINT32, BASE_HEX, NULL, 0x0,
-                 "Initiator Task Tag of the command completed here", HFILL}},
-      {&hf_op, {"Operation", "iscsi_doctor.op", FT_STRING, BASE_NONE, NULL, 0x0,
-                "SCSI operation (READ(10), WRITE(16), ...)", HFILL}},
-      {&hf_round_trips, {"Round trips", "iscsi_doctor.round_trips", FT_INT32, BASE_DEC, NULL,
-                         0x0, "Network round trips on the command's critical path", HFILL}},
-      {&hf_ideal_round_trips, {"Ideal round trips", "iscsi_doctor.ideal_round_trips", FT_INT32,
-                               BASE_DEC, NULL, 0x0,
-                               "Round trips the protocol needs with the negotiated keys", HFILL}},
-      {&hf_excess_round_trips, {"Excess round trips", "iscsi_doctor.excess_round_trips",
-                                FT_INT32, BASE_DEC, NULL, 0x0, "round_trips - ideal_round_trips",
-                                HFILL}},
-      {&hf_latency_ms, {"Latency (ms)", "iscsi_doctor.latency_ms", FT_DOUBLE, BASE_NONE, NULL,
-                        0x0, "From the command's first frame to its status frame", HFILL}},
-      {&hf_first_frame, {"Command's first frame", "iscsi_doctor.first_frame", FT_FRAMENUM,
-                         BASE_NONE, FRAMENUM_TYPE(FT_FRAMENUM_REQUEST), 0x0,
-                         "Frame carrying the first byte of the command PDU", HFILL}},
+      {&hf_command,
+       {"Command", "iscsi_doctor.command", FT_NONE, BASE_NONE, NULL, 0x0,
+        "A SCSI command completed in this frame", HFILL}},
+      {&hf_session,
+       {"Session", "iscsi_doctor.session", FT_UINT32, BASE_DEC, NULL, 0x0,
+        "iscsi-doctor's session number (from 1)", HFILL}},
+      {&hf_connection,
+       {"Connection", "iscsi_doctor.connection", FT_UINT32, BASE_DEC, NULL, 0x0,
+        "iscsi-doctor's connection number (from 1)", HFILL}},
+      {&hf_itt,
+       {"ITT", "iscsi_doctor.itt", FT_UINT32, BASE_HEX, NULL, 0x0,
+        "Initiator Task Tag of the command completed here", HFILL}},
+      {&hf_op,
+       {"Operation", "iscsi_doctor.op", FT_STRING, BASE_NONE, NULL, 0x0,
+        "SCSI operation (READ(10), WRITE(16), ...)", HFILL}},
+      {&hf_round_trips,
+       {"Round trips", "iscsi_doctor.round_trips", FT_INT32, BASE_DEC, NULL, 0x0,
+        "Network round trips on the command's critical path", HFILL}},
+      {&hf_ideal_round_trips,
+       {"Ideal round trips", "iscsi_doctor.ideal_round_trips", FT_INT32, BASE_DEC, NULL, 0x0,
+        "Round trips the protocol needs with the negotiated keys", HFILL}},
+      {&hf_excess_round_trips,
+       {"Excess round trips", "iscsi_doctor.excess_round_trips", FT_INT32, BASE_DEC, NULL, 0x0,
+        "round_trips - ideal_round_trips", HFILL}},
+      {&hf_latency_ms,
+       {"Latency (ms)", "iscsi_doctor.latency_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0,
+        "From the command's first frame to its status frame", HFILL}},
+      {&hf_first_frame,
+       {"Command's first frame", "iscsi_doctor.first_frame", FT_FRAMENUM, BASE_NONE,
+        FRAMENUM_TYPE(FT_FRAMENUM_REQUEST), 0x0, "Frame carrying the first byte of the command PDU", HFILL}},
       {&hf_lba, {"LBA", "iscsi_doctor.lba", FT_UINT64, BASE_DEC, NULL, 0x0, NULL, HFILL}},
-      {&hf_bytes, {"Bytes", "iscsi_doctor.bytes", FT_UINT32, BASE_DEC, NULL, 0x0,
-                   "Expected data transfer length", HFILL}},
-      {&hf_scsi_status, {"SCSI status", "iscsi_doctor.scsi_status", FT_UINT8, BASE_HEX, NULL,
-                         0x0, NULL, HFILL}},
-      {&hf_command_findings, {"Command finding", "iscsi_doctor.command_finding", FT_STRING,
-                              BASE_NONE, NULL, 0x0,
-                              "A finding kind that delayed this command", HFILL}},
-      {&hf_breakdown, {"Breakdown", "iscsi_doctor.breakdown", FT_NONE, BASE_NONE, NULL, 0x0,
-                       "Where the command's latency went", HFILL}},
-      {&hf_bd[bd_request], {"Request (ms)", "iscsi_doctor.breakdown.request_ms", FT_DOUBLE,
-                            BASE_NONE, NULL, 0x0, NULL, HFILL}},
-      {&hf_bd[bd_think], {"Target think (ms)", "iscsi_doctor.breakdown.think_ms", FT_DOUBLE,
-                          BASE_NONE, NULL, 0x0, NULL, HFILL}},
-      {&hf_bd[bd_data], {"Data (ms)", "iscsi_doctor.breakdown.data_ms", FT_DOUBLE, BASE_NONE,
-                         NULL, 0x0, NULL, HFILL}},
-      {&hf_bd[bd_nagle], {"Nagle (ms)", "iscsi_doctor.breakdown.nagle_ms", FT_DOUBLE, BASE_NONE,
-                          NULL, 0x0, NULL, HFILL}},
-      {&hf_bd[bd_delayed_ack], {"Delayed ACK (ms)", "iscsi_doctor.breakdown.delayed_ack_ms",
-                                FT_DOUBLE, BASE_NONE, NULL, 0x0, NULL, HFILL}},
-      {&hf_bd[bd_r2t], {"R2T (ms)", "iscsi_doctor.breakdown.r2t_ms", FT_DOUBLE, BASE_NONE, NULL,
-                        0x0, NULL, HFILL}},
-      {&hf_bd[bd_window], {"Window (ms)", "iscsi_doctor.breakdown.window_ms", FT_DOUBLE,
-                           BASE_NONE, NULL, 0x0, NULL, HFILL}},
-      {&hf_bd[bd_loss], {"Loss (ms)", "iscsi_doctor.breakdown.loss_ms", FT_DOUBLE, BASE_NONE,
-                         NULL, 0x0, NULL, HFILL}},
-      {&hf_bd[bd_response], {"Response (ms)", "iscsi_doctor.breakdown.response_ms", FT_DOUBLE,
-                             BASE_NONE, NULL, 0x0, NULL, HFILL}},
+      {&hf_bytes,
+       {"Bytes", "iscsi_doctor.bytes", FT_UINT32, BASE_DEC, NULL, 0x0, "Expected data transfer length",
+        HFILL}},
+      {&hf_scsi_status,
+       {"SCSI status", "iscsi_doctor.scsi_status", FT_UINT8, BASE_HEX, NULL, 0x0, NULL, HFILL}},
+      {&hf_command_findings,
+       {"Command finding", "iscsi_doctor.command_finding", FT_STRING, BASE_NONE, NULL, 0x0,
+        "A finding kind that delayed this command", HFILL}},
+      {&hf_breakdown,
+       {"Breakdown", "iscsi_doctor.breakdown", FT_NONE, BASE_NONE, NULL, 0x0,
+        "Where the command's latency went", HFILL}},
+      {&hf_bd[bd_request],
+       {"Request (ms)", "iscsi_doctor.breakdown.request_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0, NULL, HFILL}},
+      {&hf_bd[bd_think],
+       {"Target think (ms)", "iscsi_doctor.breakdown.think_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0, NULL,
+        HFILL}},
+      {&hf_bd[bd_data],
+       {"Data (ms)", "iscsi_doctor.breakdown.data_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0, NULL, HFILL}},
+      {&hf_bd[bd_nagle],
+       {"Nagle (ms)", "iscsi_doctor.breakdown.nagle_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0, NULL, HFILL}},
+      {&hf_bd[bd_delayed_ack],
+       {"Delayed ACK (ms)", "iscsi_doctor.breakdown.delayed_ack_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0, NULL,
+        HFILL}},
+      {&hf_bd[bd_r2t],
+       {"R2T (ms)", "iscsi_doctor.breakdown.r2t_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0, NULL, HFILL}},
+      {&hf_bd[bd_window],
+       {"Window (ms)", "iscsi_doctor.breakdown.window_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0, NULL, HFILL}},
+      {&hf_bd[bd_loss],
+       {"Loss (ms)", "iscsi_doctor.breakdown.loss_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0, NULL, HFILL}},
+      {&hf_bd[bd_response],
+       {"Response (ms)", "iscsi_doctor.breakdown.response_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0, NULL, HFILL}},
 
-      {&hf_finding_tree, {"Finding", "iscsi_doctor.finding_tree", FT_NONE, BASE_NONE, NULL, 0x0,
-                          "A finding whose evidence is this frame", HFILL}},
-      {&hf_finding, {"Finding", "iscsi_doctor.finding", FT_STRING, BASE_NONE, NULL, 0x0,
-                     "Finding kind (nagle_hold, delayed_ack, r2t_round_trip, cwnd_limited, "
-                     "rwnd_limited, retransmission, target_think, serialized)", HFILL}},
-      {&hf_side, {"Side", "iscsi_doctor.side", FT_STRING, BASE_NONE, NULL, 0x0,
-                  "Side at fault (initiator or target)", HFILL}},
-      {&hf_lost_ms, {"Time lost (ms)", "iscsi_doctor.lost_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0,
-                     NULL, HFILL}},
-      {&hf_fix, {"Fix", "iscsi_doctor.fix", FT_STRING, BASE_NONE, NULL, 0x0,
-                 "What to change", HFILL}},
-      {&hf_detail, {"Detail", "iscsi_doctor.detail", FT_STRING, BASE_NONE, NULL, 0x0, NULL,
-                    HFILL}},
-      {&hf_finding_itt, {"Delayed command ITT", "iscsi_doctor.finding_itt", FT_UINT32, BASE_HEX,
-                         NULL, 0x0, NULL, HFILL}},
-      {&hf_command_frame, {"Delayed command's first frame", "iscsi_doctor.command_first_frame",
-                           FT_FRAMENUM, BASE_NONE, FRAMENUM_TYPE(FT_FRAMENUM_REQUEST), 0x0, NULL,
-                           HFILL}},
-      {&hf_related[rel_released_by], {"Released by", "iscsi_doctor.released_by", FT_FRAMENUM,
-                                      BASE_NONE, FRAMENUM_TYPE(FT_FRAMENUM_ACK), 0x0,
-                                      "The ACK that released this held segment", HFILL}},
-      {&hf_related[rel_acks], {"Acknowledges", "iscsi_doctor.acks", FT_FRAMENUM, BASE_NONE,
-                               FRAMENUM_TYPE(FT_FRAMENUM_NONE), 0x0,
-                               "The data this late ACK acknowledges", HFILL}},
-      {&hf_related[rel_released], {"Released", "iscsi_doctor.released", FT_FRAMENUM, BASE_NONE,
-                                   FRAMENUM_TYPE(FT_FRAMENUM_NONE), 0x0,
-                                   "The held segment this ACK released", HFILL}},
-      {&hf_related[rel_previous_small], {"Previous small segment", "iscsi_doctor.previous_small",
-                                         FT_FRAMENUM, BASE_NONE, FRAMENUM_TYPE(FT_FRAMENUM_NONE),
-                                         0x0, "The unacknowledged small segment Nagle waited on",
-                                         HFILL}},
-      {&hf_related[rel_original], {"Original", "iscsi_doctor.original", FT_FRAMENUM, BASE_NONE,
-                                   FRAMENUM_TYPE(FT_FRAMENUM_RETRANS_PREV), 0x0,
-                                   "The original transmission", HFILL}},
-      {&hf_related[rel_command], {"Command", "iscsi_doctor.command_frame", FT_FRAMENUM, BASE_NONE,
-                                  FRAMENUM_TYPE(FT_FRAMENUM_REQUEST), 0x0,
-                                  "The command's first frame", HFILL}},
-      {&hf_related_other, {"Related frame", "iscsi_doctor.related", FT_FRAMENUM, BASE_NONE,
-                           FRAMENUM_TYPE(FT_FRAMENUM_NONE), 0x0, NULL, HFILL}},
-      {&hf_decided_in, {"Decided in frame", "iscsi_doctor.decided_in", FT_FRAMENUM, BASE_NONE,
-                        FRAMENUM_TYPE(FT_FRAMENUM_NONE), 0x0,
-                        "The frame whose arrival completed the evidence", HFILL}},
-      {&hf_decided_at_end, {"Decided at end of capture", "iscsi_doctor.decided_at_end",
-                            FT_STRING, BASE_NONE, NULL, 0x0,
-                            "Finding kind known only once the whole capture was read (so not "
-                            "shown by one-pass tshark)", HFILL}},
-      {&hf_reported, {"Decided here", "iscsi_doctor.reported", FT_NONE, BASE_NONE, NULL, 0x0,
-                      "A finding on an earlier frame, decided by this frame", HFILL}},
-      {&hf_reported_frame, {"Evidence frame", "iscsi_doctor.reported.frame", FT_FRAMENUM,
-                            BASE_NONE, FRAMENUM_TYPE(FT_FRAMENUM_NONE), 0x0, NULL, HFILL}},
-      {&hf_reported_finding, {"Finding", "iscsi_doctor.reported.finding", FT_STRING, BASE_NONE,
-                              NULL, 0x0, NULL, HFILL}},
-      {&hf_reported_status_frame, {"Status frame", "iscsi_doctor.reported.status_frame",
-                                   FT_FRAMENUM, BASE_NONE, FRAMENUM_TYPE(FT_FRAMENUM_RESPONSE),
-                                   0x0, "A command completed there, decided by this frame",
-                                   HFILL}},
-      {&hf_reported_round_trips, {"Round trips", "iscsi_doctor.reported.round_trips", FT_INT32,
-                                  BASE_DEC, NULL, 0x0, NULL, HFILL}},
-      {&hf_command_at_end, {"Completion decided at end of capture",
-                            "iscsi_doctor.command_decided_at_end", FT_BOOLEAN, BASE_NONE, NULL,
-                            0x0, "Known only once the whole capture was read (so not shown by "
-                            "one-pass tshark)", HFILL}},
-      {&hf_notice, {"Notice", "iscsi_doctor.notice", FT_STRING, BASE_NONE, NULL, 0x0,
-                    "What the engine could not analyse, and why", HFILL}},
+      {&hf_finding_tree,
+       {"Finding", "iscsi_doctor.finding_tree", FT_NONE, BASE_NONE, NULL, 0x0,
+        "A finding whose evidence is this frame", HFILL}},
+      {&hf_finding,
+       {"Finding", "iscsi_doctor.finding", FT_STRING, BASE_NONE, NULL, 0x0,
+        "Finding kind (nagle_hold, delayed_ack, r2t_round_trip, cwnd_limited, "
+        "rwnd_limited, retransmission, target_think, serialized)",
+        HFILL}},
+      {&hf_side,
+       {"Side", "iscsi_doctor.side", FT_STRING, BASE_NONE, NULL, 0x0, "Side at fault (initiator or target)",
+        HFILL}},
+      {&hf_lost_ms, {"Time lost (ms)", "iscsi_doctor.lost_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0, NULL, HFILL}},
+      {&hf_fix, {"Fix", "iscsi_doctor.fix", FT_STRING, BASE_NONE, NULL, 0x0, "What to change", HFILL}},
+      {&hf_detail, {"Detail", "iscsi_doctor.detail", FT_STRING, BASE_NONE, NULL, 0x0, NULL, HFILL}},
+      {&hf_finding_itt,
+       {"Delayed command ITT", "iscsi_doctor.finding_itt", FT_UINT32, BASE_HEX, NULL, 0x0, NULL, HFILL}},
+      {&hf_command_frame,
+       {"Delayed command's first frame", "iscsi_doctor.command_first_frame", FT_FRAMENUM, BASE_NONE,
+        FRAMENUM_TYPE(FT_FRAMENUM_REQUEST), 0x0, NULL, HFILL}},
+      {&hf_related[rel_released_by],
+       {"Released by", "iscsi_doctor.released_by", FT_FRAMENUM, BASE_NONE, FRAMENUM_TYPE(FT_FRAMENUM_ACK),
+        0x0, "The ACK that released this held segment", HFILL}},
+      {&hf_related[rel_acks],
+       {"Acknowledges", "iscsi_doctor.acks", FT_FRAMENUM, BASE_NONE, FRAMENUM_TYPE(FT_FRAMENUM_NONE), 0x0,
+        "The data this late ACK acknowledges", HFILL}},
+      {&hf_related[rel_released],
+       {"Released", "iscsi_doctor.released", FT_FRAMENUM, BASE_NONE, FRAMENUM_TYPE(FT_FRAMENUM_NONE), 0x0,
+        "The held segment this ACK released", HFILL}},
+      {&hf_related[rel_previous_small],
+       {"Previous small segment", "iscsi_doctor.previous_small", FT_FRAMENUM, BASE_NONE,
+        FRAMENUM_TYPE(FT_FRAMENUM_NONE), 0x0, "The unacknowledged small segment Nagle waited on", HFILL}},
+      {&hf_related[rel_original],
+       {"Original", "iscsi_doctor.original", FT_FRAMENUM, BASE_NONE, FRAMENUM_TYPE(FT_FRAMENUM_RETRANS_PREV),
+        0x0, "The original transmission", HFILL}},
+      {&hf_related[rel_command],
+       {"Command", "iscsi_doctor.command_frame", FT_FRAMENUM, BASE_NONE, FRAMENUM_TYPE(FT_FRAMENUM_REQUEST),
+        0x0, "The command's first frame", HFILL}},
+      {&hf_related_other,
+       {"Related frame", "iscsi_doctor.related", FT_FRAMENUM, BASE_NONE, FRAMENUM_TYPE(FT_FRAMENUM_NONE), 0x0,
+        NULL, HFILL}},
+      {&hf_decided_in,
+       {"Decided in frame", "iscsi_doctor.decided_in", FT_FRAMENUM, BASE_NONE,
+        FRAMENUM_TYPE(FT_FRAMENUM_NONE), 0x0, "The frame whose arrival completed the evidence", HFILL}},
+      {&hf_decided_at_end,
+       {"Decided at end of capture", "iscsi_doctor.decided_at_end", FT_STRING, BASE_NONE, NULL, 0x0,
+        "Finding kind known only once the whole capture was read (so not "
+        "shown by one-pass tshark)",
+        HFILL}},
+      {&hf_reported,
+       {"Decided here", "iscsi_doctor.reported", FT_NONE, BASE_NONE, NULL, 0x0,
+        "A finding on an earlier frame, decided by this frame", HFILL}},
+      {&hf_reported_frame,
+       {"Evidence frame", "iscsi_doctor.reported.frame", FT_FRAMENUM, BASE_NONE,
+        FRAMENUM_TYPE(FT_FRAMENUM_NONE), 0x0, NULL, HFILL}},
+      {&hf_reported_finding,
+       {"Finding", "iscsi_doctor.reported.finding", FT_STRING, BASE_NONE, NULL, 0x0, NULL, HFILL}},
+      {&hf_reported_status_frame,
+       {"Status frame", "iscsi_doctor.reported.status_frame", FT_FRAMENUM, BASE_NONE,
+        FRAMENUM_TYPE(FT_FRAMENUM_RESPONSE), 0x0, "A command completed there, decided by this frame", HFILL}},
+      {&hf_reported_round_trips,
+       {"Round trips", "iscsi_doctor.reported.round_trips", FT_INT32, BASE_DEC, NULL, 0x0, NULL, HFILL}},
+      {&hf_command_at_end,
+       {"Completion decided at end of capture", "iscsi_doctor.command_decided_at_end", FT_BOOLEAN, BASE_NONE,
+        NULL, 0x0,
+        "Known only once the whole capture was read (so not shown by "
+        "one-pass tshark)",
+        HFILL}},
+      {&hf_notice,
+       {"Notice", "iscsi_doctor.notice", FT_STRING, BASE_NONE, NULL, 0x0,
+        "What the engine could not analyse, and why", HFILL}},
   };
 
-  static gint* ett[] = {&ett_iscsi_doctor, &ett_command, &ett_breakdown, &ett_finding,
-                        &ett_reported};
+  static gint* ett[] = {&ett_iscsi_doctor, &ett_command, &ett_breakdown, &ett_finding, &ett_reported};
 
   // One expert field per finding kind, from the engine's table (names and weights are contracts).
   static std::array<std::string, finding_kind_count> ei_names;
   static ei_register_info ei[finding_kind_count + 3] = {
-      {&ei_notice_info, {"iscsi_doctor.expert.notice_info", PI_PROTOCOL, PI_NOTE,
-                         "iscsi-doctor notice", EXPFILL}},
-      {&ei_notice_warning, {"iscsi_doctor.expert.notice_warning", PI_PROTOCOL, PI_WARN,
-                            "iscsi-doctor warning", EXPFILL}},
-      {&ei_notice_error, {"iscsi_doctor.expert.notice_error", PI_MALFORMED, PI_ERROR,
-                          "iscsi-doctor error", EXPFILL}},
+      {&ei_notice_info,
+       {"iscsi_doctor.expert.notice_info", PI_PROTOCOL, PI_NOTE, "iscsi-doctor notice", EXPFILL}},
+      {&ei_notice_warning,
+       {"iscsi_doctor.expert.notice_warning", PI_PROTOCOL, PI_WARN, "iscsi-doctor warning", EXPFILL}},
+      {&ei_notice_error,
+       {"iscsi_doctor.expert.notice_error", PI_MALFORMED, PI_ERROR, "iscsi-doctor error", EXPFILL}},
   };
 
-  proto_iscsi_doctor =
-      proto_register_protocol("iSCSI Doctor (why each SCSI command was slow)", "iSCSI Doctor",
-                              "iscsi_doctor");
+  proto_iscsi_doctor = proto_register_protocol("iSCSI Doctor (why each SCSI command was slow)",
+                                               "iSCSI Doctor", "iscsi_doctor");
   proto_register_field_array(proto_iscsi_doctor, hf, array_length(hf));
   proto_register_subtree_array(ett, array_length(ett));
   for (size_t k = 0; k < finding_kind_count; ++k) {
     const FindingKindInfo& info = kFindingKinds[k];
     ei_names[k] = "iscsi_doctor.expert." + std::string(info.name);
-    ei[3 + k] = ei_register_info{&ei_finding[k],
-                                 {ei_names[k].c_str(), PI_SEQUENCE, info.severity == Severity::warning ? PI_WARN : PI_NOTE,
-                                  info.title.data(), EXPFILL}};
+    ei[3 + k] = ei_register_info{
+        &ei_finding[k],
+        {ei_names[k].c_str(), PI_SEQUENCE, info.severity == Severity::warning ? PI_WARN : PI_NOTE,
+         info.title.data(), EXPFILL}};
   }
   expert_module_t* em = expert_register_protocol(proto_iscsi_doctor);
   expert_register_field_array(em, ei, array_length(ei));
 
   module_t* prefs = prefs_register_protocol(proto_iscsi_doctor, NULL);
   prefs_register_bool_preference(prefs, "info_column", "Add findings to the Info column",
-                                 "Append [finding] to the Info column of evidence frames",
-                                 &pref_info_column);
+                                 "Append [finding] to the Info column of evidence frames", &pref_info_column);
   // The same analysis options as the iscsi-doctor command (names as its long options).
   range_convert_str(wmem_epan_scope(), &pref_ports, "3260", 65535);
   prefs_register_range_preference(prefs, "ports", "iSCSI target ports",
@@ -697,14 +749,17 @@ extern "C" void proto_register_iscsi_doctor(void) {
                                  "Follow connections on other ports that start with iSCSI (off: the CLI's "
                                  "--no-detect-ports)",
                                  &pref_detect_ports);
-  prefs_register_uint_preference(prefs, "delayed_ack_ms", "Delayed-ACK threshold (ms)",
-                                 "An ACK later than this beyond the round trip counts as delayed (--delayed-ack-ms)",
-                                 10, &pref_delayed_ack_ms);
-  prefs_register_uint_preference(prefs, "idle_timeout", "Idle timeout (s)",
-                                 "At the connection cap, connections idle this long are finished (--idle-timeout)",
-                                 10, &pref_idle_timeout_s);
+  prefs_register_uint_preference(
+      prefs, "delayed_ack_ms", "Delayed-ACK threshold (ms)",
+      "An ACK later than this beyond the round trip counts as delayed (--delayed-ack-ms)", 10,
+      &pref_delayed_ack_ms);
+  prefs_register_uint_preference(
+      prefs, "idle_timeout", "Idle timeout (s)",
+      "At the connection cap, connections idle this long are finished (--idle-timeout)", 10,
+      &pref_idle_timeout_s);
   prefs_register_uint_preference(prefs, "max_connections", "Open connections cap",
-                                 "Connections followed at once (--max-connections)", 10, &pref_max_connections);
+                                 "Connections followed at once (--max-connections)", 10,
+                                 &pref_max_connections);
   prefs_register_uint_preference(prefs, "max_open_commands", "Open commands cap",
                                  "Commands awaiting their status per connection (--max-open-commands)", 10,
                                  &pref_max_open_commands);
@@ -720,8 +775,8 @@ extern "C" void proto_register_iscsi_doctor(void) {
   register_cleanup_routine(cleanup_routine);
   register_postseq_cleanup_routine(postseq_routine);
 
-  stats_tree_register_plugin("iscsi_doctor", "iscsi_doctor", "iSCSI Doctor", 0, st_packet,
-                             st_init, st_cleanup);
+  stats_tree_register_plugin("iscsi_doctor", "iscsi_doctor", "iSCSI Doctor", 0, st_packet, st_init,
+                             st_cleanup);
   // Wireshark 4.0 does not log which plugins it loaded; this line shows ours did (--log-level info).
   ws_log(log_domain, LOG_LEVEL_INFO, "plugin %s registered", ISCSI_DOCTOR_VERSION);
 }

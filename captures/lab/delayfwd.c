@@ -30,9 +30,9 @@
  * Timing: ppoll() with a nanosecond timeout on the earliest due frame,
  * CLOCK_MONOTONIC; frames keep their order per direction.  After a frame is
  * read the forwarder can keep polling without sleeping for a while (-s SPIN_US,
- * default 0 = off): with a pacing congestion control the sending kernel's TCP Small Queues hands the next skb to
- * the TAP only once the previous one was read, so a sleeping reader would
- * pace a burst at its wake-up latency instead of at the link rate.
+ * default 0 = off): with a pacing congestion control the sending kernel's TCP Small Queues hands the next skb
+ * to the TAP only once the previous one was read, so a sleeping reader would pace a burst at its wake-up
+ * latency instead of at the link rate.
  *
  * usage: delayfwd -a NS:TAP -b NS:TAP [-m NS:TAP] -d DELAY_US [-r MBIT]
  *                 [-M MTU] [-s SPIN_US] [-R RTPRIO] [-p PIDFILE] [-q]
@@ -46,322 +46,396 @@
 #include <linux/if_tun.h>
 #include <poll.h>
 #include <sched.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
 #define SLOTS 8192
-#define FRAME_MAX 2048   /* MTU up to 2000 */
+#define FRAME_MAX 2048 /* MTU up to 2000 */
 
 struct frame {
-    uint64_t due_ns;   /* when it is written to the far side */
-    uint64_t mid_ns;   /* when the mid copy is written */
-    int mid_done;
-    uint16_t len;
-    unsigned char data[FRAME_MAX];
+  uint64_t due_ns; /* when it is written to the far side */
+  uint64_t mid_ns; /* when the mid copy is written */
+  int mid_done;
+  uint16_t len;
+  unsigned char data[FRAME_MAX];
 };
 
 #define LOSS_FLOWS 64
 
-struct loss_flow {          /* highest sequence end forwarded on one TCP connection (one direction) */
-    uint32_t saddr, daddr;
-    uint16_t sport, dport;
-    uint32_t high;
-    int used;
+struct loss_flow { /* highest sequence end forwarded on one TCP connection (one direction) */
+  uint32_t saddr, daddr;
+  uint16_t sport, dport;
+  uint32_t high;
+  int used;
 };
 
 struct loss {
-    unsigned long every, first, min_payload;   /* every == 0: off */
-    unsigned long counted, dropped;
-    struct loss_flow flows[LOSS_FLOWS];
-    unsigned next_slot;
+  unsigned long every, first, min_payload; /* every == 0: off */
+  unsigned long counted, dropped;
+  struct loss_flow flows[LOSS_FLOWS];
+  unsigned next_slot;
 };
 
 struct dir {
-    const char *name;
-    struct loss loss;
-    int in_fd, out_fd;
-    struct frame *q;
-    unsigned head, tail;      /* head = oldest, tail = next free */
-    unsigned mid_head;        /* oldest frame whose mid copy is pending */
-    uint64_t wire_free_ns;    /* serialisation: when the wire is free again */
-    unsigned long frames, bytes, drops, late_us_max;
+  const char* name;
+  struct loss loss;
+  int in_fd, out_fd;
+  struct frame* q;
+  unsigned head, tail;   /* head = oldest, tail = next free */
+  unsigned mid_head;     /* oldest frame whose mid copy is pending */
+  uint64_t wire_free_ns; /* serialisation: when the wire is free again */
+  unsigned long frames, bytes, drops, late_us_max;
 };
 
 static volatile sig_atomic_t stop;
-static void on_signal(int s) { (void)s; stop = 1; }
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+static void on_signal(int s) {
+  (void)s;
+  stop = 1;
 }
 
-static int open_tap_in_ns(const char *spec, int mtu)
-{
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", spec);
-    char *colon = strchr(buf, ':');
-    if (!colon) { fprintf(stderr, "delayfwd: bad spec %s (want NS:TAP)\n", spec); exit(2); }
-    *colon = 0;
-    const char *ns = buf, *tap = colon + 1;
-
-    int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-    char path[512];
-    snprintf(path, sizeof path, "/var/run/netns/%s", ns);
-    int nsfd = open(path, O_RDONLY | O_CLOEXEC);
-    if (self < 0 || nsfd < 0) { perror(path); exit(2); }
-    if (setns(nsfd, CLONE_NEWNET) < 0) { perror("setns"); exit(2); }
-
-    int fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
-    if (fd < 0) { perror("/dev/net/tun"); exit(2); }
-    struct ifreq ifr;
-    memset(&ifr, 0, sizeof ifr);
-    ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
-    snprintf(ifr.ifr_name, IFNAMSIZ, "%s", tap);
-    if (ioctl(fd, TUNSETIFF, &ifr) < 0) { perror("TUNSETIFF"); exit(2); }
-    /* MTU via a throwaway socket in the namespace */
-    int s = socket(AF_INET, SOCK_DGRAM, 0);
-    if (s >= 0) {
-        struct ifreq m;
-        memset(&m, 0, sizeof m);
-        snprintf(m.ifr_name, IFNAMSIZ, "%s", tap);
-        m.ifr_mtu = mtu;
-        if (ioctl(s, SIOCSIFMTU, &m) < 0) perror("SIOCSIFMTU");
-        close(s);
-    }
-    if (setns(self, CLONE_NEWNET) < 0) { perror("setns back"); exit(2); }
-    close(self);
-    close(nsfd);
-    fcntl(fd, F_SETFL, O_NONBLOCK);
-    return fd;
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
-static void usage(void)
-{
-    fprintf(stderr, "usage: delayfwd -a NS:TAP -b NS:TAP [-m NS:TAP] -d DELAY_US [-r MBIT] [-M MTU] [-s SPIN_US] [-R RTPRIO] [-p PIDFILE] [-q] [-l N[:K[:MIN]]] [-L N[:K[:MIN]]]\n");
+static int open_tap_in_ns(const char* spec, int mtu) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", spec);
+  char* colon = strchr(buf, ':');
+  if (!colon) {
+    fprintf(stderr, "delayfwd: bad spec %s (want NS:TAP)\n", spec);
     exit(2);
+  }
+  *colon = 0;
+  const char *ns = buf, *tap = colon + 1;
+
+  int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+  char path[512];
+  snprintf(path, sizeof path, "/var/run/netns/%s", ns);
+  int nsfd = open(path, O_RDONLY | O_CLOEXEC);
+  if (self < 0 || nsfd < 0) {
+    perror(path);
+    exit(2);
+  }
+  if (setns(nsfd, CLONE_NEWNET) < 0) {
+    perror("setns");
+    exit(2);
+  }
+
+  int fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    perror("/dev/net/tun");
+    exit(2);
+  }
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
+  snprintf(ifr.ifr_name, IFNAMSIZ, "%s", tap);
+  if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
+    perror("TUNSETIFF");
+    exit(2);
+  }
+  /* MTU via a throwaway socket in the namespace */
+  int s = socket(AF_INET, SOCK_DGRAM, 0);
+  if (s >= 0) {
+    struct ifreq m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.ifr_name, IFNAMSIZ, "%s", tap);
+    m.ifr_mtu = mtu;
+    if (ioctl(s, SIOCSIFMTU, &m) < 0) perror("SIOCSIFMTU");
+    close(s);
+  }
+  if (setns(self, CLONE_NEWNET) < 0) {
+    perror("setns back");
+    exit(2);
+  }
+  close(self);
+  close(nsfd);
+  fcntl(fd, F_SETFL, O_NONBLOCK);
+  return fd;
 }
 
-static void parse_loss(struct loss *l, const char *arg)
-{
-    unsigned long n = 0, k = 0, min = 1000;
-    int got = sscanf(arg, "%lu:%lu:%lu", &n, &k, &min);
-    if (got < 1 || n == 0) { fprintf(stderr, "delayfwd: bad loss spec %s (want N[:K[:MIN]])\n", arg); exit(2); }
-    l->every = n;
-    l->first = (got >= 2 && k > 0) ? k : n;
-    l->min_payload = got >= 3 ? min : 1000;
+static void usage(void) {
+  fprintf(stderr,
+          "usage: delayfwd -a NS:TAP -b NS:TAP [-m NS:TAP] -d DELAY_US [-r MBIT] [-M MTU] [-s SPIN_US] [-R "
+          "RTPRIO] [-p PIDFILE] [-q] [-l N[:K[:MIN]]] [-L N[:K[:MIN]]]\n");
+  exit(2);
 }
 
-static uint32_t be32(const unsigned char *p) { return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]; }
+static void parse_loss(struct loss* l, const char* arg) {
+  unsigned long n = 0, k = 0, min = 1000;
+  int got = sscanf(arg, "%lu:%lu:%lu", &n, &k, &min);
+  if (got < 1 || n == 0) {
+    fprintf(stderr, "delayfwd: bad loss spec %s (want N[:K[:MIN]])\n", arg);
+    exit(2);
+  }
+  l->every = n;
+  l->first = (got >= 2 && k > 0) ? k : n;
+  l->min_payload = got >= 3 ? min : 1000;
+}
+
+static uint32_t be32(const unsigned char* p) {
+  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
 
 /* 1 when this frame is to be dropped: an IPv4 TCP frame with new data, counted, its turn. */
-static int loss_drop(struct loss *l, const unsigned char *f, size_t n)
-{
-    if (!l->every || n < 14 + 20 + 20) return 0;
-    if (f[12] != 0x08 || f[13] != 0x00) return 0;                 /* IPv4 only */
-    const unsigned char *ip = f + 14;
-    if ((ip[0] >> 4) != 4 || ip[9] != 6) return 0;                /* TCP */
-    size_t ihl = (size_t)(ip[0] & 0x0f) * 4;
-    size_t tot = ((size_t)ip[2] << 8) | ip[3];
-    if (ihl < 20 || tot > n - 14 || tot < ihl + 20) return 0;
-    const unsigned char *tcp = ip + ihl;
-    size_t thl = (size_t)(tcp[12] >> 4) * 4;
-    if (thl < 20 || tot < ihl + thl) return 0;
-    size_t payload = tot - ihl - thl;
-    uint32_t saddr = be32(ip + 12), daddr = be32(ip + 16);
-    uint16_t sport = (uint16_t)((tcp[0] << 8) | tcp[1]), dport = (uint16_t)((tcp[2] << 8) | tcp[3]);
-    uint32_t seq = be32(tcp + 4);
-    int syn = tcp[13] & 0x02;
-    struct loss_flow *fl = NULL;
-    for (unsigned i = 0; i < LOSS_FLOWS; i++) {
-        struct loss_flow *x = &l->flows[i];
-        if (x->used && x->saddr == saddr && x->daddr == daddr && x->sport == sport && x->dport == dport) { fl = x; break; }
+static int loss_drop(struct loss* l, const unsigned char* f, size_t n) {
+  if (!l->every || n < 14 + 20 + 20) return 0;
+  if (f[12] != 0x08 || f[13] != 0x00) return 0; /* IPv4 only */
+  const unsigned char* ip = f + 14;
+  if ((ip[0] >> 4) != 4 || ip[9] != 6) return 0; /* TCP */
+  size_t ihl = (size_t)(ip[0] & 0x0f) * 4;
+  size_t tot = ((size_t)ip[2] << 8) | ip[3];
+  if (ihl < 20 || tot > n - 14 || tot < ihl + 20) return 0;
+  const unsigned char* tcp = ip + ihl;
+  size_t thl = (size_t)(tcp[12] >> 4) * 4;
+  if (thl < 20 || tot < ihl + thl) return 0;
+  size_t payload = tot - ihl - thl;
+  uint32_t saddr = be32(ip + 12), daddr = be32(ip + 16);
+  uint16_t sport = (uint16_t)((tcp[0] << 8) | tcp[1]), dport = (uint16_t)((tcp[2] << 8) | tcp[3]);
+  uint32_t seq = be32(tcp + 4);
+  int syn = tcp[13] & 0x02;
+  struct loss_flow* fl = NULL;
+  for (unsigned i = 0; i < LOSS_FLOWS; i++) {
+    struct loss_flow* x = &l->flows[i];
+    if (x->used && x->saddr == saddr && x->daddr == daddr && x->sport == sport && x->dport == dport) {
+      fl = x;
+      break;
     }
-    if (!fl || syn) {   /* a new connection (or a reused 4-tuple): start from its SYN */
-        if (!fl) { fl = &l->flows[l->next_slot++ % LOSS_FLOWS]; }
-        fl->used = 1; fl->saddr = saddr; fl->daddr = daddr; fl->sport = sport; fl->dport = dport;
-        fl->high = seq + (syn ? 1u : 0u) + (uint32_t)payload;
-        if (syn || payload == 0) return 0;
-        /* first frame seen mid-connection: count it as new below */
-        fl->high = seq;
+  }
+  if (!fl || syn) { /* a new connection (or a reused 4-tuple): start from its SYN */
+    if (!fl) {
+      fl = &l->flows[l->next_slot++ % LOSS_FLOWS];
     }
-    uint32_t end = seq + (uint32_t)payload;
-    if (payload == 0 || (int32_t)(end - fl->high) <= 0) return 0;  /* no new byte: ACK or retransmission */
-    fl->high = end;
-    if (payload < l->min_payload) return 0;
-    l->counted++;
-    if (l->counted >= l->first && (l->counted - l->first) % l->every == 0) {
-        l->dropped++;
-        return 1;
-    }
-    return 0;
+    fl->used = 1;
+    fl->saddr = saddr;
+    fl->daddr = daddr;
+    fl->sport = sport;
+    fl->dport = dport;
+    fl->high = seq + (syn ? 1u : 0u) + (uint32_t)payload;
+    if (syn || payload == 0) return 0;
+    /* first frame seen mid-connection: count it as new below */
+    fl->high = seq;
+  }
+  uint32_t end = seq + (uint32_t)payload;
+  if (payload == 0 || (int32_t)(end - fl->high) <= 0) return 0; /* no new byte: ACK or retransmission */
+  fl->high = end;
+  if (payload < l->min_payload) return 0;
+  l->counted++;
+  if (l->counted >= l->first && (l->counted - l->first) % l->every == 0) {
+    l->dropped++;
+    return 1;
+  }
+  return 0;
 }
 
-int main(int argc, char **argv)
-{
-    const char *a = NULL, *b = NULL, *mid = NULL, *pidfile = NULL;
-    long delay_us = -1, mbit = 1000, mtu = 1500, spin_us = 0, rtprio = 50;
-    const char *loss_ba = NULL, *loss_ab = NULL;
-    int quiet = 0, opt;
-    while ((opt = getopt(argc, argv, "a:b:m:d:r:M:s:R:p:ql:L:")) != -1) {
-        switch (opt) {
-        case 'a': a = optarg; break;
-        case 'b': b = optarg; break;
-        case 'm': mid = optarg; break;
-        case 'd': delay_us = atol(optarg); break;
-        case 'r': mbit = atol(optarg); break;
-        case 'M': mtu = atol(optarg); break;
-        case 's': spin_us = atol(optarg); break;
-        case 'R': rtprio = atol(optarg); break;
-        case 'p': pidfile = optarg; break;
-        case 'q': quiet = 1; break;
-        case 'l': loss_ba = optarg; break;
-        case 'L': loss_ab = optarg; break;
-        default: usage();
-        }
+int main(int argc, char** argv) {
+  const char *a = NULL, *b = NULL, *mid = NULL, *pidfile = NULL;
+  long delay_us = -1, mbit = 1000, mtu = 1500, spin_us = 0, rtprio = 50;
+  const char *loss_ba = NULL, *loss_ab = NULL;
+  int quiet = 0, opt;
+  while ((opt = getopt(argc, argv, "a:b:m:d:r:M:s:R:p:ql:L:")) != -1) {
+    switch (opt) {
+      case 'a':
+        a = optarg;
+        break;
+      case 'b':
+        b = optarg;
+        break;
+      case 'm':
+        mid = optarg;
+        break;
+      case 'd':
+        delay_us = atol(optarg);
+        break;
+      case 'r':
+        mbit = atol(optarg);
+        break;
+      case 'M':
+        mtu = atol(optarg);
+        break;
+      case 's':
+        spin_us = atol(optarg);
+        break;
+      case 'R':
+        rtprio = atol(optarg);
+        break;
+      case 'p':
+        pidfile = optarg;
+        break;
+      case 'q':
+        quiet = 1;
+        break;
+      case 'l':
+        loss_ba = optarg;
+        break;
+      case 'L':
+        loss_ab = optarg;
+        break;
+      default:
+        usage();
     }
-    if (!a || !b || delay_us < 0) usage();
-    if (mtu > FRAME_MAX - 48) { fprintf(stderr, "delayfwd: MTU at most %d\n", FRAME_MAX - 48); return 2; }
+  }
+  if (!a || !b || delay_us < 0) usage();
+  if (mtu > FRAME_MAX - 48) {
+    fprintf(stderr, "delayfwd: MTU at most %d\n", FRAME_MAX - 48);
+    return 2;
+  }
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
 
-    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-    if (rtprio > 0) {
-        struct sched_param sp = { .sched_priority = (int)rtprio };
-        if (sched_setscheduler(0, SCHED_FIFO, &sp) < 0) perror("delayfwd: SCHED_FIFO (continuing without)");
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  if (rtprio > 0) {
+    struct sched_param sp = {.sched_priority = (int)rtprio};
+    if (sched_setscheduler(0, SCHED_FIFO, &sp) < 0) perror("delayfwd: SCHED_FIFO (continuing without)");
+  }
+  int fa = open_tap_in_ns(a, mtu), fb = open_tap_in_ns(b, mtu);
+  int fm = mid ? open_tap_in_ns(mid, mtu) : -1;
+
+  struct dir d[2] = {
+      {.name = "a->b", .in_fd = fa, .out_fd = fb},
+      {.name = "b->a", .in_fd = fb, .out_fd = fa},
+  };
+  for (int i = 0; i < 2; i++) {
+    d[i].q = calloc(SLOTS, sizeof(struct frame));
+    if (!d[i].q) {
+      perror("calloc");
+      return 1;
     }
-    int fa = open_tap_in_ns(a, mtu), fb = open_tap_in_ns(b, mtu);
-    int fm = mid ? open_tap_in_ns(mid, mtu) : -1;
+  }
+  if (loss_ab) parse_loss(&d[0].loss, loss_ab);
+  if (loss_ba) parse_loss(&d[1].loss, loss_ba);
+  mlockall(MCL_CURRENT); /* queues allocated above: no page faults on the hot path */
+  if (pidfile) {
+    FILE* f = fopen(pidfile, "w");
+    if (f) {
+      fprintf(f, "%d\n", getpid());
+      fclose(f);
+    }
+  }
+  if (!quiet)
+    fprintf(stderr, "delayfwd: %s <-> %s%s%s, %ld us one way, %ld Mbit/s\n", a, b, mid ? " mid " : "",
+            mid ? mid : "", delay_us, mbit);
+  for (int i = 0; i < 2; i++)
+    if (!quiet && d[i].loss.every)
+      fprintf(stderr,
+              "delayfwd: %s drops new-data frames with >= %lu payload bytes number %lu, %lu, %lu, ...\n",
+              d[i].name, d[i].loss.min_payload, d[i].loss.first, d[i].loss.first + d[i].loss.every,
+              d[i].loss.first + 2 * d[i].loss.every);
 
-    struct dir d[2] = {
-        { .name = "a->b", .in_fd = fa, .out_fd = fb },
-        { .name = "b->a", .in_fd = fb, .out_fd = fa },
-    };
+  const uint64_t delay_ns = (uint64_t)delay_us * 1000ull;
+  uint64_t last_rx_ns = 0;
+  while (!stop) {
+    uint64_t now = now_ns();
+    /* 1. emit everything that is due (mid copies first: they are earlier) */
     for (int i = 0; i < 2; i++) {
-        d[i].q = calloc(SLOTS, sizeof(struct frame));
-        if (!d[i].q) { perror("calloc"); return 1; }
+      struct dir* x = &d[i];
+      while (fm >= 0 && x->mid_head != x->tail && x->q[x->mid_head % SLOTS].mid_ns <= now) {
+        struct frame* f = &x->q[x->mid_head % SLOTS];
+        if (write(fm, f->data, f->len) < 0 && errno != EAGAIN && errno != EIO) perror("write mid");
+        f->mid_done = 1;
+        x->mid_head++;
+      }
+      while (x->head != x->tail && x->q[x->head % SLOTS].due_ns <= now) {
+        struct frame* f = &x->q[x->head % SLOTS];
+        if (fm >= 0 && !f->mid_done) { /* never skip the mid copy */
+          if (write(fm, f->data, f->len) < 0 && errno != EAGAIN) perror("write mid");
+          f->mid_done = 1;
+          x->mid_head = x->head + 1;
+        }
+        uint64_t late = (now - f->due_ns) / 1000;
+        if (late > x->late_us_max) x->late_us_max = late;
+        ssize_t w = write(x->out_fd, f->data, f->len);
+        if (w < 0 && errno != EAGAIN && errno != EIO) perror("write");
+        x->head++;
+      }
     }
-    if (loss_ab) parse_loss(&d[0].loss, loss_ab);
-    if (loss_ba) parse_loss(&d[1].loss, loss_ba);
-    mlockall(MCL_CURRENT);   /* queues allocated above: no page faults on the hot path */
-    if (pidfile) {
-        FILE *f = fopen(pidfile, "w");
-        if (f) { fprintf(f, "%d\n", getpid()); fclose(f); }
+    /* 2. wait for input or the next due time */
+    uint64_t next = UINT64_MAX;
+    for (int i = 0; i < 2; i++) {
+      struct dir* x = &d[i];
+      if (x->head != x->tail && x->q[x->head % SLOTS].due_ns < next) next = x->q[x->head % SLOTS].due_ns;
+      if (fm >= 0 && x->mid_head != x->tail && x->q[x->mid_head % SLOTS].mid_ns < next)
+        next = x->q[x->mid_head % SLOTS].mid_ns;
     }
-    if (!quiet) fprintf(stderr, "delayfwd: %s <-> %s%s%s, %ld us one way, %ld Mbit/s\n",
-                        a, b, mid ? " mid " : "", mid ? mid : "", delay_us, mbit);
+    struct pollfd p[2] = {{fa, POLLIN, 0}, {fb, POLLIN, 0}};
+    struct timespec ts, *tsp = NULL;
+    uint64_t n2 = now_ns();
+    if (next != UINT64_MAX) {
+      uint64_t w = next > n2 ? next - n2 : 0;
+      ts.tv_sec = w / 1000000000ull;
+      ts.tv_nsec = w % 1000000000ull;
+      tsp = &ts;
+    }
+    if (n2 - last_rx_ns < (uint64_t)spin_us * 1000ull) { /* busy: poll without sleeping */
+      ts.tv_sec = 0;
+      ts.tv_nsec = 0;
+      tsp = &ts;
+    }
+    int r = ppoll(p, 2, tsp, NULL);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      perror("ppoll");
+      break;
+    }
+    /* 3. read all pending frames */
+    for (int i = 0; i < 2; i++) {
+      if (!(p[i].revents & POLLIN)) continue;
+      struct dir* x = &d[i];
+      for (;;) {
+        struct frame* f = &x->q[x->tail % SLOTS];
+        unsigned char scratch[FRAME_MAX];
+        int full = (x->tail - x->head) >= SLOTS;
+        ssize_t n = read(x->in_fd, full ? scratch : f->data, FRAME_MAX);
+        if (n <= 0) break;
+        if (full) {
+          x->drops++;
+          continue;
+        }
+        if (loss_drop(&x->loss, f->data, (size_t)n)) continue; /* lost on the wire */
+        uint64_t t = now_ns();
+        uint64_t start = t;
+        last_rx_ns = t;
+        if (mbit > 0) {
+          /* Ethernet: preamble+SFD 8, FCS 4, inter-frame gap 12 */
+          uint64_t ser = ((uint64_t)(n + 24) * 8ull * 1000ull) / (uint64_t)mbit;
+          if (x->wire_free_ns > start) start = x->wire_free_ns;
+          x->wire_free_ns = start + ser;
+          start += ser;
+        }
+        f->len = (uint16_t)n;
+        f->due_ns = start + delay_ns;
+        f->mid_ns = start + delay_ns / 2;
+        f->mid_done = 0;
+        x->tail++;
+        x->frames++;
+        x->bytes += n;
+      }
+    }
+  }
+  if (!quiet)
     for (int i = 0; i < 2; i++)
-        if (!quiet && d[i].loss.every)
-            fprintf(stderr, "delayfwd: %s drops new-data frames with >= %lu payload bytes number %lu, %lu, %lu, ...\n",
-                    d[i].name, d[i].loss.min_payload, d[i].loss.first, d[i].loss.first + d[i].loss.every,
-                    d[i].loss.first + 2 * d[i].loss.every);
-
-    const uint64_t delay_ns = (uint64_t)delay_us * 1000ull;
-    uint64_t last_rx_ns = 0;
-    while (!stop) {
-        uint64_t now = now_ns();
-        /* 1. emit everything that is due (mid copies first: they are earlier) */
-        for (int i = 0; i < 2; i++) {
-            struct dir *x = &d[i];
-            while (fm >= 0 && x->mid_head != x->tail && x->q[x->mid_head % SLOTS].mid_ns <= now) {
-                struct frame *f = &x->q[x->mid_head % SLOTS];
-                if (write(fm, f->data, f->len) < 0 && errno != EAGAIN && errno != EIO) perror("write mid");
-                f->mid_done = 1;
-                x->mid_head++;
-            }
-            while (x->head != x->tail && x->q[x->head % SLOTS].due_ns <= now) {
-                struct frame *f = &x->q[x->head % SLOTS];
-                if (fm >= 0 && !f->mid_done) { /* never skip the mid copy */
-                    if (write(fm, f->data, f->len) < 0 && errno != EAGAIN) perror("write mid");
-                    f->mid_done = 1;
-                    x->mid_head = x->head + 1;
-                }
-                uint64_t late = (now - f->due_ns) / 1000;
-                if (late > x->late_us_max) x->late_us_max = late;
-                ssize_t w = write(x->out_fd, f->data, f->len);
-                if (w < 0 && errno != EAGAIN && errno != EIO) perror("write");
-                x->head++;
-            }
-        }
-        /* 2. wait for input or the next due time */
-        uint64_t next = UINT64_MAX;
-        for (int i = 0; i < 2; i++) {
-            struct dir *x = &d[i];
-            if (x->head != x->tail && x->q[x->head % SLOTS].due_ns < next) next = x->q[x->head % SLOTS].due_ns;
-            if (fm >= 0 && x->mid_head != x->tail && x->q[x->mid_head % SLOTS].mid_ns < next)
-                next = x->q[x->mid_head % SLOTS].mid_ns;
-        }
-        struct pollfd p[2] = { { fa, POLLIN, 0 }, { fb, POLLIN, 0 } };
-        struct timespec ts, *tsp = NULL;
-        uint64_t n2 = now_ns();
-        if (next != UINT64_MAX) {
-            uint64_t w = next > n2 ? next - n2 : 0;
-            ts.tv_sec = w / 1000000000ull;
-            ts.tv_nsec = w % 1000000000ull;
-            tsp = &ts;
-        }
-        if (n2 - last_rx_ns < (uint64_t)spin_us * 1000ull) {   /* busy: poll without sleeping */
-            ts.tv_sec = 0;
-            ts.tv_nsec = 0;
-            tsp = &ts;
-        }
-        int r = ppoll(p, 2, tsp, NULL);
-        if (r < 0) { if (errno == EINTR) continue; perror("ppoll"); break; }
-        /* 3. read all pending frames */
-        for (int i = 0; i < 2; i++) {
-            if (!(p[i].revents & POLLIN)) continue;
-            struct dir *x = &d[i];
-            for (;;) {
-                struct frame *f = &x->q[x->tail % SLOTS];
-                unsigned char scratch[FRAME_MAX];
-                int full = (x->tail - x->head) >= SLOTS;
-                ssize_t n = read(x->in_fd, full ? scratch : f->data, FRAME_MAX);
-                if (n <= 0) break;
-                if (full) { x->drops++; continue; }
-                if (loss_drop(&x->loss, f->data, (size_t)n)) continue;   /* lost on the wire */
-                uint64_t t = now_ns();
-                uint64_t start = t;
-                last_rx_ns = t;
-                if (mbit > 0) {
-                    /* Ethernet: preamble+SFD 8, FCS 4, inter-frame gap 12 */
-                    uint64_t ser = ((uint64_t)(n + 24) * 8ull * 1000ull) / (uint64_t)mbit;
-                    if (x->wire_free_ns > start) start = x->wire_free_ns;
-                    x->wire_free_ns = start + ser;
-                    start += ser;
-                }
-                f->len = (uint16_t)n;
-                f->due_ns = start + delay_ns;
-                f->mid_ns = start + delay_ns / 2;
-                f->mid_done = 0;
-                x->tail++;
-                x->frames++;
-                x->bytes += n;
-            }
-        }
-    }
-    if (!quiet)
-        for (int i = 0; i < 2; i++)
-            fprintf(stderr, "delayfwd: %s frames %lu bytes %lu drops %lu max-late %lu us\n",
-                    d[i].name, d[i].frames, d[i].bytes, d[i].drops, d[i].late_us_max);
-    if (!quiet)
-        for (int i = 0; i < 2; i++)
-            if (d[i].loss.every)
-                fprintf(stderr, "delayfwd: %s loss: counted %lu new-data frames, dropped %lu\n",
-                        d[i].name, d[i].loss.counted, d[i].loss.dropped);
-    if (pidfile) unlink(pidfile);
-    return 0;
+      fprintf(stderr, "delayfwd: %s frames %lu bytes %lu drops %lu max-late %lu us\n", d[i].name, d[i].frames,
+              d[i].bytes, d[i].drops, d[i].late_us_max);
+  if (!quiet)
+    for (int i = 0; i < 2; i++)
+      if (d[i].loss.every)
+        fprintf(stderr, "delayfwd: %s loss: counted %lu new-data frames, dropped %lu\n", d[i].name,
+                d[i].loss.counted, d[i].loss.dropped);
+  if (pidfile) unlink(pidfile);
+  return 0;
 }

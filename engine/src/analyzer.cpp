@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <deque>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "iscsi/pdu.hpp"
@@ -159,8 +159,10 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
       m.refused_keys.erase(key);
     }
     const Endpoint *initiator = nullptr, *target = nullptr;
-    if (m.is_target_port(seg.dst.port)) initiator = &seg.src, target = &seg.dst;
-    else if (m.is_target_port(seg.src.port)) initiator = &seg.dst, target = &seg.src;
+    if (m.is_target_port(seg.dst.port))
+      initiator = &seg.src, target = &seg.dst;
+    else if (m.is_target_port(seg.src.port))
+      initiator = &seg.dst, target = &seg.src;
     else if (m.options.detect_ports && !syn && Impl::looks_like_login(seg))
       initiator = &seg.src, target = &seg.dst;
     if (!initiator) return SegmentStatus::ignored;
@@ -176,8 +178,7 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
       ++m.refused;
       return SegmentStatus::ignored;
     }
-    auto conn = std::make_unique<Connection>(m.next_id++, *initiator, *target, m.options, m.sink,
-                                             m.sessions);
+    auto conn = std::make_unique<Connection>(m.next_id++, *initiator, *target, m.options, m.sink, m.sessions);
     it = m.live.emplace(key, std::move(conn)).first;
     if (auto p = m.pending.find(key); p != m.pending.end()) {
       for (const Segment& h : p->second)
@@ -195,7 +196,8 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
 
 void Analyzer::finish() {
   Impl& m = *impl_;
-  for (auto& [key, conn] : m.live) m.finish_connection(*conn);
+  for (auto& [key, conn] : m.live)
+    m.finish_connection(*conn);
   m.live.clear();
   m.closing.clear();
   if (m.refused)
@@ -207,7 +209,8 @@ void Analyzer::finish() {
 
 std::vector<ConnectionInfo> Analyzer::connections() const {
   std::vector<ConnectionInfo> out = impl_->infos;
-  for (auto& [key, conn] : impl_->live) out.push_back(conn->info());
+  for (auto& [key, conn] : impl_->live)
+    out.push_back(conn->info());
   std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.id < b.id; });
   return out;
 }

@@ -122,8 +122,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (h[9] && h[9] < payload.size()) payload.resize(h[9]);  // snaplen cut
     s.payload = payload;
     (void)a.feed(s);
-    if (!(s.flags & (tcp_flag::syn))) seq[dir] += s.payload_wire_len;
-    else seq[dir] += 1;
+    if (!(s.flags & (tcp_flag::syn)))
+      seq[dir] += s.payload_wire_len;
+    else
+      seq[dir] += 1;
   }
   a.finish();
   (void)a.connections();

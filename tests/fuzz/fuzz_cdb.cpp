@@ -11,8 +11,8 @@ using namespace iscsi_doctor;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const uint8_t> in(data, size);
-  for (auto t : {scsi::DeviceType::disk, scsi::DeviceType::tape, scsi::DeviceType::cdrom, scsi::DeviceType::changer,
-                 scsi::DeviceType::other}) {
+  for (auto t : {scsi::DeviceType::disk, scsi::DeviceType::tape, scsi::DeviceType::cdrom,
+                 scsi::DeviceType::changer, scsi::DeviceType::other}) {
     if (const auto c = scsi::decode_cdb(in, t)) {
       if (c->name.empty() || c->opcode != data[0]) __builtin_trap();
       if (c->opcode != 0x7f && c->cdb_length > size) __builtin_trap();
@@ -30,7 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (bool ini : {true, false})
       for (bool strict : {true, false}) {
         const bool ok = iscsi::plausible_bhs(*b, ini, iscsi::kMaxDataSegmentLength, strict);
-        if (ok != (std::string_view(iscsi::implausible_reason(*b, ini, iscsi::kMaxDataSegmentLength, strict)) == "ok"))
+        if (ok != (std::string_view(
+                       iscsi::implausible_reason(*b, ini, iscsi::kMaxDataSegmentLength, strict)) == "ok"))
           __builtin_trap();
       }
     (void)b->pdu_length(true, true);

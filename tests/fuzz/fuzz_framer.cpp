@@ -74,7 +74,8 @@ std::vector<uint8_t> build_stream(const uint8_t* d, size_t n, bool initiator, bo
     b.flags = d[i + 1];
     b.itt = d[i + 3];
     std::vector<uint8_t> data(size_t(d[i + 2]) * (d[i + 3] & 0x0f));
-    for (size_t k = 0; k < data.size(); ++k) data[k] = uint8_t(k ^ d[i]);
+    for (size_t k = 0; k < data.size(); ++k)
+      data[k] = uint8_t(k ^ d[i]);
     const auto pdu = encode_pdu(b, data, hd, dd);
     out.insert(out.end(), pdu.begin(), pdu.end());
   }
@@ -85,7 +86,8 @@ void run(const uint8_t* data, size_t size, bool initiator) {
   if (size < 9) return;
   const uint8_t mode = data[0];
   Rng rng{0};
-  for (int i = 1; i < 9; ++i) rng.s = (rng.s << 8) | data[i];
+  for (int i = 1; i < 9; ++i)
+    rng.s = (rng.s << 8) | data[i];
   FramerConfig cfg;
   cfg.digests_known = mode & 1;
   cfg.header_digest = mode & 2;
@@ -110,7 +112,9 @@ void run(const uint8_t* data, size_t size, bool initiator) {
   while (at < stream.size()) {
     const uint32_t r = rng.next();
     if ((r & 0x1f) == 0) {  // occasionally a gap: small, PDU-sized, or huge
-      const uint64_t lost = (r >> 8) % 3 == 0 ? (r >> 12) % 64 : (r >> 8) % 3 == 1 ? (r >> 12) % 70000 : (1ull << 40);
+      const uint64_t lost = (r >> 8) % 3 == 0   ? (r >> 12) % 64
+                            : (r >> 8) % 3 == 1 ? (r >> 12) % 70000
+                                                : (1ull << 40);
       sink.chunk_size = 0;
       framer.gap(lost, sink);
       continue;
@@ -119,7 +123,8 @@ void run(const uint8_t* data, size_t size, bool initiator) {
     sink.chunk_size = n;
     framer.feed(std::span<const uint8_t>(stream).subspan(at, n), sink);
     at += n;
-    if ((r & 0x3c0) == 0x3c0) framer.set_config(FramerConfig{bool(r & 1), bool(r & 2), true, cfg.max_data_segment});
+    if ((r & 0x3c0) == 0x3c0)
+      framer.set_config(FramerConfig{bool(r & 1), bool(r & 2), true, cfg.max_data_segment});
   }
   sink.chunk_size = 0;
   framer.finish(sink);

@@ -10,7 +10,9 @@
 using namespace iscsi_doctor::iscsi;
 
 namespace {
-std::vector<uint8_t> bytes_of(std::initializer_list<int> v) { return std::vector<uint8_t>(v.begin(), v.end()); }
+std::vector<uint8_t> bytes_of(std::initializer_list<int> v) {
+  return std::vector<uint8_t>(v.begin(), v.end());
+}
 }  // namespace
 
 // RFC 3720 Appendix B.4: the CRC bytes are listed in wire order.
@@ -35,7 +37,8 @@ TEST(Crc32c, Rfc3720Incrementing) {
 
 TEST(Crc32c, Rfc3720Decrementing) {
   std::vector<uint8_t> d(32);
-  for (int i = 0; i < 32; ++i) d[i] = uint8_t(31 - i);
+  for (int i = 0; i < 32; ++i)
+    d[i] = uint8_t(31 - i);
   EXPECT_EQ(crc32c_of(d), 0x113fdb5cu);  // "5c db 3f 11"
 }
 
@@ -58,7 +61,8 @@ TEST(Crc32c, CheckValue) {
 TEST(Crc32c, IncrementalEqualsOneShotAtEverySplit) {
   std::mt19937 rng(7);
   std::vector<uint8_t> d(301);
-  for (auto& b : d) b = uint8_t(rng());
+  for (auto& b : d)
+    b = uint8_t(rng());
   const uint32_t whole = crc32c_of(d);
   for (size_t cut = 0; cut <= d.size(); ++cut) {
     uint32_t s = crc32c_init();
@@ -71,7 +75,8 @@ TEST(Crc32c, IncrementalEqualsOneShotAtEverySplit) {
 TEST(Crc32c, PortableMatchesDispatchedForAllLengthsAndAlignments) {
   std::mt19937 rng(11);
   std::vector<uint8_t> d(200);
-  for (auto& b : d) b = uint8_t(rng());
+  for (auto& b : d)
+    b = uint8_t(rng());
   for (size_t off = 0; off < 9; ++off)
     for (size_t len = 0; off + len <= d.size(); len += 7) {
       const auto s = std::span(d).subspan(off, len);

@@ -122,7 +122,8 @@ std::vector<uint8_t> text(const char (&s)[N]) {
 }
 std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
   std::vector<uint8_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = uint8_t(seed + i * 7);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = uint8_t(seed + i * 7);
   return v;
 }
 
@@ -167,7 +168,8 @@ Stream target_stream(bool hd, bool dd) {
   s.add(data_in(1, 4096, true), pattern(100, 6), hd, dd);
   s.add(r2t(2), {}, hd, dd);
   // Sense: SenseLength 18, fixed format ILLEGAL REQUEST / INVALID FIELD IN CDB
-  std::vector<uint8_t> sense = {0x00, 0x12, 0x70, 0x00, 0x05, 0, 0, 0, 0, 0x0a, 0, 0, 0, 0, 0x24, 0x00, 0, 0, 0, 0};
+  std::vector<uint8_t> sense = {0x00, 0x12, 0x70, 0x00, 0x05, 0,    0, 0, 0, 0x0a,
+                                0,    0,    0,    0,    0x24, 0x00, 0, 0, 0, 0};
   s.add(scsi_response(2, 0x02), sense, hd, dd);
   s.add(nop_in(), pattern(5, 7), hd, dd);
   s.add(logout_response(), {}, hd, dd);
@@ -242,7 +244,8 @@ struct Recorder : FramerSink {
   }
   int count(char k) const {
     int n = 0;
-    for (const auto& e : ev) n += e.kind == k;
+    for (const auto& e : ev)
+      n += e.kind == k;
     return n;
   }
 };
@@ -272,8 +275,9 @@ struct Feeder {
 };
 
 // The ends must match the expected PDUs exactly, each preceded by its start.
-void expect_framed(const Recorder& rec, const std::vector<Expected>& want, DigestCheck hd = DigestCheck::absent,
-                   DigestCheck dd = DigestCheck::absent, bool digests_on_login = false) {
+void expect_framed(const Recorder& rec, const std::vector<Expected>& want,
+                   DigestCheck hd = DigestCheck::absent, DigestCheck dd = DigestCheck::absent,
+                   bool digests_on_login = false) {
   ASSERT_EQ(rec.position_errors, 0);
   const auto ends = rec.ends();
   ASSERT_EQ(ends.size(), want.size());
@@ -285,8 +289,10 @@ void expect_framed(const Recorder& rec, const std::vector<Expected>& want, Diges
     EXPECT_FALSE(ends[i].incomplete);
     EXPECT_FALSE(ends[i].truncated);
     const bool login = want[i].opcode == 0x03 || want[i].opcode == 0x23;
-    if (!login || digests_on_login) EXPECT_EQ(ends[i].hd, hd);
-    else EXPECT_EQ(ends[i].hd, DigestCheck::absent);
+    if (!login || digests_on_login)
+      EXPECT_EQ(ends[i].hd, hd);
+    else
+      EXPECT_EQ(ends[i].hd, DigestCheck::absent);
   }
   (void)dd;
   EXPECT_EQ(rec.count('S'), int(want.size()));
@@ -314,7 +320,8 @@ TEST(IscsiFramer, WholeStreamBothDirections) {
     EXPECT_EQ(f.framer.stats().pdus, s.pdus.size());
     EXPECT_EQ(f.framer.stats().bytes_fed, s.bytes.size());
     // Whole stream in one chunk: every position is chunk-relative.
-    for (const auto& e : f.rec.ev) EXPECT_LT(e.last, s.bytes.size());
+    for (const auto& e : f.rec.ev)
+      EXPECT_LT(e.last, s.bytes.size());
   }
 }
 
@@ -342,7 +349,8 @@ TEST(IscsiFramer, ByteByByte) {
   for (bool ini : {true, false}) {
     const Stream s = ini ? initiator_stream(false, false) : target_stream(false, false);
     Feeder f(ini);
-    for (size_t i = 0; i < s.bytes.size(); ++i) f.feed(std::span(s.bytes).subspan(i, 1));
+    for (size_t i = 0; i < s.bytes.size(); ++i)
+      f.feed(std::span(s.bytes).subspan(i, 1));
     expect_framed(f.rec, s.pdus);
   }
 }
@@ -455,12 +463,13 @@ TEST(IscsiFramer, KeptData) {
   feed_chunked(f, s.bytes, {60, 61, 300, 4300});
   const auto ends = f.rec.ends();
   ASSERT_EQ(ends.size(), 7u);
-  EXPECT_EQ(std::string(ends[0].kept.begin(), ends[0].kept.end()), std::string("TargetAlias=disk\0HeaderDigest=None\0", 35));
-  EXPECT_TRUE(ends[1].kept.empty());       // Data-In without status: skipped
-  EXPECT_EQ(ends[2].kept.size(), 100u);    // Data-In with S
-  EXPECT_EQ(ends[4].kept.size(), 20u);     // sense
+  EXPECT_EQ(std::string(ends[0].kept.begin(), ends[0].kept.end()),
+            std::string("TargetAlias=disk\0HeaderDigest=None\0", 35));
+  EXPECT_TRUE(ends[1].kept.empty());     // Data-In without status: skipped
+  EXPECT_EQ(ends[2].kept.size(), 100u);  // Data-In with S
+  EXPECT_EQ(ends[4].kept.size(), 20u);   // sense
   EXPECT_EQ(ends[4].kept[1], 0x12);
-  EXPECT_TRUE(ends[5].kept.empty());       // ping data
+  EXPECT_TRUE(ends[5].kept.empty());  // ping data
 }
 
 TEST(IscsiFramer, SenseKeptIsCapped) {
@@ -472,7 +481,10 @@ TEST(IscsiFramer, SenseKeptIsCapped) {
     bool truncated = false;
     size_t n = 0;
     void on_pdu_start(const PduStart&) override {}
-    void on_pdu_end(const PduEnd& e) override { n = e.kept_data.size(); truncated = e.kept_truncated; }
+    void on_pdu_end(const PduEnd& e) override {
+      n = e.kept_data.size();
+      truncated = e.kept_truncated;
+    }
     void on_sync_lost(const SyncLost&) override {}
     void on_resync(const Resync&) override {}
   } cap;
@@ -497,7 +509,8 @@ TEST(IscsiFramer, GapInsideDataSegment) {
     EXPECT_TRUE(ends[1].incomplete);
     EXPECT_EQ(ends[1].dd, dd ? DigestCheck::unchecked : DigestCheck::absent);
     EXPECT_EQ(ends[1].last, s.pdus[1].last);
-    for (size_t i = 2; i < ends.size(); ++i) EXPECT_FALSE(ends[i].incomplete);
+    for (size_t i = 2; i < ends.size(); ++i)
+      EXPECT_FALSE(ends[i].incomplete);
     EXPECT_EQ(f.rec.count('L'), 0);
     EXPECT_EQ(f.framer.stats().bytes_lost, 1000u);
     EXPECT_EQ(f.framer.stats().data_incomplete_pdus, 1u);
@@ -586,23 +599,27 @@ TEST(IscsiFramer, StartUnsyncedWithHeaderDigestKnown) {
   std::vector<uint8_t> tail(s.bytes.begin() + ptrdiff_t(start), s.bytes.end());
   Feeder f(true, FramerConfig{true, true, true});
   f.framer.start_unsynced();
-  for (size_t i = 0; i < tail.size(); i += 29) f.feed(std::span(tail).subspan(i, std::min<size_t>(29, tail.size() - i)));
+  for (size_t i = 0; i < tail.size(); i += 29)
+    f.feed(std::span(tail).subspan(i, std::min<size_t>(29, tail.size() - i)));
   const auto ends = f.rec.ends();
   ASSERT_EQ(ends.size(), s.pdus.size() - 3);
-  for (const auto& e : ends) EXPECT_EQ(e.hd, DigestCheck::ok);
+  for (const auto& e : ends)
+    EXPECT_EQ(e.hd, DigestCheck::ok);
   EXPECT_EQ(ends[0].opcode, 0x05);
 }
 
 TEST(IscsiFramer, GarbageLosesSyncWithoutCrashing) {
   std::mt19937 rng(99);
   std::vector<uint8_t> junk(5000);
-  for (auto& b : junk) b = uint8_t(rng());
+  for (auto& b : junk)
+    b = uint8_t(rng());
   junk[0] = 0x07;  // an unknown opcode right away
   const Stream s = initiator_stream(false, false);
   std::vector<uint8_t> all = junk;
   all.insert(all.end(), s.bytes.begin(), s.bytes.end());
   Feeder f(true);
-  for (size_t i = 0; i < all.size(); i += 64) f.feed(std::span(all).subspan(i, std::min<size_t>(64, all.size() - i)));
+  for (size_t i = 0; i < all.size(); i += 64)
+    f.feed(std::span(all).subspan(i, std::min<size_t>(64, all.size() - i)));
   f.finish();
   EXPECT_GE(f.rec.count('L'), 1);
   EXPECT_STREQ(f.rec.ev[0].why.c_str(), "unknown opcode");
@@ -610,7 +627,8 @@ TEST(IscsiFramer, GarbageLosesSyncWithoutCrashing) {
   const auto ends = f.rec.ends();
   ASSERT_GE(ends.size(), s.pdus.size());
   const auto tail = std::vector<Event>(ends.end() - ptrdiff_t(s.pdus.size()), ends.end());
-  for (size_t i = 0; i < tail.size(); ++i) EXPECT_EQ(tail[i].first, s.pdus[i].first + junk.size());
+  for (size_t i = 0; i < tail.size(); ++i)
+    EXPECT_EQ(tail[i].first, s.pdus[i].first + junk.size());
   EXPECT_TRUE(f.framer.in_sync());
 }
 
@@ -700,7 +718,8 @@ TEST(IscsiFramer, UndetectedDataDigestDelaysEndOnlyByFourBytes) {
   // No login seen, digests unknown: the first PDU with data cannot end before the framer has
   // seen what follows it. Four bytes that start a plausible header are enough.
   Stream s;
-  std::vector<uint8_t> sense = {0x00, 0x12, 0x70, 0x00, 0x06, 0, 0, 0, 0, 0x0a, 0, 0, 0, 0, 0x29, 0x00, 0, 0, 0, 0};
+  std::vector<uint8_t> sense = {0x00, 0x12, 0x70, 0x00, 0x06, 0,    0, 0, 0, 0x0a,
+                                0,    0,    0,    0,    0x29, 0x00, 0, 0, 0, 0};
   s.add(scsi_response(2, 0x02), sense);
   s.add(nop_in());
   Feeder f(false);

@@ -47,7 +47,8 @@ Bhs text_rsp(uint8_t flags = 0x80) {
 }  // namespace
 
 TEST(IscsiTextKeys, ParsesPairs) {
-  const auto keys = parse_text_keys(text("InitiatorName=iqn.1991-05.com.microsoft:host\0MaxBurstLength=262144\0"));
+  const auto keys =
+      parse_text_keys(text("InitiatorName=iqn.1991-05.com.microsoft:host\0MaxBurstLength=262144\0"));
   ASSERT_EQ(keys.size(), 2u);
   EXPECT_EQ(keys[0], (TextKey{"InitiatorName", "iqn.1991-05.com.microsoft:host"}));
   EXPECT_EQ(keys[1], (TextKey{"MaxBurstLength", "262144"}));
@@ -108,14 +109,16 @@ TEST(IscsiNegotiation, FullLoginWithContinuedPdus) {
   // Operational stage, the initiator's offer split over two PDUs with C, cutting a pair in half.
   n.add_pdu(login_req(0x44), text("HeaderDigest=CRC32C,None\0DataDigest=CRC32C,None\0MaxRecvDataSeg"));
   EXPECT_FALSE(n.result().header_digest.seen);  // nothing parsed until the text is complete
-  n.add_pdu(login_req(0x87), text("mentLength=262144\0InitialR2T=No\0ImmediateData=Yes\0MaxBurstLength=16776192\0"
-                                  "FirstBurstLength=262144\0MaxOutstandingR2T=1\0ErrorRecoveryLevel=2\0"
-                                  "DefaultTime2Wait=2\0DefaultTime2Retain=0\0"));
+  n.add_pdu(login_req(0x87),
+            text("mentLength=262144\0InitialR2T=No\0ImmediateData=Yes\0MaxBurstLength=16776192\0"
+                 "FirstBurstLength=262144\0MaxOutstandingR2T=1\0ErrorRecoveryLevel=2\0"
+                 "DefaultTime2Wait=2\0DefaultTime2Retain=0\0"));
   // The target answers, also continued (C bit, T clear), then finishes.
   n.add_pdu(login_rsp(0x44), text("HeaderDigest=CRC32C\0DataDigest=None\0MaxRecvDataSegmentLength=65536\0"));
   EXPECT_FALSE(n.result().complete);
-  n.add_pdu(login_rsp(0x87), text("InitialR2T=Yes\0ImmediateData=No\0MaxBurstLength=262144\0FirstBurstLength=65536\0"
-                                  "ErrorRecoveryLevel=0\0DefaultTime2Wait=5\0DefaultTime2Retain=0\0TargetAlias=lun-a"));
+  n.add_pdu(login_rsp(0x87),
+            text("InitialR2T=Yes\0ImmediateData=No\0MaxBurstLength=262144\0FirstBurstLength=65536\0"
+                 "ErrorRecoveryLevel=0\0DefaultTime2Wait=5\0DefaultTime2Retain=0\0TargetAlias=lun-a"));
   const auto& r = n.result();
   EXPECT_TRUE(r.complete);
   EXPECT_FALSE(r.failed);
@@ -129,13 +132,13 @@ TEST(IscsiNegotiation, FullLoginWithContinuedPdus) {
   EXPECT_TRUE(r.data_digest.seen);
   EXPECT_EQ(r.initiator_max_recv_data_segment.value, 262144u);  // joined across the C boundary
   EXPECT_EQ(r.target_max_recv_data_segment.value, 65536u);
-  EXPECT_TRUE(r.initial_r2t.value);       // OR(No, Yes)
-  EXPECT_FALSE(r.immediate_data.value);   // AND(Yes, No)
+  EXPECT_TRUE(r.initial_r2t.value);      // OR(No, Yes)
+  EXPECT_FALSE(r.immediate_data.value);  // AND(Yes, No)
   EXPECT_EQ(r.max_burst_length.value, 262144u);
   EXPECT_EQ(r.first_burst_length.value, 65536u);
   EXPECT_EQ(r.error_recovery_level.value, 0u);
-  EXPECT_EQ(r.default_time2wait.value, 5u);   // max
-  EXPECT_EQ(r.default_time2retain.value, 0u); // min
+  EXPECT_EQ(r.default_time2wait.value, 5u);    // max
+  EXPECT_EQ(r.default_time2retain.value, 0u);  // min
   EXPECT_EQ(r.max_outstanding_r2t.value, 1u);
   EXPECT_FALSE(r.max_outstanding_r2t.seen);  // offered, never answered
   EXPECT_FALSE(r.data_pdu_in_order.seen);
@@ -152,12 +155,15 @@ TEST(IscsiNegotiation, FullLoginWithContinuedPdus) {
 }
 
 TEST(IscsiNegotiation, BooleanResultFunctions) {
-  struct Case { const char *key, *offer, *answer; bool want; };
+  struct Case {
+    const char *key, *offer, *answer;
+    bool want;
+  };
   const Case cases[] = {
-      {"ImmediateData", "Yes", "Yes", true},  {"ImmediateData", "Yes", "No", false},
-      {"ImmediateData", "No", "Yes", false},  {"InitialR2T", "No", "No", false},
-      {"InitialR2T", "No", "Yes", true},      {"InitialR2T", "Yes", "No", true},
-      {"DataPDUInOrder", "No", "No", false},  {"DataSequenceInOrder", "No", "Yes", true},
+      {"ImmediateData", "Yes", "Yes", true}, {"ImmediateData", "Yes", "No", false},
+      {"ImmediateData", "No", "Yes", false}, {"InitialR2T", "No", "No", false},
+      {"InitialR2T", "No", "Yes", true},     {"InitialR2T", "Yes", "No", true},
+      {"DataPDUInOrder", "No", "No", false}, {"DataSequenceInOrder", "No", "Yes", true},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string(c.key) + " " + c.offer + "/" + c.answer);
@@ -165,10 +171,10 @@ TEST(IscsiNegotiation, BooleanResultFunctions) {
     n.add_pdu(login_req(0x87), text(std::string(c.key) + "=" + c.offer + std::string(1, '\0')));
     n.add_pdu(login_rsp(0x87), text(std::string(c.key) + "=" + c.answer + std::string(1, '\0')));
     const auto& r = n.result();
-    const auto& s = std::string(c.key) == "ImmediateData" ? r.immediate_data
-                  : std::string(c.key) == "InitialR2T"    ? r.initial_r2t
-                  : std::string(c.key) == "DataPDUInOrder" ? r.data_pdu_in_order
-                                                           : r.data_sequence_in_order;
+    const auto& s = std::string(c.key) == "ImmediateData"    ? r.immediate_data
+                    : std::string(c.key) == "InitialR2T"     ? r.initial_r2t
+                    : std::string(c.key) == "DataPDUInOrder" ? r.data_pdu_in_order
+                                                             : r.data_sequence_in_order;
     EXPECT_EQ(s.value, c.want);
     EXPECT_TRUE(s.seen);
   }
@@ -198,13 +204,13 @@ TEST(IscsiNegotiation, NumericalAndRejectHandling) {
   const auto& r = n.result();
   EXPECT_EQ(r.max_burst_length.value, 524288u);  // min
   EXPECT_TRUE(r.max_burst_length.seen);
-  EXPECT_EQ(r.first_burst_length.value, 65536u); // Reject: default kept
+  EXPECT_EQ(r.first_burst_length.value, 65536u);  // Reject: default kept
   EXPECT_FALSE(r.first_burst_length.seen);
-  EXPECT_EQ(r.max_outstanding_r2t.value, 8u);    // min(8, 16)
-  EXPECT_FALSE(r.max_connections.seen);          // Irrelevant
-  EXPECT_EQ(r.default_time2wait.value, 3u);      // max(0, 3)
-  EXPECT_FALSE(r.error_recovery_level.seen);     // 7 is out of range
-  EXPECT_FALSE(r.header_digest.seen);            // an answer must be a single offered value
+  EXPECT_EQ(r.max_outstanding_r2t.value, 8u);  // min(8, 16)
+  EXPECT_FALSE(r.max_connections.seen);        // Irrelevant
+  EXPECT_EQ(r.default_time2wait.value, 3u);    // max(0, 3)
+  EXPECT_FALSE(r.error_recovery_level.seen);   // 7 is out of range
+  EXPECT_FALSE(r.header_digest.seen);          // an answer must be a single offered value
   EXPECT_EQ(r.keys_seen.size(), 16u);
 }
 

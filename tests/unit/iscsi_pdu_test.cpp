@@ -17,11 +17,18 @@ std::vector<uint8_t> hex(const std::string& s) {
   int hi = -1;
   for (char c : s) {
     int v;
-    if (c >= '0' && c <= '9') v = c - '0';
-    else if (c >= 'a' && c <= 'f') v = c - 'a' + 10;
-    else continue;
-    if (hi < 0) hi = v;
-    else { out.push_back(uint8_t(hi * 16 + v)); hi = -1; }
+    if (c >= '0' && c <= '9')
+      v = c - '0';
+    else if (c >= 'a' && c <= 'f')
+      v = c - 'a' + 10;
+    else
+      continue;
+    if (hi < 0)
+      hi = v;
+    else {
+      out.push_back(uint8_t(hi * 16 + v));
+      hi = -1;
+    }
   }
   return out;
 }
@@ -45,13 +52,13 @@ TEST(IscsiPdu, ParseNeeds48Bytes) {
 
 TEST(IscsiPdu, ScsiCommandRead10) {
   const Bhs b = parse(
-      "41 c1 00 00"   // SCSI Command, I; F R, ATTR simple
-      "00 00 00 00"   // AHS 0, DSL 0
-      "00 01 00 00 00 00 00 00"  // LUN 1
-      "00 00 00 14"   // ITT 0x14
-      "00 00 10 00"   // EDTL 4096
-      "00 00 00 2a"   // CmdSN 42
-      "00 00 00 07"   // ExpStatSN 7
+      "41 c1 00 00"                                        // SCSI Command, I; F R, ATTR simple
+      "00 00 00 00"                                        // AHS 0, DSL 0
+      "00 01 00 00 00 00 00 00"                            // LUN 1
+      "00 00 00 14"                                        // ITT 0x14
+      "00 00 10 00"                                        // EDTL 4096
+      "00 00 00 2a"                                        // CmdSN 42
+      "00 00 00 07"                                        // ExpStatSN 7
       "28 00 00 00 10 00 00 00 08 00 00 00 00 00 00 00");  // READ(10) LBA 0x1000, 8 blocks
   EXPECT_EQ(b.op(), Opcode::ScsiCommand);
   EXPECT_TRUE(b.immediate);
@@ -102,14 +109,14 @@ TEST(IscsiPdu, ScsiCommandNoDataMustHaveZeroLength) {
 
 TEST(IscsiPdu, DataIn) {
   const Bhs b = parse(
-      "25 83 00 00"   // Data-In, F, U, S; status GOOD
-      "00 00 02 00"   // DSL 512
+      "25 83 00 00"  // Data-In, F, U, S; status GOOD
+      "00 00 02 00"  // DSL 512
       "00 00 00 00 00 00 00 00 00 00 00 14"
-      "ff ff ff ff"   // TTT
+      "ff ff ff ff"                          // TTT
       "00 00 00 08 00 00 00 2b 00 00 00 4a"  // StatSN 8, ExpCmdSN 0x2b, MaxCmdSN 0x4a
-      "00 00 00 03"   // DataSN 3
-      "00 00 06 00"   // Buffer offset 1536
-      "00 00 00 10"); // Residual 16
+      "00 00 00 03"                          // DataSN 3
+      "00 00 06 00"                          // Buffer offset 1536
+      "00 00 00 10");                        // Residual 16
   EXPECT_EQ(b.op(), Opcode::DataIn);
   EXPECT_TRUE(b.final());
   EXPECT_TRUE(b.status_bit());
@@ -158,9 +165,9 @@ TEST(IscsiPdu, R2T) {
   const Bhs b = parse(
       "31 80 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 20"
       "00 00 00 05 00 00 00 09 00 00 00 2b 00 00 00 4a"
-      "00 00 00 00"   // R2TSN 0
-      "00 00 10 00"   // offset 4096
-      "00 01 00 00"); // desired 65536
+      "00 00 00 00"    // R2TSN 0
+      "00 00 10 00"    // offset 4096
+      "00 01 00 00");  // desired 65536
   EXPECT_EQ(b.op(), Opcode::R2T);
   EXPECT_EQ(b.ttt(), 5u);
   EXPECT_EQ(b.r2tsn(), 0u);
@@ -224,7 +231,7 @@ TEST(IscsiPdu, LoginRequestAndResponse) {
   const Bhs rsp = parse(
       "23 87 00 00 00 00 00 40 40 00 01 37 00 00 00 05 00 00 00 00 00 00 00 00"
       "00 00 00 01 00 00 00 01 00 00 00 10"
-      "02 01 00 00"   // status class 2 (initiator error), detail 1 (authentication failed)
+      "02 01 00 00"  // status class 2 (initiator error), detail 1 (authentication failed)
       "00 00 00 00 00 00 00 00");
   EXPECT_EQ(rsp.tsih(), 5);
   EXPECT_EQ(rsp.status_class(), 2);

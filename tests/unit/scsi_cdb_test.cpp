@@ -282,8 +282,8 @@ TEST(ScsiSense, FixedFormat) {
 
 TEST(ScsiSense, DescriptorFormat) {
   // 72h, key 6 UNIT ATTENTION, 29h/00h; information descriptor 0x00 with VALID and 0xabcdef
-  const std::vector<uint8_t> s = {0x72, 0x06, 0x29, 0x00, 0, 0, 0, 0x0c, 0x00, 0x0a, 0x80, 0x00,
-                                  0, 0, 0, 0, 0, 0xab, 0xcd, 0xef};
+  const std::vector<uint8_t> s = {0x72, 0x06, 0x29, 0x00, 0, 0, 0, 0x0c, 0x00, 0x0a,
+                                  0x80, 0x00, 0,    0,    0, 0, 0, 0xab, 0xcd, 0xef};
   auto r = parse_sense(s);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->key, 6);
@@ -321,7 +321,8 @@ TEST(ScsiSense, ShortAndUnknown) {
 
 TEST(ScsiSense, IscsiSenseLengthPrefix) {
   // SenseLength 0x0012 then 18 bytes of fixed sense (RFC 7143 §11.4.7.2)
-  std::vector<uint8_t> seg = {0x00, 0x12, 0x70, 0x00, 0x06, 0, 0, 0, 0, 0x0a, 0, 0, 0, 0, 0x3f, 0x0e, 0, 0, 0, 0};
+  std::vector<uint8_t> seg = {0x00, 0x12, 0x70, 0x00, 0x06, 0,    0, 0, 0, 0x0a,
+                              0,    0,    0,    0,    0x3f, 0x0e, 0, 0, 0, 0};
   EXPECT_EQ(iscsi_sense_bytes(seg).size(), 18u);
   auto r = parse_iscsi_sense(seg);
   ASSERT_TRUE(r);

@@ -55,9 +55,9 @@ TEST(SessionRules, NagleAndDelayedAckOnOneKibRead) {
       (void)data_frame;
     }
   }
-  double sum = c.breakdown.request_ms + c.breakdown.think_ms + c.breakdown.data_ms +
-               c.breakdown.nagle_ms + c.breakdown.delayed_ack_ms + c.breakdown.r2t_ms +
-               c.breakdown.window_ms + c.breakdown.loss_ms + c.breakdown.response_ms;
+  double sum = c.breakdown.request_ms + c.breakdown.think_ms + c.breakdown.data_ms + c.breakdown.nagle_ms +
+               c.breakdown.delayed_ack_ms + c.breakdown.r2t_ms + c.breakdown.window_ms + c.breakdown.loss_ms +
+               c.breakdown.response_ms;
   EXPECT_NEAR(sum, c.latency_ms, 0.01);
   EXPECT_NEAR(c.breakdown.delayed_ack_ms, 40.0, 0.2);
   ASSERT_EQ(rec.connections.size(), 1u);
@@ -180,8 +180,7 @@ TEST(SessionRules, WindowHoldReleasedByDelayedAck) {
   w.data(true, 10 * kMs, read10(3, 32768));
   std::vector<uint8_t> pdu = data_in(3, 32768, true);
   const size_t flight = 10 * 1448;
-  w.data(false, 18 * kMs + 100'000,
-         std::vector<uint8_t>(pdu.begin(), pdu.begin() + long(flight)));
+  w.data(false, 18 * kMs + 100'000, std::vector<uint8_t>(pdu.begin(), pdu.begin() + long(flight)));
   uint64_t tenth = w.frame();
   w.ack_to(true, 18 * kMs + 150'000, w.next_seq(false) - 1448);  // nine segments, at once
   w.ack(true, 58 * kMs + 150'000);                               // the tenth, 40 ms late
@@ -203,9 +202,9 @@ TEST(SessionRules, WindowHoldReleasedByDelayedAck) {
       EXPECT_EQ(f.related[0].second, tenth);
     }
   EXPECT_NEAR(c.breakdown.delayed_ack_ms, 40.0, 0.2);
-  double sum = c.breakdown.request_ms + c.breakdown.think_ms + c.breakdown.data_ms +
-               c.breakdown.nagle_ms + c.breakdown.delayed_ack_ms + c.breakdown.r2t_ms +
-               c.breakdown.window_ms + c.breakdown.loss_ms + c.breakdown.response_ms;
+  double sum = c.breakdown.request_ms + c.breakdown.think_ms + c.breakdown.data_ms + c.breakdown.nagle_ms +
+               c.breakdown.delayed_ack_ms + c.breakdown.r2t_ms + c.breakdown.window_ms + c.breakdown.loss_ms +
+               c.breakdown.response_ms;
   EXPECT_NEAR(sum, c.latency_ms, 0.01);
 }
 
@@ -280,8 +279,10 @@ TEST(SessionRules, SerializedAtQueueDepthOne) {
     int64_t t = 10 * kMs;
     uint32_t itt = 1;
     for (int round = 0; round < 10; ++round) {
-      for (int k = 0; k < depth; ++k) w.data(true, t + k * 10'000, read10(itt + k, 512));
-      for (int k = 0; k < depth; ++k) w.data(false, t + 4 * kMs + 100'000 + k * 10'000, data_in(itt + k, 512, true));
+      for (int k = 0; k < depth; ++k)
+        w.data(true, t + k * 10'000, read10(itt + k, 512));
+      for (int k = 0; k < depth; ++k)
+        w.data(false, t + 4 * kMs + 100'000 + k * 10'000, data_in(itt + k, 512, true));
       itt += depth;
       t += 8 * kMs + 200'000;  // the status reaches the initiator, the next command comes back
     }

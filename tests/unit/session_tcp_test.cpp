@@ -12,7 +12,8 @@ namespace {
 
 std::vector<uint8_t> concat(std::initializer_list<std::vector<uint8_t>> parts) {
   std::vector<uint8_t> out;
-  for (auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  for (auto& p : parts)
+    out.insert(out.end(), p.begin(), p.end());
   return out;
 }
 
@@ -34,7 +35,8 @@ TEST(SessionTcp, ReorderedAndOverlappingSegmentsReassemble) {
   uint32_t base = w.next_seq(false);
   std::vector<size_t> starts = {3000, 1448, 0};
   int64_t t = 3 * kMs;
-  for (size_t s : starts) w.at(false, t += 10'000, base + uint32_t(s), slice(reply, s, 1448));
+  for (size_t s : starts)
+    w.at(false, t += 10'000, base + uint32_t(s), slice(reply, s, 1448));
   w.at(false, t += 10'000, base + 1000, slice(reply, 1000, 600));  // overlap, already seen
   w.at(false, t += 10'000, base + 2896, slice(reply, 2896, reply.size() - 2896));
   an.finish();
@@ -65,7 +67,8 @@ TEST(SessionTcp, AcknowledgedHoleIsLostDataNotAGuess) {
   ASSERT_EQ(rec.connections.size(), 1u);
   EXPECT_EQ(rec.connections[0].bytes_missing, 1448u);
   bool noticed = false;
-  for (auto& n : rec.notices) noticed |= n.message.find("missing") != std::string::npos;
+  for (auto& n : rec.notices)
+    noticed |= n.message.find("missing") != std::string::npos;
   EXPECT_TRUE(noticed);
 }
 
@@ -114,7 +117,8 @@ TEST(SessionTcp, MidSessionStartResyncs) {
   }
   an.finish();
   int completed = 0;
-  for (auto& c : rec.commands) completed += c.completed;
+  for (auto& c : rec.commands)
+    completed += c.completed;
   // The first command per direction may wait for the digest probe; the rest must pair.
   EXPECT_GE(completed, 3);
   ASSERT_EQ(rec.connections.size(), 1u);
@@ -181,7 +185,7 @@ constexpr size_t kSeg = 1448;
 
 struct WrapRun {
   std::vector<std::pair<uint64_t, SegmentStatus>> segments;  // (frame, status) of interest, in order
-  uint64_t frame_of[6] = {};                                  // first frame of each reply segment
+  uint64_t frame_of[6] = {};                                 // first frame of each reply segment
   uint64_t retransmitted = 0, final_ack = 0, read2_status = 0;
   Recorder rec;
 };
@@ -212,7 +216,8 @@ void reordered(WrapRun& run, uint32_t first) {
   ASSERT_EQ(w.next_seq(false), first);
   w.data(true, 2 * kMs, read10(1, 8192));
   int64_t t = 3 * kMs;
-  for (size_t k : {0, 1, 3, 4, 2, 5}) reply_segment(w, run, first, k, t += 10'000);
+  for (size_t k : {0, 1, 3, 4, 2, 5})
+    reply_segment(w, run, first, k, t += 10'000);
   w.ack(true, 3 * kMs + 200'000);  // acknowledges the whole reply: past the wrap
   run.final_ack = w.frame();
   run.segments.emplace_back(w.frame(), w.status());
@@ -230,7 +235,8 @@ void resent(WrapRun& run, uint32_t first) {
   ASSERT_EQ(w.next_seq(false), first);
   w.data(true, 2 * kMs, read10(1, 8192));
   int64_t t = 3 * kMs;
-  for (size_t k : {0, 1, 2, 3, 4}) reply_segment(w, run, first, k, t += 10'000);
+  for (size_t k : {0, 1, 2, 3, 4})
+    reply_segment(w, run, first, k, t += 10'000);
   w.ack_to(true, 3 * kMs + 100'000, first + uint32_t(2 * kSeg));
   run.segments.emplace_back(w.frame(), w.status());
   reply_segment(w, run, first, 2, 3 * kMs + 300'000);
@@ -272,14 +278,16 @@ void expect_same(const WrapRun& wrapped, const WrapRun& plain) {
 void expect_statuses(const WrapRun& run, const std::vector<SegmentStatus>& want) {
   ASSERT_EQ(run.segments.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i)
-    EXPECT_EQ(run.segments[i].second, want[i]) << "segment " << i << " (frame " << run.segments[i].first << ")";
+    EXPECT_EQ(run.segments[i].second, want[i])
+        << "segment " << i << " (frame " << run.segments[i].first << ")";
 }
 
 void expect_clean_stream(const WrapRun& run) {
   ASSERT_EQ(run.rec.connections.size(), 1u);
   EXPECT_EQ(run.rec.connections[0].bytes_missing, 0u);  // no ACK across the wrap taken as a gap
   EXPECT_EQ(run.rec.connections[0].resyncs, 0u);
-  for (auto& n : run.rec.notices) ADD_FAILURE() << "notice at frame " << n.frame << ": " << n.message;
+  for (auto& n : run.rec.notices)
+    ADD_FAILURE() << "notice at frame " << n.frame << ": " << n.message;
   const CommandResult* read2 = command(run, 2);
   ASSERT_NE(read2, nullptr);
   EXPECT_TRUE(read2->completed);
@@ -308,7 +316,7 @@ TEST(SessionTcp, ReorderingAcrossSequenceWrap) {
   reordered(control, kNoWrapFirst);
   using S = SegmentStatus;
   const std::vector<S> want = {S::new_data, S::new_data, S::out_of_order, S::out_of_order, S::new_data,
-                               S::new_data, S::pure_ack, S::new_data, S::pure_ack};
+                               S::new_data, S::pure_ack, S::new_data,     S::pure_ack};
   expect_statuses(run, want);
   if (HasFatalFailure()) return;
 
@@ -340,8 +348,9 @@ TEST(SessionTcp, RetransmissionAcrossSequenceWrap) {
   resent(run, kWrapFirst);
   resent(control, kNoWrapFirst);
   using S = SegmentStatus;
-  const std::vector<S> want = {S::new_data, S::new_data, S::new_data, S::new_data, S::new_data, S::pure_ack,
-                               S::retransmission, S::new_data, S::pure_ack, S::new_data, S::pure_ack};
+  const std::vector<S> want = {S::new_data, S::new_data, S::new_data,       S::new_data,
+                               S::new_data, S::pure_ack, S::retransmission, S::new_data,
+                               S::pure_ack, S::new_data, S::pure_ack};
   expect_statuses(run, want);
   if (HasFatalFailure()) return;
 

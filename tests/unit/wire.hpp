@@ -14,7 +14,6 @@ namespace wire {
 
 using namespace iscsi_doctor;
 
-
 constexpr int64_t kMs = 1'000'000;
 
 struct Recorder : Sink {
@@ -177,6 +176,5 @@ inline std::vector<uint8_t> response(uint32_t itt) {
   b.itt = itt;
   return iscsi::encode_pdu(b);
 }
-
 
 }  // namespace wire

@@ -14,14 +14,14 @@
 namespace iscsi_doctor {
 
 struct Options {
-  std::vector<uint16_t> ports{3260};  // iSCSI target ports
-  bool detect_ports = true;           // also follow connections on other ports that speak iSCSI
-  double delayed_ack_min_ms = 10;     // an ACK later than this (beyond the RTT) counts as delayed
-  double think_min_ms = 2;            // target think time below this is never a finding
-  size_t max_connections = 65536;     // caps: open connections at once; when hit, a Notice says so
-  size_t max_connections_listed = 4096;  // finished connections kept for connections(); the rest counted
-  double idle_timeout_s = 60;         // at the connection cap, connections idle this long are finished
-  size_t max_open_commands = 65536;   // per connection
+  std::vector<uint16_t> ports{3260};         // iSCSI target ports
+  bool detect_ports = true;                  // also follow connections on other ports that speak iSCSI
+  double delayed_ack_min_ms = 10;            // an ACK later than this (beyond the RTT) counts as delayed
+  double think_min_ms = 2;                   // target think time below this is never a finding
+  size_t max_connections = 65536;            // caps: open connections at once; when hit, a Notice says so
+  size_t max_connections_listed = 4096;      // finished connections kept for connections(); the rest counted
+  double idle_timeout_s = 60;                // at the connection cap, connections idle this long are finished
+  size_t max_open_commands = 65536;          // per connection
   size_t max_out_of_order_bytes = 4u << 20;  // per direction
 };
 

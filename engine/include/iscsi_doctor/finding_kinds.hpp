@@ -34,23 +34,26 @@ inline constexpr std::array<FindingKindInfo, finding_kind_count> kFindingKinds{{
      "(or put the status in the final Data-In, S bit)",
      "set TCP_NODELAY on the initiator's socket, or send the command header and its immediate data in one "
      "write (writev/MSG_MORE)"},
-    {FindingKind::delayed_ack, "delayed_ack", "delayed ACK", "ACK held by the delayed-ACK timer while the sender waited",
-     Severity::warning, &Breakdown::delayed_ack_ms, nullptr,
+    {FindingKind::delayed_ack, "delayed_ack", "delayed ACK",
+     "ACK held by the delayed-ACK timer while the sender waited", Severity::warning,
+     &Breakdown::delayed_ack_ms, nullptr,
      "quick-ACK on the target (TCP_QUICKACK after each receive); removing the Nagle hold on the initiator "
      "removes the wait",
      "quick-ACK on the initiator (TCP_QUICKACK after each receive, or a lower delayed-ACK timeout); removing "
      "the Nagle hold on the target removes the wait"},
-    {FindingKind::r2t_round_trip, "r2t_round_trip", "", "Write paid an avoidable R2T round trip", Severity::note,
-     &Breakdown::r2t_ms, nullptr,
+    {FindingKind::r2t_round_trip, "r2t_round_trip", "", "Write paid an avoidable R2T round trip",
+     Severity::note, &Breakdown::r2t_ms, nullptr,
      "negotiate ImmediateData=Yes and InitialR2T=No, with FirstBurstLength at least the write size, so write "
      "data travels with the command",
      "negotiate ImmediateData=Yes and InitialR2T=No, with FirstBurstLength at least the write size, so write "
      "data travels with the command"},
     {FindingKind::cwnd_limited, "cwnd_limited", "cwnd wait", "Sender stalled on its congestion window",
      Severity::warning, &Breakdown::window_ms, nullptr,
-     "keep the congestion window open between bursts: net.ipv4.tcp_slow_start_after_idle=0 on the sender, and "
+     "keep the congestion window open between bursts: net.ipv4.tcp_slow_start_after_idle=0 on the sender, "
+     "and "
      "a larger initial window (ip route ... initcwnd)",
-     "keep the congestion window open between bursts: net.ipv4.tcp_slow_start_after_idle=0 on the sender, and "
+     "keep the congestion window open between bursts: net.ipv4.tcp_slow_start_after_idle=0 on the sender, "
+     "and "
      "a larger initial window (ip route ... initcwnd)"},
     {FindingKind::rwnd_limited, "rwnd_limited", "rwnd wait", "Sender stalled on the receive window",
      Severity::warning, &Breakdown::window_ms, nullptr,
@@ -58,20 +61,27 @@ inline constexpr std::array<FindingKindInfo, finding_kind_count> kFindingKinds{{
      "raise the target's receive buffer (net.ipv4.tcp_rmem, window scaling)"},
     {FindingKind::retransmission, "retransmission", "loss recovery", "Retransmission delayed a command",
      Severity::warning, &Breakdown::loss_ms, nullptr,
-     "find the loss on the path (interface errors, drops, duplex, MTU); losses cost a timeout or a round trip "
+     "find the loss on the path (interface errors, drops, duplex, MTU); losses cost a timeout or a round "
+     "trip "
      "each",
-     "find the loss on the path (interface errors, drops, duplex, MTU); losses cost a timeout or a round trip "
+     "find the loss on the path (interface errors, drops, duplex, MTU); losses cost a timeout or a round "
+     "trip "
      "each"},
     {FindingKind::target_think, "target_think", "target think", "The target was slow", Severity::note,
      &Breakdown::think_ms, nullptr,
-     "the target itself is slow (backing store, CPU, locking): look at the target's disks and its own latency, "
+     "the target itself is slow (backing store, CPU, locking): look at the target's disks and its own "
+     "latency, "
      "not the network",
-     "the target itself is slow (backing store, CPU, locking): look at the target's disks and its own latency, "
+     "the target itself is slow (backing store, CPU, locking): look at the target's disks and its own "
+     "latency, "
      "not the network"},
-    {FindingKind::serialized, "serialized", "", "Commands issued one at a time", Severity::note, nullptr, nullptr,
-     "keep more commands outstanding (queue depth > 1: more I/O threads, async I/O, a larger nr_requests/queue "
+    {FindingKind::serialized, "serialized", "", "Commands issued one at a time", Severity::note, nullptr,
+     nullptr,
+     "keep more commands outstanding (queue depth > 1: more I/O threads, async I/O, a larger "
+     "nr_requests/queue "
      "depth) or larger transfers, so round trips overlap",
-     "keep more commands outstanding (queue depth > 1: more I/O threads, async I/O, a larger nr_requests/queue "
+     "keep more commands outstanding (queue depth > 1: more I/O threads, async I/O, a larger "
+     "nr_requests/queue "
      "depth) or larger transfers, so round trips overlap"},
 }};
 

@@ -53,36 +53,36 @@ struct CommandResult {
   uint32_t connection = 0;  // Analyzer-assigned connection number (from 1)
   uint32_t itt = 0;
   uint32_t cmdsn = 0;
-  uint8_t iscsi_opcode = 0;        // 0x01 for SCSI commands; task management etc. are also tracked
-  std::string op;                  // "READ(10)", "WRITE(16)", "INQUIRY", "NOP-Out", ...
-  char kind = 'o';                 // 'r' read, 'w' write, 'o' other
+  uint8_t iscsi_opcode = 0;  // 0x01 for SCSI commands; task management etc. are also tracked
+  std::string op;            // "READ(10)", "WRITE(16)", "INQUIRY", "NOP-Out", ...
+  char kind = 'o';           // 'r' read, 'w' write, 'o' other
   std::optional<uint64_t> lba;
-  uint32_t bytes = 0;              // expected data transfer length
-  uint64_t first_frame = 0;        // first segment of the command PDU
-  uint64_t status_frame = 0;       // segment completing the Response / status-bearing Data-In; 0 if none
+  uint32_t bytes = 0;         // expected data transfer length
+  uint64_t first_frame = 0;   // first segment of the command PDU
+  uint64_t status_frame = 0;  // segment completing the Response / status-bearing Data-In; 0 if none
   int64_t first_ns = 0, status_ns = 0;
-  double latency_ms = 0;           // status_ns - first_ns as seen at the capture point
-  int round_trips = 0;             // see docs/rules.md "Round trips"
+  double latency_ms = 0;  // status_ns - first_ns as seen at the capture point
+  int round_trips = 0;    // see docs/rules.md "Round trips"
   int ideal_round_trips = 0;
   std::optional<uint8_t> scsi_status;
   std::optional<uint8_t> iscsi_response;
   std::optional<uint8_t> sense_key, asc, ascq;
   std::vector<FindingKind> findings;  // distinct kinds, in order of first evidence
   Breakdown breakdown;
-  bool completed = false;          // false: no status seen (capture ended, aborted, lost)
-  bool data_incomplete = false;    // part of its PDUs was missing from the capture
+  bool completed = false;        // false: no status seen (capture ended, aborted, lost)
+  bool data_incomplete = false;  // part of its PDUs was missing from the capture
 };
 
 struct Finding {
   FindingKind kind{};
   Side side{};
   uint32_t session = 0, connection = 0;
-  uint64_t frame = 0;                    // the evidence frame (the held segment, the late ACK, ...)
+  uint64_t frame = 0;  // the evidence frame (the held segment, the late ACK, ...)
   std::vector<std::pair<std::string, uint64_t>> related;  // e.g. {"released_by", 123}, {"acks", 120}
-  double lost_ms = 0;                    // time this finding cost the command(s)
-  std::optional<uint32_t> itt;           // the command it delayed, if one
+  double lost_ms = 0;                                     // time this finding cost the command(s)
+  std::optional<uint32_t> itt;                            // the command it delayed, if one
   uint64_t command_first_frame = 0;
-  std::string detail;                    // one line for people
+  std::string detail;  // one line for people
 };
 
 struct Notice {
@@ -98,15 +98,15 @@ struct ConnectionInfo {
   bool saw_handshake = false, saw_login = false, mid_session_start = false;
   uint16_t mss_initiator = 0, mss_target = 0;  // largest segment each side may send
   bool mss_inferred = false;
-  double rtt_ms = -1;             // full path round trip
-  double rtt_initiator_ms = -1;   // capture point <-> initiator and back
-  double rtt_target_ms = -1;      // capture point <-> target and back
+  double rtt_ms = -1;            // full path round trip
+  double rtt_initiator_ms = -1;  // capture point <-> initiator and back
+  double rtt_target_ms = -1;     // capture point <-> target and back
   Vantage vantage = Vantage::unknown;
   std::vector<std::pair<std::string, std::string>> keys;  // negotiated operational values in effect
   bool header_digest = false, data_digest = false;
   uint64_t frames = 0, pdus = 0, commands = 0, resyncs = 0, digest_errors = 0;
   uint64_t bytes_missing = 0;
-  uint32_t max_outstanding = 0;   // largest number of commands in flight at once
+  uint32_t max_outstanding = 0;  // largest number of commands in flight at once
 };
 
 // Connections folded into counts (beyond a listing cap).

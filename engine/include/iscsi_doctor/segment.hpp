@@ -55,12 +55,12 @@ struct Segment {
   int64_t time_ns = 0;  // capture timestamp, nanoseconds since the epoch
   Endpoint src, dst;
   uint32_t seq = 0, ack = 0;
-  uint8_t flags = 0;          // tcp_flag bits
-  uint16_t window = 0;        // as on the wire (unscaled)
-  uint16_t mss_option = 0;    // 0 when absent
-  int8_t wscale_option = -1;  // -1 when absent
-  uint8_t options_len = 0;    // TCP header bytes beyond the fixed 20 (0 when unknown): data
-                              // segments carry them inside the MSS (timestamps: 1460 -> 1448)
+  uint8_t flags = 0;                 // tcp_flag bits
+  uint16_t window = 0;               // as on the wire (unscaled)
+  uint16_t mss_option = 0;           // 0 when absent
+  int8_t wscale_option = -1;         // -1 when absent
+  uint8_t options_len = 0;           // TCP header bytes beyond the fixed 20 (0 when unknown): data
+                                     // segments carry them inside the MSS (timestamps: 1460 -> 1448)
   std::span<const uint8_t> payload;  // valid only during Analyzer::feed
   uint32_t payload_wire_len = 0;     // TCP payload length on the wire; > payload.size() when the
                                      // capture's snaplen cut the packet short

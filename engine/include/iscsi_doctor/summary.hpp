@@ -16,12 +16,12 @@ namespace iscsi_doctor {
 struct Advice {
   FindingKind kind{};
   Side side{};
-  uint64_t commands = 0;            // commands that carry this finding
-  uint64_t occurrences = 0;         // findings of this kind
-  double lost_ms = 0;               // sum of lost_ms
-  double median_latency_ms = 0;     // of the affected commands, as captured
-  double median_fixed_ms = 0;       // of the same commands without the time this kind cost
-  std::string fix;                  // what to change, for people
+  uint64_t commands = 0;                 // commands that carry this finding
+  uint64_t occurrences = 0;              // findings of this kind
+  double lost_ms = 0;                    // sum of lost_ms
+  double median_latency_ms = 0;          // of the affected commands, as captured
+  double median_fixed_ms = 0;            // of the same commands without the time this kind cost
+  std::string fix;                       // what to change, for people
   std::vector<uint64_t> example_frames;  // a few evidence frames
 };
 
@@ -42,9 +42,11 @@ public:
   void on_finding(const Finding&) override;
   void on_notice(const Notice&) override;
 
-  std::vector<Advice> advice() const;              // ranked by time lost
+  std::vector<Advice> advice() const;  // ranked by time lost
   std::vector<ClassStats> classes() const;
-  const std::vector<CommandResult>& worst() const { return worst_; }  // slowest, by excess round trips then latency
+  const std::vector<CommandResult>& worst() const {
+    return worst_;
+  }  // slowest, by excess round trips then latency
   const std::vector<Notice>& notices() const { return notices_; }
   uint64_t commands() const { return commands_; }
   uint64_t completed() const { return completed_; }

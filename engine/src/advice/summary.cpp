@@ -20,7 +20,6 @@ double quantile(std::vector<T> v, double q) {
   return double(v[k]);
 }
 
-
 // Slowest first: most round trips beyond the ideal, then latency.
 bool worse(const CommandResult& a, const CommandResult& b) {
   int ea = a.round_trips - a.ideal_round_trips, eb = b.round_trips - b.ideal_round_trips;
@@ -68,8 +67,10 @@ void Summary::on_finding(const Finding& f) {
 }
 
 void Summary::on_notice(const Notice& n) {
-  if (notices_.size() < kMaxNotices) notices_.push_back(n);
-  else ++notices_dropped_;
+  if (notices_.size() < kMaxNotices)
+    notices_.push_back(n);
+  else
+    ++notices_dropped_;
 }
 
 std::vector<Advice> Summary::advice() const {

@@ -20,12 +20,14 @@ constexpr Tables make_tables() {
   Tables t{};
   for (uint32_t i = 0; i < 256; ++i) {
     uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ kPoly : c >> 1;
+    for (int k = 0; k < 8; ++k)
+      c = (c & 1) ? (c >> 1) ^ kPoly : c >> 1;
     t[0][i] = c;
   }
   // Slice-by-8: t[k][i] is the CRC of byte i followed by k zero bytes.
   for (uint32_t i = 0; i < 256; ++i)
-    for (size_t k = 1; k < 8; ++k) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xff];
+    for (size_t k = 1; k < 8; ++k)
+      t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xff];
   return t;
 }
 
@@ -36,13 +38,15 @@ __attribute__((target("sse4.2"))) uint32_t crc32c_sse42(uint32_t state, const ui
   uint64_t c = state;
   while (n >= 8) {
     uint64_t v = 0;
-    for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];  // little-endian load without aliasing tricks
+    for (int i = 7; i >= 0; --i)
+      v = (v << 8) | p[i];  // little-endian load without aliasing tricks
     c = _mm_crc32_u64(c, v);
     p += 8;
     n -= 8;
   }
   uint32_t c32 = uint32_t(c);
-  while (n--) c32 = _mm_crc32_u8(c32, *p++);
+  while (n--)
+    c32 = _mm_crc32_u8(c32, *p++);
   return c32;
 }
 
@@ -60,13 +64,15 @@ uint32_t crc32c_portable(uint32_t c, std::span<const uint8_t> bytes) {
   const uint8_t* p = bytes.data();
   size_t n = bytes.size();
   while (n >= 8) {
-    const uint32_t lo = c ^ (uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 24));
+    const uint32_t lo =
+        c ^ (uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 24));
     c = kTables[7][lo & 0xff] ^ kTables[6][(lo >> 8) & 0xff] ^ kTables[5][(lo >> 16) & 0xff] ^
         kTables[4][lo >> 24] ^ kTables[3][p[4]] ^ kTables[2][p[5]] ^ kTables[1][p[6]] ^ kTables[0][p[7]];
     p += 8;
     n -= 8;
   }
-  while (n--) c = (c >> 8) ^ kTables[0][(c ^ *p++) & 0xff];
+  while (n--)
+    c = (c >> 8) ^ kTables[0][(c ^ *p++) & 0xff];
   return c;
 }
 }  // namespace detail

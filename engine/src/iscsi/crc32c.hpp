@@ -30,7 +30,8 @@ inline uint32_t digest_from_wire(std::span<const uint8_t> wire) {
 }
 // The 4 wire bytes for a digest value.
 inline void digest_to_wire(uint32_t digest, std::span<uint8_t, 4> out) {
-  for (int i = 0; i < 4; ++i) out[i] = uint8_t(digest >> (8 * i));
+  for (int i = 0; i < 4; ++i)
+    out[i] = uint8_t(digest >> (8 * i));
 }
 
 // True when the running process uses the SSE4.2 crc32 instruction (for tests and diagnostics).

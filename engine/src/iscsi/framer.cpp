@@ -9,8 +9,8 @@
 namespace iscsi_doctor::iscsi {
 namespace {
 
-constexpr size_t kCarry = kBhsLength - 1;      // a window that may straddle chunks
-constexpr size_t kProbe = kBhsLength + 4;      // enough to test a next BHS at +0 and +4
+constexpr size_t kCarry = kBhsLength - 1;  // a window that may straddle chunks
+constexpr size_t kProbe = kBhsLength + 4;  // enough to test a next BHS at +0 and +4
 
 // First 4 bytes of a header this direction could send: opcode, reserved bits of byte 0, and the
 // TotalAHSLength that only SCSI Command uses (RFC 7143 §11.2.1).
@@ -21,15 +21,18 @@ bool could_start_bhs(std::span<const uint8_t> b, bool from_initiator) {
   return true;
 }
 
-
 }  // namespace
 
 uint32_t kept_data_limit(const Bhs& b) {
   switch (b.op()) {
-    case Opcode::LoginRequest: case Opcode::LoginResponse:
-    case Opcode::TextRequest: case Opcode::TextResponse:
+    case Opcode::LoginRequest:
+    case Opcode::LoginResponse:
+    case Opcode::TextRequest:
+    case Opcode::TextResponse:
       return kKeepText;
-    case Opcode::ScsiResponse: case Opcode::AsyncMessage: case Opcode::Reject:
+    case Opcode::ScsiResponse:
+    case Opcode::AsyncMessage:
+    case Opcode::Reject:
       return kKeepSense;
     case Opcode::DataIn:
       return b.status_bit() ? kKeepSense : 0;
@@ -140,18 +143,24 @@ void Framer::run(std::span<const uint8_t> bytes, uint64_t abs, FramerSink& sink)
 
 size_t Framer::step(std::span<const uint8_t> bytes, uint64_t abs, FramerSink& sink) {
   switch (state_) {
-    case State::scan: return step_scan(bytes, abs);
-    case State::header: return step_header(bytes, abs, sink);
-    case State::data: return step_data(bytes, abs, sink);
-    case State::data_digest: return step_data_digest(bytes, abs, sink);
-    case State::probe: return step_probe(bytes, abs, sink, false);
+    case State::scan:
+      return step_scan(bytes, abs);
+    case State::header:
+      return step_header(bytes, abs, sink);
+    case State::data:
+      return step_data(bytes, abs, sink);
+    case State::data_digest:
+      return step_data_digest(bytes, abs, sink);
+    case State::probe:
+      return step_probe(bytes, abs, sink, false);
   }
   return bytes.size();
 }
 
 bool Framer::candidate_at(std::span<const uint8_t> w) const {
   const uint8_t b0 = w[0];
-  if ((b0 & 0x80) || !is_known_opcode(b0 & 0x3f) || is_initiator_opcode(b0 & 0x3f) != from_initiator_) return false;
+  if ((b0 & 0x80) || !is_known_opcode(b0 & 0x3f) || is_initiator_opcode(b0 & 0x3f) != from_initiator_)
+    return false;
   // Login happens once, first (RFC 7143 §6.3): after Full Feature Phase PDUs, or in a stream
   // joined mid-way, a "Login" header is payload that happens to look like one.
   if (!login_possible_ && !pdu_carries_digests(b0 & 0x3f)) return false;

@@ -46,7 +46,7 @@ namespace iscsi_doctor::iscsi {
 
 struct FramerConfig {
   bool header_digest = false, data_digest = false;
-  bool digests_known = false;  // true once login keys settled them; else auto-detect
+  bool digests_known = false;                         // true once login keys settled them; else auto-detect
   uint32_t max_data_segment = kMaxDataSegmentLength;  // larger DataSegmentLength → implausible
 };
 
@@ -57,7 +57,7 @@ struct Position {
 };
 
 enum class DigestCheck : uint8_t {
-  absent,     // not negotiated/detected, Login PDU, or empty data segment
+  absent,  // not negotiated/detected, Login PDU, or empty data segment
   ok,
   bad,        // present and wrong
   unchecked,  // present but not verifiable (bytes lost, or PDU truncated)
@@ -71,9 +71,10 @@ struct PduStart {
 
 struct PduEnd {
   const Bhs& bhs;
-  std::span<const uint8_t> kept_data;  // first bytes of the data segment (see kept_data_limit); valid during the call
-  bool kept_truncated;                 // data segment longer than what was kept (or bytes lost)
-  Position first_byte, last_byte;      // last_byte: last byte incl. padding and digests
+  std::span<const uint8_t>
+      kept_data;        // first bytes of the data segment (see kept_data_limit); valid during the call
+  bool kept_truncated;  // data segment longer than what was kept (or bytes lost)
+  Position first_byte, last_byte;  // last_byte: last byte incl. padding and digests
   DigestCheck header_digest, data_digest;
   bool data_incomplete;  // some data-segment bytes were lost in a gap
   bool truncated;        // the PDU did not end: finish() was called, or sync was lost inside it
@@ -90,7 +91,7 @@ struct Resync {
 };
 
 class FramerSink {
- public:
+public:
   virtual ~FramerSink() = default;
   virtual void on_pdu_start(const PduStart&) = 0;  // header (+AHS, header digest) complete
   virtual void on_pdu_end(const PduEnd&) = 0;      // last byte consumed (or lost, or truncated)
@@ -99,7 +100,7 @@ class FramerSink {
 };
 
 struct FramerStats {
-  uint64_t pdus = 0;                    // completed (on_pdu_end), including truncated
+  uint64_t pdus = 0;  // completed (on_pdu_end), including truncated
   uint64_t bytes_fed = 0, bytes_lost = 0;
   uint64_t bytes_skipped_unsynced = 0;  // fed bytes discarded while scanning
   uint64_t sync_losses = 0, resyncs = 0;
@@ -114,7 +115,7 @@ inline constexpr uint32_t kKeepText = 65536, kKeepSense = 256;
 uint32_t kept_data_limit(const Bhs& bhs);
 
 class Framer {
- public:
+public:
   explicit Framer(bool from_initiator, FramerConfig config = {});
 
   // Applies from the next PDU header on (a PDU in progress keeps its digest layout).
@@ -134,7 +135,7 @@ class Framer {
   std::optional<bool> data_digest() const;
   const FramerStats& stats() const { return stats_; }
 
- private:
+private:
   enum class State : uint8_t { scan, header, data, data_digest, probe };
   enum class Tri : uint8_t { unknown, off, on };
 
@@ -161,7 +162,7 @@ class Framer {
   FramerConfig config_;
   Tri hd_ = Tri::unknown, dd_ = Tri::unknown;
   State state_ = State::header;
-  bool candidate_ = false;  // current header was found by scanning and is not yet confirmed
+  bool candidate_ = false;      // current header was found by scanning and is not yet confirmed
   bool login_possible_ = true;  // no Full Feature Phase PDU seen, digests not settled, not joined mid-way
   uint64_t skipped_episode_ = 0;
 
@@ -177,15 +178,15 @@ class Framer {
   uint64_t pdu_abs_ = 0;      // absolute offset of the PDU's first byte
   Bhs bhs_{};
   bool bhs_parsed_ = false;
-  bool started_ = false;       // on_pdu_start delivered
-  uint32_t hdr_need_ = 0;      // header bytes to collect (BHS+AHS+digest or probe)
-  bool hd_this_ = false;       // this PDU has a header digest
-  bool dd_this_ = false;       // this PDU has a data digest (known)
-  bool dd_probe_ = false;      // data digest presence undecided for this PDU
+  bool started_ = false;   // on_pdu_start delivered
+  uint32_t hdr_need_ = 0;  // header bytes to collect (BHS+AHS+digest or probe)
+  bool hd_this_ = false;   // this PDU has a header digest
+  bool dd_this_ = false;   // this PDU has a data digest (known)
+  bool dd_probe_ = false;  // data digest presence undecided for this PDU
   DigestCheck hd_check_ = DigestCheck::absent, dd_check_ = DigestCheck::absent;
   uint64_t data_left_ = 0, pad_left_ = 0;  // data-segment and padding bytes still to come
   uint32_t crc_ = 0;
-  bool crc_valid_ = true;      // all data+padding bytes were fed (not lost)
+  bool crc_valid_ = true;  // all data+padding bytes were fed (not lost)
   bool data_incomplete_ = false;
   std::vector<uint8_t> keep_;
   uint32_t keep_limit_ = 0;

@@ -6,8 +6,8 @@
 namespace iscsi_doctor::iscsi {
 namespace {
 
-constexpr size_t kMaxKeyLength = 63;        // §6.1
-constexpr size_t kMaxValueLength = 8192;    // §6.1: the largest value any key allows
+constexpr size_t kMaxKeyLength = 63;      // §6.1
+constexpr size_t kMaxValueLength = 8192;  // §6.1: the largest value any key allows
 
 bool key_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
@@ -89,10 +89,14 @@ std::optional<uint64_t> parse_number(std::string_view v) {
   uint64_t n = 0;
   for (char c : v) {
     int d;
-    if (c >= '0' && c <= '9') d = c - '0';
-    else if (base == 16 && c >= 'a' && c <= 'f') d = c - 'a' + 10;
-    else if (base == 16 && c >= 'A' && c <= 'F') d = c - 'A' + 10;
-    else return std::nullopt;
+    if (c >= '0' && c <= '9')
+      d = c - '0';
+    else if (base == 16 && c >= 'a' && c <= 'f')
+      d = c - 'a' + 10;
+    else if (base == 16 && c >= 'A' && c <= 'F')
+      d = c - 'A' + 10;
+    else
+      return std::nullopt;
     if (n > (UINT64_MAX - uint64_t(d)) / uint64_t(base)) return std::nullopt;
     n = n * uint64_t(base) + uint64_t(d);
   }
@@ -104,7 +108,8 @@ std::vector<TextKey> parse_text_keys(std::span<const uint8_t> text) {
   size_t i = 0;
   while (i < text.size()) {
     size_t end = i;
-    while (end < text.size() && text[end] != 0) ++end;
+    while (end < text.size() && text[end] != 0)
+      ++end;
     const std::string_view item(reinterpret_cast<const char*>(text.data() + i), end - i);
     i = end + 1;
     const size_t eq = item.find('=');
@@ -132,11 +137,12 @@ void Negotiation::add_pdu(const Bhs& bhs, std::span<const uint8_t> data, bool da
 
   // C = 1: the text continues in the next PDU of this direction (§11.10.2, §11.12.5).
   if (!bhs.continue_bit()) {
-    auto keys = parse_text_keys(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(pending.data()),
-                                                         pending.size()));
+    auto keys = parse_text_keys(
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(pending.data()), pending.size()));
     // A clipped text may end in a cut value: drop the last pair rather than trust it.
     if (pending_truncated_[s] && !keys.empty()) keys.pop_back();
-    for (const auto& kv : keys) apply(kv.key, kv.value, side, login);
+    for (const auto& kv : keys)
+      apply(kv.key, kv.value, side, login);
     pending.clear();
     pending_truncated_[s] = false;
   }
@@ -146,7 +152,8 @@ void Negotiation::add_pdu(const Bhs& bhs, std::span<const uint8_t> data, bool da
     result_.status_detail = bhs.status_detail();
     if (bhs.status_class() != 0) result_.failed = true;
     // Final response: T = 1 with NSG = 3 (Full Feature Phase) and success (§11.13).
-    if (bhs.status_class() == 0 && bhs.transit() && bhs.nsg() == 3 && !bhs.continue_bit()) result_.complete = true;
+    if (bhs.status_class() == 0 && bhs.transit() && bhs.nsg() == 3 && !bhs.continue_bit())
+      result_.complete = true;
   }
   recompute();
 }
@@ -211,10 +218,10 @@ void Negotiation::recompute() {
     switch (rule->kind) {
       case Kind::bool_and:
       case Kind::bool_or: {
-        auto& s = key == "InitialR2T" ? r.initial_r2t
-                : key == "ImmediateData" ? r.immediate_data
-                : key == "DataPDUInOrder" ? r.data_pdu_in_order
-                                          : r.data_sequence_in_order;
+        auto& s = key == "InitialR2T"       ? r.initial_r2t
+                  : key == "ImmediateData"  ? r.immediate_data
+                  : key == "DataPDUInOrder" ? r.data_pdu_in_order
+                                            : r.data_sequence_in_order;
         const auto o = offer ? parse_bool(*offer) : std::nullopt;
         const auto a = answer ? parse_bool(*answer) : std::nullopt;
         const bool is_and = rule->kind == Kind::bool_and;
@@ -232,11 +239,11 @@ void Negotiation::recompute() {
         if (!o || !a) break;  // no valid answer yet: not settled
         const uint32_t v = uint32_t(rule->kind == Kind::num_min ? std::min(*o, *a) : std::max(*o, *a));
         Setting<uint32_t>* s = key == "MaxConnections"       ? &r.max_connections
-                             : key == "MaxBurstLength"       ? &r.max_burst_length
-                             : key == "FirstBurstLength"     ? &r.first_burst_length
-                             : key == "DefaultTime2Wait"     ? &r.default_time2wait
-                             : key == "DefaultTime2Retain"   ? &r.default_time2retain
-                             : key == "MaxOutstandingR2T"    ? &r.max_outstanding_r2t
+                               : key == "MaxBurstLength"     ? &r.max_burst_length
+                               : key == "FirstBurstLength"   ? &r.first_burst_length
+                               : key == "DefaultTime2Wait"   ? &r.default_time2wait
+                               : key == "DefaultTime2Retain" ? &r.default_time2retain
+                               : key == "MaxOutstandingR2T"  ? &r.max_outstanding_r2t
                                                              : &r.error_recovery_level;
         *s = {v, true};
         break;

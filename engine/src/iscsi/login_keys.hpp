@@ -57,31 +57,31 @@ struct Negotiated {
   // Declarative, each side about what it receives (§13.12): the initiator's value limits the
   // target's Data-In/Text/... data segments, the target's value the initiator's Data-Out etc.
   Setting<uint32_t> initiator_max_recv_data_segment{8192}, target_max_recv_data_segment{8192};
-  Setting<uint32_t> first_burst_length{65536};   // min (§13.14)
-  Setting<uint32_t> max_burst_length{262144};    // min (§13.13)
-  Setting<uint32_t> max_outstanding_r2t{1};      // min (§13.17)
-  Setting<uint32_t> max_connections{1};          // min (§13.2)
-  Setting<uint32_t> default_time2wait{2};        // max (§13.15)
-  Setting<uint32_t> default_time2retain{20};     // min (§13.16)
-  Setting<uint32_t> error_recovery_level{0};     // min (§13.20)
-  Setting<bool> initial_r2t{true};               // OR  (§13.10)
-  Setting<bool> immediate_data{true};            // AND (§13.11)
-  Setting<bool> data_pdu_in_order{true};         // OR  (§13.18)
-  Setting<bool> data_sequence_in_order{true};    // OR  (§13.19)
-  Setting<std::string> session_type{"Normal"};   // declarative, initiator (§13.21)
+  Setting<uint32_t> first_burst_length{65536};  // min (§13.14)
+  Setting<uint32_t> max_burst_length{262144};   // min (§13.13)
+  Setting<uint32_t> max_outstanding_r2t{1};     // min (§13.17)
+  Setting<uint32_t> max_connections{1};         // min (§13.2)
+  Setting<uint32_t> default_time2wait{2};       // max (§13.15)
+  Setting<uint32_t> default_time2retain{20};    // min (§13.16)
+  Setting<uint32_t> error_recovery_level{0};    // min (§13.20)
+  Setting<bool> initial_r2t{true};              // OR  (§13.10)
+  Setting<bool> immediate_data{true};           // AND (§13.11)
+  Setting<bool> data_pdu_in_order{true};        // OR  (§13.18)
+  Setting<bool> data_sequence_in_order{true};   // OR  (§13.19)
+  Setting<std::string> session_type{"Normal"};  // declarative, initiator (§13.21)
   Setting<std::string> initiator_name, target_name, initiator_alias, target_alias;
   Setting<std::string> target_address, target_portal_group_tag;
 
-  std::vector<KeySeen> keys_seen;  // every key=value in order (capped at kMaxKeysSeen entries)
+  std::vector<KeySeen> keys_seen;   // every key=value in order (capped at kMaxKeysSeen entries)
   uint64_t keys_not_listed = 0;     // applied but beyond the keys_seen cap
   uint64_t text_bytes_clipped = 0;  // text beyond kMaxPendingText, dropped with the key it cut
-  bool complete = false;  // final Login Response: T=1, NSG=Full Feature Phase, status 0 (§11.13)
-  bool failed = false;    // a Login Response with a non-zero status class
+  bool complete = false;            // final Login Response: T=1, NSG=Full Feature Phase, status 0 (§11.13)
+  bool failed = false;              // a Login Response with a non-zero status class
   uint8_t status_class = 0, status_detail = 0;  // from the last Login Response
 };
 
 class Negotiation {
- public:
+public:
   // Login Request/Response or Text Request/Response; other opcodes are ignored. `data` is the
   // PDU's data segment as kept by the framer (may be a prefix: data_truncated).
   void add_pdu(const Bhs& bhs, std::span<const uint8_t> data, bool data_truncated = false);
@@ -89,7 +89,7 @@ class Negotiation {
   // Framer settings for Full Feature Phase; digests_known once the login completed.
   FramerConfig framer_config() const;
 
- private:
+private:
   enum class Side : uint8_t { initiator, target };
   struct Exchange {  // latest offer/answer round of one negotiated key
     std::optional<std::string> initiator, target;

@@ -8,25 +8,44 @@ namespace iscsi_doctor::iscsi {
 
 const char* opcode_name(uint8_t opcode) {
   switch (opcode & 0x3f) {
-    case 0x00: return "NOP-Out";
-    case 0x01: return "SCSI Command";
-    case 0x02: return "Task Management Request";
-    case 0x03: return "Login Request";
-    case 0x04: return "Text Request";
-    case 0x05: return "Data-Out";
-    case 0x06: return "Logout Request";
-    case 0x10: return "SNACK Request";
-    case 0x20: return "NOP-In";
-    case 0x21: return "SCSI Response";
-    case 0x22: return "Task Management Response";
-    case 0x23: return "Login Response";
-    case 0x24: return "Text Response";
-    case 0x25: return "Data-In";
-    case 0x26: return "Logout Response";
-    case 0x31: return "R2T";
-    case 0x32: return "Async Message";
-    case 0x3f: return "Reject";
-    default: return "Unknown";
+    case 0x00:
+      return "NOP-Out";
+    case 0x01:
+      return "SCSI Command";
+    case 0x02:
+      return "Task Management Request";
+    case 0x03:
+      return "Login Request";
+    case 0x04:
+      return "Text Request";
+    case 0x05:
+      return "Data-Out";
+    case 0x06:
+      return "Logout Request";
+    case 0x10:
+      return "SNACK Request";
+    case 0x20:
+      return "NOP-In";
+    case 0x21:
+      return "SCSI Response";
+    case 0x22:
+      return "Task Management Response";
+    case 0x23:
+      return "Login Response";
+    case 0x24:
+      return "Text Response";
+    case 0x25:
+      return "Data-In";
+    case 0x26:
+      return "Logout Response";
+    case 0x31:
+      return "R2T";
+    case 0x32:
+      return "Async Message";
+    case 0x3f:
+      return "Reject";
+    default:
+      return "Unknown";
   }
 }
 
@@ -49,11 +68,13 @@ std::optional<Bhs> parse_bhs(std::span<const uint8_t> bytes) {
   b.data_length = r.be24();
   b.lun = r.be64();
   b.itt = r.be32();
-  for (uint32_t* w : {&b.w20, &b.w24, &b.w28, &b.w32, &b.w36, &b.w40, &b.w44}) *w = r.be32();
+  for (uint32_t* w : {&b.w20, &b.w24, &b.w28, &b.w32, &b.w36, &b.w40, &b.w44})
+    *w = r.be32();
   if (!r.ok()) return std::nullopt;
   // The CDB overlays words 32..44 (§11.3.5).
   const auto cdb = bytes.subspan(32, 16);
-  for (size_t i = 0; i < 16; ++i) b.cdb[i] = cdb[i];
+  for (size_t i = 0; i < 16; ++i)
+    b.cdb[i] = cdb[i];
   return b;
 }
 
@@ -108,7 +129,7 @@ const char* check(const Bhs& b, bool from_initiator, uint32_t max_data_length, b
       if (b.byte2 || b.byte3 || b.data_length) return "TMF reserved fields";
       if (b.w40 || b.w44) return "TMF reserved words";
       return kOk;
-    case Opcode::LoginRequest:  // §11.12
+    case Opcode::LoginRequest:     // §11.12
     case Opcode::LoginResponse: {  // §11.13
       if (op == uint8_t(Opcode::LoginRequest) && !b.immediate) return "Login Request without I bit";
       if ((b.flags & 0xc0) == 0xc0) return "Login T and C both set";

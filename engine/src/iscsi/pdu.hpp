@@ -12,11 +12,24 @@
 namespace iscsi_doctor::iscsi {
 
 enum class Opcode : uint8_t {
-  NopOut = 0x00, ScsiCommand = 0x01, TaskMgmtRequest = 0x02, LoginRequest = 0x03,
-  TextRequest = 0x04, DataOut = 0x05, LogoutRequest = 0x06, SnackRequest = 0x10,
-  NopIn = 0x20, ScsiResponse = 0x21, TaskMgmtResponse = 0x22, LoginResponse = 0x23,
-  TextResponse = 0x24, DataIn = 0x25, LogoutResponse = 0x26, R2T = 0x31,
-  AsyncMessage = 0x32, Reject = 0x3f
+  NopOut = 0x00,
+  ScsiCommand = 0x01,
+  TaskMgmtRequest = 0x02,
+  LoginRequest = 0x03,
+  TextRequest = 0x04,
+  DataOut = 0x05,
+  LogoutRequest = 0x06,
+  SnackRequest = 0x10,
+  NopIn = 0x20,
+  ScsiResponse = 0x21,
+  TaskMgmtResponse = 0x22,
+  LoginResponse = 0x23,
+  TextResponse = 0x24,
+  DataIn = 0x25,
+  LogoutResponse = 0x26,
+  R2T = 0x31,
+  AsyncMessage = 0x32,
+  Reject = 0x3f
 };
 
 inline constexpr size_t kBhsLength = 48;
@@ -38,10 +51,10 @@ struct Bhs {
   uint8_t byte0 = 0;       // raw, for reserved-bit checks
   uint8_t flags = 0;       // byte 1
   uint8_t byte2 = 0, byte3 = 0;
-  uint8_t ahs_words = 0;      // TotalAHSLength in 4-byte words
-  uint32_t data_length = 0;   // DataSegmentLength, excluding padding
-  uint64_t lun = 0;           // bytes 8-15 (LUN, or ISID+TSIH for Login)
-  uint32_t itt = 0;           // bytes 16-19
+  uint8_t ahs_words = 0;     // TotalAHSLength in 4-byte words
+  uint32_t data_length = 0;  // DataSegmentLength, excluding padding
+  uint64_t lun = 0;          // bytes 8-15 (LUN, or ISID+TSIH for Login)
+  uint32_t itt = 0;          // bytes 16-19
   uint32_t w20 = 0, w24 = 0, w28 = 0, w32 = 0, w36 = 0, w40 = 0, w44 = 0;
   std::array<uint8_t, 16> cdb{};  // bytes 32-47 (SCSI Command)
 
@@ -69,7 +82,7 @@ struct Bhs {
   uint32_t datasn() const { return w36; }           // Data-In / Data-Out
   uint32_t buffer_offset() const { return w40; }    // Data-In / Data-Out / R2T
   uint32_t r2tsn() const { return w36; }
-  uint32_t desired_length() const { return w44; }   // R2T
+  uint32_t desired_length() const { return w44; }  // R2T
 
   // SCSI Response (§11.4) and Data-In with S: status; residual flags and count
   uint8_t response() const { return byte2; }  // SCSI Response: 0 completed, 1 target failure
@@ -89,15 +102,15 @@ struct Bhs {
   uint8_t tmf_response() const { return byte2; }
 
   // Login (§11.12, §11.13)
-  bool transit() const { return flags & 0x80; }      // T
+  bool transit() const { return flags & 0x80; }       // T
   bool continue_bit() const { return flags & 0x40; }  // C (also Text)
   uint8_t csg() const { return (flags >> 2) & 0x03; }
   uint8_t nsg() const { return flags & 0x03; }
   uint8_t version_max() const { return byte2; }
   uint8_t version_min_or_active() const { return byte3; }  // request: Min, response: Active
-  uint64_t isid() const { return lun >> 16; }               // 6 bytes
+  uint64_t isid() const { return lun >> 16; }              // 6 bytes
   uint16_t tsih() const { return uint16_t(lun & 0xffff); }
-  uint16_t cid() const { return uint16_t(w20 >> 16); }     // Login / Logout request
+  uint16_t cid() const { return uint16_t(w20 >> 16); }  // Login / Logout request
   uint8_t status_class() const { return uint8_t(w36 >> 24); }
   uint8_t status_detail() const { return uint8_t(w36 >> 16); }
 

@@ -6,7 +6,8 @@
 namespace iscsi_doctor::iscsi {
 namespace {
 void put32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (24 - 8 * i));
+  for (int i = 0; i < 4; ++i)
+    p[i] = uint8_t(v >> (24 - 8 * i));
 }
 void put_digest(std::vector<uint8_t>& out, size_t from) {
   std::array<uint8_t, 4> d{};
@@ -25,12 +26,15 @@ std::array<uint8_t, kBhsLength> encode_bhs(const Bhs& b) {
   o[5] = uint8_t(b.data_length >> 16);
   o[6] = uint8_t(b.data_length >> 8);
   o[7] = uint8_t(b.data_length);
-  for (int i = 0; i < 8; ++i) o[8 + i] = uint8_t(b.lun >> (56 - 8 * i));
+  for (int i = 0; i < 8; ++i)
+    o[8 + i] = uint8_t(b.lun >> (56 - 8 * i));
   put32(&o[16], b.itt);
   const uint32_t w[] = {b.w20, b.w24, b.w28, b.w32, b.w36, b.w40, b.w44};
-  for (int i = 0; i < 7; ++i) put32(&o[20 + 4 * i], w[i]);
+  for (int i = 0; i < 7; ++i)
+    put32(&o[20 + 4 * i], w[i]);
   if (b.opcode == uint8_t(Opcode::ScsiCommand))
-    for (int i = 0; i < 16; ++i) o[32 + i] = b.cdb[i];
+    for (int i = 0; i < 16; ++i)
+      o[32 + i] = b.cdb[i];
   return o;
 }
 

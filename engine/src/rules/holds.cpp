@@ -42,7 +42,8 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   // left, not always the latest one captured (near the receiver, later ACKs of the same flight
   // pass the capture point before the released data comes back).
   size_t i = f.acks.size();
-  while (i > 0 && f.acks[i - 1].t + rtt_side + tolerance_ns() >= seg.time_ns) --i;
+  while (i > 0 && f.acks[i - 1].t + rtt_side + tolerance_ns() >= seg.time_ns)
+    --i;
   for (; i < f.acks.size() && !released_by(f.acks[i].t); ++i) {
   }
   if (i == f.acks.size()) return v;
@@ -65,7 +66,9 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   // segment) of it means the receiver's window held the sender, not the congestion window
   // (senders do not split their bursts to fill a nearly full window: Linux defers TSO then).
   const tcp::AckRecord* before = i > 0 ? &f.acks[i - 1] : nullptr;
-  if (before && f.max_end + std::max<uint64_t>(f.effective_mss(), before->window / rules::rwnd_edge_window_divisor) > before->edge())
+  if (before &&
+      f.max_end + std::max<uint64_t>(f.effective_mss(), before->window / rules::rwnd_edge_window_divisor) >
+          before->edge())
     v.kind = FindingKind::rwnd_limited;
   else
     v.kind = FindingKind::cwnd_limited;
@@ -81,9 +84,9 @@ void Connection::report_hold(int dir, const Segment& seg, const OpenCommand& c, 
   if (verdict.acked_frame) fd.related.emplace_back("previous_small", verdict.acked_frame);
   fd.detail = verdict.kind == FindingKind::nagle_hold
                   ? "sub-MSS segment held until the peer acknowledged the previous one"
-                  : verdict.kind == FindingKind::rwnd_limited
-                        ? "sender waited for the receiver's window to open"
-                        : "sender waited for ACKs to grow its congestion window";
+              : verdict.kind == FindingKind::rwnd_limited
+                  ? "sender waited for the receiver's window to open"
+                  : "sender waited for ACKs to grow its congestion window";
   emit_finding(fd);
   if (verdict.delayed_ack_ms > 0) {
     Finding da = finding(FindingKind::delayed_ack, side_of(dir ^ 1), verdict.release_frame,

@@ -32,10 +32,12 @@ void Connection::judge_serialized() {
   if (serial_commands_ < rules::serialized_min_commands || max_outstanding_ > 1 ||
       serial_wait_ms_ < rules::serialized_wait_share * serial_cycle_ms_)
     return;
-  Finding f = finding(FindingKind::serialized, Side::initiator, first_command_frame_, serial_crossing_ms_, nullptr);
+  Finding f =
+      finding(FindingKind::serialized, Side::initiator, first_command_frame_, serial_crossing_ms_, nullptr);
   f.detail = std::to_string(serial_commands_) +
              " commands issued one at a time; the link sat idle waiting on round trips for " +
-             whole_ms(serial_wait_ms_) + " ms (" + whole_ms(serial_crossing_ms_) + " ms of it crossing the network)";
+             whole_ms(serial_wait_ms_) + " ms (" + whole_ms(serial_crossing_ms_) +
+             " ms of it crossing the network)";
   emit_finding(std::move(f));
 }
 

@@ -21,16 +21,16 @@ DeviceType device_type_from_inquiry(uint8_t peripheral_byte);  // INQUIRY data b
 struct Cdb {
   uint8_t opcode = 0;
   std::optional<uint8_t> service_action;  // 0x7f, 0x9e, 0x9f, 0xa3, 0xa4, 0x5e, 0x5f
-  std::string_view name;                   // "READ(10)", "WRITE(16)", unknown → "0xNN"
-  Direction dir = Direction::none;         // direction of the data transfer the CDB asks for
-  std::optional<uint64_t> lba;             // first logical block (block commands)
-  std::optional<uint32_t> blocks;          // transfer / verification / sync length in blocks
-  std::optional<uint32_t> length_bytes;    // allocation or parameter-list length in bytes
-  bool fua = false;                        // force unit access (writes/reads bypass cache)
-  bool dpo = false;                        // disable page out
-  bool fixed = false;                      // tape READ/WRITE(6): blocks is in fixed blocks, else bytes
-  uint8_t cdb_length = 0;                  // from the group code; 0x7f: 8 + additional length
-  bool known = false;                      // opcode recognised
+  std::string_view name;                  // "READ(10)", "WRITE(16)", unknown → "0xNN"
+  Direction dir = Direction::none;        // direction of the data transfer the CDB asks for
+  std::optional<uint64_t> lba;            // first logical block (block commands)
+  std::optional<uint32_t> blocks;         // transfer / verification / sync length in blocks
+  std::optional<uint32_t> length_bytes;   // allocation or parameter-list length in bytes
+  bool fua = false;                       // force unit access (writes/reads bypass cache)
+  bool dpo = false;                       // disable page out
+  bool fixed = false;                     // tape READ/WRITE(6): blocks is in fixed blocks, else bytes
+  uint8_t cdb_length = 0;                 // from the group code; 0x7f: 8 + additional length
+  bool known = false;                     // opcode recognised
 
   bool is_read_write() const { return lba.has_value() && (dir != Direction::none); }
 };
@@ -50,8 +50,8 @@ struct Sense {
   uint8_t response_code = 0;  // 0x70/0x71 fixed, 0x72/0x73 descriptor
   uint8_t key = 0;
   uint8_t asc = 0, ascq = 0;
-  bool has_asc = false;       // false when fixed-format data was too short to hold ASC/ASCQ
-  bool deferred = false;      // 0x71/0x73: error from an earlier command
+  bool has_asc = false;                 // false when fixed-format data was too short to hold ASC/ASCQ
+  bool deferred = false;                // 0x71/0x73: error from an earlier command
   std::optional<uint64_t> information;  // INFORMATION field when VALID (fixed) / descriptor 0x00
 };
 
@@ -65,7 +65,7 @@ std::optional<Sense> parse_sense(std::span<const uint8_t> sense_data);
 std::span<const uint8_t> iscsi_sense_bytes(std::span<const uint8_t> data_segment);
 std::optional<Sense> parse_iscsi_sense(std::span<const uint8_t> data_segment);
 
-const char* sense_key_name(uint8_t key);              // "ILLEGAL REQUEST", ...
-const char* asc_name(uint8_t asc, uint8_t ascq);     // common ASC/ASCQ pairs, else nullptr
+const char* sense_key_name(uint8_t key);          // "ILLEGAL REQUEST", ...
+const char* asc_name(uint8_t asc, uint8_t ascq);  // common ASC/ASCQ pairs, else nullptr
 
 }  // namespace iscsi_doctor::scsi

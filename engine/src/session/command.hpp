@@ -16,10 +16,10 @@ struct OpenCommand {
   // Half trips: crossings of the network along the critical path (docs/rules.md). The command
   // PDU arrives at the target with 1; round trips = ceil(h_target / 2) at the status.
   int h_initiator = 1, h_target = 0;
-  int64_t last_event_t = 0;      // latest segment on the critical path, either side
+  int64_t last_event_t = 0;        // latest segment on the critical path, either side
   int64_t last_seg_t[2] = {0, 0};  // latest segment carrying this command's bytes, per direction
   bool has_seg[2] = {false, false};
-  int64_t needed_t = 0;          // when the bytes the target waits for were complete (capture time)
+  int64_t needed_t = 0;  // when the bytes the target waits for were complete (capture time)
   uint32_t r2ts = 0;
   uint64_t first_r2t_frame = 0;
   int64_t last_r2t_t = 0;

@@ -21,7 +21,6 @@ std::string hex2(uint8_t v) {
   return {d[v >> 4], d[v & 15]};
 }
 
-
 std::string hex_itt(uint32_t itt) {
   char b[16];
   std::snprintf(b, sizeof b, "0x%08x", itt);
@@ -29,16 +28,21 @@ std::string hex_itt(uint32_t itt) {
 }
 }  // namespace
 
-Connection::Connection(uint32_t id, const Endpoint& initiator, const Endpoint& target,
-                       const Options& options, Sink& sink, SessionRegistry& sessions)
-    : id_(id), sessions_(sessions), initiator_(initiator), target_(target), options_(options),
-      sink_(sink), tcp_(options.max_out_of_order_bytes), pdus_{PduStream(true), PduStream(false)} {
-}
+Connection::Connection(uint32_t id, const Endpoint& initiator, const Endpoint& target, const Options& options,
+                       Sink& sink, SessionRegistry& sessions)
+    : id_(id),
+      sessions_(sessions),
+      initiator_(initiator),
+      target_(target),
+      options_(options),
+      sink_(sink),
+      tcp_(options.max_out_of_order_bytes),
+      pdus_{PduStream(true), PduStream(false)} {}
 
 uint32_t Connection::session_id() const {
   if (session_) return session_;
-  std::string key = login_done_ ? "login:" + initiator_name_ + "|" + isid_ + "|" + target_name_ +
-                                      "|" + std::to_string(tsih_)
+  std::string key = login_done_ ? "login:" + initiator_name_ + "|" + isid_ + "|" + target_name_ + "|" +
+                                      std::to_string(tsih_)
                                 : "connection:" + std::to_string(id_);
   session_ = sessions_.resolve(key);
   SessionInfo& s = sessions_.info(session_);
@@ -101,7 +105,8 @@ tcp::DeliveryTag Connection::deliver(int dir, std::span<const uint8_t> bytes, ui
                  " bytes of iSCSI data not captured");
   }
   on_pdus(dir, seg, events, began_mid_pdu, mid_slot);
-  for (auto& m : pdus_[dir].take_messages()) notice(Notice::Level::warning, seg.frame, m);
+  for (auto& m : pdus_[dir].take_messages())
+    notice(Notice::Level::warning, seg.frame, m);
   filling_ = outer;
   return {current_pdu_slot_[dir], seg_h_, seg_cmd_, seg_itt_};
 }
@@ -114,7 +119,8 @@ void Connection::lost(int dir, uint64_t bytes, uint64_t frame, const char* why) 
     notice(Notice::Level::warning, frame,
            std::to_string(bytes) + " bytes missing from the " + std::string(side_name(side_of(dir))) +
                "'s stream (" + why + ")");
-  for (auto& m : pdus_[dir].take_messages()) notice(Notice::Level::warning, frame, m);
+  for (auto& m : pdus_[dir].take_messages())
+    notice(Notice::Level::warning, frame, m);
 }
 
 void Connection::unacked_cap_hit(int dir, uint64_t frame, size_t cap) {
@@ -154,8 +160,7 @@ void Connection::release_slot(uint32_t slot) {
 }
 
 void Connection::add_finding_kind(OpenCommand& c, FindingKind k) {
-  if (std::find(c.r.findings.begin(), c.r.findings.end(), k) == c.r.findings.end())
-    c.r.findings.push_back(k);
+  if (std::find(c.r.findings.begin(), c.r.findings.end(), k) == c.r.findings.end()) c.r.findings.push_back(k);
 }
 
 void Connection::on_pdu_end(int dir, const Segment& seg, const PduEvent& ev) {
@@ -177,19 +182,18 @@ void Connection::on_pdu_end(int dir, const Segment& seg, const PduEvent& ev) {
   if (!slot) {
     // A reply may be framed before its command when the initiator's stream is still waiting
     // on a digest probe after a mid-stream start: keep it until the command shows up.
-    bool reply = op == iscsi::Opcode::DataIn || op == iscsi::Opcode::ScsiResponse ||
-                 op == iscsi::Opcode::R2T;
+    bool reply = op == iscsi::Opcode::DataIn || op == iscsi::Opcode::ScsiResponse || op == iscsi::Opcode::R2T;
     if (reply && dir == kT2I && b.itt != kReservedTag && !replaying_) {
       if (orphans_.size() >= kMaxOrphans) {
         cap_notice(kCapOrphans, seg.frame,
                    "orphan-reply cap (" + std::to_string(kMaxOrphans) +
                        ") hit: replies whose command was not seen are dropped, oldest first (first: ITT " +
-                       hex_itt(orphans_.front().event.bhs.itt) + ", frame " + std::to_string(orphans_.front().frame) +
-                       ")");
+                       hex_itt(orphans_.front().event.bhs.itt) + ", frame " +
+                       std::to_string(orphans_.front().frame) + ")");
         orphans_.pop_front();
       }
-      orphans_.push_back({ev, ev.last_frame ? ev.last_frame : seg.frame,
-                          ev.last_frame ? ev.last_t : seg.time_ns});
+      orphans_.push_back(
+          {ev, ev.last_frame ? ev.last_frame : seg.frame, ev.last_frame ? ev.last_t : seg.time_ns});
     }
     return;
   }
@@ -281,7 +285,8 @@ void Connection::complete(uint32_t slot, const Segment& seg, const PduEvent& ev)
   c.settling = true;
   // Near the initiator a segment lost after the capture point cannot precede the status (the
   // initiator's stream would have a hole): no need to wait.
-  const bool near_initiator = tcp_.rtt(kI2T).known() && tcp_.rtt(kT2I).known() && rtt_ns(kI2T) * rules::near_initiator_rtt_factor < full_rtt_ns();
+  const bool near_initiator = tcp_.rtt(kI2T).known() && tcp_.rtt(kT2I).known() &&
+                              rtt_ns(kI2T) * rules::near_initiator_rtt_factor < full_rtt_ns();
   c.settle_seq = near_initiator ? 0 : tcp_.flow(kT2I).next;
   settling_.push_back(slot);
   settle(seg.time_ns);
@@ -368,8 +373,10 @@ void Connection::on_login(int dir, const PduEvent& ev, const Segment& seg) {
   // A corrupt DataSegmentLength (up to 16 MiB) would swallow the stream: bound it by what the
   // receiver declared, with headroom for later Text renegotiation.
   const uint32_t bound = std::max({k.max_burst_length.value, k.first_burst_length.value, 262144u});
-  pdus_[kI2T].set_digests(header_digest_, data_digest_, std::max(bound, k.target_max_recv_data_segment.value));
-  pdus_[kT2I].set_digests(header_digest_, data_digest_, std::max(bound, k.initiator_max_recv_data_segment.value));
+  pdus_[kI2T].set_digests(header_digest_, data_digest_,
+                          std::max(bound, k.target_max_recv_data_segment.value));
+  pdus_[kT2I].set_digests(header_digest_, data_digest_,
+                          std::max(bound, k.initiator_max_recv_data_segment.value));
   initiator_name_ = k.initiator_name.value;
   target_name_ = k.target_name.value;
   session_type_ = k.session_type.value;
@@ -397,8 +404,7 @@ void Connection::emit_finding(Finding f) { sink_.on_finding(f); }
 void Connection::notice(Notice::Level level, uint64_t frame, std::string message) {
   if (++notices_ > kMaxNoticesPerConnection) {
     if (notices_ == kMaxNoticesPerConnection + 1)
-      sink_.on_notice({Notice::Level::info, frame, id_,
-                       "further notices for this connection suppressed"});
+      sink_.on_notice({Notice::Level::info, frame, id_, "further notices for this connection suppressed"});
     return;
   }
   sink_.on_notice({level, frame, id_, std::move(message)});
@@ -419,7 +425,8 @@ void Connection::finish() {
     pdus_[d].finish();
     std::vector<PduEvent> events = std::move(pdus_[d].events());
     on_pdus(d, s, events, false, 0);
-    for (auto& m : pdus_[d].take_messages()) notice(Notice::Level::info, s.frame, m);
+    for (auto& m : pdus_[d].take_messages())
+      notice(Notice::Level::info, s.frame, m);
   }
   settle(0, true);
   uint64_t unanswered = 0;
@@ -465,10 +472,14 @@ ConnectionInfo Connection::info() const {
   if (tcp_.rtt(kI2T).known() && tcp_.rtt(kT2I).known()) {
     i.rtt_ms = ms(full_rtt_ns());
     double share = full_rtt_ns() > 0 ? double(tcp_.rtt(kI2T).ns()) / double(full_rtt_ns()) : 0.5;
-    if (full_rtt_ns() < rules::ns(rules::vantage_min_rtt_ms)) i.vantage = Vantage::unknown;  // too close to call
-    else if (share < rules::vantage_initiator_share) i.vantage = Vantage::initiator;
-    else if (share > rules::vantage_target_share) i.vantage = Vantage::target;
-    else i.vantage = Vantage::midpath;
+    if (full_rtt_ns() < rules::ns(rules::vantage_min_rtt_ms))
+      i.vantage = Vantage::unknown;  // too close to call
+    else if (share < rules::vantage_initiator_share)
+      i.vantage = Vantage::initiator;
+    else if (share > rules::vantage_target_share)
+      i.vantage = Vantage::target;
+    else
+      i.vantage = Vantage::midpath;
   }
   auto b = [](bool v) { return std::string(v ? "Yes" : "No"); };
   i.keys = {{"ImmediateData", b(keys_.immediate_data)},

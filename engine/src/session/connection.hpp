@@ -10,13 +10,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "iscsi_doctor/analyzer.hpp"
 #include "iscsi/login_keys.hpp"
+#include "iscsi_doctor/analyzer.hpp"
+#include "rules/constants.hpp"
 #include "session/command.hpp"
 #include "session/command_table.hpp"
 #include "session/keys.hpp"
 #include "session/pdu_stream.hpp"
-#include "rules/constants.hpp"
 #include "session/sessions.hpp"
 #include "tcp/flow.hpp"
 #include "tcp/tracker.hpp"
@@ -28,8 +28,8 @@ inline Side side_of(int dir) { return dir == kI2T ? Side::initiator : Side::targ
 
 class Connection final : private tcp::Receiver {
 public:
-  Connection(uint32_t id, const Endpoint& initiator, const Endpoint& target,
-             const Options& options, Sink& sink, SessionRegistry& sessions);
+  Connection(uint32_t id, const Endpoint& initiator, const Endpoint& target, const Options& options,
+             Sink& sink, SessionRegistry& sessions);
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
@@ -65,7 +65,7 @@ private:
     uint64_t release_frame = 0;
     double delayed_ack_ms = 0;
     uint64_t acked_frame = 0;
-    int32_t release_h = -1;  // half trips of the data the releasing ACK acknowledged
+    int32_t release_h = -1;    // half trips of the data the releasing ACK acknowledged
     uint64_t release_cmd = 0;  // and the first frame of its command
     bool reported = false;
   };
@@ -75,13 +75,14 @@ private:
   void stream_without_syn(int dir, const Segment& seg) override;
   tcp::DeliveryTag deliver(int dir, std::span<const uint8_t> bytes, uint32_t wire_len, const Segment& seg,
                            const Segment* filled_by) override;
-  void hole_filled(int dir, const Segment& seg, int64_t since) override;       // rules/retransmission.cpp
-  void resent(int dir, const Segment& seg, const tcp::SentSegment* original) override;  // rules/retransmission.cpp
+  void hole_filled(int dir, const Segment& seg, int64_t since) override;  // rules/retransmission.cpp
+  void resent(int dir, const Segment& seg,
+              const tcp::SentSegment* original) override;  // rules/retransmission.cpp
   void lost(int dir, uint64_t bytes, uint64_t frame, const char* why) override;
   void unacked_cap_hit(int dir, uint64_t frame, size_t cap) override;
   const Segment* filling_ = nullptr;  // while held bytes are delivered: the segment that filled the hole
-  int32_t seg_h_ = -1;  // half trips its command reached with the segment being delivered
-  uint64_t seg_cmd_ = 0;  // that command's first frame
+  int32_t seg_h_ = -1;                // half trips its command reached with the segment being delivered
+  uint64_t seg_cmd_ = 0;              // that command's first frame
   uint32_t seg_itt_ = 0;
   static bool starts_with_login(const Segment& seg, int dir);
   int64_t rtt_ns(int side_dir) const { return tcp_.rtt_ns(side_dir); }  // capture point <-> that side
@@ -108,10 +109,10 @@ private:
 
   // The rules, one file each under engine/src/rules/ (docs/rules.md).
   void report_hold(int dir, const Segment& seg, const OpenCommand& c, const HoldVerdict& verdict,
-                   double held_ms);                                   // holds.cpp
-  void judge_r2t_round_trip(OpenCommand& c);                          // r2t_round_trip.cpp
-  void judge_target_think(OpenCommand& c);                            // target_think.cpp
-  void count_serialized(const OpenCommand& c);                        // serialized.cpp
+                   double held_ms);             // holds.cpp
+  void judge_r2t_round_trip(OpenCommand& c);    // r2t_round_trip.cpp
+  void judge_target_think(OpenCommand& c);      // target_think.cpp
+  void count_serialized(const OpenCommand& c);  // serialized.cpp
   void judge_serialized();
   void notice(Notice::Level level, uint64_t frame, std::string message);
   // A buffer cap was hit: said once per connection and cap, whatever the notice budget.
@@ -149,17 +150,23 @@ private:
     int64_t t = 0;
   };
   static constexpr size_t kMaxOrphans = 32;
-  enum Cap : uint8_t { kCapUnacked = 1, kCapOrphans = 2, kCapLoginText = 4, kCapKeysSeen = 8, kCapOpenCommands = 16 };
+  enum Cap : uint8_t {
+    kCapUnacked = 1,
+    kCapOrphans = 2,
+    kCapLoginText = 4,
+    kCapKeysSeen = 8,
+    kCapOpenCommands = 16
+  };
   uint8_t caps_reported_ = 0;
-  std::deque<Orphan> orphans_;  // replies framed before their command (see on_pdu_end)
-  bool replaying_ = false;  // orphans being replayed are not kept again
+  std::deque<Orphan> orphans_;             // replies framed before their command (see on_pdu_end)
+  bool replaying_ = false;                 // orphans being replayed are not kept again
   uint32_t current_pdu_slot_[2] = {0, 0};  // command owning the PDU in progress per direction
 
   // Statistics and the serialized-queue rule.
   uint64_t frames_ = 0, commands_ = 0, completed_ = 0, resyncs_ = 0, digest_errors_ = 0;
   uint32_t max_outstanding_ = 0;
   static constexpr uint32_t kCountedInFlight = 64;  // above: the open count, not a scan
-  int64_t latest_status_ns_ = -1;  // of the completed commands
+  int64_t latest_status_ns_ = -1;                   // of the completed commands
   uint64_t serial_commands_ = 0;
   double serial_wait_ms_ = 0, serial_cycle_ms_ = 0;
   double serial_crossing_ms_ = 0;

@@ -18,8 +18,8 @@ namespace {
 constexpr uint32_t kReservedTag = 0xffffffffu;
 }  // namespace
 
-void Connection::on_pdus(int dir, const Segment& seg, std::vector<PduEvent>& events,
-                         bool began_mid_pdu, uint32_t mid_slot) {
+void Connection::on_pdus(int dir, const Segment& seg, std::vector<PduEvent>& events, bool began_mid_pdu,
+                         uint32_t mid_slot) {
   // Which commands this segment carries bytes of, and why each was sendable only now.
   PathEvent path[8];
   size_t n = 0;
@@ -31,18 +31,20 @@ void Connection::on_pdus(int dir, const Segment& seg, std::vector<PduEvent>& eve
     current_pdu_slot_[dir] = slot;
     if (slot && n < 8 && role != PathEvent::Role::start) {
       bool dup = false;
-      for (size_t i = 0; i < n; ++i) dup |= path[i].slot == slot;
+      for (size_t i = 0; i < n; ++i)
+        dup |= path[i].slot == slot;
       if (!dup) path[n++] = {slot, role, ev.bhs.op() == iscsi::Opcode::ScsiResponse};
     }
   }
   HoldVerdict verdict;
-  for (size_t i = 0; i < n; ++i) analyse_path_event(dir, seg, path[i], verdict);
+  for (size_t i = 0; i < n; ++i)
+    analyse_path_event(dir, seg, path[i], verdict);
   for (auto& ev : events)
     if (ev.type == PduEvent::Type::end) on_pdu_end(dir, seg, ev);
 }
 
 uint32_t Connection::path_event_for_start(int dir, const PduEvent& ev, const Segment& seg,
-                                     PathEvent::Role& role) {
+                                          PathEvent::Role& role) {
   const iscsi::Bhs& b = ev.bhs;
   const iscsi::Opcode op = b.op();
   if (dir == kI2T && op == iscsi::Opcode::ScsiCommand) {
@@ -75,9 +77,9 @@ uint32_t Connection::path_event_for_start(int dir, const PduEvent& ev, const Seg
     if (auto cdb = scsi::decode_cdb(std::span<const uint8_t>(b.cdb.data(), b.cdb.size()))) {
       c.r.op = std::string(cdb->name);
       c.r.lba = cdb->is_read_write() ? cdb->lba : std::nullopt;
-      c.r.kind = cdb->dir == scsi::Direction::read && cdb->lba ? 'r'
+      c.r.kind = cdb->dir == scsi::Direction::read && cdb->lba    ? 'r'
                  : cdb->dir == scsi::Direction::write && cdb->lba ? 'w'
-                                                                 : 'o';
+                                                                  : 'o';
     } else {
       c.r.op = "?";
     }
@@ -152,11 +154,14 @@ void Connection::analyse_path_event(int dir, const Segment& seg, const PathEvent
 
   // The crossing part: the network between the capture point and the sender, and back.
   if (crossing > 0) {
-    if (solicited || (reply && c.r2ts > 0)) bd.r2t_ms += ms(crossing);
-    else bd.request_ms += ms(crossing);
+    if (solicited || (reply && c.r2ts > 0))
+      bd.r2t_ms += ms(crossing);
+    else
+      bd.request_ms += ms(crossing);
   }
 
-  int64_t wait_min = std::max<int64_t>(rules::ns(rules::wait_min_ms), full_rtt_ns() / rules::wait_min_rtt_divisor);
+  int64_t wait_min =
+      std::max<int64_t>(rules::ns(rules::wait_min_ms), full_rtt_ns() / rules::wait_min_rtt_divisor);
   double loss = std::min(c.loss_pending_ms, ms(rest));
   if (loss > 0) {
     bd.loss_ms += loss;
@@ -186,12 +191,18 @@ void Connection::analyse_path_event(int dir, const Segment& seg, const PathEvent
     }
   }
   if (rest > 0) {
-    if (dir == kT2I && (reply || rest > wait_min)) bd.think_ms += ms(rest);
-    else if (solicited) bd.r2t_ms += ms(rest);
-    else if (t.response) bd.response_ms += ms(rest);
-    else if (dir == kI2T) bd.request_ms += ms(rest);
-    else if (c.has_seg[kT2I]) bd.data_ms += ms(rest);
-    else bd.request_ms += ms(rest);
+    if (dir == kT2I && (reply || rest > wait_min))
+      bd.think_ms += ms(rest);
+    else if (solicited)
+      bd.r2t_ms += ms(rest);
+    else if (t.response)
+      bd.response_ms += ms(rest);
+    else if (dir == kI2T)
+      bd.request_ms += ms(rest);
+    else if (c.has_seg[kT2I])
+      bd.data_ms += ms(rest);
+    else
+      bd.request_ms += ms(rest);
   }
   if (reply && !c.first_reply_frame) c.first_reply_frame = seg.frame;
   seg_h_ = dir == kI2T ? c.h_initiator : c.h_target;
@@ -218,7 +229,8 @@ void Connection::late_reply_events(uint32_t slot, const Segment& seg, const PduE
     last.time_ns = ev.last_t;
   }
   analyse_path_event(kT2I, first, {slot, PathEvent::Role::reply, response}, none);
-  if (last.time_ns > first.time_ns) analyse_path_event(kT2I, last, {slot, PathEvent::Role::cont, response}, none);
+  if (last.time_ns > first.time_ns)
+    analyse_path_event(kT2I, last, {slot, PathEvent::Role::cont, response}, none);
 }
 
 }  // namespace iscsi_doctor::session

@@ -7,14 +7,14 @@
 namespace iscsi_doctor::session {
 
 struct OperationalKeys {
-  bool immediate_data = true;        // RFC default Yes
-  bool initial_r2t = true;           // RFC default Yes
+  bool immediate_data = true;  // RFC default Yes
+  bool initial_r2t = true;     // RFC default Yes
   uint32_t first_burst = 65536;
   uint32_t max_burst = 262144;
-  uint32_t target_mrdsl = 8192;      // MaxRecvDataSegmentLength declared by the target
+  uint32_t target_mrdsl = 8192;  // MaxRecvDataSegmentLength declared by the target
   uint32_t initiator_mrdsl = 8192;
   uint32_t max_outstanding_r2t = 1;
-  bool from_login = false;           // seen in this capture, not defaulted or inferred
+  bool from_login = false;  // seen in this capture, not defaulted or inferred
   bool initial_r2t_inferred = false;
 
   // Round trips a command needs at best under these keys: 1, plus one per R2T cycle that the

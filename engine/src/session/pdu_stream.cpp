@@ -9,7 +9,7 @@ namespace iscsi_doctor::session {
 namespace {
 // A PDU header never spans more than a few segments; a long tail of them covers AHS too.
 constexpr size_t kRecentChunks = 64;
-}
+}  // namespace
 
 std::vector<PduEvent>& PduStream::feed(std::span<const uint8_t> bytes, uint64_t frame, int64_t t) {
   events_.clear();
@@ -75,8 +75,8 @@ void PduStream::on_pdu_end(const iscsi::PduEnd& e) {
   ev.data_digest_bad = e.data_digest == iscsi::DigestCheck::bad;
   open_ = false;
   if (ev.header_digest_bad || ev.data_digest_bad)
-    messages_.push_back(std::string(ev.header_digest_bad ? "header" : "data") +
-                        " digest mismatch on a " + iscsi::opcode_name(e.bhs.opcode) + " PDU");
+    messages_.push_back(std::string(ev.header_digest_bad ? "header" : "data") + " digest mismatch on a " +
+                        iscsi::opcode_name(e.bhs.opcode) + " PDU");
 }
 
 void PduStream::on_sync_lost(const iscsi::SyncLost& s) {

@@ -5,9 +5,9 @@
 
 #include <cstdint>
 #include <deque>
-#include <utility>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "iscsi/framer.hpp"
@@ -20,9 +20,9 @@ struct PduEvent {
   bool began_in_chunk = false;  // the PDU's first byte is in the segment being fed
   uint64_t first_frame = 0;     // segment that carried the first byte (0 if lost)
   int64_t first_t = 0;
-  uint64_t last_frame = 0;      // end: segment that carried the last byte (0 if lost)
+  uint64_t last_frame = 0;  // end: segment that carried the last byte (0 if lost)
   int64_t last_t = 0;
-  std::vector<uint8_t> data;    // end: kept data (login/text keys, sense)
+  std::vector<uint8_t> data;  // end: kept data (login/text keys, sense)
   bool data_incomplete = false, truncated = false, kept_truncated = false;
   bool header_digest_bad = false, data_digest_bad = false;
 };

@@ -30,7 +30,8 @@ bool Flow::acked(uint64_t ack, int64_t t, uint64_t frame) {
 }
 
 void Flow::record_ack(const AckRecord& r, int64_t horizon) {
-  while (!acks.empty() && (acks.front().t < horizon || acks.size() >= kMaxAckRecords)) acks.pop_front();
+  while (!acks.empty() && (acks.front().t < horizon || acks.size() >= kMaxAckRecords))
+    acks.pop_front();
   acks.push_back(r);
 }
 

@@ -33,9 +33,9 @@ struct AckRecord {
   int64_t t = 0;
   uint64_t frame = 0;
   uint32_t window = 0;  // advertised with it (scaled)
-  int32_t h = -1;  // half trips of the latest data acknowledged so far (-1: none known)
-  uint64_t cmd = 0;  // the first frame of that data's command
-  int64_t data_t = 0;  // capture time and frame of the latest segment it acknowledged in full
+  int32_t h = -1;       // half trips of the latest data acknowledged so far (-1: none known)
+  uint64_t cmd = 0;     // the first frame of that data's command
+  int64_t data_t = 0;   // capture time and frame of the latest segment it acknowledged in full
   uint64_t data_frame = 0;
   uint64_t edge() const { return ack + window; }
 };
@@ -54,9 +54,7 @@ struct SmallSegment {
 class Flow {
 public:
   // 32-bit wire sequence number to the 64-bit absolute space, relative to the latest position.
-  uint64_t unwrap(uint32_t seq) const {
-    return uint64_t(int64_t(ref_) + int32_t(seq - uint32_t(ref_)));
-  }
+  uint64_t unwrap(uint32_t seq) const { return uint64_t(int64_t(ref_) + int32_t(seq - uint32_t(ref_))); }
   void anchor(uint32_t seq) {
     ref_ = (uint64_t(1) << 32) + seq;
     started = true;

@@ -18,8 +18,10 @@ SegmentStatus Tracker::on_segment(const Segment& seg, int dir, Receiver& r) {
   if (seg.flags & tcp_flag::ack) ack(seg, dir, r);
   if (seg.payload_wire_len > 0 && !(seg.flags & tcp_flag::syn)) payload(seg, dir, r);
   bool no_data = status_ == SegmentStatus::pure_ack;
-  if (no_data && (seg.flags & tcp_flag::rst)) status_ = SegmentStatus::rst;
-  else if (no_data && (seg.flags & tcp_flag::fin)) status_ = SegmentStatus::fin;
+  if (no_data && (seg.flags & tcp_flag::rst))
+    status_ = SegmentStatus::rst;
+  else if (no_data && (seg.flags & tcp_flag::fin))
+    status_ = SegmentStatus::fin;
   Flow& f = flow_[dir];
   if (seg.flags & (tcp_flag::fin | tcp_flag::rst)) {
     f.fin_seen = true;
@@ -35,10 +37,11 @@ SegmentStatus Tracker::on_segment(const Segment& seg, int dir, Receiver& r) {
   other.peer_window = win;
   other.peer_window_known = true;
   if (other.una_known && (other.una != una_before || window_changed || other.acks.empty()))
-    other.record_ack({other.una, seg.time_ns, seg.frame, win, other.acked_h, other.acked_cmd,
-                      other.acked_data_t, other.acked_data_frame},
-                     // what a hold's release may be matched against (rules/holds.cpp)
-                     seg.time_ns - rules::ack_record_keep_rtts * full_rtt_ns() - rules::ns(rules::ack_record_keep_ms));
+    other.record_ack(
+        {other.una, seg.time_ns, seg.frame, win, other.acked_h, other.acked_cmd, other.acked_data_t,
+         other.acked_data_frame},
+        // what a hold's release may be matched against (rules/holds.cpp)
+        seg.time_ns - rules::ack_record_keep_rtts * full_rtt_ns() - rules::ns(rules::ack_record_keep_ms));
   if (status_ == SegmentStatus::pure_ack && window_changed && flow_[dir ^ 1].una == una_before)
     status_ = SegmentStatus::window_update;
   return status_;
@@ -73,7 +76,7 @@ void Tracker::ack(const Segment& seg, int dir, Receiver& r) {
     rtt_[0].sample(seg.time_ns - synack_t_, true);
   }
   uint64_t ack = peer.unwrap(seg.ack);
-  if (ack > peer.max_end + (uint64_t(1) << 30)) return;  // nonsense ack
+  if (ack > peer.max_end + (uint64_t(1) << 30)) return;        // nonsense ack
   if (peer.fin_seen && ack == peer.next + 1) ack = peer.next;  // the FIN's sequence number
   // An ACK for the segment that ended exactly here: a round-trip sample for this side.
   if (!peer.unacked.empty() && (!peer.una_known || ack > peer.una)) {
@@ -223,7 +226,8 @@ void Tracker::finish(Receiver& r) {
   for (int d = 0; d < 2; ++d) {
     Flow& f = flow_[d];
     if (!f.out_of_order.empty())
-      declare_gap(d, f.max_end, f.out_of_order.begin()->second.frame, "the capture ended before the hole was filled", r);
+      declare_gap(d, f.max_end, f.out_of_order.begin()->second.frame,
+                  "the capture ended before the hole was filled", r);
   }
 }
 

@@ -42,7 +42,8 @@ private:
       return 0;
     }
     uint64_t v = 0;
-    for (size_t i = 0; i < n; ++i) v = (v << 8) | bytes_[pos_ + i];
+    for (size_t i = 0; i < n; ++i)
+      v = (v << 8) | bytes_[pos_ + i];
     pos_ += n;
     return v;
   }

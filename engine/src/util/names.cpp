@@ -21,25 +21,39 @@ std::optional<FindingKind> finding_from_name(std::string_view name) {
 
 std::string_view segment_status_name(SegmentStatus s) {
   switch (s) {
-    case SegmentStatus::syn: return "syn";
-    case SegmentStatus::new_data: return "new_data";
-    case SegmentStatus::out_of_order: return "out_of_order";
-    case SegmentStatus::retransmission: return "retransmission";
-    case SegmentStatus::keepalive: return "keepalive";
-    case SegmentStatus::pure_ack: return "pure_ack";
-    case SegmentStatus::window_update: return "window_update";
-    case SegmentStatus::fin: return "fin";
-    case SegmentStatus::rst: return "rst";
-    default: return "ignored";
+    case SegmentStatus::syn:
+      return "syn";
+    case SegmentStatus::new_data:
+      return "new_data";
+    case SegmentStatus::out_of_order:
+      return "out_of_order";
+    case SegmentStatus::retransmission:
+      return "retransmission";
+    case SegmentStatus::keepalive:
+      return "keepalive";
+    case SegmentStatus::pure_ack:
+      return "pure_ack";
+    case SegmentStatus::window_update:
+      return "window_update";
+    case SegmentStatus::fin:
+      return "fin";
+    case SegmentStatus::rst:
+      return "rst";
+    default:
+      return "ignored";
   }
 }
 
 std::string_view vantage_name(Vantage v) {
   switch (v) {
-    case Vantage::initiator: return "initiator";
-    case Vantage::target: return "target";
-    case Vantage::midpath: return "midpath";
-    default: return "unknown";
+    case Vantage::initiator:
+      return "initiator";
+    case Vantage::target:
+      return "target";
+    case Vantage::midpath:
+      return "midpath";
+    default:
+      return "unknown";
   }
 }
 
@@ -55,7 +69,8 @@ Address Address::ipv4(uint32_t host_order) {
 Address Address::ipv6(const uint8_t (&b)[16]) {
   Address a;
   a.v6 = true;
-  for (int i = 0; i < 16; ++i) a.bytes[i] = b[i];
+  for (int i = 0; i < 16; ++i)
+    a.bytes[i] = b[i];
   return a;
 }
 
@@ -67,11 +82,13 @@ std::string Address::str() const {
   }
   // RFC 5952: lower case, longest run of zero groups compressed.
   uint16_t g[8];
-  for (int i = 0; i < 8; ++i) g[i] = uint16_t(bytes[2 * i] << 8 | bytes[2 * i + 1]);
+  for (int i = 0; i < 8; ++i)
+    g[i] = uint16_t(bytes[2 * i] << 8 | bytes[2 * i + 1]);
   int best = -1, best_len = 0;
   for (int i = 0; i < 8;) {
     int j = i;
-    while (j < 8 && g[j] == 0) ++j;
+    while (j < 8 && g[j] == 0)
+      ++j;
     if (j - i > best_len && j - i > 1) best = i, best_len = j - i;
     i = (j == i) ? i + 1 : j;
   }
@@ -90,8 +107,7 @@ std::string Address::str() const {
 }
 
 std::string Endpoint::str() const {
-  return addr.v6 ? "[" + addr.str() + "]:" + std::to_string(port)
-                 : addr.str() + ":" + std::to_string(port);
+  return addr.v6 ? "[" + addr.str() + "]:" + std::to_string(port) : addr.str() + ":" + std::to_string(port);
 }
 
 }  // namespace iscsi_doctor
