@@ -242,12 +242,16 @@ local STATUS_KNOWN = { [0x00] = "GOOD", [0x02] = "CHECK CONDITION", [0x04] = "CO
   [0x18] = "RESERVATION CONFLICT", [0x22] = "COMMAND TERMINATED", [0x28] = "TASK SET FULL",
   [0x30] = "ACA ACTIVE", [0x40] = "TASK ABORTED" }
 
--- plausible_bhs(strict): a port of check() in engine/src/iscsi/pdu.cpp.
-local function plausible(b, from_initiator, strict)
+-- plausible_bhs(strict): a port of check() in engine/src/iscsi/pdu.cpp. max_dl: the largest
+-- DataSegmentLength taken as real (the receiver's MRDSL bound after login).
+local MAX_DATA_SEGMENT = 0xffffff
+local function plausible(b, from_initiator, strict, max_dl)
   local op = b.opcode
   if not OPNAMES[op] then return false end
   if is_initiator_opcode(op) ~= from_initiator then return false end
   if b.byte0 >= 0x80 then return false end
+  if b.data_length > (max_dl or MAX_DATA_SEGMENT) then return false end
+  if b.ahs_words > 64 then return false end  -- an extended CDB (248 bytes) and a read length
   if not strict then return true end
   local f = b.flags
   if not from_initiator and b.immediate then return false end
@@ -400,15 +404,17 @@ local CARRY, PROBE = 47, 52
 function Framer.new(from_initiator)
   local f = setmetatable({ from_initiator = from_initiator, hd = "unknown", dd = "unknown",
     next_abs = 0, chunk_base = 0, chunk_end = 0, carry = "", carry_abs = 0, candidate = false,
-    login_possible = true }, Framer)
+    login_possible = true, max_dl = MAX_DATA_SEGMENT }, Framer)
   f:reset_pdu()
   return f
 end
 
-function Framer:set_digests(h, d)
+-- max_dl: a longer DataSegmentLength is taken as lost framing (then resync).
+function Framer:set_digests(h, d, max_dl)
   self.login_possible = false  -- digests are settled when login is over
   self.hd = h and "on" or "off"
   self.dd = d and "on" or "off"
+  self.max_dl = max_dl or MAX_DATA_SEGMENT
 end
 
 function Framer:reset_pdu()
@@ -473,7 +479,7 @@ function Framer:candidate_at(s, p)
   if not OPNAMES[op] or is_initiator_opcode(op) ~= self.from_initiator then return false end
   -- Login happens once, first: after Full Feature Phase PDUs a "Login" header is payload.
   if not self.login_possible and not carries_digests(op) then return false end
-  return plausible(parse_bhs(s, p), self.from_initiator, true)
+  return plausible(parse_bhs(s, p), self.from_initiator, true, self.max_dl)
 end
 
 function Framer:enter_candidate(at)
@@ -537,7 +543,7 @@ function Framer:step_header(s, i, abs)
   if not self.bhs then
     local b = parse_bhs(self.hdr)
     self.bhs = b
-    if not plausible(b, self.from_initiator, self.candidate) then
+    if not plausible(b, self.from_initiator, self.candidate, self.max_dl) then
       if self.candidate then
         self:reject_candidate()
       else
@@ -652,7 +658,7 @@ end
 
 function Framer:plausible_at(t, at)
   if #t < at + 48 then return false end
-  return plausible(parse_bhs(t, at + 1), self.from_initiator, true)
+  return plausible(parse_bhs(t, at + 1), self.from_initiator, true, self.max_dl)
 end
 
 function Framer:step_probe(s, i, abs, force)
@@ -1953,8 +1959,11 @@ function Connection:on_login(dir, ev, seg)
   keys.from_login = true
   self.header_digest = k.header_digest == "CRC32C"
   self.data_digest = k.data_digest == "CRC32C"
-  self.pdus[I2T].framer:set_digests(self.header_digest, self.data_digest)
-  self.pdus[T2I].framer:set_digests(self.header_digest, self.data_digest)
+  -- A corrupt DataSegmentLength (up to 16 MiB) would swallow the stream: bound it by what the
+  -- receiver declared, with headroom for later Text renegotiation.
+  local bound = max(max(k.max_burst, k.first_burst), 262144)
+  self.pdus[I2T].framer:set_digests(self.header_digest, self.data_digest, max(bound, k.target_mrdsl))
+  self.pdus[T2I].framer:set_digests(self.header_digest, self.data_digest, max(bound, k.initiator_mrdsl))
   self.initiator_name = k.initiator_name
   self.target_name = k.target_name
   self.session_type = k.session_type
