@@ -205,38 +205,133 @@ local function parse_bhs(s, p)
 end
 local function header_length(b, hd) return 48 + 4 * b.ahs_words + (hd and 4 or 0) end
 
--- SCSI: names and data direction of common CDBs (engine/src/scsi/cdb.cpp, disk view).
+-- SCSI: name, data direction and LBA of a CDB (decode_cdb in engine/src/scsi/cdb.cpp, for a
+-- disk, as the engine decodes commands). Each entry: name, direction, and where the LBA is
+-- (offset and size in bytes) or a function of the CDB giving name, direction, LBA.
 local CDB = {
-  [0x00] = { "TEST UNIT READY", "none" }, [0x03] = { "REQUEST SENSE", "read" },
-  [0x08] = { "READ(6)", "read" }, [0x0a] = { "WRITE(6)", "write" },
+  [0x00] = { "TEST UNIT READY" }, [0x01] = { "REZERO UNIT" }, [0x03] = { "REQUEST SENSE", "read" },
+  [0x05] = { "READ BLOCK LIMITS", "read" }, [0x07] = { "REASSIGN BLOCKS", "write" },
   [0x12] = { "INQUIRY", "read" }, [0x15] = { "MODE SELECT(6)", "write" },
-  [0x16] = { "RESERVE(6)", "none" }, [0x17] = { "RELEASE(6)", "none" },
-  [0x1a] = { "MODE SENSE(6)", "read" }, [0x1b] = { "START STOP UNIT", "none" },
-  [0x1e] = { "PREVENT ALLOW MEDIUM REMOVAL", "none" }, [0x25] = { "READ CAPACITY(10)", "read" },
-  [0x28] = { "READ(10)", "read" }, [0x2a] = { "WRITE(10)", "write" },
-  [0x35] = { "SYNCHRONIZE CACHE(10)", "none" }, [0x3b] = { "WRITE BUFFER", "write" },
-  [0x3c] = { "READ BUFFER", "read" }, [0x41] = { "WRITE SAME(10)", "write" },
-  [0x42] = { "UNMAP", "write" }, [0x4d] = { "LOG SENSE", "read" },
-  [0x55] = { "MODE SELECT(10)", "write" }, [0x5a] = { "MODE SENSE(10)", "read" },
+  [0x16] = { "RESERVE(6)" }, [0x17] = { "RELEASE(6)" }, [0x1a] = { "MODE SENSE(6)", "read" },
+  [0x1b] = { "START STOP UNIT" }, [0x1c] = { "RECEIVE DIAGNOSTIC RESULTS", "read" },
+  [0x1d] = { "SEND DIAGNOSTIC", "write" }, [0x1e] = { "PREVENT ALLOW MEDIUM REMOVAL" },
+  [0x23] = { "READ FORMAT CAPACITIES", "read" }, [0x25] = { "READ CAPACITY(10)", "read" },
+  [0x28] = { "READ(10)", "read", 2, 4 }, [0x2a] = { "WRITE(10)", "write", 2, 4 },
+  [0x2b] = { "SEEK(10)" }, [0x2e] = { "WRITE AND VERIFY(10)", "write", 2, 4 },
+  [0x34] = { "PRE-FETCH(10)", nil, 2, 4 }, [0x35] = { "SYNCHRONIZE CACHE(10)", nil, 2, 4 },
+  [0x37] = { "READ DEFECT DATA(10)", "read" }, [0x3b] = { "WRITE BUFFER", "write" },
+  [0x3c] = { "READ BUFFER", "read" }, [0x41] = { "WRITE SAME(10)", "write", 2, 4 },
+  [0x42] = { "UNMAP", "write" }, [0x43] = { "READ TOC/PMA/ATIP", "read" },
+  [0x46] = { "GET CONFIGURATION", "read" }, [0x4a] = { "GET EVENT STATUS NOTIFICATION", "read" },
+  [0x4c] = { "LOG SELECT", "write" }, [0x4d] = { "LOG SENSE", "read" },
+  [0x51] = { "READ DISC INFORMATION", "read" }, [0x55] = { "MODE SELECT(10)", "write" },
+  [0x56] = { "RESERVE(10)" }, [0x57] = { "RELEASE(10)" }, [0x5a] = { "MODE SENSE(10)", "read" },
   [0x5e] = { "PERSISTENT RESERVE IN", "read" }, [0x5f] = { "PERSISTENT RESERVE OUT", "write" },
-  [0x7f] = { "VARIABLE LENGTH", "none" },
-  [0x88] = { "READ(16)", "read" }, [0x8a] = { "WRITE(16)", "write" },
-  [0x91] = { "SYNCHRONIZE CACHE(16)", "none" }, [0x93] = { "WRITE SAME(16)", "write" },
-  [0x9e] = { "SERVICE ACTION IN(16)", "read" }, [0xa0] = { "REPORT LUNS", "read" },
-  [0xa3] = { "MAINTENANCE IN", "read" }, [0xa8] = { "READ(12)", "read" },
-  [0xaa] = { "WRITE(12)", "write" },
+  [0x7f] = { "VARIABLE LENGTH" }, [0x83] = { "EXTENDED COPY", "write" },
+  [0x84] = { "RECEIVE COPY RESULTS", "read" }, [0x88] = { "READ(16)", "read", 2, 8 },
+  [0x89] = { "COMPARE AND WRITE", "write", 2, 8 }, [0x8a] = { "WRITE(16)", "write", 2, 8 },
+  [0x8e] = { "WRITE AND VERIFY(16)", "write", 2, 8 }, [0x91] = { "SYNCHRONIZE CACHE(16)", nil, 2, 8 },
+  [0x93] = { "WRITE SAME(16)", "write", 2, 8 }, [0xa0] = { "REPORT LUNS", "read" },
+  [0xa5] = { "MOVE MEDIUM" }, [0xa8] = { "READ(12)", "read", 2, 4 },
+  [0xaa] = { "WRITE(12)", "write", 2, 4 }, [0xad] = { "READ DISC STRUCTURE", "read" },
+  [0xb8] = { "READ ELEMENT STATUS", "read" }, [0xbb] = { "SET CD SPEED" },
+  [0xbe] = { "READ CD", "read", 2, 4 },
 }
-local READWRITE = { [0x08] = 1, [0x0a] = 1, [0x28] = 1, [0x2a] = 1, [0x88] = 1, [0x8a] = 1,
-                    [0xa8] = 1, [0xaa] = 1 }
-local function cdb_name(cdb)
+-- BYTCHK != 0: the initiator sends data to compare.
+local function verify(name)
+  return function(c) return name, (c:byte(2) % 8 >= 2) and "write" or nil end
+end
+CDB[0x2f] = { verify("VERIFY(10)"), nil, 2, 4 }
+CDB[0x8f] = { verify("VERIFY(16)"), nil, 2, 8 }
+CDB[0xaf] = { verify("VERIFY(12)"), nil, 2, 4 }
+CDB[0x04] = { function(c) return "FORMAT UNIT", hasbit(c:byte(2), 0x10) and "write" or nil end }
+CDB[0x08] = { "READ(6)", "read", 1, 3 }
+CDB[0x0a] = { "WRITE(6)", "write", 1, 3 }
+-- ATA PASS-THROUGH: T_LENGTH 0 means no data; T_DIR the direction.
+local function ata(name)
+  return function(c)
+    local b2 = c:byte(3)
+    if b2 % 4 == 0 then return name, nil end
+    return name, hasbit(b2, 0x08) and "read" or "write"
+  end
+end
+CDB[0x85] = { ata("ATA PASS-THROUGH(16)") }
+CDB[0xa1] = { ata("ATA PASS-THROUGH(12)") }
+CDB[0x9e] = { function(c)
+  local sa = c:byte(2) % 32
+  if sa == 0x10 then return "READ CAPACITY(16)", "read" end
+  if sa == 0x12 then return "GET LBA STATUS", "read", 2, 8 end
+  return "SERVICE ACTION IN(16)", "read"
+end }
+CDB[0xa3] = { function(c)
+  local sa = c:byte(2) % 32
+  local n = ({ [0x0a] = "REPORT TARGET PORT GROUPS", [0x0c] = "REPORT SUPPORTED OPERATION CODES",
+               [0x0d] = "REPORT SUPPORTED TASK MANAGEMENT FUNCTIONS" })[sa]
+  return n or "MAINTENANCE IN", "read"
+end }
+CDB[0xa4] = { function(c)
+  return c:byte(2) % 32 == 0x0a and "SET TARGET PORT GROUPS" or "MAINTENANCE OUT", "write"
+end }
+
+-- An unsigned 64-bit big-endian field as exact decimal digits (doubles hold only 53 bits).
+local function be64_decimal(s, p)
+  local limbs = { 0 }  -- base 10^7, least significant first
+  for k = 0, 3 do
+    local carry = be16(s, p + 2 * k)
+    for i = 1, #limbs do
+      local v = limbs[i] * 65536 + carry
+      limbs[i] = v % 10000000
+      carry = floor(v / 10000000)
+    end
+    while carry > 0 do
+      limbs[#limbs + 1] = carry % 10000000
+      carry = floor(carry / 10000000)
+    end
+  end
+  local out = { string.format("%.0f", limbs[#limbs]) }
+  for i = #limbs - 1, 1, -1 do out[#out + 1] = string.format("%07.0f", limbs[i]) end
+  return table.concat(out)
+end
+
+-- name, direction ("read", "write" or nil), known, and the LBA of a read or write (decimal
+-- string, nil for other commands) of a 16-byte CDB.
+local function decode_cdb(cdb)
   local op = cdb:byte(1)
   local e = CDB[op]
-  if op == 0x9e and hasbit(cdb:byte(2), 0x10) and cdb:byte(2) % 32 == 0x10 then
-    return "READ CAPACITY(16)"
+  if not e then return string.format("0x%02x", op), nil, false, nil end
+  local name, dir, at, size = e[1], e[2], e[3], e[4]
+  if type(name) == "function" then
+    local n, d, a, z = name(cdb)
+    name, dir = n, d
+    if a then at, size = a, z end
   end
-  if e then return e[1] end
-  return string.format("0x%02x", op)
+  local lba
+  if at and dir then
+    if size == 8 then lba = be64_decimal(cdb, at + 1)
+    elseif size == 4 then lba = string.format("%.0f", be32(cdb, at + 1))
+    else lba = string.format("%.0f", be24(cdb, at + 1) % 2097152) end  -- READ/WRITE(6): 21 bits
+  end
+  return name, dir, true, lba
 end
+
+-- Sense key, ASC and ASCQ (nil when absent) of a SCSI Response's data segment: a 2-byte
+-- SenseLength, then fixed or descriptor sense data (parse_iscsi_sense in cdb.cpp).
+local function iscsi_sense(data)
+  if not data or #data < 2 then return nil end
+  local s = data:sub(3, 2 + min(be16(data, 1), #data - 2))
+  if #s == 0 then return nil end
+  local code = s:byte(1) % 128
+  if code == 0x70 or code == 0x71 then
+    if #s < 3 then return nil end
+    if #s >= 14 and s:byte(8) >= 6 then return s:byte(3) % 16, s:byte(13), s:byte(14) end
+    return s:byte(3) % 16
+  elseif code == 0x72 or code == 0x73 then
+    if #s < 4 then return nil end
+    return s:byte(2) % 16, s:byte(3), s:byte(4)
+  end
+  return nil
+end
+
 local STATUS_KNOWN = { [0x00] = "GOOD", [0x02] = "CHECK CONDITION", [0x04] = "CONDITION MET",
   [0x08] = "BUSY", [0x10] = "INTERMEDIATE", [0x14] = "INTERMEDIATE-CONDITION MET",
   [0x18] = "RESERVATION CONFLICT", [0x22] = "COMMAND TERMINATED", [0x28] = "TASK SET FULL",
@@ -270,11 +365,13 @@ local function plausible(b, from_initiator, strict, max_dl)
     if b.data_length ~= 0 and not w then return false end
     if b.data_length > b.w20 and not (r and w) then return false end
     if not hasbit(f, 0x80) and not w then return false end
-    local e = CDB[b.cdb:byte(1)]
-    if e and b.ahs_words == 0 then
-      if e[2] == "read" and w and not r then return false end
-      if e[2] == "write" and r and not w then return false end
-      if e[2] == "none" and (r or w) and b.cdb:byte(1) ~= 0x7f then return false end
+    if b.ahs_words == 0 then
+      local _, dir, known = decode_cdb(b.cdb)
+      if known then
+        if dir == "read" and w and not r then return false end
+        if dir == "write" and r and not w then return false end
+        if not dir and (r or w) and b.cdb:byte(1) ~= 0x7f then return false end
+      end
     end
     return true
   elseif op == OP.TaskMgmtRequest then
@@ -1182,6 +1279,7 @@ function Connection.new(an, id, initiator, target)
     mid_session = false, keys = default_keys(), login = Negotiation.new(), login_done = false,
     saw_login = false, initiator_name = "", target_name = "", isid = "", tsih = 0,
     header_digest = false, data_digest = false, by_itt = {}, open_count = 0, current_slot = { [0] = nil, [1] = nil },
+    slots = {}, slot_count = 0, free_slots = {},
     frames = 0, commands = 0, completed = 0, outstanding = 0, max_outstanding = 0,
     serial_commands = 0, serial_wait_ms = 0, serial_cycle_ms = 0, serial_crossing_ms = 0, first_command_frame = 0,
     retransmissions = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 } }, Connection)
@@ -1340,7 +1438,7 @@ function Connection:handle_payload(seg, dir)
       fd.itt, fd.command_first_frame = c.itt, c.first_frame
       c.loss_pending_ms = c.loss_pending_ms + fd.lost_ms
       if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
-      c.findings_set.retransmission = true
+      self:add_kind(c, "retransmission")
     end
     self:emit_finding(fd)
   end
@@ -1348,10 +1446,10 @@ function Connection:handle_payload(seg, dir)
   local bytes = seg.payload
   local wire_rest = len - skip
   if skip < #bytes then bytes = bytes:sub(skip + 1) else bytes = "" end
-  local rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = nil, small = f:is_small(len) }
+  local rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = 0, small = f:is_small(len) }
   self.seg_h, self.seg_cmd, self.seg_itt = -1, 0, 0
   self:deliver(dir, bytes, wire_rest, seg)
-  rec.owner = self.current_slot[dir]
+  rec.owner = self.current_slot[dir] and self.current_slot[dir].slot or 0
   rec.h, rec.cmd, rec.itt = self.seg_h, self.seg_cmd, self.seg_itt
   f:push_unacked(rec)
   if rec.small then
@@ -1370,7 +1468,7 @@ function Connection:deliver(dir, bytes, wire_len, seg)
   local f = self.flow[dir]
   local ps = self.pdus[dir]
   local began_mid = ps.open
-  local mid_slot = began_mid and self.current_slot[dir] or nil
+  local mid_slot = began_mid and self.current_slot[dir] and self.current_slot[dir].slot or 0
   local events = ps:feed(bytes, seg.frame, seg.t)
   if #bytes < wire_len then
     local missing = wire_len - #bytes
@@ -1443,19 +1541,20 @@ function Connection:note_retransmission(dir, seg, start, e)
   if f.una_known and e <= f.una and not orig then return end
   local fd = { kind = "retransmission", side = side_of(dir), frame = seg.frame, lost_ms = 0 }
   if orig then
-    fd.related = { original = orig.frame }
+    fd.related = { { "original", orig.frame } }
     fd.lost_ms = ms(seg.t - orig.t)
     if orig.cmd and orig.cmd ~= 0 then  -- named even when the command completed before the resend
       fd.itt, fd.command_first_frame = orig.itt, orig.cmd
     end
-    local c = orig.owner
+    -- The command in the owner's slot now (engine: a slot index, reused once released).
+    local c = self.slots[orig.owner]
     if c and c.used then
       fd.itt, fd.command_first_frame = c.itt, c.first_frame
       -- (A settling command's status was captured before this resend, near the target: its
       -- latency stays as captured; the round trip it cost the initiator counts below.)
       if not c.settling then c.loss_pending_ms = c.loss_pending_ms + fd.lost_ms end
       if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
-      c.findings_set.retransmission = true
+      self:add_kind(c, "retransmission")
     end
   end
   fd.detail = "segment sent again after " .. floor(fd.lost_ms + 0.5) .. " ms"
@@ -1481,20 +1580,24 @@ end
 function Connection:release(c)
   self:retire(c)
   c.used = false
+  self.slots[c.slot] = nil
+  self.free_slots[#self.free_slots + 1] = c.slot
 end
 
 function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
   local touches = {}
-  if began_mid and mid_slot and mid_slot.used then touches[1] = { c = mid_slot, role = "cont" } end
+  -- Touches name slots, as in the engine: a slot released and taken again by a command started
+  -- in this segment is that command's.
+  if began_mid and self.slots[mid_slot] then touches[1] = { slot = mid_slot, role = "cont" } end
   for _, ev in ipairs(events) do
     if ev.type == "start" then
       local c, role = self:touch_for_start(dir, ev, seg)
       self.current_slot[dir] = c
       if c and #touches < 8 and role ~= "start" then
         local dup = false
-        for _, t in ipairs(touches) do if t.c == c then dup = true end end
+        for _, t in ipairs(touches) do if t.slot == c.slot then dup = true end end
         if not dup then
-          touches[#touches + 1] = { c = c, role = role, response = ev.bhs.opcode == OP.ScsiResponse }
+          touches[#touches + 1] = { slot = c.slot, role = role, response = ev.bhs.opcode == OP.ScsiResponse }
         end
       end
     end
@@ -1523,17 +1626,27 @@ function Connection:touch_for_start(dir, ev, seg)
     end
     if self.open_count >= self.opt.max_open_commands then return nil end
     local w = hasbit(b.flags, 0x20)
-    local c = { used = true, conn = self, itt = b.itt, cmdsn = b.w24, bytes = b.w20,
+    local slot = #self.free_slots
+    if slot > 0 then
+      slot, self.free_slots[slot] = self.free_slots[slot], nil
+    else
+      self.slot_count = self.slot_count + 1
+      slot = self.slot_count
+    end
+    local c = { used = true, conn = self, slot = slot, session = self:session_id(), itt = b.itt,
+      cmdsn = b.w24, bytes = b.w20,
       first_frame = ev.first_frame ~= 0 and ev.first_frame or seg.frame,
       first_t = ev.first_frame ~= 0 and ev.first_t or seg.t,
-      op = cdb_name(b.cdb), write = w, findings_set = {}, findings = {},
+      write = w, findings_set = {}, findings = {},
       breakdown = new_breakdown(), h_initiator = 1, h_target = 0, last_event_t = 0,
       last_seg_t = { [0] = seg.t, [1] = 0 }, has_seg = { [0] = true, [1] = false },
       needed_t = 0, request_done = false, r2ts = 0, first_r2t_frame = 0, last_r2t_t = 0,
       h_at_r2t = 0, first_reply_frame = 0, solicited_data = false, data_out_bytes = 0,
       data_in_bytes = 0, loss_pending_ms = 0, hold_ms = 0, completed = false,
       data_incomplete = false }
-    c.kind = (CDB[b.cdb:byte(1)] and READWRITE[b.cdb:byte(1)]) and (w and "write" or "read") or "other"
+    local cdir, _
+    c.op, cdir, _, c.lba = decode_cdb(b.cdb)
+    c.kind = c.lba and (cdir == "read" and "read" or "write") or "other"
     if not self.keys.from_login and w and b.data_length > 0 then self.keys.immediate_data = true end
     if w then
       c.unsolicited_expected = min(b.w20, self.keys.initial_r2t and 0 or self.keys.first_burst)
@@ -1542,6 +1655,7 @@ function Connection:touch_for_start(dir, ev, seg)
     end
     c.ideal_round_trips = ideal_round_trips(self.keys, w, w and b.w20 or 0)
     c.last_event_t = c.first_t
+    self.slots[slot] = c
     self.by_itt[b.itt] = c
     self.open_count = self.open_count + 1
     self.commands = self.commands + 1
@@ -1582,8 +1696,8 @@ function Connection:touch_for_start(dir, ev, seg)
 end
 
 function Connection:analyse_touch(dir, seg, t, verdict)
-  local c = t.c
-  if not c.used then return end
+  local c = self.slots[t.slot]
+  if not c then return end
   local now = seg.t
   local rtt_side = self:rtt_ns(dir)
   local ready
@@ -1622,9 +1736,9 @@ function Connection:analyse_touch(dir, seg, t, verdict)
       verdict.reported = true
       if verdict.held then
         local fd = { kind = verdict.kind, side = side_of(dir), frame = seg.frame,
-                     related = { released_by = verdict.release_frame }, lost_ms = ms(rest),
+                     related = { { "released_by", verdict.release_frame } }, lost_ms = ms(rest),
                      itt = c.itt, command_first_frame = c.first_frame }
-        if verdict.acked_frame and verdict.acked_frame ~= 0 then fd.related.previous_small = verdict.acked_frame end
+        if verdict.acked_frame ~= 0 then fd.related[2] = { "previous_small", verdict.acked_frame } end
         if verdict.kind == "nagle_hold" then
           fd.detail = "sub-MSS segment held until the peer acknowledged the previous one"
         elseif verdict.kind == "rwnd_limited" then
@@ -1635,7 +1749,7 @@ function Connection:analyse_touch(dir, seg, t, verdict)
         self:emit_finding(fd)
         if verdict.delayed_ack_ms > 0 then
           local da = { kind = "delayed_ack", side = side_of(1 - dir), frame = verdict.release_frame,
-                       related = { acks = verdict.acked_frame, released = seg.frame },
+                       related = { { "acks", verdict.acked_frame }, { "released", seg.frame } },
                        lost_ms = min(verdict.delayed_ack_ms, ms(rest)), itt = c.itt,
                        command_first_frame = c.first_frame,
                        detail = "ACK sent " .. floor(verdict.delayed_ack_ms + 0.5) ..
@@ -1654,8 +1768,8 @@ function Connection:analyse_touch(dir, seg, t, verdict)
         bd.window = bd.window + held_ms - dack
       end
       c.hold_ms = c.hold_ms + held_ms
-      c.findings_set[verdict.kind] = true
-      if dack > 0 then c.findings_set.delayed_ack = true end
+      self:add_kind(c, verdict.kind)
+      if dack > 0 then self:add_kind(c, "delayed_ack") end
       -- Two crossings after the data the releasing ACK acknowledged: that ACK's, and this one's
       -- (data of another command says nothing of this one's progress: then on top of it).
       local h = dir == I2T and c.h_initiator or c.h_target
@@ -1794,6 +1908,7 @@ function Connection:on_pdu_end(dir, seg, ev)
   elseif op == OP.ScsiResponse then
     c.iscsi_response = b.byte2
     c.scsi_status = b.byte3
+    c.sense_key, c.asc, c.ascq = iscsi_sense(ev.data)
     self:complete(c, seg, ev)
   end
 end
@@ -1806,9 +1921,9 @@ function Connection:touch_late_reply(c, seg, ev)
   local first, last = seg, seg
   if ev.first_frame and ev.first_frame ~= 0 then first = { frame = ev.first_frame, t = ev.first_t } end
   if ev.last_frame and ev.last_frame ~= 0 then last = { frame = ev.last_frame, t = ev.last_t } end
-  self:analyse_touch(T2I, first, { c = c, role = "reply", response = response }, none)
+  self:analyse_touch(T2I, first, { slot = c.slot, role = "reply", response = response }, none)
   if last.t > first.t then
-    self:analyse_touch(T2I, last, { c = c, role = "cont", response = response }, none)
+    self:analyse_touch(T2I, last, { slot = c.slot, role = "cont", response = response }, none)
   end
 end
 
@@ -1875,7 +1990,10 @@ function Connection:settle(now, all)
 end
 
 function Connection:add_kind(c, k)
-  if not c.findings_set[k] then c.findings_set[k] = true end
+  if not c.findings_set[k] then
+    c.findings_set[k] = true
+    c.findings[#c.findings + 1] = k  -- in order of first evidence
+  end
 end
 
 -- How many commands were in flight together with c, by capture time: framing may lag one
@@ -1908,7 +2026,7 @@ function Connection:emit_command(c)
       self:add_kind(c, "target_think")
       self:emit_finding({ kind = "target_think", side = "target",
         frame = c.first_reply_frame ~= 0 and c.first_reply_frame or c.status_frame,
-        related = { command = c.first_frame }, lost_ms = think, itt = c.itt,
+        related = { { "command", c.first_frame } }, lost_ms = think, itt = c.itt,
         command_first_frame = c.first_frame,
         detail = "the target took " .. floor(think + 0.5) .. " ms to answer: the target, not the network" })
     end
@@ -1929,10 +2047,6 @@ function Connection:emit_command(c)
     end
     if not self.latest_status_t or c.status_t > self.latest_status_t then self.latest_status_t = c.status_t end
   end
-  for _, k in ipairs(FINDING_KINDS) do
-    if c.findings_set[k] then c.findings[#c.findings + 1] = k end
-  end
-  c.session = self:session_id()
   self.an:on_command(c)
 end
 
@@ -1989,11 +2103,9 @@ function Connection:finish()
     self:on_pdus(d, s, events, false, nil)
   end
   self:settle(0, true)
-  local open = {}
-  for _, c in pairs(self.by_itt) do open[#open + 1] = c end
-  table.sort(open, function(a, b) return a.first_frame < b.first_frame end)
-  for _, c in ipairs(open) do
-    if c.used then
+  for slot = 1, self.slot_count do  -- in slot order, as the engine
+    local c = self.slots[slot]
+    if c then
       self:emit_command(c)
       self:release(c)
     end
@@ -2430,8 +2542,8 @@ local function add_finding(tree, f)
   if f.itt then t:add(pf.itt, string.format("0x%08x", f.itt)) end
   if f.command_frame or f.command_first_frame then t:add(pf.command_frame, f.command_first_frame) end
   if f.related then
-    for k, v in pairs(f.related) do
-      if v and v ~= 0 then t:add(pf.related_frame, v):append_text(" (" .. k .. ")") end
+    for _, r in ipairs(f.related) do
+      if r[2] ~= 0 then t:add(pf.related_frame, r[2]):append_text(" (" .. r[1] .. ")") end
     end
   end
   if f.detail then t:add(pf.detail, f.detail) end

@@ -301,7 +301,7 @@ for _, c in ipairs(an.commands) do
 end
 for _, fd in ipairs(an.findings) do
   local rel = {}
-  for _, kv in ipairs(fd.related_list or {}) do
+  for _, kv in ipairs(fd.related or {}) do
     rel[#rel + 1] = kv[1]
     rel[#rel + 1] = jnum(kv[2])
   end
