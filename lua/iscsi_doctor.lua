@@ -102,6 +102,8 @@ local function min(a, b) if a < b then return a end return b end
 local function max(a, b) if a > b then return a end return b end
 local function ms(ns) return ns / 1e6 end
 local function trunc(x) if x >= 0 then return floor(x) end return -floor(-x) end
+-- Rounded milliseconds for messages, as the engine's whole_ms (int64(v + 0.5): toward zero).
+local function whole_ms(v) return string.format("%.0f", trunc(v + 0.5)) end
 local TWO32 = 4294967296
 local RESERVED_TAG = 0xffffffff
 
@@ -994,8 +996,14 @@ local function parse_number(v)
   elseif not v:match("^[0-9]+$") then
     return nil
   end
-  return tonumber(digits, base)
+  -- Beyond 15 significant digits a value is out of every key's range (and tonumber with a base
+  -- wraps around 2^64 in Lua 5.3+, where the engine rejects the value).
+  digits = digits:gsub("^0+", "")
+  if #digits > 15 then return nil end
+  return tonumber(digits ~= "" and digits or "0", base)
 end
+
+local MAX_PENDING_TEXT = 262144
 
 local function is_non_value(v) return v == "NotUnderstood" or v == "Irrelevant" or v == "Reject" end
 
@@ -1003,7 +1011,8 @@ local Negotiation = {}
 Negotiation.__index = Negotiation
 
 function Negotiation.new()
-  return setmetatable({ pending = { [true] = "", [false] = "" }, exchanges = {},
+  return setmetatable({ pending = { [true] = "", [false] = "" },
+    pending_truncated = { [true] = false, [false] = false }, exchanges = {},
     result = { header_digest = "None", data_digest = "None", initiator_mrdsl = 8192,
                target_mrdsl = 8192, first_burst = 65536, max_burst = 262144,
                max_outstanding_r2t = 1, initial_r2t = true, immediate_data = true,
@@ -1104,18 +1113,21 @@ function Negotiation:add_pdu(b, data, truncated)
   local text = op == OP.TextRequest or op == OP.TextResponse
   if not login and not text then return end
   local ini = is_initiator_opcode(op)
-  self.pending[ini] = self.pending[ini] .. (data or "")
-  if truncated then self.pending_truncated = true end
+  -- A C-bit sequence is kept up to 256 KiB per direction; what is cut is not trusted.
+  data = data or ""
+  local room = MAX_PENDING_TEXT - min(MAX_PENDING_TEXT, #self.pending[ini])
+  self.pending[ini] = self.pending[ini] .. data:sub(1, room)
+  if truncated or #data > room then self.pending_truncated[ini] = true end
   if not hasbit(b.flags, 0x40) then
     local keys = {}
     for item in (self.pending[ini] .. "\0"):gmatch("([^%z]*)%z") do
       local k, v = item:match("^([%w%.%-%+@_]+)=(.*)$")
-      if k and #k <= 63 then keys[#keys + 1] = { k, v } end
+      if k and #k <= 63 then keys[#keys + 1] = { k, v:sub(1, 8192) } end  -- values up to 8192 bytes
     end
-    if self.pending_truncated and #keys > 0 then keys[#keys] = nil end
+    if self.pending_truncated[ini] and #keys > 0 then keys[#keys] = nil end
     for _, kv in ipairs(keys) do self:apply(kv[1], kv[2], ini, login) end
     self.pending[ini] = ""
-    self.pending_truncated = false
+    self.pending_truncated[ini] = false
   end
   if op == OP.LoginResponse then
     local sc = floor(b.w36 / 16777216)
@@ -1557,7 +1569,7 @@ function Connection:note_retransmission(dir, seg, start, e)
       self:add_kind(c, "retransmission")
     end
   end
-  fd.detail = "segment sent again after " .. floor(fd.lost_ms + 0.5) .. " ms"
+  fd.detail = "segment sent again after " .. whole_ms(fd.lost_ms) .. " ms"
   self:emit_finding(fd)
 end
 
@@ -1752,7 +1764,7 @@ function Connection:analyse_touch(dir, seg, t, verdict)
                        related = { { "acks", verdict.acked_frame }, { "released", seg.frame } },
                        lost_ms = min(verdict.delayed_ack_ms, ms(rest)), itt = c.itt,
                        command_first_frame = c.first_frame,
-                       detail = "ACK sent " .. floor(verdict.delayed_ack_ms + 0.5) ..
+                       detail = "ACK sent " .. whole_ms(verdict.delayed_ack_ms) ..
                                 " ms late by the delayed-ACK timer while the peer waited" }
           self:emit_finding(da)
         end
@@ -2028,7 +2040,7 @@ function Connection:emit_command(c)
         frame = c.first_reply_frame ~= 0 and c.first_reply_frame or c.status_frame,
         related = { { "command", c.first_frame } }, lost_ms = think, itt = c.itt,
         command_first_frame = c.first_frame,
-        detail = "the target took " .. floor(think + 0.5) .. " ms to answer: the target, not the network" })
+        detail = "the target took " .. whole_ms(think) .. " ms to answer: the target, not the network" })
     end
     -- The cycle includes the crossing from the previous status to this command (up to
     -- rtt(initiator)): near the target that is where the round trip lies.
@@ -2115,7 +2127,7 @@ function Connection:finish()
     self:emit_finding({ kind = "serialized", side = "initiator", frame = self.first_command_frame,
       lost_ms = self.serial_crossing_ms,
       detail = self.serial_commands .. " commands issued one at a time; the link sat idle waiting on round trips for " ..
-               floor(self.serial_wait_ms + 0.5) .. " ms (" .. floor(self.serial_crossing_ms + 0.5) ..
+               whole_ms(self.serial_wait_ms) .. " ms (" .. whole_ms(self.serial_crossing_ms) ..
                " ms of it crossing the network)" })
   end
 end
@@ -2251,6 +2263,40 @@ function Analyzer:on_command(c)
   end
 end
 
+-- The engine orders its connection table by (lower endpoint, higher endpoint), an endpoint by
+-- its 16 address bytes (IPv4 in the first 4), then IPv6 or not, then port; finish() goes
+-- through it in that order. As a string of hex digits that sorts the same way.
+local function endpoint_order(ep)
+  local addr, port = ep:match("^%[?(.-)%]?:(%d+)$")
+  if not addr then return ep end
+  local bytes, v6 = {}, addr:find(":", 1, true) ~= nil
+  local v4 = addr:match("(%d+%.%d+%.%d+%.%d+)$")
+  local tail = {}
+  if v4 then
+    for n in v4:gmatch("%d+") do tail[#tail + 1] = tonumber(n) % 256 end
+    addr = addr:sub(1, #addr - #v4)
+  end
+  if v6 then
+    local head, rest = addr, nil
+    local dc = addr:find("::", 1, true)
+    if dc then head, rest = addr:sub(1, dc - 1), addr:sub(dc + 2) end
+    local function groups(s)
+      local g = {}
+      for h in s:gmatch("[^:]+") do g[#g + 1] = tonumber(h, 16) or 0 end
+      return g
+    end
+    local hg, rg = groups(head), rest and groups(rest) or {}
+    local n = #hg + #rg + #tail / 2
+    for _, v in ipairs(hg) do bytes[#bytes + 1] = floor(v / 256); bytes[#bytes + 1] = v % 256 end
+    for _ = n + 1, 8 do bytes[#bytes + 1] = 0; bytes[#bytes + 1] = 0 end
+    for _, v in ipairs(rg) do bytes[#bytes + 1] = floor(v / 256); bytes[#bytes + 1] = v % 256 end
+  end
+  for _, v in ipairs(tail) do bytes[#bytes + 1] = v end
+  local out = {}
+  for i = 1, 16 do out[i] = string.format("%02x", bytes[i] or 0) end
+  return table.concat(out) .. (v6 and "1" or "0") .. string.format("%04x", tonumber(port) % 65536)
+end
+
 local function looks_like_login(payload)
   if #payload < 48 or payload:byte(1) ~= 0x43 then return false end
   return plausible(parse_bhs(payload), true, true)
@@ -2298,6 +2344,8 @@ function Analyzer:feed(seg)
       return
     end
     c = Connection.new(self, self.next_id, ini, tgt)
+    local a, b = endpoint_order(ini), endpoint_order(tgt)
+    c.table_order = a < b and (a .. b) or (b .. a)
     self.next_id = self.next_id + 1
     self.live[key] = c
     self.live_count = self.live_count + 1
@@ -2324,7 +2372,7 @@ function Analyzer:finish()
   self.cur_frame = self.last_frame
   local list = {}
   for _, c in pairs(self.live) do list[#list + 1] = c end
-  table.sort(list, function(a, b) return a.id < b.id end)
+  table.sort(list, function(a, b) return a.table_order < b.table_order end)
   for _, c in ipairs(list) do c:finish() end
 end
 
