@@ -118,47 +118,67 @@ end
 
 local function pad4(n) return n + (4 - n % 4) % 4 end
 
--- Bit operations for CRC32C only: bit32 (5.2), bit (LuaJIT/BitOp), or native operators (5.3+)
--- compiled at run time so that this file still parses under 5.1/5.2.
-local band, bxor, rshift
+-- XOR for CRC32C: bit32 (5.2), bit (BitOp, in Wireshark's Lua 5.1), the native operator (5.3+,
+-- compiled at run time so that this file still parses under 5.1/5.2), else arithmetic a byte at
+-- a time (plain Lua 5.1). Operands and results are unsigned 32-bit.
+local bxor
 do
   local b32 = rawget(_G, "bit32")
   local bop = rawget(_G, "bit")
+  local ld = rawget(_G, "loadstring") or load
   if b32 then
-    band, bxor, rshift = b32.band, b32.bxor, b32.rshift
+    bxor = b32.bxor
   elseif bop then
-    local function u(x) return x % TWO32 end
-    band = function(a, b) return u(bop.band(a, b)) end
-    bxor = function(a, b) return u(bop.bxor(a, b)) end
-    rshift = function(a, n) return u(bop.rshift(a, n)) end
+    bxor = function(a, b) return bop.bxor(a, b) % TWO32 end
+  elseif ld and ld("return 1 ~ 1") then
+    bxor = ld("return function(a, b) return a ~ b end")()
   else
-    local ld = rawget(_G, "loadstring") or load
-    local f = ld and ld("return function(a,b) return a & b end, function(a,b) return a ~ b end, " ..
-                        "function(a,n) return a >> n end")
-    if f then band, bxor, rshift = f() end
+    local X  -- X[a * 256 + b] = a xor b, for bytes
+    bxor = function(a, b)
+      if not X then
+        X = {}
+        for x = 0, 255 do
+          for y = 0, 255 do
+            local r, p, u, v = 0, 1, x, y
+            while u > 0 or v > 0 do
+              if u % 2 ~= v % 2 then r = r + p end
+              u, v, p = floor(u / 2), floor(v / 2), p * 2
+            end
+            X[x * 256 + y] = r
+          end
+        end
+      end
+      local r, p = 0, 1
+      for _ = 1, 4 do
+        local x, y = a % 256, b % 256
+        r = r + X[x * 256 + y] * p
+        a, b, p = (a - x) / 256, (b - y) / 256, p * 256
+      end
+      return r
+    end
   end
 end
 
 local CRC_TABLE
 local function crc32c_update(crc, s, i, j)
-  if not band then return nil end
   if not CRC_TABLE then
     CRC_TABLE = {}
     for n = 0, 255 do
       local c = n
       for _ = 1, 8 do
-        if c % 2 == 1 then c = bxor(rshift(c, 1), 0x82F63B78) else c = rshift(c, 1) end
+        if c % 2 == 1 then c = bxor(floor(c / 2), 0x82F63B78) else c = floor(c / 2) end
       end
       CRC_TABLE[n] = c
     end
   end
+  local T = CRC_TABLE
   for k = i, j do
-    crc = bxor(CRC_TABLE[band(bxor(crc, s:byte(k)), 0xff)], rshift(crc, 8))
+    crc = bxor(T[bxor(crc, s:byte(k)) % 256], floor(crc / 256))
   end
   return crc
 end
 local function crc32c_init() return 0xffffffff end
-local function crc32c_final(c) if not c then return nil end return bxor(c, 0xffffffff) end
+local function crc32c_final(c) return bxor(c, 0xffffffff) end
 -- The digest travels little-endian on the wire (RFC 7143 §13.1 / crc32c.hpp).
 local function digest_from_wire(s, p)
   local a, b, c, d = s:byte(p, p + 3)
@@ -503,7 +523,8 @@ local CARRY, PROBE = 47, 52
 function Framer.new(from_initiator)
   local f = setmetatable({ from_initiator = from_initiator, hd = "unknown", dd = "unknown",
     next_abs = 0, chunk_base = 0, chunk_end = 0, carry = "", carry_abs = 0, candidate = false,
-    login_possible = true, max_dl = MAX_DATA_SEGMENT }, Framer)
+    login_possible = true, max_dl = MAX_DATA_SEGMENT, pdus = 0, resyncs = 0, digest_bad = false },
+    Framer)
   f:reset_pdu()
   return f
 end
@@ -674,14 +695,16 @@ end
 function Framer:header_complete()
   local b = self.bhs
   local hlen = header_length(b, false)
+  self.digest_bad = false
   if self.hd_this then
     local c = crc32c_final(crc32c_update(crc32c_init(), self.hdr, 1, hlen))
-    local match = c ~= nil and c == digest_from_wire(self.hdr, hlen + 1)
+    local match = c == digest_from_wire(self.hdr, hlen + 1)
     if self.hd == "on" then
-      if not match and self.candidate and c ~= nil then
+      if not match and self.candidate then
         self:reject_candidate()
         return
       end
+      self.digest_bad = not match
     elseif match then
       self.hd = "on"
     else
@@ -693,6 +716,7 @@ function Framer:header_complete()
   end
   if self.candidate then
     self.candidate = false
+    self.resyncs = self.resyncs + 1
   end
   self.started = true
   if carries_digests(b.opcode) then self.login_possible = false end
@@ -706,7 +730,7 @@ function Framer:begin_data()
   self.data_left = dl
   self.pad_left = pad4(dl) - dl
   self.crc = crc32c_init()
-  self.crc_valid = band ~= nil
+  self.crc_valid = true
   self.data_incomplete = false
   self.keep = ""
   self.keep_limit = min(kept_data_limit(b), dl)
@@ -751,6 +775,9 @@ function Framer:step_data_digest(s, i, abs)
   local take = min(#s - i + 1, 4 - #self.tail)
   self.tail = self.tail .. s:sub(i, i + take - 1)
   if #self.tail < 4 then return take end
+  if self.crc_valid and not self.tail_lost and digest_from_wire(self.tail, 1) ~= crc32c_final(self.crc) then
+    self.digest_bad = true
+  end
   self:end_pdu(abs + take - 1, false)
   return take
 end
@@ -782,6 +809,7 @@ function Framer:step_probe(s, i, abs, force)
   if commit then self.dd = on and "on" or "off" end
   local probe, probe_abs = t, self.tail_abs
   if on and #probe >= 4 then
+    if not crc_match and self.crc_valid then self.digest_bad = true end
     self:end_pdu(probe_abs + 3, false)
     if #probe > 4 then self:push_back(probe:sub(5), probe_abs + 4) end
   else
@@ -804,8 +832,9 @@ function Framer:end_pdu(last_abs, truncated)
   local b = self.bhs
   local first, keep, inc = self.pdu_abs, self.keep, self.data_incomplete
   local kept_truncated = #keep < b.data_length
+  self.pdus = self.pdus + 1
   self:reset_pdu()
-  self.sink:on_pdu_end(b, first, last_abs, keep, kept_truncated, inc, truncated)
+  self.sink:on_pdu_end(b, first, last_abs, keep, kept_truncated, inc, truncated, self.digest_bad)
 end
 
 function Framer:lose_sync(at)
@@ -961,9 +990,10 @@ function PduStream:on_pdu_start(b, first_abs)
   self.open = true
 end
 
-function PduStream:on_pdu_end(b, first_abs, last_abs, kept, kept_truncated, data_incomplete, truncated)
+function PduStream:on_pdu_end(b, first_abs, last_abs, kept, kept_truncated, data_incomplete, truncated,
+                               digest_bad)
   local ev = { type = "end", bhs = b, data = kept, kept_truncated = kept_truncated,
-               data_incomplete = data_incomplete, truncated = truncated }
+               data_incomplete = data_incomplete, truncated = truncated, digest_bad = digest_bad }
   self:locate(first_abs, ev)
   -- The segment with the PDU's last byte: the status frame of a SCSI Response.
   local last = {}
@@ -1294,7 +1324,7 @@ function Connection.new(an, id, initiator, target)
     slots = {}, slot_count = 0, free_slots = {},
     frames = 0, commands = 0, completed = 0, outstanding = 0, max_outstanding = 0,
     serial_commands = 0, serial_wait_ms = 0, serial_cycle_ms = 0, serial_crossing_ms = 0, first_command_frame = 0,
-    retransmissions = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 } }, Connection)
+    retransmissions = 0, digest_errors = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 } }, Connection)
   return c
 end
 
@@ -1871,6 +1901,7 @@ end
 function Connection:on_pdu_end(dir, seg, ev)
   local b = ev.bhs
   local op = b.opcode
+  if ev.digest_bad then self.digest_errors = self.digest_errors + 1 end
   if op == OP.LoginRequest or op == OP.LoginResponse or op == OP.TextRequest or op == OP.TextResponse then
     self:on_login(dir, ev, seg)
     return
@@ -2130,6 +2161,7 @@ function Connection:finish()
                whole_ms(self.serial_wait_ms) .. " ms (" .. whole_ms(self.serial_crossing_ms) ..
                " ms of it crossing the network)" })
   end
+  self:session_id()  -- the engine's connection facts name a session even without a command
 end
 
 ---------------------------------------------------------------------------------------------
@@ -2235,6 +2267,7 @@ function Analyzer:resolve_session(key, conn)
   s.connections[#s.connections + 1] = conn.id
   if conn.login_done then
     s.initiator_name, s.target_name = conn.initiator_name, conn.target_name
+    s.session_type, s.isid, s.tsih = conn.session_type, conn.isid, conn.tsih
   end
   return id
 end
