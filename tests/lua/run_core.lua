@@ -312,6 +312,58 @@ for _, fd in ipairs(an.findings) do
     "command_first_frame", jframe(fd.command_first_frame), "detail", jstr(fd.detail or ""),
     "fix", jstr(fd.fix) })
 end
+-- Connection facts and sessions, as the CLI lists them (sessions[].connections[]).
+local function ms_or_null(r) if not r.known then return "null" end return jnum(r.min / 1e6) end
+local function yn(v) return v and '"Yes"' or '"No"' end
+local function num(v) return jstr(string.format("%.0f", v)) end
+local conns = {}
+for _, c in ipairs(an.connections) do conns[#conns + 1] = c end
+table.sort(conns, function(a, b) return a.id < b.id end)
+for _, c in ipairs(conns) do
+  local ri, rt = c.rtt[0], c.rtt[1]
+  local vantage = "unknown"
+  if ri.known and rt.known then
+    local full = ri.min + rt.min
+    local share = full > 0 and ri.min / full or 0.5
+    if full < 200000 then vantage = "unknown"
+    elseif share < 0.2 then vantage = "initiator"
+    elseif share > 0.8 then vantage = "target"
+    else vantage = "midpath" end
+  end
+  local k = c.keys
+  local fr = { c.pdus[0].framer, c.pdus[1].framer }
+  out[#out + 1] = obj({ "type", '"connection"', "connection", jnum(c.id), "session", jnum(c.session),
+    "rtt_initiator_ms", ms_or_null(ri), "rtt_target_ms", ms_or_null(rt),
+    "rtt_ms", (ri.known and rt.known) and jnum((ri.min + rt.min) / 1e6) or "null",
+    "vantage", jstr(vantage),
+    "mss", obj({ "initiator", jnum(math.min(c.flow[0]:effective_mss(), 65535)),
+                 "target", jnum(math.min(c.flow[1]:effective_mss(), 65535)),
+                 "inferred", jbool(not (c.flow[0].mss_from_syn and c.flow[1].mss_from_syn)) }),
+    "keys", obj({ "ImmediateData", yn(k.immediate_data), "InitialR2T", yn(k.initial_r2t),
+                  "FirstBurstLength", num(k.first_burst), "MaxBurstLength", num(k.max_burst),
+                  "MaxRecvDataSegmentLength(target)", num(k.target_mrdsl),
+                  "MaxRecvDataSegmentLength(initiator)", num(k.initiator_mrdsl),
+                  "MaxOutstandingR2T", num(k.max_outstanding_r2t),
+                  "HeaderDigest", c.header_digest and '"CRC32C"' or '"None"',
+                  "DataDigest", c.data_digest and '"CRC32C"' or '"None"',
+                  "source", k.from_login and '"login"' or (k.initial_r2t_inferred and '"inferred"' or '"default"') }),
+    "header_digest", jbool(c.header_digest or fr[1].hd == "on"),
+    "data_digest", jbool(c.data_digest or fr[1].dd == "on"),
+    "saw_handshake", jbool(c.saw_syn), "saw_login", jbool(c.saw_login),
+    "mid_session_start", jbool(c.mid_session),
+    "counts", obj({ "frames", jnum(c.frames), "pdus", jnum(fr[1].pdus + fr[2].pdus),
+                    "commands", jnum(c.commands), "resyncs", jnum(fr[1].resyncs + fr[2].resyncs),
+                    "digest_errors", jnum(c.digest_errors),
+                    "bytes_missing", jnum(c.flow[0].bytes_missing + c.flow[1].bytes_missing),
+                    "max_outstanding", jnum(c.max_outstanding) }) })
+end
+local function str_or_null(v) if not v or v == "" then return "null" end return jstr(v) end
+for _, se in ipairs(an.sessions) do
+  out[#out + 1] = obj({ "type", '"session"', "session", jnum(se.id),
+    "initiator_name", str_or_null(se.initiator_name), "target_name", str_or_null(se.target_name),
+    "session_type", str_or_null(se.session_type), "isid", str_or_null(se.isid),
+    "tsih", jnum(se.tsih or 0), "connections", list(se.connections, jnum) })
+end
 out[#out + 1] = obj({ "type", '"end"', "commands", jnum(#an.commands), "findings", jnum(#an.findings),
   "connections", jnum(#an.connections), "sessions", jnum(#an.sessions), "frames", jnum(frame),
   "base_s", jnum(base or 0) })

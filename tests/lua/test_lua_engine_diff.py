@@ -136,18 +136,12 @@ def lua_json(pcap, lua=LUA):
     out = subprocess.run([lua, str(RUN_CORE), str(lc.PLUGIN), str(pcap), "json"],
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, f"{lua} run_core.lua: {out.stderr[-3000:]}"
-    cmds, finds, end = [], [], None
+    got = {"command": [], "finding": [], "connection": [], "session": [], "end": []}
     for line in out.stdout.splitlines():
         o = json.loads(line)
-        t = o.pop("type")
-        if t == "command":
-            cmds.append(o)
-        elif t == "finding":
-            finds.append(o)
-        else:
-            end = o
-    assert end is not None, "run_core.lua printed no end line"
-    return cmds, finds, end
+        got[o.pop("type")].append(o)
+    assert len(got["end"]) == 1, "run_core.lua printed no end line"
+    return got
 
 
 # ---------------------------------------------------------------------------------------------
@@ -192,6 +186,21 @@ def finding_diffs(cli, lua):
     return d
 
 
+def connection_diffs(cli, lua):
+    d = [k for k in ("connection", "session", "vantage", "mss", "keys", "header_digest", "data_digest",
+                     "saw_handshake", "saw_login", "mid_session_start", "counts")
+         if cli.get(k) != lua.get(k)]
+    for k in ("rtt_ms", "rtt_initiator_ms", "rtt_target_ms"):
+        if not close(cli[k], lua[k]):
+            d.append(k)
+    return d
+
+
+def session_diffs(cli, lua):
+    return [k for k in ("session", "initiator_name", "target_name", "session_type", "isid", "tsih",
+                        "connections") if cli.get(k) != lua.get(k)]
+
+
 def first_difference(what, cli_list, lua_list, diff_fn):
     for i, (c, l) in enumerate(zip(cli_list, lua_list)):
         d = diff_fn(c, l)
@@ -222,13 +231,28 @@ def compare(path, lua=LUA):
     if not cap["usable"]:
         pytest.skip(f"CLI: capture not usable: {cap['error']}")
     with tempfile.TemporaryDirectory() as tmp:
-        cmds, finds, end = lua_json(to_pcap(path, tmp), lua)
-    base_ns = end["base_s"] * 1_000_000_000
+        got = lua_json(to_pcap(path, tmp), lua)
+    cmds, finds = got["command"], got["finding"]
+    base_ns = got["end"][0]["base_s"] * 1_000_000_000
     for a in (cap["summary"] or {}).get("advice", []):
         assert a["fix"] == FIXES[(a["kind"], a["side"])], f"advice fix of {a['kind']}"
+    # Connection facts: the CLI lists up to 4096 connections (the rest only counted), by id.
+    cli_conns = sorted((dict(c, session=s["session"]) for s in rep["sessions"] for c in s["connections"]),
+                       key=lambda c: c["connection"])
+    listed = {c["connection"] for c in cli_conns}
+    lua_conns = [c for c in got["connection"] if c["connection"] in listed]
+    cli_sessions = [dict(s, connections=sorted(c["connection"] for c in s["connections"]))
+                    for s in rep["sessions"]]
+    lua_sessions = [dict(s, connections=sorted(c for c in s["connections"] if c in listed))
+                    for s in got["session"] if s["connections"]]
     problems = []
+    if len(got["connection"]) != len(listed) + cap["connections_unlisted"]["connections"]:
+        problems.append(f"connections: CLI {len(listed)} listed + "
+                        f"{cap['connections_unlisted']['connections']} unlisted, Lua {len(got['connection'])}")
     for what, c, l, fn in (("command", rep["commands"], cmds, lambda a, b: command_diffs(a, b, base_ns)),
-                           ("finding", rep["findings"], finds, finding_diffs)):
+                           ("finding", rep["findings"], finds, finding_diffs),
+                           ("connection", cli_conns, lua_conns, connection_diffs),
+                           ("session", cli_sessions, lua_sessions, session_diffs)):
         p = first_difference(what, c, l, fn)
         if p:
             problems.append(p)
