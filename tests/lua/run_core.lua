@@ -234,9 +234,10 @@ end
 ---------------------------------------------------------------------------------------------
 -- JSON lines
 
+-- Bytes above 0x7f pass as they are: the reader decodes UTF-8 as the CLI does (invalid -> U+FFFD).
 local function jstr(s)
   s = tostring(s)
-  s = s:gsub('[%c"\\\128-\255]', function(c)
+  s = s:gsub('[%c"\\]', function(c)
     if c == '"' then return '\\"' elseif c == "\\" then return "\\\\" end
     return string.format("\\u%04x", c:byte())
   end)
