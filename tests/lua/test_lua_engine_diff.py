@@ -6,7 +6,9 @@ regressions (tests/fuzz/regressions/fuzz_capture, tests/fuzz/regressions/capture
 core of lua/iscsi_doctor.lua (through tests/lua/run_core.lua, json mode) and
 `iscsi-doctor --format json` must give the same commands and the same findings, in the same
 order, every field equal: times to 1 us, the finding's fix equal to the engine's fix_for() text
-for its kind and side (engine/src/advice/summary.cpp, which the CLI prints as the advice's fix).
+for its kind and side (engine/src/advice/summary.cpp, which the CLI prints as the advice's fix);
+so are the connection facts and the sessions. Commands past a cap (open commands) are not
+listed by the engine, so the lists' lengths also check that the Lua applies the same caps.
 Captures the CLI cannot read are skipped with its reason. gzip is undone here (a truncated stream
 as far as it goes, as the CLI reads it) and pcapng converted with editcap, since run_core reads
 pcap only.
