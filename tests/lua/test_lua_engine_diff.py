@@ -57,26 +57,44 @@ def capture_id(p):
 
 
 # ---------------------------------------------------------------------------------------------
-# The engine's fix texts, from fix_for() in engine/src/advice/summary.cpp
+# The engine's fix texts: the finding-kind table (engine/include/iscsi_doctor/finding_kinds.hpp)
+# where there is one, else fix_for() in engine/src/advice/summary.cpp.
+
+LITERALS = re.compile(r'"((?:[^"\\]|\\.)*)"|//[^\n]*|/\*.*?\*/|(\S)', re.S)
+
+
+def string_groups(code, seps=","):
+    """C++ string literals in `code`, adjacent ones joined; a token in `seps` ends a group."""
+    groups, cur = [], None
+    for m in LITERALS.finditer(code):
+        if m.group(0).startswith('"'):
+            cur = (cur or "") + m.group(1).encode().decode("unicode_escape")
+        elif m.group(2) and m.group(2) in seps and cur is not None:
+            groups.append(cur)
+            cur = None
+    if cur is not None:
+        groups.append(cur)
+    return groups
 
 
 def engine_fixes():
+    table = ROOT / "engine" / "include" / "iscsi_doctor" / "finding_kinds.hpp"
+    fixes = {}
+    if table.exists():
+        rows = re.findall(r"\{FindingKind::(\w+),(.*?)\}(?=,?\s*(?:\{FindingKind::|\}\};))",
+                          table.read_text(), re.S)
+        assert rows, f"no rows in {table}"
+        for kind, row in rows:
+            groups = string_groups(row)
+            fixes[(kind, "target")], fixes[(kind, "initiator")] = groups[-2], groups[-1]
+        return fixes
     src = (ROOT / "engine" / "src" / "advice" / "summary.cpp").read_text()
     body = re.search(r"std::string fix_for\(FindingKind kind, Side side\) \{(.*?)\n\}", src, re.S)
     assert body, "fix_for() not found in engine/src/advice/summary.cpp"
-    fixes = {}
     for kind, block in re.findall(r"case FindingKind::(\w+):(.*?)(?=case FindingKind::|default:)",
                                   body.group(1), re.S):
         cond = re.search(r"side == Side::(\w+)", block)
-        parts, cur = [], []
-        for lit, sep in re.findall(r'"((?:[^"\\]|\\.)*)"|((?<!:)[?:](?!:))', block):
-            if sep:
-                parts.append("".join(cur))
-                cur = []
-            else:
-                cur.append(lit.encode().decode("unicode_escape"))
-        parts.append("".join(cur))
-        parts = [p for p in parts if p]
+        parts = string_groups(block, seps="?:")
         if cond:
             assert len(parts) == 2, (kind, parts)
             yes = cond.group(1)
