@@ -112,6 +112,8 @@ local function min(a, b) if a < b then return a end return b end
 local function max(a, b) if a > b then return a end return b end
 local function ms(ns) return ns / 1e6 end
 local function trunc(x) if x >= 0 then return floor(x) end return -floor(-x) end
+-- Rounded milliseconds for messages, as the engine's whole_ms (int64(v + 0.5): toward zero).
+local function whole_ms(v) return string.format("%.0f", trunc(v + 0.5)) end
 local TWO32 = 4294967296
 local RESERVED_TAG = 0xffffffff
 
@@ -126,47 +128,67 @@ end
 
 local function pad4(n) return n + (4 - n % 4) % 4 end
 
--- Bit operations for CRC32C only: bit32 (5.2), bit (LuaJIT/BitOp), or native operators (5.3+)
--- compiled at run time so that this file still parses under 5.1/5.2.
-local band, bxor, rshift
+-- XOR for CRC32C: bit32 (5.2), bit (BitOp, in Wireshark's Lua 5.1), the native operator (5.3+,
+-- compiled at run time so that this file still parses under 5.1/5.2), else arithmetic a byte at
+-- a time (plain Lua 5.1). Operands and results are unsigned 32-bit.
+local bxor
 do
   local b32 = rawget(_G, "bit32")
   local bop = rawget(_G, "bit")
+  local ld = rawget(_G, "loadstring") or load
   if b32 then
-    band, bxor, rshift = b32.band, b32.bxor, b32.rshift
+    bxor = b32.bxor
   elseif bop then
-    local function u(x) return x % TWO32 end
-    band = function(a, b) return u(bop.band(a, b)) end
-    bxor = function(a, b) return u(bop.bxor(a, b)) end
-    rshift = function(a, n) return u(bop.rshift(a, n)) end
+    bxor = function(a, b) return bop.bxor(a, b) % TWO32 end
+  elseif ld and ld("return 1 ~ 1") then
+    bxor = ld("return function(a, b) return a ~ b end")()
   else
-    local ld = rawget(_G, "loadstring") or load
-    local f = ld and ld("return function(a,b) return a & b end, function(a,b) return a ~ b end, " ..
-                        "function(a,n) return a >> n end")
-    if f then band, bxor, rshift = f() end
+    local X  -- X[a * 256 + b] = a xor b, for bytes
+    bxor = function(a, b)
+      if not X then
+        X = {}
+        for x = 0, 255 do
+          for y = 0, 255 do
+            local r, p, u, v = 0, 1, x, y
+            while u > 0 or v > 0 do
+              if u % 2 ~= v % 2 then r = r + p end
+              u, v, p = floor(u / 2), floor(v / 2), p * 2
+            end
+            X[x * 256 + y] = r
+          end
+        end
+      end
+      local r, p = 0, 1
+      for _ = 1, 4 do
+        local x, y = a % 256, b % 256
+        r = r + X[x * 256 + y] * p
+        a, b, p = (a - x) / 256, (b - y) / 256, p * 256
+      end
+      return r
+    end
   end
 end
 
 local CRC_TABLE
 local function crc32c_update(crc, s, i, j)
-  if not band then return nil end
   if not CRC_TABLE then
     CRC_TABLE = {}
     for n = 0, 255 do
       local c = n
       for _ = 1, 8 do
-        if c % 2 == 1 then c = bxor(rshift(c, 1), 0x82F63B78) else c = rshift(c, 1) end
+        if c % 2 == 1 then c = bxor(floor(c / 2), 0x82F63B78) else c = floor(c / 2) end
       end
       CRC_TABLE[n] = c
     end
   end
+  local T = CRC_TABLE
   for k = i, j do
-    crc = bxor(CRC_TABLE[band(bxor(crc, s:byte(k)), 0xff)], rshift(crc, 8))
+    crc = bxor(T[bxor(crc, s:byte(k)) % 256], floor(crc / 256))
   end
   return crc
 end
 local function crc32c_init() return 0xffffffff end
-local function crc32c_final(c) if not c then return nil end return bxor(c, 0xffffffff) end
+local function crc32c_final(c) return bxor(c, 0xffffffff) end
 -- The digest travels little-endian on the wire (RFC 7143 §13.1 / crc32c.hpp).
 local function digest_from_wire(s, p)
   local a, b, c, d = s:byte(p, p + 3)
@@ -215,49 +237,148 @@ local function parse_bhs(s, p)
 end
 local function header_length(b, hd) return 48 + 4 * b.ahs_words + (hd and 4 or 0) end
 
--- SCSI: names and data direction of common CDBs (engine/src/scsi/cdb.cpp, disk view).
+-- SCSI: name, data direction and LBA of a CDB (decode_cdb in engine/src/scsi/cdb.cpp, for a
+-- disk, as the engine decodes commands). Each entry: name, direction, and where the LBA is
+-- (offset and size in bytes) or a function of the CDB giving name, direction, LBA.
 local CDB = {
-  [0x00] = { "TEST UNIT READY", "none" }, [0x03] = { "REQUEST SENSE", "read" },
-  [0x08] = { "READ(6)", "read" }, [0x0a] = { "WRITE(6)", "write" },
+  [0x00] = { "TEST UNIT READY" }, [0x01] = { "REZERO UNIT" }, [0x03] = { "REQUEST SENSE", "read" },
+  [0x05] = { "READ BLOCK LIMITS", "read" }, [0x07] = { "REASSIGN BLOCKS", "write" },
   [0x12] = { "INQUIRY", "read" }, [0x15] = { "MODE SELECT(6)", "write" },
-  [0x16] = { "RESERVE(6)", "none" }, [0x17] = { "RELEASE(6)", "none" },
-  [0x1a] = { "MODE SENSE(6)", "read" }, [0x1b] = { "START STOP UNIT", "none" },
-  [0x1e] = { "PREVENT ALLOW MEDIUM REMOVAL", "none" }, [0x25] = { "READ CAPACITY(10)", "read" },
-  [0x28] = { "READ(10)", "read" }, [0x2a] = { "WRITE(10)", "write" },
-  [0x35] = { "SYNCHRONIZE CACHE(10)", "none" }, [0x3b] = { "WRITE BUFFER", "write" },
-  [0x3c] = { "READ BUFFER", "read" }, [0x41] = { "WRITE SAME(10)", "write" },
-  [0x42] = { "UNMAP", "write" }, [0x4d] = { "LOG SENSE", "read" },
-  [0x55] = { "MODE SELECT(10)", "write" }, [0x5a] = { "MODE SENSE(10)", "read" },
+  [0x16] = { "RESERVE(6)" }, [0x17] = { "RELEASE(6)" }, [0x1a] = { "MODE SENSE(6)", "read" },
+  [0x1b] = { "START STOP UNIT" }, [0x1c] = { "RECEIVE DIAGNOSTIC RESULTS", "read" },
+  [0x1d] = { "SEND DIAGNOSTIC", "write" }, [0x1e] = { "PREVENT ALLOW MEDIUM REMOVAL" },
+  [0x23] = { "READ FORMAT CAPACITIES", "read" }, [0x25] = { "READ CAPACITY(10)", "read" },
+  [0x28] = { "READ(10)", "read", 2, 4 }, [0x2a] = { "WRITE(10)", "write", 2, 4 },
+  [0x2b] = { "SEEK(10)" }, [0x2e] = { "WRITE AND VERIFY(10)", "write", 2, 4 },
+  [0x34] = { "PRE-FETCH(10)", nil, 2, 4 }, [0x35] = { "SYNCHRONIZE CACHE(10)", nil, 2, 4 },
+  [0x37] = { "READ DEFECT DATA(10)", "read" }, [0x3b] = { "WRITE BUFFER", "write" },
+  [0x3c] = { "READ BUFFER", "read" }, [0x41] = { "WRITE SAME(10)", "write", 2, 4 },
+  [0x42] = { "UNMAP", "write" }, [0x43] = { "READ TOC/PMA/ATIP", "read" },
+  [0x46] = { "GET CONFIGURATION", "read" }, [0x4a] = { "GET EVENT STATUS NOTIFICATION", "read" },
+  [0x4c] = { "LOG SELECT", "write" }, [0x4d] = { "LOG SENSE", "read" },
+  [0x51] = { "READ DISC INFORMATION", "read" }, [0x55] = { "MODE SELECT(10)", "write" },
+  [0x56] = { "RESERVE(10)" }, [0x57] = { "RELEASE(10)" }, [0x5a] = { "MODE SENSE(10)", "read" },
   [0x5e] = { "PERSISTENT RESERVE IN", "read" }, [0x5f] = { "PERSISTENT RESERVE OUT", "write" },
-  [0x7f] = { "VARIABLE LENGTH", "none" },
-  [0x88] = { "READ(16)", "read" }, [0x8a] = { "WRITE(16)", "write" },
-  [0x91] = { "SYNCHRONIZE CACHE(16)", "none" }, [0x93] = { "WRITE SAME(16)", "write" },
-  [0x9e] = { "SERVICE ACTION IN(16)", "read" }, [0xa0] = { "REPORT LUNS", "read" },
-  [0xa3] = { "MAINTENANCE IN", "read" }, [0xa8] = { "READ(12)", "read" },
-  [0xaa] = { "WRITE(12)", "write" },
+  [0x7f] = { "VARIABLE LENGTH" }, [0x83] = { "EXTENDED COPY", "write" },
+  [0x84] = { "RECEIVE COPY RESULTS", "read" }, [0x88] = { "READ(16)", "read", 2, 8 },
+  [0x89] = { "COMPARE AND WRITE", "write", 2, 8 }, [0x8a] = { "WRITE(16)", "write", 2, 8 },
+  [0x8e] = { "WRITE AND VERIFY(16)", "write", 2, 8 }, [0x91] = { "SYNCHRONIZE CACHE(16)", nil, 2, 8 },
+  [0x93] = { "WRITE SAME(16)", "write", 2, 8 }, [0xa0] = { "REPORT LUNS", "read" },
+  [0xa5] = { "MOVE MEDIUM" }, [0xa8] = { "READ(12)", "read", 2, 4 },
+  [0xaa] = { "WRITE(12)", "write", 2, 4 }, [0xad] = { "READ DISC STRUCTURE", "read" },
+  [0xb8] = { "READ ELEMENT STATUS", "read" }, [0xbb] = { "SET CD SPEED" },
+  [0xbe] = { "READ CD", "read", 2, 4 },
 }
-local READWRITE = { [0x08] = 1, [0x0a] = 1, [0x28] = 1, [0x2a] = 1, [0x88] = 1, [0x8a] = 1,
-                    [0xa8] = 1, [0xaa] = 1 }
-local function cdb_name(cdb)
+-- BYTCHK != 0: the initiator sends data to compare.
+local function verify(name)
+  return function(c) return name, (c:byte(2) % 8 >= 2) and "write" or nil end
+end
+CDB[0x2f] = { verify("VERIFY(10)"), nil, 2, 4 }
+CDB[0x8f] = { verify("VERIFY(16)"), nil, 2, 8 }
+CDB[0xaf] = { verify("VERIFY(12)"), nil, 2, 4 }
+CDB[0x04] = { function(c) return "FORMAT UNIT", hasbit(c:byte(2), 0x10) and "write" or nil end }
+CDB[0x08] = { "READ(6)", "read", 1, 3 }
+CDB[0x0a] = { "WRITE(6)", "write", 1, 3 }
+-- ATA PASS-THROUGH: T_LENGTH 0 means no data; T_DIR the direction.
+local function ata(name)
+  return function(c)
+    local b2 = c:byte(3)
+    if b2 % 4 == 0 then return name, nil end
+    return name, hasbit(b2, 0x08) and "read" or "write"
+  end
+end
+CDB[0x85] = { ata("ATA PASS-THROUGH(16)") }
+CDB[0xa1] = { ata("ATA PASS-THROUGH(12)") }
+CDB[0x9e] = { function(c)
+  local sa = c:byte(2) % 32
+  if sa == 0x10 then return "READ CAPACITY(16)", "read" end
+  if sa == 0x12 then return "GET LBA STATUS", "read", 2, 8 end
+  return "SERVICE ACTION IN(16)", "read"
+end }
+CDB[0xa3] = { function(c)
+  local sa = c:byte(2) % 32
+  local n = ({ [0x0a] = "REPORT TARGET PORT GROUPS", [0x0c] = "REPORT SUPPORTED OPERATION CODES",
+               [0x0d] = "REPORT SUPPORTED TASK MANAGEMENT FUNCTIONS" })[sa]
+  return n or "MAINTENANCE IN", "read"
+end }
+CDB[0xa4] = { function(c)
+  return c:byte(2) % 32 == 0x0a and "SET TARGET PORT GROUPS" or "MAINTENANCE OUT", "write"
+end }
+
+-- An unsigned 64-bit big-endian field as exact decimal digits (doubles hold only 53 bits).
+local function be64_decimal(s, p)
+  local limbs = { 0 }  -- base 10^7, least significant first
+  for k = 0, 3 do
+    local carry = be16(s, p + 2 * k)
+    for i = 1, #limbs do
+      local v = limbs[i] * 65536 + carry
+      limbs[i] = v % 10000000
+      carry = floor(v / 10000000)
+    end
+    while carry > 0 do
+      limbs[#limbs + 1] = carry % 10000000
+      carry = floor(carry / 10000000)
+    end
+  end
+  local out = { string.format("%.0f", limbs[#limbs]) }
+  for i = #limbs - 1, 1, -1 do out[#out + 1] = string.format("%07.0f", limbs[i]) end
+  return table.concat(out)
+end
+
+-- name, direction ("read", "write" or nil), known, and the LBA of a read or write (decimal
+-- string, nil for other commands) of a 16-byte CDB.
+local function decode_cdb(cdb)
   local op = cdb:byte(1)
   local e = CDB[op]
-  if op == 0x9e and hasbit(cdb:byte(2), 0x10) and cdb:byte(2) % 32 == 0x10 then
-    return "READ CAPACITY(16)"
+  if not e then return string.format("0x%02x", op), nil, false, nil end
+  local name, dir, at, size = e[1], e[2], e[3], e[4]
+  if type(name) == "function" then
+    local n, d, a, z = name(cdb)
+    name, dir = n, d
+    if a then at, size = a, z end
   end
-  if e then return e[1] end
-  return string.format("0x%02x", op)
+  local lba
+  if at and dir then
+    if size == 8 then lba = be64_decimal(cdb, at + 1)
+    elseif size == 4 then lba = string.format("%.0f", be32(cdb, at + 1))
+    else lba = string.format("%.0f", be24(cdb, at + 1) % 2097152) end  -- READ/WRITE(6): 21 bits
+  end
+  return name, dir, true, lba
 end
+
+-- Sense key, ASC and ASCQ (nil when absent) of a SCSI Response's data segment: a 2-byte
+-- SenseLength, then fixed or descriptor sense data (parse_iscsi_sense in cdb.cpp).
+local function iscsi_sense(data)
+  if not data or #data < 2 then return nil end
+  local s = data:sub(3, 2 + min(be16(data, 1), #data - 2))
+  if #s == 0 then return nil end
+  local code = s:byte(1) % 128
+  if code == 0x70 or code == 0x71 then
+    if #s < 3 then return nil end
+    if #s >= 14 and s:byte(8) >= 6 then return s:byte(3) % 16, s:byte(13), s:byte(14) end
+    return s:byte(3) % 16
+  elseif code == 0x72 or code == 0x73 then
+    if #s < 4 then return nil end
+    return s:byte(2) % 16, s:byte(3), s:byte(4)
+  end
+  return nil
+end
+
 local STATUS_KNOWN = { [0x00] = "GOOD", [0x02] = "CHECK CONDITION", [0x04] = "CONDITION MET",
   [0x08] = "BUSY", [0x10] = "INTERMEDIATE", [0x14] = "INTERMEDIATE-CONDITION MET",
   [0x18] = "RESERVATION CONFLICT", [0x22] = "COMMAND TERMINATED", [0x28] = "TASK SET FULL",
   [0x30] = "ACA ACTIVE", [0x40] = "TASK ABORTED" }
 
--- plausible_bhs(strict): a port of check() in engine/src/iscsi/pdu.cpp.
-local function plausible(b, from_initiator, strict)
+-- plausible_bhs(strict): a port of check() in engine/src/iscsi/pdu.cpp. max_dl: the largest
+-- DataSegmentLength taken as real (the receiver's MRDSL bound after login).
+local MAX_DATA_SEGMENT = 0xffffff
+local function plausible(b, from_initiator, strict, max_dl)
   local op = b.opcode
   if not OPNAMES[op] then return false end
   if is_initiator_opcode(op) ~= from_initiator then return false end
   if b.byte0 >= 0x80 then return false end
+  if b.data_length > (max_dl or MAX_DATA_SEGMENT) then return false end
+  if b.ahs_words > 64 then return false end  -- an extended CDB (248 bytes) and a read length
   if not strict then return true end
   local f = b.flags
   if not from_initiator and b.immediate then return false end
@@ -276,11 +397,13 @@ local function plausible(b, from_initiator, strict)
     if b.data_length ~= 0 and not w then return false end
     if b.data_length > b.w20 and not (r and w) then return false end
     if not hasbit(f, 0x80) and not w then return false end
-    local e = CDB[b.cdb:byte(1)]
-    if e and b.ahs_words == 0 then
-      if e[2] == "read" and w and not r then return false end
-      if e[2] == "write" and r and not w then return false end
-      if e[2] == "none" and (r or w) and b.cdb:byte(1) ~= 0x7f then return false end
+    if b.ahs_words == 0 then
+      local _, dir, known = decode_cdb(b.cdb)
+      if known then
+        if dir == "read" and w and not r then return false end
+        if dir == "write" and r and not w then return false end
+        if not dir and (r or w) and b.cdb:byte(1) ~= 0x7f then return false end
+      end
     end
     return true
   elseif op == OP.TaskMgmtRequest then
@@ -410,15 +533,18 @@ local CARRY, PROBE = 47, 52
 function Framer.new(from_initiator)
   local f = setmetatable({ from_initiator = from_initiator, hd = "unknown", dd = "unknown",
     next_abs = 0, chunk_base = 0, chunk_end = 0, carry = "", carry_abs = 0, candidate = false,
-    login_possible = true }, Framer)
+    login_possible = true, max_dl = MAX_DATA_SEGMENT, pdus = 0, resyncs = 0, digest_bad = false },
+    Framer)
   f:reset_pdu()
   return f
 end
 
-function Framer:set_digests(h, d)
+-- max_dl: a longer DataSegmentLength is taken as lost framing (then resync).
+function Framer:set_digests(h, d, max_dl)
   self.login_possible = false  -- digests are settled when login is over
   self.hd = h and "on" or "off"
   self.dd = d and "on" or "off"
+  self.max_dl = max_dl or MAX_DATA_SEGMENT
 end
 
 function Framer:reset_pdu()
@@ -483,7 +609,7 @@ function Framer:candidate_at(s, p)
   if not OPNAMES[op] or is_initiator_opcode(op) ~= self.from_initiator then return false end
   -- Login happens once, first: after Full Feature Phase PDUs a "Login" header is payload.
   if not self.login_possible and not carries_digests(op) then return false end
-  return plausible(parse_bhs(s, p), self.from_initiator, true)
+  return plausible(parse_bhs(s, p), self.from_initiator, true, self.max_dl)
 end
 
 function Framer:enter_candidate(at)
@@ -547,7 +673,7 @@ function Framer:step_header(s, i, abs)
   if not self.bhs then
     local b = parse_bhs(self.hdr)
     self.bhs = b
-    if not plausible(b, self.from_initiator, self.candidate) then
+    if not plausible(b, self.from_initiator, self.candidate, self.max_dl) then
       if self.candidate then
         self:reject_candidate()
       else
@@ -579,14 +705,16 @@ end
 function Framer:header_complete()
   local b = self.bhs
   local hlen = header_length(b, false)
+  self.digest_bad = false
   if self.hd_this then
     local c = crc32c_final(crc32c_update(crc32c_init(), self.hdr, 1, hlen))
-    local match = c ~= nil and c == digest_from_wire(self.hdr, hlen + 1)
+    local match = c == digest_from_wire(self.hdr, hlen + 1)
     if self.hd == "on" then
-      if not match and self.candidate and c ~= nil then
+      if not match and self.candidate then
         self:reject_candidate()
         return
       end
+      self.digest_bad = not match
     elseif match then
       self.hd = "on"
     else
@@ -598,6 +726,7 @@ function Framer:header_complete()
   end
   if self.candidate then
     self.candidate = false
+    self.resyncs = self.resyncs + 1
   end
   self.started = true
   if carries_digests(b.opcode) then self.login_possible = false end
@@ -611,7 +740,7 @@ function Framer:begin_data()
   self.data_left = dl
   self.pad_left = pad4(dl) - dl
   self.crc = crc32c_init()
-  self.crc_valid = band ~= nil
+  self.crc_valid = true
   self.data_incomplete = false
   self.keep = ""
   self.keep_limit = min(kept_data_limit(b), dl)
@@ -656,13 +785,16 @@ function Framer:step_data_digest(s, i, abs)
   local take = min(#s - i + 1, 4 - #self.tail)
   self.tail = self.tail .. s:sub(i, i + take - 1)
   if #self.tail < 4 then return take end
+  if self.crc_valid and not self.tail_lost and digest_from_wire(self.tail, 1) ~= crc32c_final(self.crc) then
+    self.digest_bad = true
+  end
   self:end_pdu(abs + take - 1, false)
   return take
 end
 
 function Framer:plausible_at(t, at)
   if #t < at + 48 then return false end
-  return plausible(parse_bhs(t, at + 1), self.from_initiator, true)
+  return plausible(parse_bhs(t, at + 1), self.from_initiator, true, self.max_dl)
 end
 
 function Framer:step_probe(s, i, abs, force)
@@ -687,6 +819,7 @@ function Framer:step_probe(s, i, abs, force)
   if commit then self.dd = on and "on" or "off" end
   local probe, probe_abs = t, self.tail_abs
   if on and #probe >= 4 then
+    if not crc_match and self.crc_valid then self.digest_bad = true end
     self:end_pdu(probe_abs + 3, false)
     if #probe > 4 then self:push_back(probe:sub(5), probe_abs + 4) end
   else
@@ -709,8 +842,9 @@ function Framer:end_pdu(last_abs, truncated)
   local b = self.bhs
   local first, keep, inc = self.pdu_abs, self.keep, self.data_incomplete
   local kept_truncated = #keep < b.data_length
+  self.pdus = self.pdus + 1
   self:reset_pdu()
-  self.sink:on_pdu_end(b, first, last_abs, keep, kept_truncated, inc, truncated)
+  self.sink:on_pdu_end(b, first, last_abs, keep, kept_truncated, inc, truncated, self.digest_bad)
 end
 
 function Framer:lose_sync(at)
@@ -866,9 +1000,10 @@ function PduStream:on_pdu_start(b, first_abs)
   self.open = true
 end
 
-function PduStream:on_pdu_end(b, first_abs, last_abs, kept, kept_truncated, data_incomplete, truncated)
+function PduStream:on_pdu_end(b, first_abs, last_abs, kept, kept_truncated, data_incomplete, truncated,
+                               digest_bad)
   local ev = { type = "end", bhs = b, data = kept, kept_truncated = kept_truncated,
-               data_incomplete = data_incomplete, truncated = truncated }
+               data_incomplete = data_incomplete, truncated = truncated, digest_bad = digest_bad }
   self:locate(first_abs, ev)
   -- The segment with the PDU's last byte: the status frame of a SCSI Response.
   local last = {}
@@ -901,8 +1036,14 @@ local function parse_number(v)
   elseif not v:match("^[0-9]+$") then
     return nil
   end
-  return tonumber(digits, base)
+  -- Beyond 15 significant digits a value is out of every key's range (and tonumber with a base
+  -- wraps around 2^64 in Lua 5.3+, where the engine rejects the value).
+  digits = digits:gsub("^0+", "")
+  if #digits > 15 then return nil end
+  return tonumber(digits ~= "" and digits or "0", base)
 end
+
+local MAX_PENDING_TEXT = 262144
 
 local function is_non_value(v) return v == "NotUnderstood" or v == "Irrelevant" or v == "Reject" end
 
@@ -910,7 +1051,8 @@ local Negotiation = {}
 Negotiation.__index = Negotiation
 
 function Negotiation.new()
-  return setmetatable({ pending = { [true] = "", [false] = "" }, exchanges = {},
+  return setmetatable({ pending = { [true] = "", [false] = "" },
+    pending_truncated = { [true] = false, [false] = false }, exchanges = {},
     result = { header_digest = "None", data_digest = "None", initiator_mrdsl = 8192,
                target_mrdsl = 8192, first_burst = 65536, max_burst = 262144,
                max_outstanding_r2t = 1, initial_r2t = true, immediate_data = true,
@@ -1011,18 +1153,21 @@ function Negotiation:add_pdu(b, data, truncated)
   local text = op == OP.TextRequest or op == OP.TextResponse
   if not login and not text then return end
   local ini = is_initiator_opcode(op)
-  self.pending[ini] = self.pending[ini] .. (data or "")
-  if truncated then self.pending_truncated = true end
+  -- A C-bit sequence is kept up to 256 KiB per direction; what is cut is not trusted.
+  data = data or ""
+  local room = MAX_PENDING_TEXT - min(MAX_PENDING_TEXT, #self.pending[ini])
+  self.pending[ini] = self.pending[ini] .. data:sub(1, room)
+  if truncated or #data > room then self.pending_truncated[ini] = true end
   if not hasbit(b.flags, 0x40) then
     local keys = {}
     for item in (self.pending[ini] .. "\0"):gmatch("([^%z]*)%z") do
       local k, v = item:match("^([%w%.%-%+@_]+)=(.*)$")
-      if k and #k <= 63 then keys[#keys + 1] = { k, v } end
+      if k and #k <= 63 then keys[#keys + 1] = { k, v:sub(1, 8192) } end  -- values up to 8192 bytes
     end
-    if self.pending_truncated and #keys > 0 then keys[#keys] = nil end
+    if self.pending_truncated[ini] and #keys > 0 then keys[#keys] = nil end
     for _, kv in ipairs(keys) do self:apply(kv[1], kv[2], ini, login) end
     self.pending[ini] = ""
-    self.pending_truncated = false
+    self.pending_truncated[ini] = false
   end
   if op == OP.LoginResponse then
     local sc = floor(b.w36 / 16777216)
@@ -1186,9 +1331,10 @@ function Connection.new(an, id, initiator, target)
     mid_session = false, keys = default_keys(), login = Negotiation.new(), login_done = false,
     saw_login = false, initiator_name = "", target_name = "", isid = "", tsih = 0,
     header_digest = false, data_digest = false, by_itt = {}, open_count = 0, current_slot = { [0] = nil, [1] = nil },
+    slots = {}, slot_count = 0, free_slots = {},
     frames = 0, commands = 0, completed = 0, outstanding = 0, max_outstanding = 0,
     serial_commands = 0, serial_wait_ms = 0, serial_cycle_ms = 0, serial_crossing_ms = 0, first_command_frame = 0,
-    retransmissions = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 } }, Connection)
+    retransmissions = 0, digest_errors = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 } }, Connection)
   return c
 end
 
@@ -1344,7 +1490,7 @@ function Connection:handle_payload(seg, dir)
       fd.itt, fd.command_first_frame = c.itt, c.first_frame
       c.loss_pending_ms = c.loss_pending_ms + fd.lost_ms
       if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
-      c.findings_set.retransmission = true
+      self:add_kind(c, "retransmission")
     end
     self:emit_finding(fd)
   end
@@ -1352,10 +1498,10 @@ function Connection:handle_payload(seg, dir)
   local bytes = seg.payload
   local wire_rest = len - skip
   if skip < #bytes then bytes = bytes:sub(skip + 1) else bytes = "" end
-  local rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = nil, small = f:is_small(len) }
+  local rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = 0, small = f:is_small(len) }
   self.seg_h, self.seg_cmd, self.seg_itt = -1, 0, 0
   self:deliver(dir, bytes, wire_rest, seg)
-  rec.owner = self.current_slot[dir]
+  rec.owner = self.current_slot[dir] and self.current_slot[dir].slot or 0
   rec.h, rec.cmd, rec.itt = self.seg_h, self.seg_cmd, self.seg_itt
   f:push_unacked(rec)
   if rec.small then
@@ -1374,7 +1520,7 @@ function Connection:deliver(dir, bytes, wire_len, seg)
   local f = self.flow[dir]
   local ps = self.pdus[dir]
   local began_mid = ps.open
-  local mid_slot = began_mid and self.current_slot[dir] or nil
+  local mid_slot = began_mid and self.current_slot[dir] and self.current_slot[dir].slot or 0
   local events = ps:feed(bytes, seg.frame, seg.t)
   if #bytes < wire_len then
     local missing = wire_len - #bytes
@@ -1447,22 +1593,23 @@ function Connection:note_retransmission(dir, seg, start, e)
   if f.una_known and e <= f.una and not orig then return end
   local fd = { kind = "retransmission", side = side_of(dir), frame = seg.frame, lost_ms = 0 }
   if orig then
-    fd.related = { original = orig.frame }
+    fd.related = { { "original", orig.frame } }
     fd.lost_ms = ms(seg.t - orig.t)
     if orig.cmd and orig.cmd ~= 0 then  -- named even when the command completed before the resend
       fd.itt, fd.command_first_frame = orig.itt, orig.cmd
     end
-    local c = orig.owner
+    -- The command in the owner's slot now (engine: a slot index, reused once released).
+    local c = self.slots[orig.owner]
     if c and c.used then
       fd.itt, fd.command_first_frame = c.itt, c.first_frame
       -- (A settling command's status was captured before this resend, near the target: its
       -- latency stays as captured; the round trip it cost the initiator counts below.)
       if not c.settling then c.loss_pending_ms = c.loss_pending_ms + fd.lost_ms end
       if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
-      c.findings_set.retransmission = true
+      self:add_kind(c, "retransmission")
     end
   end
-  fd.detail = "segment sent again after " .. floor(fd.lost_ms + 0.5) .. " ms"
+  fd.detail = "segment sent again after " .. whole_ms(fd.lost_ms) .. " ms"
   self:emit_finding(fd)
 end
 
@@ -1485,20 +1632,24 @@ end
 function Connection:release(c)
   self:retire(c)
   c.used = false
+  self.slots[c.slot] = nil
+  self.free_slots[#self.free_slots + 1] = c.slot
 end
 
 function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
   local touches = {}
-  if began_mid and mid_slot and mid_slot.used then touches[1] = { c = mid_slot, role = "cont" } end
+  -- Touches name slots, as in the engine: a slot released and taken again by a command started
+  -- in this segment is that command's.
+  if began_mid and self.slots[mid_slot] then touches[1] = { slot = mid_slot, role = "cont" } end
   for _, ev in ipairs(events) do
     if ev.type == "start" then
       local c, role = self:touch_for_start(dir, ev, seg)
       self.current_slot[dir] = c
       if c and #touches < 8 and role ~= "start" then
         local dup = false
-        for _, t in ipairs(touches) do if t.c == c then dup = true end end
+        for _, t in ipairs(touches) do if t.slot == c.slot then dup = true end end
         if not dup then
-          touches[#touches + 1] = { c = c, role = role, response = ev.bhs.opcode == OP.ScsiResponse }
+          touches[#touches + 1] = { slot = c.slot, role = role, response = ev.bhs.opcode == OP.ScsiResponse }
         end
       end
     end
@@ -1527,17 +1678,27 @@ function Connection:touch_for_start(dir, ev, seg)
     end
     if self.open_count >= self.opt.max_open_commands then return nil end
     local w = hasbit(b.flags, 0x20)
-    local c = { used = true, conn = self, itt = b.itt, cmdsn = b.w24, bytes = b.w20,
+    local slot = #self.free_slots
+    if slot > 0 then
+      slot, self.free_slots[slot] = self.free_slots[slot], nil
+    else
+      self.slot_count = self.slot_count + 1
+      slot = self.slot_count
+    end
+    local c = { used = true, conn = self, slot = slot, session = self:session_id(), itt = b.itt,
+      cmdsn = b.w24, bytes = b.w20,
       first_frame = ev.first_frame ~= 0 and ev.first_frame or seg.frame,
       first_t = ev.first_frame ~= 0 and ev.first_t or seg.t,
-      op = cdb_name(b.cdb), write = w, findings_set = {}, findings = {},
+      write = w, findings_set = {}, findings = {},
       breakdown = new_breakdown(), h_initiator = 1, h_target = 0, last_event_t = 0,
       last_seg_t = { [0] = seg.t, [1] = 0 }, has_seg = { [0] = true, [1] = false },
       needed_t = 0, request_done = false, r2ts = 0, first_r2t_frame = 0, last_r2t_t = 0,
       h_at_r2t = 0, first_reply_frame = 0, solicited_data = false, data_out_bytes = 0,
       data_in_bytes = 0, loss_pending_ms = 0, hold_ms = 0, completed = false,
       data_incomplete = false }
-    c.kind = (CDB[b.cdb:byte(1)] and READWRITE[b.cdb:byte(1)]) and (w and "write" or "read") or "other"
+    local cdir, _
+    c.op, cdir, _, c.lba = decode_cdb(b.cdb)
+    c.kind = c.lba and (cdir == "read" and "read" or "write") or "other"
     if not self.keys.from_login and w and b.data_length > 0 then self.keys.immediate_data = true end
     if w then
       c.unsolicited_expected = min(b.w20, self.keys.initial_r2t and 0 or self.keys.first_burst)
@@ -1546,6 +1707,7 @@ function Connection:touch_for_start(dir, ev, seg)
     end
     c.ideal_round_trips = ideal_round_trips(self.keys, w, w and b.w20 or 0)
     c.last_event_t = c.first_t
+    self.slots[slot] = c
     self.by_itt[b.itt] = c
     self.open_count = self.open_count + 1
     self.commands = self.commands + 1
@@ -1586,8 +1748,8 @@ function Connection:touch_for_start(dir, ev, seg)
 end
 
 function Connection:analyse_touch(dir, seg, t, verdict)
-  local c = t.c
-  if not c.used then return end
+  local c = self.slots[t.slot]
+  if not c then return end
   local now = seg.t
   local rtt_side = self:rtt_ns(dir)
   local ready
@@ -1626,9 +1788,9 @@ function Connection:analyse_touch(dir, seg, t, verdict)
       verdict.reported = true
       if verdict.held then
         local fd = { kind = verdict.kind, side = side_of(dir), frame = seg.frame,
-                     related = { released_by = verdict.release_frame }, lost_ms = ms(rest),
+                     related = { { "released_by", verdict.release_frame } }, lost_ms = ms(rest),
                      itt = c.itt, command_first_frame = c.first_frame }
-        if verdict.acked_frame and verdict.acked_frame ~= 0 then fd.related.previous_small = verdict.acked_frame end
+        if verdict.acked_frame ~= 0 then fd.related[2] = { "previous_small", verdict.acked_frame } end
         if verdict.kind == "nagle_hold" then
           fd.detail = "sub-MSS segment held until the peer acknowledged the previous one"
         elseif verdict.kind == "rwnd_limited" then
@@ -1639,10 +1801,10 @@ function Connection:analyse_touch(dir, seg, t, verdict)
         self:emit_finding(fd)
         if verdict.delayed_ack_ms > 0 then
           local da = { kind = "delayed_ack", side = side_of(1 - dir), frame = verdict.release_frame,
-                       related = { acks = verdict.acked_frame, released = seg.frame },
+                       related = { { "acks", verdict.acked_frame }, { "released", seg.frame } },
                        lost_ms = min(verdict.delayed_ack_ms, ms(rest)), itt = c.itt,
                        command_first_frame = c.first_frame,
-                       detail = "ACK sent " .. floor(verdict.delayed_ack_ms + 0.5) ..
+                       detail = "ACK sent " .. whole_ms(verdict.delayed_ack_ms) ..
                                 " ms late by the delayed-ACK timer while the peer waited" }
           self:emit_finding(da)
         end
@@ -1658,8 +1820,8 @@ function Connection:analyse_touch(dir, seg, t, verdict)
         bd.window = bd.window + held_ms - dack
       end
       c.hold_ms = c.hold_ms + held_ms
-      c.findings_set[verdict.kind] = true
-      if dack > 0 then c.findings_set.delayed_ack = true end
+      self:add_kind(c, verdict.kind)
+      if dack > 0 then self:add_kind(c, "delayed_ack") end
       -- Two crossings after the data the releasing ACK acknowledged: that ACK's, and this one's
       -- (data of another command says nothing of this one's progress: then on top of it).
       local h = dir == I2T and c.h_initiator or c.h_target
@@ -1749,6 +1911,7 @@ end
 function Connection:on_pdu_end(dir, seg, ev)
   local b = ev.bhs
   local op = b.opcode
+  if ev.digest_bad then self.digest_errors = self.digest_errors + 1 end
   if op == OP.LoginRequest or op == OP.LoginResponse or op == OP.TextRequest or op == OP.TextResponse then
     self:on_login(dir, ev, seg)
     return
@@ -1798,6 +1961,7 @@ function Connection:on_pdu_end(dir, seg, ev)
   elseif op == OP.ScsiResponse then
     c.iscsi_response = b.byte2
     c.scsi_status = b.byte3
+    c.sense_key, c.asc, c.ascq = iscsi_sense(ev.data)
     self:complete(c, seg, ev)
   end
 end
@@ -1810,9 +1974,9 @@ function Connection:touch_late_reply(c, seg, ev)
   local first, last = seg, seg
   if ev.first_frame and ev.first_frame ~= 0 then first = { frame = ev.first_frame, t = ev.first_t } end
   if ev.last_frame and ev.last_frame ~= 0 then last = { frame = ev.last_frame, t = ev.last_t } end
-  self:analyse_touch(T2I, first, { c = c, role = "reply", response = response }, none)
+  self:analyse_touch(T2I, first, { slot = c.slot, role = "reply", response = response }, none)
   if last.t > first.t then
-    self:analyse_touch(T2I, last, { c = c, role = "cont", response = response }, none)
+    self:analyse_touch(T2I, last, { slot = c.slot, role = "cont", response = response }, none)
   end
 end
 
@@ -1879,7 +2043,10 @@ function Connection:settle(now, all)
 end
 
 function Connection:add_kind(c, k)
-  if not c.findings_set[k] then c.findings_set[k] = true end
+  if not c.findings_set[k] then
+    c.findings_set[k] = true
+    c.findings[#c.findings + 1] = k  -- in order of first evidence
+  end
 end
 
 -- How many commands were in flight together with c, by capture time: framing may lag one
@@ -1912,9 +2079,9 @@ function Connection:emit_command(c)
       self:add_kind(c, "target_think")
       self:emit_finding({ kind = "target_think", side = "target",
         frame = c.first_reply_frame ~= 0 and c.first_reply_frame or c.status_frame,
-        related = { command = c.first_frame }, lost_ms = think, itt = c.itt,
+        related = { { "command", c.first_frame } }, lost_ms = think, itt = c.itt,
         command_first_frame = c.first_frame,
-        detail = "the target took " .. floor(think + 0.5) .. " ms to answer: the target, not the network" })
+        detail = "the target took " .. whole_ms(think) .. " ms to answer: the target, not the network" })
     end
     -- The cycle includes the crossing from the previous status to this command (up to
     -- rtt(initiator)): near the target that is where the round trip lies.
@@ -1933,10 +2100,6 @@ function Connection:emit_command(c)
     end
     if not self.latest_status_t or c.status_t > self.latest_status_t then self.latest_status_t = c.status_t end
   end
-  for _, k in ipairs(FINDING_KINDS) do
-    if c.findings_set[k] then c.findings[#c.findings + 1] = k end
-  end
-  c.session = self:session_id()
   self.an:on_command(c)
 end
 
@@ -1963,8 +2126,11 @@ function Connection:on_login(dir, ev, seg)
   keys.from_login = true
   self.header_digest = k.header_digest == "CRC32C"
   self.data_digest = k.data_digest == "CRC32C"
-  self.pdus[I2T].framer:set_digests(self.header_digest, self.data_digest)
-  self.pdus[T2I].framer:set_digests(self.header_digest, self.data_digest)
+  -- A corrupt DataSegmentLength (up to 16 MiB) would swallow the stream: bound it by what the
+  -- receiver declared, with headroom for later Text renegotiation.
+  local bound = max(max(k.max_burst, k.first_burst), 262144)
+  self.pdus[I2T].framer:set_digests(self.header_digest, self.data_digest, max(bound, k.target_mrdsl))
+  self.pdus[T2I].framer:set_digests(self.header_digest, self.data_digest, max(bound, k.initiator_mrdsl))
   self.initiator_name = k.initiator_name
   self.target_name = k.target_name
   self.session_type = k.session_type
@@ -1990,11 +2156,9 @@ function Connection:finish()
     self:on_pdus(d, s, events, false, nil)
   end
   self:settle(0, true)
-  local open = {}
-  for _, c in pairs(self.by_itt) do open[#open + 1] = c end
-  table.sort(open, function(a, b) return a.first_frame < b.first_frame end)
-  for _, c in ipairs(open) do
-    if c.used then
+  for slot = 1, self.slot_count do  -- in slot order, as the engine
+    local c = self.slots[slot]
+    if c then
       self:emit_command(c)
       self:release(c)
     end
@@ -2004,9 +2168,10 @@ function Connection:finish()
     self:emit_finding({ kind = "serialized", side = "initiator", frame = self.first_command_frame,
       lost_ms = self.serial_crossing_ms,
       detail = self.serial_commands .. " commands issued one at a time; the link sat idle waiting on round trips for " ..
-               floor(self.serial_wait_ms + 0.5) .. " ms (" .. floor(self.serial_crossing_ms + 0.5) ..
+               whole_ms(self.serial_wait_ms) .. " ms (" .. whole_ms(self.serial_crossing_ms) ..
                " ms of it crossing the network)" })
   end
+  self:session_id()  -- the engine's connection facts name a session even without a command
 end
 
 ---------------------------------------------------------------------------------------------
@@ -2112,6 +2277,7 @@ function Analyzer:resolve_session(key, conn)
   s.connections[#s.connections + 1] = conn.id
   if conn.login_done then
     s.initiator_name, s.target_name = conn.initiator_name, conn.target_name
+    s.session_type, s.isid, s.tsih = conn.session_type, conn.isid, conn.tsih
   end
   return id
 end
@@ -2138,6 +2304,40 @@ function Analyzer:on_command(c)
     push(self.by_status, c.status_frame, c)
     push(self.cmd_by_decision, self.cur_frame, c)
   end
+end
+
+-- The engine orders its connection table by (lower endpoint, higher endpoint), an endpoint by
+-- its 16 address bytes (IPv4 in the first 4), then IPv6 or not, then port; finish() goes
+-- through it in that order. As a string of hex digits that sorts the same way.
+local function endpoint_order(ep)
+  local addr, port = ep:match("^%[?(.-)%]?:(%d+)$")
+  if not addr then return ep end
+  local bytes, v6 = {}, addr:find(":", 1, true) ~= nil
+  local v4 = addr:match("(%d+%.%d+%.%d+%.%d+)$")
+  local tail = {}
+  if v4 then
+    for n in v4:gmatch("%d+") do tail[#tail + 1] = tonumber(n) % 256 end
+    addr = addr:sub(1, #addr - #v4)
+  end
+  if v6 then
+    local head, rest = addr, nil
+    local dc = addr:find("::", 1, true)
+    if dc then head, rest = addr:sub(1, dc - 1), addr:sub(dc + 2) end
+    local function groups(s)
+      local g = {}
+      for h in s:gmatch("[^:]+") do g[#g + 1] = tonumber(h, 16) or 0 end
+      return g
+    end
+    local hg, rg = groups(head), rest and groups(rest) or {}
+    local n = #hg + #rg + #tail / 2
+    for _, v in ipairs(hg) do bytes[#bytes + 1] = floor(v / 256); bytes[#bytes + 1] = v % 256 end
+    for _ = n + 1, 8 do bytes[#bytes + 1] = 0; bytes[#bytes + 1] = 0 end
+    for _, v in ipairs(rg) do bytes[#bytes + 1] = floor(v / 256); bytes[#bytes + 1] = v % 256 end
+  end
+  for _, v in ipairs(tail) do bytes[#bytes + 1] = v end
+  local out = {}
+  for i = 1, 16 do out[i] = string.format("%02x", bytes[i] or 0) end
+  return table.concat(out) .. (v6 and "1" or "0") .. string.format("%04x", tonumber(port) % 65536)
 end
 
 local function looks_like_login(payload)
@@ -2187,6 +2387,8 @@ function Analyzer:feed(seg)
       return
     end
     c = Connection.new(self, self.next_id, ini, tgt)
+    local a, b = endpoint_order(ini), endpoint_order(tgt)
+    c.table_order = a < b and (a .. b) or (b .. a)
     self.next_id = self.next_id + 1
     self.live[key] = c
     self.live_count = self.live_count + 1
@@ -2213,7 +2415,7 @@ function Analyzer:finish()
   self.cur_frame = self.last_frame
   local list = {}
   for _, c in pairs(self.live) do list[#list + 1] = c end
-  table.sort(list, function(a, b) return a.id < b.id end)
+  table.sort(list, function(a, b) return a.table_order < b.table_order end)
   for _, c in ipairs(list) do c:finish() end
 end
 
@@ -2431,8 +2633,8 @@ local function add_finding(tree, f)
   if f.itt then t:add(pf.itt, string.format("0x%08x", f.itt)) end
   if f.command_frame or f.command_first_frame then t:add(pf.command_frame, f.command_first_frame) end
   if f.related then
-    for k, v in pairs(f.related) do
-      if v and v ~= 0 then t:add(pf.related_frame, v):append_text(" (" .. k .. ")") end
+    for _, r in ipairs(f.related) do
+      if r[2] ~= 0 then t:add(pf.related_frame, r[2]):append_text(" (" .. r[1] .. ")") end
     end
   end
   if f.detail then t:add(pf.detail, f.detail) end
