@@ -1502,6 +1502,8 @@ function Connection:handle_payload(seg, dir)
   self.seg_h, self.seg_cmd, self.seg_itt = -1, 0, 0
   self:deliver(dir, bytes, wire_rest, seg)
   rec.owner = self.current_slot[dir] and self.current_slot[dir].slot or 0
+  -- and which command held that slot then: a slot is reused once its command is released
+  rec.owner_cmd = self.current_slot[dir] and self.current_slot[dir].first_frame or 0
   rec.h, rec.cmd, rec.itt = self.seg_h, self.seg_cmd, self.seg_itt
   f:push_unacked(rec)
   if rec.small then
@@ -1600,7 +1602,7 @@ function Connection:note_retransmission(dir, seg, start, e)
     end
     -- The command in the owner's slot now (engine: a slot index, reused once released).
     local c = self.slots[orig.owner]
-    if c and c.used then
+    if c and c.used and c.first_frame == orig.owner_cmd then
       fd.itt, fd.command_first_frame = c.itt, c.first_frame
       -- (A settling command's status was captured before this resend, near the target: its
       -- latency stays as captured; the round trip it cost the initiator counts below.)

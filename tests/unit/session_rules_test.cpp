@@ -297,3 +297,38 @@ TEST(SessionRules, SerializedAtQueueDepthOne) {
       }
   }
 }
+
+// A resend of a command's segment after that command was answered and released, when the next
+// command has taken its slot: the loss is the first command's, never the newcomer's.
+TEST(SessionRules, ResendAfterSlotReuseBlamesTheSender) {
+  Recorder rec;
+  Analyzer an(Options{}, rec);
+  Wire w(an);
+  w.handshake(0, 8 * kMs, 50'000);  // near the initiator: a status is reported at once
+  w.data(true, 10 * kMs, read10(1, 2000));
+  const uint32_t first_seq = w.next_seq(false), before_second = w.next_seq(true);
+  std::vector<uint8_t> pdu = data_in(1, 2000, true);
+  std::vector<uint8_t> head(pdu.begin(), pdu.begin() + 1448);
+  w.data(false, 18 * kMs + 100'000, pdu);  // two segments; the second completes ITT 1
+  // ITT 2 takes the freed slot; its segment does not acknowledge ITT 1's data yet
+  w.data_acking(true, 18 * kMs + 200'000, read10(2, 512), first_seq);
+  // ITT 1's first segment again, sent before ITT 2's command reached the target
+  w.at_acking(false, 19 * kMs, first_seq, head, before_second);
+  w.data(false, 26 * kMs + 200'000, data_in(2, 512, true));
+  an.finish();
+
+  ASSERT_EQ(rec.commands.size(), 2u);
+  const CommandResult& second = rec.commands[1];
+  EXPECT_EQ(second.itt, 2u);
+  EXPECT_EQ(second.round_trips, 1);
+  for (FindingKind k : second.findings) ADD_FAILURE() << "second command has " << finding_name(k);
+  EXPECT_DOUBLE_EQ(second.breakdown.loss_ms, 0);
+  int resends = 0;
+  for (auto& f : rec.findings)
+    if (f.kind == FindingKind::retransmission) {
+      ++resends;
+      ASSERT_TRUE(f.itt.has_value());
+      EXPECT_EQ(*f.itt, 1u);
+    }
+  EXPECT_EQ(resends, 1);
+}

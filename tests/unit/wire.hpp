@@ -72,6 +72,23 @@ public:
     send(from_initiator, t, tcp_flag::ack, {});
     their = keep;
   }
+  // Data whose ACK field acknowledges only up to ackno (the peer's later bytes not yet received).
+  void data_acking(bool from_initiator, int64_t t, const std::vector<uint8_t>& bytes, uint32_t ackno) {
+    uint32_t& their = from_initiator ? tseq_ : iseq_;
+    uint32_t keep = their;
+    their = ackno;
+    data(from_initiator, t, bytes);
+    their = keep;
+  }
+  // at() whose ACK field acknowledges only up to ackno.
+  void at_acking(bool from_initiator, int64_t t, uint32_t seq, const std::vector<uint8_t>& payload,
+                 uint32_t ackno) {
+    uint32_t& their = from_initiator ? tseq_ : iseq_;
+    uint32_t keep = their;
+    their = ackno;
+    at(from_initiator, t, seq, payload);
+    their = keep;
+  }
   // Bytes the sender sent that the capture never saw.
   void skip(bool from_initiator, uint32_t n) { (from_initiator ? iseq_ : tseq_) += n; }
   // A segment at an explicit sequence number (reordering, overlap, retransmission); the

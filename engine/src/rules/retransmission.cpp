@@ -36,7 +36,8 @@ void Connection::resent(int dir, const Segment& seg, const tcp::SentSegment* ori
       fd.itt = orig->itt;
       fd.command_first_frame = orig->cmd;
     }
-    if (orig->owner && slots_[orig->owner].used) {
+    // The command in the owner's slot, if it is still the one that sent the segment.
+    if (orig->owner && slots_[orig->owner].used && slots_[orig->owner].r.first_frame == orig->owner_cmd) {
       OpenCommand& c = slots_[orig->owner];
       fd.itt = c.r.itt;
       fd.command_first_frame = c.r.first_frame;

@@ -108,7 +108,8 @@ tcp::DeliveryTag Connection::deliver(int dir, std::span<const uint8_t> bytes, ui
   for (auto& m : pdus_[dir].take_messages())
     notice(Notice::Level::warning, seg.frame, m);
   filling_ = outer;
-  return {current_pdu_slot_[dir], seg_h_, seg_cmd_, seg_itt_};
+  const uint32_t owner = current_pdu_slot_[dir];
+  return {owner, owner ? slots_[owner].r.first_frame : 0, seg_h_, seg_cmd_, seg_itt_};
 }
 
 void Connection::lost(int dir, uint64_t bytes, uint64_t frame, const char* why) {

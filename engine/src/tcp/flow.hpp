@@ -18,7 +18,8 @@ struct SentSegment {
   uint64_t start = 0, end = 0;  // absolute sequence numbers
   int64_t t = 0;
   uint64_t frame = 0;
-  uint32_t owner = 0;  // tracker slot of the command whose bytes came first (0: none)
+  uint32_t owner = 0;      // the receiver's slot of the command whose PDU was in progress (0: none)
+  uint64_t owner_cmd = 0;  // that command's first frame: the slot may hold another one later
   bool small = false;  // shorter than the MSS
   int32_t h = -1;      // half trips of its command's progress when sent (-1: no command)
   uint64_t cmd = 0;    // that command's first frame

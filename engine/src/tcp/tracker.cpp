@@ -142,7 +142,8 @@ void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
   f.next += wire_rest;  // before delivery: a status delivered now is settled against this position
   f.move_ref(f.next);
   const DeliveryTag tag = r.deliver(dir, bytes, wire_rest, seg, filling_);
-  SentSegment rec{start, end, seg.time_ns, seg.frame, tag.owner, f.is_small(len), tag.h, tag.cmd, tag.itt};
+  SentSegment rec{start,           end,   seg.time_ns, seg.frame, tag.owner, tag.owner_cmd,
+                  f.is_small(len), tag.h, tag.cmd,     tag.itt};
   if (f.unacked.size() < kMaxUnackedRecords)
     f.unacked.push_back(rec);
   else

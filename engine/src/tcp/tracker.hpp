@@ -17,7 +17,8 @@ namespace iscsi_doctor::tcp {
 
 // What the Receiver says a delivery advanced (kept on the segment's record).
 struct DeliveryTag {
-  uint32_t owner = 0;  // the receiver's slot of the command whose bytes came first (0: none)
+  uint32_t owner = 0;  // the receiver's slot of the command whose PDU was in progress (0: none)
+  uint64_t owner_cmd = 0;  // that command's first frame: the slot may hold another one later
   int32_t h = -1;      // half trips that command had reached (-1: none)
   uint64_t cmd = 0;    // its first frame
   uint32_t itt = 0;
