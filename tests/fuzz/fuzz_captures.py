@@ -54,8 +54,9 @@ FIELDS = {"c": ["iscsi_doctor.finding", "iscsi_doctor.notice", "iscsi_doctor.itt
 
 
 class Run:
-    def __init__(self, cmd, rc, out, err, secs, timed_out):
+    def __init__(self, cmd, rc, out, err, secs, timed_out, raw=b""):
         self.cmd, self.rc, self.out, self.err, self.secs, self.timed_out = cmd, rc, out, err, secs, timed_out
+        self.raw = raw  # stdout as written: JSON must be valid UTF-8 too
 
 
 def run(cmd, timeout, env=None):
@@ -70,7 +71,7 @@ def run(cmd, timeout, env=None):
         out, err = p.communicate()
         timed_out = True
     return Run(cmd, p.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
-               time.monotonic() - t, timed_out)
+               time.monotonic() - t, timed_out, out)
 
 
 class Failure:
@@ -131,7 +132,7 @@ def check_cli(cli, path, work, timeout, counts, only=None):
             if not cmds:
                 continue
             c = cmds[0]
-            cmd = [cli, "ladder", "--itt", c["itt"], "--frame", str(c["first_frame"]), str(path), "-o", str(out_file)]
+            cmd = [cli, "ladder", "--itt", c["itt"], "--frame", str(c["first_frame"]), "-o", str(out_file), str(path)]
         elif fe == "html":
             cmd = [cli, "--html", str(out_file), str(path)]
         else:
@@ -143,7 +144,7 @@ def check_cli(cli, path, work, timeout, counts, only=None):
             return f
         if fe == "json":
             try:
-                report = json.loads(r.out)
+                report = json.loads(r.raw)
             except ValueError as e:
                 return Failure(fe, "json", "", Run(cmd, r.rc, r.out, f"unparseable JSON: {e}", r.secs, False))
         elif fe == "csv":
@@ -359,7 +360,8 @@ class Fuzzer:
         n = len(cm.read_pcap(out).packets)
         print(f"  minimized in {time.monotonic() - t:.0f} s to {n} packets, {len(small)} bytes: "
               f"{out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}", flush=True)
-        print(f"  reproduce: {' '.join(map(str, failure.run.cmd[:-1] if failure.run else []))} {out}"
+        cmd = [Path(c).name if str(c).startswith(str(self.work)) else str(c) for c in failure.run.cmd[:-1]]
+        print(f"  reproduce: {' '.join(cmd)} {out}"
               if failure.frontend in CLI_FRONTENDS else
               f"  reproduce: tests/fuzz/fuzz_captures.py --cli {self.a.cli} --plugins 1 --replay {out}", flush=True)
 
