@@ -41,7 +41,7 @@ import capture_mutator as cm  # noqa: E402
 
 ROOT = cm.ROOT
 REGRESSIONS = ROOT / "tests" / "fuzz" / "regressions" / "captures"
-LUA_PLUGIN = ROOT / "lua" / "iscsi_doctor.lua"
+LUA_PLUGIN = LUA_PLUGIN_DEFAULT = ROOT / "lua" / "iscsi_doctor.lua"
 RUN_CORE = ROOT / "tests" / "lua" / "run_core.lua"
 SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=1", "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
 TSHARK_MARKERS = {"dissector-bug": r"Dissector bug",
@@ -335,14 +335,20 @@ class Fuzzer:
             f = self.tshark.check(path, ["c", "lua"], counts, only)
         return f
 
-    def handle(self, data, origin, failure, reproduce):
-        """Prints a failure, minimizes it once per signature (up to --max-per-signature) and keeps it."""
+    def replay_line(self, path, failure):
+        lua = f" --lua-plugin {LUA_PLUGIN}" if LUA_PLUGIN != LUA_PLUGIN_DEFAULT else ""
+        plugins = " --plugins 1" if failure.frontend.startswith(("c-", "lua-")) else ""
+        return f"tests/fuzz/fuzz_captures.py --cli {self.a.cli}{lua}{plugins} --replay {path}"
+
+    def handle(self, data, origin, failure, mutator=None):
+        """Prints a failure, minimizes it (up to --max-per-signature per signature) and keeps it."""
         sig = failure.signature
         self.failures.append(failure)
         self.seen[sig] = self.seen.get(sig, 0) + 1
         print(f"FAIL {origin}: {failure}", flush=True)
         if self.seen[sig] > self.a.max_per_signature or self.a.no_minimize:
-            print(f"  reproduce: {reproduce}", flush=True)
+            print(f"  reproduce: {mutator + ' && ' if mutator else ''}"
+                  f"{self.replay_line('m.pcap' if mutator else origin, failure)}", flush=True)
             return
         probe = self.work / "probe.pcap"
         # A hang shows within a few seconds; waiting the full --timeout for each probe is wasted.
@@ -361,15 +367,14 @@ class Fuzzer:
         print(f"  minimized in {time.monotonic() - t:.0f} s to {n} packets, {len(small)} bytes: "
               f"{out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}", flush=True)
         cmd = [Path(c).name if str(c).startswith(str(self.work)) else str(c) for c in failure.run.cmd[:-1]]
-        print(f"  reproduce: {' '.join(cmd)} {out}"
-              if failure.frontend in CLI_FRONTENDS else
-              f"  reproduce: tests/fuzz/fuzz_captures.py --cli {self.a.cli} --plugins 1 --replay {out}", flush=True)
+        print(f"  reproduce: {' '.join(cmd)} {out}" if failure.frontend in CLI_FRONTENDS else
+              f"  reproduce: {self.replay_line(out, failure)}", flush=True)
 
     def replay(self, files):
         for p in files:
             f = self.check(Path(p), self.a.plugins > 0, self.counts)
             if f:
-                self.handle(Path(p).read_bytes(), p, f, f"tests/fuzz/fuzz_captures.py --cli {self.a.cli} --replay {p}")
+                self.handle(Path(p).read_bytes(), p, f)
             else:
                 print(f"ok {p}", flush=True)
         return len(files)
@@ -394,13 +399,15 @@ class Fuzzer:
             mutant.write_bytes(data)
             f = self.check(mutant, plugin, self.counts)
             if f:
-                src = "" if self.a.source is None else " " + " ".join(f"--source {s}" for s in self.a.source)
+                opts = "".join(f" --source {x}" for x in self.a.source or [])
+                opts += f" --min-packets {self.a.min_packets} --max-packets {self.a.max_packets}"
                 self.handle(data, f"seed {seed} [{what}]", f,
-                            f"tests/fuzz/capture_mutator.py --seed {seed}{src} -o m.pcap")
+                            f"tests/fuzz/capture_mutator.py --seed {seed}{opts} -o m.pcap")
         return i
 
 
 def main():
+    global LUA_PLUGIN
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cli", default=str(ROOT / "build" / "cli" / "iscsi-doctor"))
     ap.add_argument("--seconds", type=float, default=120, help="time budget for mutants (default 120)")
@@ -413,6 +420,7 @@ def main():
     ap.add_argument("--tshark-timeout", type=float, default=60)
     ap.add_argument("--slow-floor", type=float, default=2.0, help="tshark runs under this many seconds are never slow")
     ap.add_argument("--no-lua-core", action="store_true", help="skip the Lua core (lua5.4 run_core.lua)")
+    ap.add_argument("--lua-plugin", type=Path, default=LUA_PLUGIN, help="the Lua plugin (default lua/iscsi_doctor.lua)")
     ap.add_argument("--source", action="append", help="source capture (repeatable; default: capture_mutator's)")
     ap.add_argument("--min-packets", type=int, default=4)
     ap.add_argument("--max-packets", type=int, default=400)
@@ -423,6 +431,7 @@ def main():
     ap.add_argument("--minimize-timeout", type=float, default=3, help="hang bound while minimizing (default 3)")
     ap.add_argument("--max-per-signature", type=int, default=2, help="failures minimized per (front-end, kind)")
     a = ap.parse_args()
+    LUA_PLUGIN = a.lua_plugin.resolve()
     if not os.access(a.cli, os.X_OK):
         raise SystemExit(f"fuzz_captures: CLI not found: {a.cli} (--cli)")
     if a.seed is None:
