@@ -408,7 +408,8 @@ def m_login_text(rng, cap, _):
         key = pairs[k].split(b"=")[0] if rng.random() < 0.5 else rng.choice(LOGIN_KEYS)
         val = rng.choice([b"9" * rng.randrange(11, 40), b"0", b"1", b"-1", b"4294967296", b"16777215", b"512",
                           b"", b"Yes", b"No", b"CRC32C", b"None,CRC32C", b"CRC32C,None", b"0x" + b"f" * 20,
-                          b"x" * rng.randrange(100, 3000), b"Irrelevant", b"Reject"])
+                          b"x" * rng.randrange(100, 3000), b"Irrelevant", b"Reject",
+                          bytes(rng.randrange(1, 256) for _ in range(rng.randrange(1, 40)))])  # any byte but NUL
         pairs[k] = key + b"=" + val
     elif r < 0.65:
         pairs.insert(rng.randrange(len(pairs) + 1), pairs[k])
