@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """Whole-capture fuzzing of every front-end with structure-aware mutants (capture_mutator.py).
 
-For --seconds, each mutant goes through the CLI (--format json/text/csv, --html, `ladder` on one
-ITT of the JSON's commands) and the Lua plugin's core without Wireshark (lua5.4 run_core.lua);
+For --seconds, each mutant goes through the CLI (--format json/text/csv, json with --decoder
+libtins, --html, `ladder` on one ITT of the JSON's commands) and the Lua plugin's core without Wireshark (lua5.4 run_core.lua);
 with --plugins N, N of them (spread over the run) also go through tshark with the C plugin and
 with the Lua plugin (two passes with -V, one pass with -V, one pass with -T fields), each timed
 against plain tshark on the same file.
@@ -74,6 +74,12 @@ def run(cmd, timeout, env=None):
                time.monotonic() - t, timed_out, out)
 
 
+def tally(counts, what, secs=0.0):
+    """counts[what] = (runs, seconds)."""
+    n, t = counts.get(what, (0, 0.0))
+    counts[what] = (n + 1, t + secs)
+
+
 class Failure:
     def __init__(self, frontend, kind, detail, r):
         self.frontend, self.kind, self.detail, self.run = frontend, kind, detail, r
@@ -119,7 +125,7 @@ def xml_error(path):
 # --- front-ends ------------------------------------------------------------------------------
 # Each check returns a Failure or None; `only` restricts a run to one front-end (minimization).
 
-CLI_FRONTENDS = ["json", "text", "csv", "html", "ladder"]
+CLI_FRONTENDS = ["json", "libtins", "text", "csv", "html", "ladder"]
 
 
 def check_cli(cli, path, work, timeout, counts, only=None):
@@ -138,14 +144,16 @@ def check_cli(cli, path, work, timeout, counts, only=None):
             cmd = [cli, "ladder", "--itt", c["itt"], "--frame", str(c["first_frame"]), "-o", str(out_file), str(path)]
         elif fe == "html":
             cmd = [cli, "--html", str(out_file), str(path)]
+        elif fe == "libtins":  # the second packet decoder
+            cmd = [cli, "--decoder", "libtins", "--format", "json", str(path)]
         else:
             cmd = [cli, "--format", fe, str(path)]
         r = run(cmd, timeout, env)
-        counts[fe] = counts.get(fe, 0) + 1
+        tally(counts, fe, r.secs)
         f = process_failure(fe, r)
         if f:
             return f
-        if fe == "json":
+        if fe in ("json", "libtins"):
             try:
                 report = json.loads(r.raw)
             except ValueError as e:
@@ -169,14 +177,14 @@ def check_lua_core(lua, path, timeout, counts, only=None):
     (run_core.lua's own packet parsing, which assumes sane packets) are not the plugin's."""
     fe = f"{Path(lua).name}-core"
     r = run([lua, str(RUN_CORE), str(LUA_PLUGIN), str(path)], timeout)
-    counts[fe] = counts.get(fe, 0) + 1
+    tally(counts, fe, r.secs)
     if r.timed_out or r.rc < 0:
         return process_failure(fe, r)
     m = re.search(r"([\w./-]+\.lua):(\d+):", r.err)
     if r.rc != 0 and m and Path(m.group(1)).name == LUA_PLUGIN.name:
         return Failure(fe, "lua-error", f"{LUA_PLUGIN.name}:{m.group(2)}", r)
     if r.rc != 0:
-        counts[fe + "-harness-error"] = counts.get(fe + "-harness-error", 0) + 1
+        tally(counts, fe + "-harness-error")
     return None
 
 
@@ -237,9 +245,10 @@ class Tshark:
                 if plain is None:
                     pcmd, penv = self.command("plain", mode, staged)
                     plain = run(pcmd, self.timeout, penv)
+                    tally(counts, f"plain-{mode}", plain.secs)
                 cmd, env = self.command(variant, mode, staged)
                 r = run(cmd, self.timeout, env)
-                counts[fe] = counts.get(fe, 0) + 1
+                tally(counts, fe, r.secs)
                 f = self.judge(fe, r, plain)
                 if f:
                     return f
@@ -461,7 +470,7 @@ def main():
         fz.close()
     secs = time.monotonic() - t
     what = "files" if a.replay else f"mutants (seeds {a.seed}..{a.seed + n - 1})"
-    per = ", ".join(f"{k} {v}" for k, v in sorted(fz.counts.items()))
+    per = ", ".join(f"{k} {n}" + (f" ({1000 * t / n:.0f} ms each)" if t else "") for k, (n, t) in sorted(fz.counts.items()))
     print(f"fuzz_captures: {n} {what} in {secs:.0f} s ({n / secs:.1f}/s); runs: {per}; "
           f"failures: {len(fz.failures)}")
     for sig, k in sorted(fz.seen.items()):
