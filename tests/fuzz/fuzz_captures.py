@@ -75,9 +75,9 @@ def run(cmd, timeout, env=None):
 
 
 def tally(counts, what, secs=0.0):
-    """counts[what] = (runs, seconds)."""
-    n, t = counts.get(what, (0, 0.0))
-    counts[what] = (n + 1, t + secs)
+    """counts[what] = (runs, seconds, slowest run's seconds): near-hangs show in the summary."""
+    n, t, m = counts.get(what, (0, 0.0, 0.0))
+    counts[what] = (n + 1, t + secs, max(m, secs))
 
 
 class Failure:
@@ -470,7 +470,8 @@ def main():
         fz.close()
     secs = time.monotonic() - t
     what = "files" if a.replay else f"mutants (seeds {a.seed}..{a.seed + n - 1})"
-    per = ", ".join(f"{k} {n}" + (f" ({1000 * t / n:.0f} ms each)" if t else "") for k, (n, t) in sorted(fz.counts.items()))
+    per = ", ".join(f"{k} {n}" + (f" ({1000 * t / n:.0f} ms each, max {1000 * m:.0f})" if t else "")
+                    for k, (n, t, m) in sorted(fz.counts.items()))
     print(f"fuzz_captures: {n} {what} in {secs:.0f} s ({n / secs:.1f}/s); runs: {per}; "
           f"failures: {len(fz.failures)}")
     for sig, k in sorted(fz.seen.items()):
