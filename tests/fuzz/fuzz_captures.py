@@ -358,12 +358,12 @@ class Fuzzer:
     def handle(self, data, origin, failure, mutator=None):
         """Prints a failure, minimizes it (up to --max-per-signature per signature) and keeps it."""
         sig = failure.signature
-        self.failures.append(failure)
         self.seen[sig] = self.seen.get(sig, 0) + 1
-        print(f"FAIL {origin}: {failure}", flush=True)
         if sig in self.known:
-            print(f"  same failure as the kept {self.known[sig]} (not fixed yet): not kept again", flush=True)
+            print(f"known: {origin}: {failure.frontend}: {failure.kind}, as {self.known[sig]}", flush=True)
             return
+        self.failures.append(failure)
+        print(f"FAIL {origin}: {failure}", flush=True)
         if self.seen[sig] > self.a.max_per_signature or self.a.no_minimize:
             print(f"  reproduce: {mutator + ' && ' if mutator else ''}"
                   f"{self.replay_line('m.pcap' if mutator else origin, failure)}", flush=True)
@@ -398,12 +398,13 @@ class Fuzzer:
         return len(files)
 
     def fuzz(self):
-        # Failures the kept reproducers still show are known: counted, not minimized and kept again.
+        # Failures the kept reproducers still show are known (the regression test fails on them):
+        # mutants failing the same way are counted but neither fail this run nor are kept again.
         for p in sorted(REGRESSIONS.glob("*.pcap*")):
             f = self.check(p, False, {})
             if f:
                 self.known.setdefault(f.signature, p.name)
-                print(f"known failure, not fixed yet: {p.name}: {f.frontend}: {f.kind}", flush=True)
+                print(f"known failure, not fixed yet: {p.name}: {f}", flush=True)
         sources = cm.Sources(self.a.source)
         start = time.monotonic()
         budget = self.a.seconds
@@ -470,12 +471,13 @@ def main():
         fz.close()
     secs = time.monotonic() - t
     what = "files" if a.replay else f"mutants (seeds {a.seed}..{a.seed + n - 1})"
-    per = ", ".join(f"{k} {n}" + (f" ({1000 * t / n:.0f} ms each, max {1000 * m:.0f})" if t else "")
-                    for k, (n, t, m) in sorted(fz.counts.items()))
+    per = ", ".join(f"{k} {runs}" + (f" ({1000 * ts / runs:.0f} ms each, max {1000 * mx:.0f})" if ts else "")
+                    for k, (runs, ts, mx) in sorted(fz.counts.items()))
+    known = sum(k for sig, k in fz.seen.items() if sig in fz.known)
     print(f"fuzz_captures: {n} {what} in {secs:.0f} s ({n / secs:.1f}/s); runs: {per}; "
-          f"failures: {len(fz.failures)}")
+          f"failures: {len(fz.failures)}" + (f" (and {known} known, as kept reproducers)" if known else ""))
     for sig, k in sorted(fz.seen.items()):
-        print(f"  {' '.join(x for x in sig if x)}: {k}")
+        print(f"  {' '.join(x for x in sig if x)}: {k}" + (" (known)" if sig in fz.known else ""))
     return 1 if fz.failures else 0
 
 
