@@ -429,6 +429,35 @@ def m_login_text(rng, cap, _):
     return f"login text #{i}"
 
 
+REPLIES = {0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x31, 0x32, 0x3F}
+
+
+def m_reply_first(rng, cap, _):
+    """A reply (or a copy of it) moved before its command, or a command's ITT given to an earlier
+    reply: replies whose command is not seen yet, then seen."""
+    found = pdus(cap)
+    replies = [(i, o) for i, o in found if cap.packets[i].data[o] & 0x3F in REPLIES]
+    if not replies:
+        return None
+    j, o = rng.choice(replies)
+    itt = be(cap.packets[j].data, o + 16, 4)
+    cmds = [i for i, p in found if i < j and cap.packets[i].data[p] & 0x3F < 0x20 and
+            be(cap.packets[i].data, p + 16, 4) == itt]
+    if not cmds:
+        later = [(i, p) for i, p in found if i > j and cap.packets[i].data[p] & 0x3F < 0x20]
+        if not later:
+            return None
+        i, p = rng.choice(later)
+        put(cap.packets[j].data, o + 16, 4, be(cap.packets[i].data, p + 16, 4))
+        return f"reply #{j} takes the ITT of command #{i}"
+    at = max(0, cmds[-1] - rng.randrange(3))
+    pkt = cap.packets[j] if rng.random() < 0.5 else cap.packets[j].copy()
+    if pkt is cap.packets[j]:
+        del cap.packets[j]
+    cap.packets.insert(at, pkt)
+    return f"reply #{j} before its command #{cmds[-1]}"
+
+
 def m_payload_bytes(rng, cap, _):
     i, loc = pick_tcp(rng, cap, with_payload=True)
     if i is None:
@@ -559,7 +588,7 @@ def m_format(rng, cap, _):
 
 
 MUTATIONS = [(m_tcp_seq_ack, 6), (m_seq_rebase, 2), (m_tcp_flags, 5), (m_tcp_window, 4), (m_tcp_options, 4),
-             (m_ip_length, 4), (m_bhs, 16), (m_login_text, 5), (m_payload_bytes, 6), (m_drop, 6),
+             (m_ip_length, 4), (m_bhs, 16), (m_reply_first, 4), (m_login_text, 5), (m_payload_bytes, 6), (m_drop, 6),
              (m_duplicate, 5), (m_reorder, 5), (m_caplen_cut, 4), (m_splice, 5), (m_timestamps, 3),
              (m_format, 1)]
 

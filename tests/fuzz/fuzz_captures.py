@@ -128,10 +128,10 @@ def xml_error(path):
 CLI_FRONTENDS = ["json", "libtins", "text", "csv", "html", "ladder"]
 
 
-def check_cli(cli, path, work, timeout, counts, only=None):
+def check_cli(cli, path, work, timeout, counts, only=None, frontends=CLI_FRONTENDS):
     env = dict(os.environ, **{k: os.environ.get(k, v) for k, v in SAN_ENV.items()})
     report = None
-    for fe in CLI_FRONTENDS:
+    for fe in frontends:
         if only and fe != only and not (fe == "json" and only == "ladder"):
             continue
         out_file = Path(work) / ("report.html" if fe == "html" else "ladder.svg")
@@ -323,6 +323,9 @@ class Fuzzer:
         self.a = a
         self.work = Path(tempfile.mkdtemp(prefix="isd-fuzz-"))
         self.counts, self.failures, self.seen, self.known = {}, [], {}, {}
+        self.frontends = [x for x in CLI_FRONTENDS if x in a.frontends.split(",")]
+        if "ladder" in self.frontends and "json" not in self.frontends:
+            self.frontends.insert(0, "json")  # the ladder's ITT comes from the JSON
         self.lua = [x for x in ([] if a.no_lua_core else ["lua5.4"]) if shutil.which(x)]
         self.tshark = None
         if a.plugins:
@@ -342,7 +345,7 @@ class Fuzzer:
         timeout = timeout or self.a.timeout
         f = None
         if not only or only in CLI_FRONTENDS:
-            f = check_cli(self.a.cli, path, self.work, timeout, counts, only)
+            f = check_cli(self.a.cli, path, self.work, timeout, counts, only, self.frontends)
         for lua in self.lua:
             if not f and (not only or only == f"{lua}-core"):
                 f = check_lua_core(lua, path, timeout, counts)
@@ -378,8 +381,8 @@ class Fuzzer:
             return f is not None and f.signature == sig
         t = time.monotonic()
         small = minimize(data, still_fails, self.a.minimize_seconds)
-        REGRESSIONS.mkdir(parents=True, exist_ok=True)
-        out = REGRESSIONS / f"{failure.kind}-{hashlib.sha1(small).hexdigest()[:10]}.pcap"
+        self.a.regressions.mkdir(parents=True, exist_ok=True)
+        out = self.a.regressions / f"{failure.kind}-{hashlib.sha1(small).hexdigest()[:10]}.pcap"
         out.write_bytes(small)
         n = len(cm.read_pcap(out).packets)
         print(f"  minimized in {time.monotonic() - t:.0f} s to {n} packets, {len(small)} bytes: "
@@ -400,7 +403,7 @@ class Fuzzer:
     def fuzz(self):
         # Failures the kept reproducers still show are known (the regression test fails on them):
         # mutants failing the same way are counted but neither fail this run nor are kept again.
-        for p in sorted(REGRESSIONS.glob("*.pcap*")):
+        for p in sorted(self.a.regressions.glob("*.pcap*")):
             f = self.check(p, False, {})
             if f:
                 self.known.setdefault(f.signature, p.name)
@@ -449,6 +452,9 @@ def main():
     ap.add_argument("--source", action="append", help="source capture (repeatable; default: capture_mutator's)")
     ap.add_argument("--min-packets", type=int, default=4)
     ap.add_argument("--max-packets", type=int, default=400)
+    ap.add_argument("--regressions", type=Path, default=REGRESSIONS,
+                    help="where failing inputs are kept, and whose failures are known (default %(default)s)")
+    ap.add_argument("--frontends", default=",".join(CLI_FRONTENDS), help="CLI front-ends to run (default all)")
     ap.add_argument("--replay", nargs="+", metavar="FILE", help="run these files instead of mutants")
     ap.add_argument("--minimize", action="store_true", help="with --replay: minimize failing files too")
     ap.add_argument("--no-minimize", action="store_true")
