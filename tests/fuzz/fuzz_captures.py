@@ -155,7 +155,8 @@ def check_cli(cli, path, work, timeout, counts, only=None, frontends=CLI_FRONTEN
             return f
         if fe in ("json", "libtins"):
             try:
-                report = json.loads(r.raw)
+                doc = json.loads(r.raw)
+                report = doc if fe == "json" else report  # the ladder draws a command of the default decoder's
             except ValueError as e:
                 return Failure(fe, "json", "", Run(cmd, r.rc, r.out, f"unparseable JSON: {e}", r.secs, False))
         elif fe == "csv":
@@ -172,7 +173,7 @@ def check_cli(cli, path, work, timeout, counts, only=None, frontends=CLI_FRONTEN
     return None
 
 
-def check_lua_core(lua, path, timeout, counts, only=None):
+def check_lua_core(lua, path, timeout, counts):
     """The Lua plugin's analysis core under a plain interpreter. Errors raised by the harness
     (run_core.lua's own packet parsing, which assumes sane packets) are not the plugin's."""
     fe = f"{Path(lua).name}-core"
