@@ -5,8 +5,8 @@
 Takes a window of packets from a source capture (pcap or gzip-compressed pcap, either byte order,
 usec or nsec; pcapng sources are skipped) and applies a few mutations that know the layers: TCP
 header fields and options, IP lengths, iSCSI BHS fields (found by following each direction's PDU
-framing), login/text key=value data, payload bytes, packet drops/duplicates/reorders, caplen
-cuts, splices from another capture, timestamps. Record headers always stay valid (caplen <= len,
+framing), replies moved before their commands, login/text key=value data, payload bytes, packet
+drops/duplicates/reorders, caplen cuts, splices from another capture, timestamps. Record headers always stay valid (caplen <= len,
 caplen <= snaplen), so the front-ends get past the file reader into the analysis.
 
 A mutant depends only on the seed and the source list, so it can be recreated:
