@@ -573,6 +573,35 @@ def random_payload(megabytes):
     return b"".join(out)
 
 
+def resend_storm(n=65536, size=100):
+    """The worst case for matching ACKs and resends to what was sent: the target sends n segments
+    that no ACK covers (the record of unacknowledged segments full), resends the last one n times,
+    then the initiator acknowledges them one segment at a time."""
+    hdr = struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 262144, 1)
+    rec = struct.Struct("<IIII")
+    ini, tgt = bytes([10, 8, 0, 1]), bytes([10, 8, 0, 2])
+    out = [hdr]
+    t = [1000 * 10**6]
+
+    def put(src, sport, dst, dport, seq, ack, flags, payload):
+        t[0] += 10
+        r = synth_tcp(src, sport, dst, dport, seq & 0xffffffff, ack & 0xffffffff, flags, payload,
+                      t[0] // 10**6, t[0] % 10**6)
+        out.append(rec.pack(r[0], r[1], len(r[3]), r[2]) + bytes(r[3]))
+
+    put(ini, 50000, tgt, 3260, 0, 0, 0x02, b"")
+    put(tgt, 3260, ini, 50000, 0, 1, 0x12, b"")
+    put(ini, 50000, tgt, 3260, 1, 1, 0x10, b"")
+    body = bytes(size)
+    for k in range(n):
+        put(tgt, 3260, ini, 50000, 1 + k * size, 1, 0x18, body)
+    for _ in range(n):
+        put(tgt, 3260, ini, 50000, 1 + (n - 1) * size, 1, 0x18, body)
+    for k in range(n):
+        put(ini, 50000, tgt, 3260, 1, 1 + (k + 1) * size, 0x10, b"")
+    return b"".join(out)
+
+
 def case_open_commands(made):
     write("open-commands-5000.pcap.gz", open_commands(5000))
 
@@ -616,7 +645,8 @@ def main():
                "concurrent-connections-100k.pcap": lambda: many_connections(100_000, concurrent=True),
                "open-commands-1m.pcap": lambda: open_commands(1_000_000),
                "huge-claims.pcap": huge_claims,
-               "random-payload-500m.pcap": lambda: random_payload(500)}
+               "random-payload-500m.pcap": lambda: random_payload(500),
+               "resend-storm.pcap": resend_storm}
         for name in a.cases or big:
             path = os.path.join(a.big, name)
             with open(path, "wb") as f:

@@ -43,7 +43,6 @@ uint32_t kept_data_limit(const Bhs& b) {
 
 Framer::Framer(bool from_initiator, FramerConfig config) : from_initiator_(from_initiator) {
   set_config(config);
-  hdr_.reserve(kBhsLength + 1024 + 8);
   reset_pdu();
 }
 
@@ -403,7 +402,6 @@ size_t Framer::step_probe(std::span<const uint8_t> bytes, uint64_t abs, FramerSi
 
 void Framer::end_pdu(FramerSink& sink, uint64_t last_abs, bool truncated) {
   ++stats_.pdus;
-  ++stats_.by_opcode[bhs_.opcode & 0x3f];
   if (data_incomplete_) ++stats_.data_incomplete_pdus;
   const bool kept_truncated = keep_.size() < bhs_.data_length;
   sink.on_pdu_end(PduEnd{bhs_, keep_, kept_truncated, pos(pdu_abs_), pos(last_abs), hd_check_, dd_check_,

@@ -106,7 +106,6 @@ struct FramerStats {
   uint64_t sync_losses = 0, resyncs = 0;
   uint64_t header_digest_errors = 0, data_digest_errors = 0;
   uint64_t data_incomplete_pdus = 0;
-  std::array<uint64_t, 64> by_opcode{};  // completed PDUs per opcode
 };
 
 // How many data-segment bytes the framer keeps for a PDU: Login/Text text (key negotiation),

@@ -20,6 +20,7 @@
 #include "session/sessions.hpp"
 #include "tcp/flow.hpp"
 #include "tcp/tracker.hpp"
+#include "util/fifo.hpp"
 
 namespace iscsi_doctor::session {
 
@@ -143,7 +144,7 @@ private:
   bool header_digest_ = false, data_digest_ = false;
 
   CommandTable slots_;
-  std::deque<uint32_t> settling_;  // completed commands in status order (OpenCommand::settling)
+  util::Fifo<uint32_t> settling_;  // completed commands in status order (OpenCommand::settling)
   struct Orphan {
     PduEvent event;
     uint64_t frame = 0;

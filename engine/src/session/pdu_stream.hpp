@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "iscsi/framer.hpp"
+#include "util/fifo.hpp"
 
 namespace iscsi_doctor::session {
 
@@ -65,7 +66,7 @@ private:
     uint64_t frame = 0;
     int64_t t = 0;
   };
-  std::deque<Chunk> recent_;  // where recent chunks began in the stream
+  util::Fifo<Chunk> recent_;  // where recent chunks began in the stream
   uint64_t abs_ = 0;
   uint64_t cur_frame_ = 0;
   int64_t cur_t_ = 0;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "rules/constants.hpp"
+#include "util/fifo.hpp"
 
 namespace iscsi_doctor::tcp {
 
@@ -85,8 +86,8 @@ public:
   int64_t last_data_t = 0;  // previous new-data segment from this side
   uint64_t last_data_frame = 0;
 
-  std::deque<SentSegment> unacked;  // bounded by the window, capped in acked()
-  std::deque<AckRecord> acks;       // recent advancing ACKs, oldest first (see keep_acks)
+  util::Fifo<SentSegment> unacked;  // bounded by the window, capped by the tracker
+  util::Fifo<AckRecord> acks;       // recent advancing ACKs, oldest first (see record_ack)
   struct Held {
     std::vector<uint8_t> bytes;
     int64_t t = 0;
