@@ -87,6 +87,7 @@ constexpr std::array<const char*, rel_count> related_names{"released_by",    "ac
                                                            "previous_small", "original", "command"};
 std::array<int, rel_count> hf_related{-1, -1, -1, -1, -1, -1};
 
+int hf_status_frame = -1, hf_evidence_frame = -1, hf_related_frame = -1;
 int hf_reported = -1, hf_reported_frame = -1, hf_reported_finding = -1, hf_reported_status_frame = -1,
     hf_reported_round_trips = -1, hf_command_at_end = -1;
 int hf_notice = -1;
@@ -356,6 +357,8 @@ void add_command(proto_tree* tree, tvbuff_t* tvb, const CommandResult& c, uint64
   gen(proto_tree_add_uint(ct, hf_session, tvb, 0, 0, c.session));
   gen(proto_tree_add_uint(ct, hf_connection, tvb, 0, 0, c.connection));
   gen(proto_tree_add_uint(ct, hf_first_frame, tvb, 0, 0, static_cast<guint32>(c.first_frame)));
+  gen(proto_tree_add_uint(ct, hf_related[rel_command], tvb, 0, 0, static_cast<guint32>(c.first_frame)));
+  gen(proto_tree_add_uint(ct, hf_status_frame, tvb, 0, 0, static_cast<guint32>(c.status_frame)));
   gen(proto_tree_add_int(ct, hf_round_trips, tvb, 0, 0, c.round_trips));
   gen(proto_tree_add_int(ct, hf_ideal_round_trips, tvb, 0, 0, c.ideal_round_trips));
   gen(proto_tree_add_int(ct, hf_excess_round_trips, tvb, 0, 0, c.round_trips - c.ideal_round_trips));
@@ -407,10 +410,17 @@ void add_finding(proto_tree* tree, tvbuff_t* tvb, packet_info* pinfo, const Find
   if (!f.detail.empty()) gen(proto_tree_add_string(ft, hf_detail, tvb, 0, 0, f.detail.c_str()));
   gen(proto_tree_add_uint(ft, hf_session, tvb, 0, 0, f.session));
   gen(proto_tree_add_uint(ft, hf_connection, tvb, 0, 0, f.connection));
+  gen(proto_tree_add_uint(ft, hf_evidence_frame, tvb, 0, 0, static_cast<guint32>(f.frame)));
   if (f.itt) gen(proto_tree_add_uint(ft, hf_finding_itt, tvb, 0, 0, *f.itt));
-  if (f.command_first_frame)
+  if (f.command_first_frame) {
     gen(proto_tree_add_uint(ft, hf_command_frame, tvb, 0, 0, static_cast<guint32>(f.command_first_frame)));
+    gen(proto_tree_add_uint(ft, hf_related[rel_command], tvb, 0, 0,
+                            static_cast<guint32>(f.command_first_frame)));
+  }
   for (const auto& [name, frame] : f.related) {
+    gen(proto_tree_add_uint_format_value(ft, hf_related_frame, tvb, 0, 0, static_cast<guint32>(frame),
+                                         "%u (%s)", static_cast<unsigned>(frame), name.c_str()));
+    if (name == related_names[rel_command] && frame == f.command_first_frame) continue;  // shown above
     int hf = hf_related_other;
     for (int i = 0; i < rel_count; ++i)
       if (name == related_names[i]) hf = hf_related[i];
@@ -675,6 +685,16 @@ extern "C" void proto_register_iscsi_doctor(void) {
       {&hf_related[rel_command],
        {"Command", "iscsi_doctor.command_frame", FT_FRAMENUM, BASE_NONE, FRAMENUM_TYPE(FT_FRAMENUM_REQUEST),
         0x0, "The command's first frame", HFILL}},
+      {&hf_status_frame,
+       {"Status frame", "iscsi_doctor.status_frame", FT_FRAMENUM, BASE_NONE,
+        FRAMENUM_TYPE(FT_FRAMENUM_RESPONSE), 0x0, "The segment that completes the command's status", HFILL}},
+      {&hf_evidence_frame,
+       {"Evidence frame", "iscsi_doctor.evidence_frame", FT_FRAMENUM, BASE_NONE,
+        FRAMENUM_TYPE(FT_FRAMENUM_NONE), 0x0,
+        "The frame the finding is about (the held segment, the late ACK, ...)", HFILL}},
+      {&hf_related_frame,
+       {"Related frame", "iscsi_doctor.related_frame", FT_FRAMENUM, BASE_NONE,
+        FRAMENUM_TYPE(FT_FRAMENUM_NONE), 0x0, "Every frame related to the finding, with its role", HFILL}},
       {&hf_related_other,
        {"Related frame", "iscsi_doctor.related", FT_FRAMENUM, BASE_NONE, FRAMENUM_TYPE(FT_FRAMENUM_NONE), 0x0,
         NULL, HFILL}},

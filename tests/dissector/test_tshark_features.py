@@ -131,3 +131,57 @@ def test_preferences_are_the_cli_options(tshark, prefs, cli_args):
         frame, kinds = line.split("\t")
         got += [(int(frame), k) for k in kinds.split(";") if k and k != "serialized"]
     assert sorted(set(got)) == sorted(set(want))
+
+
+# Fields only one plugin has, with the reason; every other field has the same name, type and
+# meaning under iscsi_doctor. and iscsi_doctor_lua. (dissector/README.md "Fields").
+C_ONLY = {
+    # one-pass bookkeeping: where a result was decided when its frame had gone by
+    "decided_in", "decided_at_end", "command_decided_at_end", "reported", "reported.finding",
+    "reported.frame", "reported.round_trips", "reported.status_frame",
+    # engine notices (missing bytes, framing lost): the Lua port reports none
+    "notice", "expert.notice_info", "expert.notice_warning", "expert.notice_error",
+    "related",  # a related frame of a role without its own field (the Lua plugin has none)
+}
+LUA_ONLY = {"expert.excess_round_trips"}
+
+
+def test_both_plugins_speak_one_vocabulary(tshark):
+    lua = ROOT / "lua" / "iscsi_doctor.lua"
+    out = tshark("-G", "fields", "-X", f"lua_script:{lua}").stdout
+    c, lu = {}, {}
+    for row in out.splitlines():
+        f = row.split("\t")
+        if len(f) > 3 and f[0] == "F":
+            if f[2].startswith("iscsi_doctor_lua."):
+                lu[f[2][len("iscsi_doctor_lua."):]] = f[3]
+            elif f[2].startswith("iscsi_doctor."):
+                c[f[2][len("iscsi_doctor."):]] = f[3]
+    assert lu, "the Lua plugin registered no field (not loaded?)"
+    assert set(c) - set(lu) == C_ONLY
+    assert set(lu) - set(c) == LUA_ONLY
+    assert {k: c[k] for k in set(c) & set(lu)} == {k: lu[k] for k in set(c) & set(lu)}
+    for kind in ("nagle_hold", "delayed_ack", "r2t_round_trip", "cwnd_limited", "rwnd_limited",
+                 "retransmission", "target_think", "serialized"):
+        assert "expert." + kind in c and "expert." + kind in lu
+
+
+@needs_nagle
+def test_both_plugins_give_the_same_field_values(tshark):
+    """The shared fields carry the same values in both plugins, frame by frame, in two passes (in
+    one pass each shows a result decided after its frame went by its own way: the C plugin as
+    `reported`, the Lua plugin on the deciding frame)."""
+    lua = ROOT / "lua" / "iscsi_doctor.lua"
+    shared = ["itt", "op", "first_frame", "status_frame", "command_frame", "round_trips", "ideal_round_trips",
+              "excess_round_trips", "bytes", "scsi_status", "finding", "side", "evidence_frame",
+              "finding_itt", "command_first_frame", "released_by", "acks", "released", "previous_small"]
+
+    def rows(prefix):
+        args = ["-n", "-r", str(NAGLE), "-X", f"lua_script:{lua}", "-Y", f"{prefix}.finding or {prefix}.itt",
+                "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=;", "-e", "frame.number"]
+        for f in shared:
+            args += ["-e", f"{prefix}.{f}"]
+        return tshark("-2", *args).stdout.splitlines()
+
+    c, lu = rows("iscsi_doctor"), rows("iscsi_doctor_lua")
+    assert c and c == lu
