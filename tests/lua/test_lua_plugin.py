@@ -296,3 +296,18 @@ def test_core_under_lua_version(cli, version):
             want_f, want_c = lc.cli_sets(cli(path), SUPPORTED)
             assert got_f == want_f, f"{name}: {lc.diff(want_f, got_f)}"
             assert got_c == want_c, f"{name}: {lc.diff(want_c, got_c)}"
+
+
+def test_plugin_file_is_generated_from_its_parts():
+    """lua/iscsi_doctor.lua is lua/src/ concatenated (lua/amalgamate.py): an edit of one and not
+    the other fails here."""
+    r = subprocess.run(["python3", str(ROOT / "lua" / "amalgamate.py"), "--check"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    parts = (ROOT / "lua" / "src" / "ORDER").read_text().split()
+    for name in parts:
+        assert (ROOT / "lua" / "src" / name).exists(), name
+    # every part that ports an engine file names one that exists
+    for name in parts:
+        text = (ROOT / "lua" / "src" / name).read_text()
+        for ref in re.findall(r"engine/src/[\w/]+\.(?:cpp|hpp)", text):
+            assert (ROOT / ref).exists(), f"{name} names {ref}, which does not exist"

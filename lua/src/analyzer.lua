@@ -1,0 +1,244 @@
+---------------------------------------------------------------------------------------------
+-- Analyzer: the connection table (engine/src/analyzer.cpp) and the results per frame.
+
+local Analyzer = {}
+Analyzer.__index = Analyzer
+
+function Analyzer.new(options)
+  local a = setmetatable({ options = options or DEFAULT_OPTIONS, live = {}, live_count = 0,
+    connections = {}, next_id = 1, sessions = {}, session_keys = {},
+    findings = {}, commands = {}, by_evidence = {}, by_decision = {}, by_status = {},
+    cmd_by_decision = {},
+    cur_frame = 0, finished = false, last_frame = 0,
+    pending = {}, pending_count = 0, pending_order = {}, po_head = 1, po_tail = 0,
+    closing = {}, cl_head = 1, cl_tail = 0, last_idle_scan = nil, refused = {}, refused_count = 0,
+    segments = 0, scan_segments = 0 }, Analyzer)
+  return a
+end
+
+-- Memory follows what is open: a closed connection is finished once its last segments (final
+-- ACK, a resent FIN) have had time to pass (engine/src/analyzer.cpp).
+function Analyzer:finish_closed(now)
+  while self.cl_head <= self.cl_tail and self.closing[self.cl_head].due < now do
+    local e = self.closing[self.cl_head]
+    self.closing[self.cl_head] = nil
+    self.cl_head = self.cl_head + 1
+    local c = self.live[e.key]
+    if c and c.id == e.id then
+      c:finish()
+      self.live[e.key] = nil
+      self.live_count = self.live_count - 1
+    end
+  end
+end
+
+-- At the connection cap: connections idle past the timeout are finished (one scan per half timeout).
+function Analyzer:finish_idle(now)
+  local timeout = self.options.idle_timeout_s * 1e9
+  if self.last_idle_scan and (now - self.last_idle_scan < timeout / 2 or
+     self.segments - self.scan_segments < self.live_count) then return end
+  self.last_idle_scan = now
+  self.scan_segments = self.segments
+  local idle = {}
+  for key, c in pairs(self.live) do
+    if now - c.last_t >= timeout then idle[#idle + 1] = { id = c.id, key = key } end
+  end
+  table.sort(idle, function(a, b) return a.id < b.id end)
+  for _, e in ipairs(idle) do
+    self.live[e.key]:finish()
+    self.live[e.key] = nil
+    self.live_count = self.live_count - 1
+  end
+end
+
+-- Handshakes on ports not known to be iSCSI, kept until a Login Request shows the connection is
+-- (then replayed into it: MSS, window scale and round trips come from them).
+local MAX_PENDING_HANDSHAKES = 4096
+function Analyzer:remember_handshake(key, seg, syn)
+  local p = self.pending[key]
+  if syn then
+    if not p then
+      while self.pending_count >= MAX_PENDING_HANDSHAKES and self.po_head <= self.po_tail do
+        local old = self.pending_order[self.po_head]
+        self.pending_order[self.po_head] = nil
+        self.po_head = self.po_head + 1
+        if self.pending[old] then
+          self.pending[old] = nil
+          self.pending_count = self.pending_count - 1
+        end
+      end
+      if self.po_tail - self.po_head + 1 >= 2 * MAX_PENDING_HANDSHAKES then  -- drop replayed keys
+        local order, n = {}, 0
+        for k = self.po_head, self.po_tail do
+          local x = self.pending_order[k]
+          if self.pending[x] then n = n + 1; order[n] = x end
+        end
+        self.pending_order, self.po_head, self.po_tail = order, 1, n
+      end
+      self.pending_count = self.pending_count + 1
+      self.po_tail = self.po_tail + 1
+      self.pending_order[self.po_tail] = key
+    end
+    p = {}
+    self.pending[key] = p
+  elseif not p or #p >= 3 then
+    return
+  end
+  local copy = {}
+  for k, v in pairs(seg) do copy[k] = v end
+  copy.payload = ""
+  p[#p + 1] = copy
+end
+
+function Analyzer:resolve_session(key, conn)
+  local id = self.session_keys[key]
+  if not id then
+    id = #self.sessions + 1
+    self.session_keys[key] = id
+    self.sessions[id] = { id = id, connections = {}, initiator = conn.initiator, target = conn.target }
+  end
+  local s = self.sessions[id]
+  s.connections[#s.connections + 1] = conn.id
+  if conn.login_done then
+    s.initiator_name, s.target_name = conn.initiator_name, conn.target_name
+    s.session_type, s.isid, s.tsih = conn.session_type, conn.isid, conn.tsih
+  end
+  return id
+end
+
+local function push(t, k, v)
+  local l = t[k]
+  if not l then l = {}; t[k] = l end
+  l[#l + 1] = v
+end
+
+function Analyzer:on_finding(f)
+  f.decided_frame = self.cur_frame
+  f.fix = fix_for(f.kind, f.side)
+  self.findings[#self.findings + 1] = f
+  push(self.by_evidence, f.frame, f)
+  push(self.by_decision, self.cur_frame, f)
+end
+
+function Analyzer:on_command_start(c) end
+
+function Analyzer:on_command(c)
+  self.commands[#self.commands + 1] = c
+  if c.completed then
+    push(self.by_status, c.status_frame, c)
+    push(self.cmd_by_decision, self.cur_frame, c)
+  end
+end
+
+-- The engine orders its connection table by (lower endpoint, higher endpoint), an endpoint by
+-- its 16 address bytes (IPv4 in the first 4), then IPv6 or not, then port; finish() goes
+-- through it in that order. As a string of hex digits that sorts the same way.
+local function endpoint_order(ep)
+  local addr, port = ep:match("^%[?(.-)%]?:(%d+)$")
+  if not addr then return ep end
+  local bytes, v6 = {}, addr:find(":", 1, true) ~= nil
+  local v4 = addr:match("(%d+%.%d+%.%d+%.%d+)$")
+  local tail = {}
+  if v4 then
+    for n in v4:gmatch("%d+") do tail[#tail + 1] = tonumber(n) % 256 end
+    addr = addr:sub(1, #addr - #v4)
+  end
+  if v6 then
+    local head, rest = addr, nil
+    local dc = addr:find("::", 1, true)
+    if dc then head, rest = addr:sub(1, dc - 1), addr:sub(dc + 2) end
+    local function groups(s)
+      local g = {}
+      for h in s:gmatch("[^:]+") do g[#g + 1] = tonumber(h, 16) or 0 end
+      return g
+    end
+    local hg, rg = groups(head), rest and groups(rest) or {}
+    local n = #hg + #rg + #tail / 2
+    for _, v in ipairs(hg) do bytes[#bytes + 1] = floor(v / 256); bytes[#bytes + 1] = v % 256 end
+    for _ = n + 1, 8 do bytes[#bytes + 1] = 0; bytes[#bytes + 1] = 0 end
+    for _, v in ipairs(rg) do bytes[#bytes + 1] = floor(v / 256); bytes[#bytes + 1] = v % 256 end
+  end
+  for _, v in ipairs(tail) do bytes[#bytes + 1] = v end
+  local out = {}
+  for i = 1, 16 do out[i] = string.format("%02x", bytes[i] or 0) end
+  return table.concat(out) .. (v6 and "1" or "0") .. string.format("%04x", tonumber(port) % 65536)
+end
+
+local function looks_like_login(payload)
+  if #payload < 48 or payload:byte(1) ~= 0x43 then return false end
+  return plausible(parse_bhs(payload), true, true)
+end
+
+-- seg: frame, t (ns, any origin), src, dst (endpoint strings), sport, dport, seq, ack, flags,
+-- window, mss, wscale, payload (captured bytes), wire_len
+function Analyzer:feed(seg)
+  self.cur_frame = seg.frame
+  self.last_frame = max(self.last_frame, seg.frame)
+  local key = seg.src < seg.dst and (seg.src .. "|" .. seg.dst) or (seg.dst .. "|" .. seg.src)
+  self.segments = self.segments + 1
+  if self.cl_head <= self.cl_tail then self:finish_closed(seg.t) end
+  local c = self.live[key]
+  local syn = hasbit(seg.flags, 0x02) and not hasbit(seg.flags, 0x10)
+  if c and syn and c.closed then
+    c:finish()
+    self.live[key] = nil
+    self.live_count = self.live_count - 1
+    c = nil
+  end
+  if not c then
+    local opt = self.options
+    if not opt.ports[seg.dport] and not opt.ports[seg.sport] and opt.detect_ports and seg.wire_len == 0 and
+       (hasbit(seg.flags, 0x02) or hasbit(seg.flags, 0x10)) then
+      self:remember_handshake(key, seg, syn)
+    end
+    if not syn and seg.wire_len == 0 then return end
+    -- A connection the cap refused stays unanalysed until its 4-tuple starts anew (SYN).
+    if self.refused[key] then
+      if not syn then return end
+      self.refused[key] = nil
+      self.refused_count = self.refused_count - 1
+    end
+    local ini, tgt
+    if opt.ports[seg.dport] then ini, tgt = seg.src, seg.dst
+    elseif opt.ports[seg.sport] then ini, tgt = seg.dst, seg.src
+    elseif opt.detect_ports and not syn and looks_like_login(seg.payload) then ini, tgt = seg.src, seg.dst end
+    if not ini then return end
+    if self.live_count >= opt.max_connections then self:finish_idle(seg.t) end
+    if self.live_count >= opt.max_connections then
+      if self.refused_count >= 65536 then self.refused, self.refused_count = {}, 0 end
+      self.refused[key] = true
+      self.refused_count = self.refused_count + 1
+      return
+    end
+    c = Connection.new(self, self.next_id, ini, tgt)
+    local a, b = endpoint_order(ini), endpoint_order(tgt)
+    c.table_order = a < b and (a .. b) or (b .. a)
+    self.next_id = self.next_id + 1
+    self.live[key] = c
+    self.live_count = self.live_count + 1
+    self.connections[#self.connections + 1] = c
+    local p = self.pending[key]
+    if p then
+      for _, h in ipairs(p) do c:on_segment(h, h.src == ini and I2T or T2I) end
+      self.pending[key] = nil
+      self.pending_count = self.pending_count - 1
+    end
+  end
+  local dir = seg.src == c.initiator and I2T or T2I
+  local was_closed = c.closed
+  c:on_segment(seg, dir)
+  if c.closed and not was_closed then
+    self.cl_tail = self.cl_tail + 1
+    self.closing[self.cl_tail] = { due = seg.t + max(RULES.closed_linger_ms * 1e6, RULES.closed_linger_rtts * c:full_rtt_ns()), key = key, id = c.id }
+  end
+end
+
+function Analyzer:finish()
+  if self.finished then return end
+  self.finished = true
+  self.cur_frame = self.last_frame
+  local list = {}
+  for _, c in pairs(self.live) do list[#list + 1] = c end
+  table.sort(list, function(a, b) return a.table_order < b.table_order end)
+  for _, c in ipairs(list) do c:finish() end
+end

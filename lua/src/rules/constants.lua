@@ -1,0 +1,39 @@
+-- The rule constants, as docs/rules.md "Rule constants" lists them; tests/lua checks this table
+-- against that one, and doc_sha256 against the whole document, so that a change of the rules
+-- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
+local RULES = {
+  doc_sha256 = "635ac7b1656aa59565393b767e7058b8b56a347b8c39d1ef8fe79b16b737062c",
+  delayed_ack_min_ms = 10,
+  think_min_ms = 2,
+  think_share = 0.5,
+  release_tolerance_ms = 0.3,
+  release_tolerance_rtt_divisor = 10,
+  wait_min_ms = 0.5,
+  wait_min_rtt_divisor = 4,
+  serialized_min_commands = 8,
+  serialized_wait_share = 0.25,
+  r2t_max_write_bytes = 16777215,
+  mss_fallback_min = 536,
+  ack_record_keep_rtts = 2,
+  ack_record_keep_ms = 10,
+  rwnd_edge_window_divisor = 4,
+  near_initiator_rtt_factor = 5,
+  settle_max_ms = 1000,
+  closed_linger_ms = 1000,
+  closed_linger_rtts = 4,
+  vantage_initiator_share = 0.2,  -- the vantage is reported by the CLI; kept for the table's sake
+  vantage_target_share = 0.8,
+  vantage_min_rtt_ms = 0.2,
+}
+
+-- Options (engine/include/iscsi_doctor/analyzer.hpp)
+local DEFAULT_OPTIONS = {
+  ports = { [3260] = true },
+  detect_ports = true,
+  delayed_ack_min_ms = RULES.delayed_ack_min_ms,
+  think_min_ms = RULES.think_min_ms,
+  max_connections = 65536,
+  idle_timeout_s = 60,
+  max_open_commands = 65536,
+  max_out_of_order_bytes = 4 * 1048576,
+}

@@ -1,0 +1,60 @@
+---------------------------------------------------------------------------------------------
+-- Holds (engine/src/rules/holds.cpp; docs/rules.md "Holds"): nagle_hold, cwnd_limited,
+-- rwnd_limited, and delayed_ack when the releasing ACK was late.
+
+function Connection:classify_hold(dir, seg, ready)
+  local v = { held = false, kind = "cwnd_limited", release_frame = 0, release_t = 0,
+              delayed_ack_ms = 0, acked_frame = 0, release_h = -1, release_cmd = 0 }
+  local f = self.flow[dir]
+  if not self.rtt[dir].known then return v end
+  local rtt_side = self:rtt_ns(dir)
+  local tol = self:tolerance_ns()
+  local function released_by(ack_t)
+    return math.abs(seg.t - (ack_t + rtt_side)) <= tol and ack_t + rtt_side >= ready
+  end
+  local len = seg.wire_len
+  local small = f.last_small
+  if f.has_small and small.acked and small.frame ~= seg.frame and len < f:effective_mss() and
+     released_by(small.ack_t) then
+    v.held = true
+    v.kind = "nagle_hold"
+    v.release_frame = small.ack_frame
+    v.release_t = small.ack_t
+    v.acked_frame = small.frame
+    v.release_h, v.release_cmd = small.h or -1, small.cmd or 0
+    local ack_delay = small.ack_t - small.t - self:rtt_ns(1 - dir)
+    if ms(ack_delay) >= self.opt.delayed_ack_min_ms then v.delayed_ack_ms = ms(ack_delay) end
+    return v
+  end
+  -- Window holds: released by the first ACK that could have reached the sender when this segment
+  -- left, not always the latest one captured.
+  local a = f.acks
+  local i = f.ak_tail + 1
+  while i > f.ak_head and a[i - 1].t + rtt_side + tol >= seg.t do i = i - 1 end
+  while i <= f.ak_tail and not released_by(a[i].t) do i = i + 1 end
+  if i > f.ak_tail then return v end
+  local rel = a[i]
+  v.held = true
+  v.release_frame = rel.frame
+  v.release_t = rel.t
+  v.release_h, v.release_cmd = rel.h, rel.cmd
+  -- The release may itself have been held by the receiver's delayed-ACK timer (an odd segment
+  -- at the end of a flight): measured as for Nagle holds.
+  local acknowledged_more = i == f.ak_head or rel.ack > a[i - 1].ack  -- not a window update
+  if rel.data_frame ~= 0 and acknowledged_more then
+    local ack_delay = rel.t - rel.data_t - self:rtt_ns(1 - dir)
+    if ms(ack_delay) >= self.opt.delayed_ack_min_ms then
+      v.delayed_ack_ms = ms(ack_delay)
+      v.acked_frame = rel.data_frame
+    end
+  end
+  -- The edge in force until the release: data that came within a quarter window (at least one
+  -- segment) of it means the receiver's window held the sender, not the congestion window.
+  local before = i > f.ak_head and a[i - 1] or nil
+  if before and f.max_end + max(f:effective_mss(), floor(before.window / RULES.rwnd_edge_window_divisor)) > before.ack + before.window then
+    v.kind = "rwnd_limited"
+  else
+    v.kind = "cwnd_limited"
+  end
+  return v
+end

@@ -1,0 +1,330 @@
+---------------------------------------------------------------------------------------------
+-- Connection (engine/src/session/connection.cpp)
+
+local I2T, T2I = 0, 1
+local function side_of(dir) return dir == I2T and "initiator" or "target" end
+
+local Connection = {}
+Connection.__index = Connection
+
+local function starts_with_login(payload, dir)
+  if #payload < 48 then return false end
+  local want = dir == I2T and OP.LoginRequest or OP.LoginResponse
+  if payload:byte(1) % 64 ~= want then return false end
+  return plausible(parse_bhs(payload), dir == I2T, true)
+end
+
+function Connection.new(an, id, initiator, target)
+  local c = setmetatable({ an = an, id = id, initiator = initiator, target = target,
+    opt = an.options, flow = { [0] = Flow.new(), [1] = Flow.new() },
+    pdus = { [0] = PduStream.new(true), [1] = PduStream.new(false) },
+    rtt = { [0] = { known = false, min = 0, hs = false }, [1] = { known = false, min = 0, hs = false } },
+    saw_syn = false, saw_synack = false, closed = false, syn_t = 0, synack_t = 0,
+    mid_session = false, keys = default_keys(), login = Negotiation.new(), login_done = false,
+    saw_login = false, initiator_name = "", target_name = "", isid = "", tsih = 0,
+    header_digest = false, data_digest = false, by_itt = {}, open_count = 0, current_slot = { [0] = nil, [1] = nil },
+    slots = {}, slot_count = 0, free_slots = {},
+    frames = 0, commands = 0, completed = 0, outstanding = 0, max_outstanding = 0,
+    serial_commands = 0, serial_wait_ms = 0, serial_cycle_ms = 0, serial_crossing_ms = 0, first_command_frame = 0,
+    retransmissions = 0, digest_errors = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 } }, Connection)
+  return c
+end
+
+local function rtt_sample(r, ns, hs)
+  if ns < 0 then return end
+  if hs then r.hs = true end
+  if not r.known or ns < r.min then r.min = ns end
+  r.known = true
+end
+
+function Connection:session_id()
+  if self.session then return self.session end
+  local key
+  if self.login_done then
+    key = "login:" .. self.initiator_name .. "|" .. self.isid .. "|" .. self.target_name .. "|" .. self.tsih
+  else
+    key = "connection:" .. self.id
+  end
+  self.session = self.an:resolve_session(key, self)
+  return self.session
+end
+
+function Connection:rtt_ns(dir) local r = self.rtt[dir]; return r.known and r.min or 0 end
+function Connection:full_rtt_ns() return self:rtt_ns(I2T) + self:rtt_ns(T2I) end
+-- Jitter allowance when matching a release to the ACK that caused it (integer ns, as the engine).
+function Connection:tolerance_ns()
+  return floor(RULES.release_tolerance_ms * 1e6 + 0.5) + floor(self:full_rtt_ns() / RULES.release_tolerance_rtt_divisor)
+end
+
+function Connection:deliver(dir, bytes, wire_len, seg)
+  local f = self.flow[dir]
+  local ps = self.pdus[dir]
+  local began_mid = ps.open
+  local mid_slot = began_mid and self.current_slot[dir] and self.current_slot[dir].slot or 0
+  local events = ps:feed(bytes, seg.frame, seg.t)
+  if #bytes < wire_len then
+    local missing = wire_len - #bytes
+    f.bytes_missing = f.bytes_missing + missing
+    ps:gap(missing)
+  end
+  f.next = f.next + wire_len
+  f:move_ref(f.next)
+  self:on_pdus(dir, seg, events, began_mid, mid_slot)
+end
+
+-- iSCSI PDUs and commands -------------------------------------------------------------------
+
+-- Above this many open commands the open count is taken as is, without a scan.
+local COUNTED_IN_FLIGHT = 64
+
+function Connection:on_pdu_end(dir, seg, ev)
+  local b = ev.bhs
+  local op = b.opcode
+  if ev.digest_bad then self.digest_errors = self.digest_errors + 1 end
+  if op == OP.LoginRequest or op == OP.LoginResponse or op == OP.TextRequest or op == OP.TextResponse then
+    self:on_login(dir, ev, seg)
+    return
+  end
+  if op == OP.Reject or op == OP.TaskMgmtResponse or op == OP.LogoutResponse then return end
+  if b.itt == RESERVED_TAG then return end
+  local c = self.by_itt[b.itt]
+  if not c then
+    -- A reply framed before its command (the initiator's stream still waiting on a digest
+    -- probe after a mid-stream start): kept until the command shows up.
+    if dir == T2I and not self.replaying and (op == OP.DataIn or op == OP.ScsiResponse or op == OP.R2T) then
+      local o = self.orphans
+      if #o >= 32 then table.remove(o, 1) end
+      local fr, t = seg.frame, seg.t
+      if ev.last_frame and ev.last_frame ~= 0 then fr, t = ev.last_frame, ev.last_t end
+      o[#o + 1] = { ev = ev, frame = fr, t = t }
+    end
+    return
+  end
+  if ev.data_incomplete then c.data_incomplete = true end
+  if dir == T2I and not c.has_seg[T2I] and (op == OP.DataIn or op == OP.ScsiResponse or op == OP.R2T) then
+    self:touch_late_reply(c, seg, ev)
+  end
+  local last_t = (ev.last_frame and ev.last_frame ~= 0) and ev.last_t or seg.t
+  if op == OP.ScsiCommand then
+    c.needed_t = last_t  -- framing may complete later
+    if b.data_length > 0 then c.data_out_bytes = c.data_out_bytes + b.data_length end
+    if c.unsolicited_expected <= c.data_out_bytes then c.request_done = true end
+    self:replay_orphans(b.itt)
+  elseif op == OP.DataOut then
+    c.data_out_bytes = c.data_out_bytes + b.data_length
+    if hasbit(b.flags, 0x80) then
+      c.needed_t = last_t
+      c.request_done = true
+    end
+  elseif op == OP.R2T then
+    c.r2ts = c.r2ts + 1
+    if c.first_r2t_frame == 0 then c.first_r2t_frame = seg.frame end
+    c.last_r2t_t = seg.t
+    c.h_at_r2t = c.h_target
+  elseif op == OP.DataIn then
+    c.data_in_bytes = c.data_in_bytes + b.data_length
+    if hasbit(b.flags, 0x01) then
+      c.scsi_status = b.byte3
+      self:complete(c, seg, ev)
+    end
+  elseif op == OP.ScsiResponse then
+    c.iscsi_response = b.byte2
+    c.scsi_status = b.byte3
+    c.sense_key, c.asc, c.ascq = iscsi_sense(ev.data)
+    self:complete(c, seg, ev)
+  end
+end
+
+-- The command's orphans are taken out first and each is replayed once: one that still finds no
+-- open command (a duplicate reply after the status) is dropped, never queued again.
+function Connection:replay_orphans(itt)
+  local o = self.orphans
+  if #o == 0 then return end
+  local mine, rest = {}, {}
+  for i = 1, #o do
+    if o[i].ev.bhs.itt == itt then mine[#mine + 1] = o[i] else rest[#rest + 1] = o[i] end
+  end
+  if #mine == 0 then return end
+  self.orphans = rest
+  local outer = self.replaying
+  self.replaying = true
+  for i = 1, #mine do
+    local x = mine[i]
+    self:on_pdu_end(T2I, { frame = x.frame, t = x.t, wire_len = 0 }, x.ev)
+  end
+  self.replaying = outer
+end
+
+function Connection:complete(c, seg, ev)
+  c.completed = true
+  -- The segment with the PDU's last byte (earlier than this one while a digest probe waited).
+  if ev.last_frame and ev.last_frame ~= 0 then
+    c.status_frame, c.status_t = ev.last_frame, ev.last_t
+  else
+    c.status_frame, c.status_t = seg.frame, seg.t
+  end
+  if self.filling and self.filling.t > c.status_t then  -- the status waited for a hole to fill
+    c.status_frame, c.status_t = self.filling.frame, self.filling.t
+  end
+  -- A status captured before its command cannot be timed: it counts as seen with the command.
+  c.status_frame = max(c.status_frame, c.first_frame)
+  c.status_t = max(c.status_t, c.first_t)
+  -- Answered; reported once the initiator acknowledges the status (settle), in status order.
+  self:retire(c)
+  c.settling = true
+  -- Near the initiator a segment lost after the capture point cannot precede the status (the
+  -- initiator's stream would have a hole): no need to wait.
+  local near_initiator = self.rtt[I2T].known and self.rtt[T2I].known and
+                         self:rtt_ns(I2T) * RULES.near_initiator_rtt_factor < self:full_rtt_ns()
+  c.settle_seq = near_initiator and 0 or self.flow[T2I].next
+  local q = self.settling
+  q.tail = q.tail + 1
+  q[q.tail] = c
+  self:settle(seg.t)
+end
+
+local SETTLE_MAX_NS = RULES.settle_max_ms * 1e6  -- without the ACK: reported anyway
+function Connection:settle(now, all)
+  local q, f = self.settling, self.flow[T2I]
+  while q.head <= q.tail do
+    local c = q[q.head]
+    local acked = c.settle_seq == 0 or (f.una_known and f.una >= c.settle_seq)
+    if not all and not acked and now - c.status_t < SETTLE_MAX_NS then break end
+    q[q.head] = nil
+    q.head = q.head + 1
+    self:emit_command(c)
+    self:release(c)
+  end
+end
+
+function Connection:add_kind(c, k)
+  if not c.findings_set[k] then
+    c.findings_set[k] = true
+    c.findings[#c.findings + 1] = k  -- in order of first evidence
+  end
+end
+
+-- How many commands were in flight together with c, by capture time: framing may lag one
+-- direction (a digest probe after a mid-session join) and see commands that followed each
+-- other as overlapping.
+function Connection:in_flight_with(c)
+  if self.outstanding > COUNTED_IN_FLIGHT then return self.outstanding end
+  local n = 1
+  for _, o in pairs(self.by_itt) do
+    if o ~= c and o.used and (not c.completed or o.first_t < c.status_t) then n = n + 1 end
+  end
+  if self.latest_status_t and self.latest_status_t > c.first_t then n = n + 1 end
+  return n
+end
+
+function Connection:emit_command(c)
+  self.max_outstanding = max(self.max_outstanding, self:in_flight_with(c))
+  if c.completed then
+    c.latency_ms = ms(c.status_t - c.first_t)
+    c.round_trips = max(1, floor((c.h_target + 1) / 2))
+    self.completed = self.completed + 1
+    if c.write and c.r2ts > 0 and c.bytes <= RULES.r2t_max_write_bytes then
+      self:add_kind(c, "r2t_round_trip")
+      self:emit_finding({ kind = "r2t_round_trip", side = "target", frame = c.first_r2t_frame,
+        lost_ms = c.breakdown.r2t, itt = c.itt, command_first_frame = c.first_frame,
+        detail = c.r2ts .. " R2T round trip(s) for a " .. c.bytes .. "-byte write" })
+    end
+    local think = c.breakdown.think
+    if think >= self.opt.think_min_ms and think >= RULES.think_share * c.latency_ms then
+      self:add_kind(c, "target_think")
+      self:emit_finding({ kind = "target_think", side = "target",
+        frame = c.first_reply_frame ~= 0 and c.first_reply_frame or c.status_frame,
+        related = { { "command", c.first_frame } }, lost_ms = think, itt = c.itt,
+        command_first_frame = c.first_frame,
+        detail = "the target took " .. whole_ms(think) .. " ms to answer: the target, not the network" })
+    end
+    -- The cycle includes the crossing from the previous status to this command (up to
+    -- rtt(initiator)): near the target that is where the round trip lies.
+    if self.max_outstanding <= 1 then
+      local b = c.breakdown
+      local back = 0
+      if self.latest_status_t and c.first_t > self.latest_status_t then
+        back = ms(min(c.first_t - self.latest_status_t, self:rtt_ns(I2T)))
+      end
+      self.serial_commands = self.serial_commands + 1
+      self.serial_cycle_ms = self.serial_cycle_ms + c.latency_ms + back
+      local crossings = b.request + b.r2t + b.response + back
+      self.serial_wait_ms = self.serial_wait_ms + crossings + b.nagle + b.delayed_ack + b.window
+      -- Holds are claimed (and ranked) by their own findings; only the crossings are this one's.
+      self.serial_crossing_ms = self.serial_crossing_ms + crossings
+    end
+    if not self.latest_status_t or c.status_t > self.latest_status_t then self.latest_status_t = c.status_t end
+  end
+  self.an:on_command(c)
+end
+
+function Connection:on_login(dir, ev, seg)
+  local b = ev.bhs
+  local login = b.opcode == OP.LoginRequest or b.opcode == OP.LoginResponse
+  if login then
+    self.saw_login = true
+    self.isid = string.format("%08x%04x", b.lun_hi, floor(b.lun_lo / 65536))
+    if b.opcode == OP.LoginResponse then self.tsih = b.lun_lo % 65536 end
+  end
+  self.login:add_pdu(b, ev.data, ev.kept_truncated)
+  local k = self.login.result
+  if not k.complete or self.login_done then return end
+  self.login_done = true
+  local keys = self.keys
+  keys.immediate_data = k.immediate_data
+  keys.initial_r2t = k.initial_r2t
+  keys.first_burst = k.first_burst
+  keys.max_burst = k.max_burst
+  keys.target_mrdsl = k.target_mrdsl
+  keys.initiator_mrdsl = k.initiator_mrdsl
+  keys.max_outstanding_r2t = k.max_outstanding_r2t
+  keys.from_login = true
+  self.header_digest = k.header_digest == "CRC32C"
+  self.data_digest = k.data_digest == "CRC32C"
+  -- A corrupt DataSegmentLength (up to 16 MiB) would swallow the stream: bound it by what the
+  -- receiver declared, with headroom for later Text renegotiation.
+  local bound = max(max(k.max_burst, k.first_burst), 262144)
+  self.pdus[I2T].framer:set_digests(self.header_digest, self.data_digest, max(bound, k.target_mrdsl))
+  self.pdus[T2I].framer:set_digests(self.header_digest, self.data_digest, max(bound, k.initiator_mrdsl))
+  self.initiator_name = k.initiator_name
+  self.target_name = k.target_name
+  self.session_type = k.session_type
+  self:session_id()
+end
+
+function Connection:emit_finding(f)
+  f.session = self:session_id()
+  f.connection = self.id
+  self.an:on_finding(f)
+end
+
+function Connection:finish()
+  for d = 0, 1 do
+    local f = self.flow[d]
+    if f.ooo_count > 0 then
+      self:declare_gap(d, f.max_end, f.ooo[f:ooo_first()].frame)
+    end
+  end
+  for d = 0, 1 do
+    local s = { frame = self.flow[d].last_data_frame, t = self.flow[d].last_data_t, wire_len = 0 }
+    local events = self.pdus[d]:finish()
+    self:on_pdus(d, s, events, false, nil)
+  end
+  self:settle(0, true)
+  for slot = 1, self.slot_count do  -- in slot order, as the engine
+    local c = self.slots[slot]
+    if c then
+      self:emit_command(c)
+      self:release(c)
+    end
+  end
+  if self.serial_commands >= RULES.serialized_min_commands and self.max_outstanding <= 1 and
+     self.serial_wait_ms >= RULES.serialized_wait_share * self.serial_cycle_ms then
+    self:emit_finding({ kind = "serialized", side = "initiator", frame = self.first_command_frame,
+      lost_ms = self.serial_crossing_ms,
+      detail = self.serial_commands .. " commands issued one at a time; the link sat idle waiting on round trips for " ..
+               whole_ms(self.serial_wait_ms) .. " ms (" .. whole_ms(self.serial_crossing_ms) ..
+               " ms of it crossing the network)" })
+  end
+  self:session_id()  -- the engine's connection facts name a session even without a command
+end

@@ -1,0 +1,232 @@
+---------------------------------------------------------------------------------------------
+-- The critical path (engine/src/session/critical_path.cpp; docs/rules.md "The critical path"):
+-- each segment carrying bytes of a command is an event of it ("touch" here).
+
+function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
+  local touches = {}
+  -- Touches name slots, as in the engine: a slot released and taken again by a command started
+  -- in this segment is that command's.
+  if began_mid and self.slots[mid_slot] then touches[1] = { slot = mid_slot, role = "cont" } end
+  for _, ev in ipairs(events) do
+    if ev.type == "start" then
+      local c, role = self:touch_for_start(dir, ev, seg)
+      self.current_slot[dir] = c
+      if c and #touches < 8 and role ~= "start" then
+        local dup = false
+        for _, t in ipairs(touches) do if t.slot == c.slot then dup = true end end
+        if not dup then
+          touches[#touches + 1] = { slot = c.slot, role = role, response = ev.bhs.opcode == OP.ScsiResponse }
+        end
+      end
+    end
+  end
+  local verdict = { held = false, reported = false }
+  for _, t in ipairs(touches) do self:analyse_touch(dir, seg, t, verdict) end
+  for _, ev in ipairs(events) do
+    if ev.type == "end" then self:on_pdu_end(dir, seg, ev) end
+  end
+end
+
+local function new_breakdown()
+  return { request = 0, think = 0, data = 0, nagle = 0, delayed_ack = 0, r2t = 0, window = 0,
+           loss = 0, response = 0 }
+end
+
+function Connection:touch_for_start(dir, ev, seg)
+  local b = ev.bhs
+  local op = b.opcode
+  if dir == I2T and op == OP.ScsiCommand then
+    if b.itt == RESERVED_TAG then return nil end
+    local old = self.by_itt[b.itt]
+    if old then
+      self:emit_command(old)
+      self:release(old)
+    end
+    if self.open_count >= self.opt.max_open_commands then return nil end
+    local w = hasbit(b.flags, 0x20)
+    local slot = #self.free_slots
+    if slot > 0 then
+      slot, self.free_slots[slot] = self.free_slots[slot], nil
+    else
+      self.slot_count = self.slot_count + 1
+      slot = self.slot_count
+    end
+    local c = { used = true, conn = self, slot = slot, session = self:session_id(), itt = b.itt,
+      cmdsn = b.w24, bytes = b.w20,
+      first_frame = ev.first_frame ~= 0 and ev.first_frame or seg.frame,
+      first_t = ev.first_frame ~= 0 and ev.first_t or seg.t,
+      write = w, findings_set = {}, findings = {},
+      breakdown = new_breakdown(), h_initiator = 1, h_target = 0, last_event_t = 0,
+      last_seg_t = { [0] = seg.t, [1] = 0 }, has_seg = { [0] = true, [1] = false },
+      needed_t = 0, request_done = false, r2ts = 0, first_r2t_frame = 0, last_r2t_t = 0,
+      h_at_r2t = 0, first_reply_frame = 0, solicited_data = false, data_out_bytes = 0,
+      data_in_bytes = 0, loss_pending_ms = 0, hold_ms = 0, completed = false,
+      data_incomplete = false }
+    local cdir, _
+    c.op, cdir, _, c.lba = decode_cdb(b.cdb)
+    c.kind = c.lba and (cdir == "read" and "read" or "write") or "other"
+    if not self.keys.from_login and w and b.data_length > 0 then self.keys.immediate_data = true end
+    if w then
+      c.unsolicited_expected = min(b.w20, self.keys.initial_r2t and 0 or self.keys.first_burst)
+    else
+      c.unsolicited_expected = 0
+    end
+    c.ideal_round_trips = ideal_round_trips(self.keys, w, w and b.w20 or 0)
+    c.last_event_t = c.first_t
+    self.slots[slot] = c
+    self.by_itt[b.itt] = c
+    self.open_count = self.open_count + 1
+    self.commands = self.commands + 1
+    self.outstanding = self.outstanding + 1
+    -- Small counts are judged by capture time when commands complete (in_flight_with).
+    if self.outstanding > COUNTED_IN_FLIGHT then
+      self.max_outstanding = max(self.max_outstanding, self.outstanding)
+    end
+    if self.first_command_frame == 0 then self.first_command_frame = c.first_frame end
+    self.an:on_command_start(c)
+    return c, "start"
+  end
+  if b.itt == RESERVED_TAG then return nil end
+  local c = self.by_itt[b.itt]
+  if not c then return nil end
+  local role
+  if op == OP.DataOut then
+    if b.w20 ~= RESERVED_TAG then
+      role = c.solicited_data and "cont" or "solicited"
+      c.solicited_data = true
+    else
+      role = "cont"
+      if self.keys.initial_r2t and not self.keys.from_login then
+        self.keys.initial_r2t = false
+        self.keys.initial_r2t_inferred = true
+      end
+    end
+  elseif op == OP.R2T then
+    role = "reply"
+    c.solicited_data = false
+  elseif op == OP.DataIn or op == OP.ScsiResponse then
+    role = c.has_seg[T2I] and "cont" or "reply"
+    if op == OP.ScsiResponse and c.write and c.r2ts > 0 then role = "reply" end
+  else
+    return nil
+  end
+  return c, role
+end
+
+function Connection:analyse_touch(dir, seg, t, verdict)
+  local c = self.slots[t.slot]
+  if not c then return end
+  local now = seg.t
+  local rtt_side = self:rtt_ns(dir)
+  local ready
+  if t.role == "cont" then
+    ready = c.has_seg[dir] and c.last_seg_t[dir] or c.last_event_t
+  elseif t.role == "solicited" then
+    ready = c.last_r2t_t + rtt_side
+  else
+    ready = c.needed_t + rtt_side
+  end
+  local interval = max(0, now - c.last_event_t)
+  local crossing = min(max(ready - c.last_event_t, 0), interval)
+  local rest = interval - crossing
+  local bd = c.breakdown
+  local reply = t.role == "reply"
+  local solicited = t.role == "solicited"
+  -- Half trips: a reply or solicited data is one crossing after what it answers; a hold found
+  -- below adds the peer's ACK crossing and this segment's own on top of that.
+  if reply then c.h_target = max(c.h_target, c.h_initiator + 1) end
+  if solicited then c.h_initiator = max(c.h_initiator, c.h_at_r2t + 1) end
+  if crossing > 0 then
+    if solicited or (reply and c.r2ts > 0) then bd.r2t = bd.r2t + ms(crossing)
+    else bd.request = bd.request + ms(crossing) end
+  end
+  local wait_min = max(floor(RULES.wait_min_ms * 1e6 + 0.5), floor(self:full_rtt_ns() / RULES.wait_min_rtt_divisor))
+  local loss = min(c.loss_pending_ms, ms(rest))
+  if loss > 0 then
+    bd.loss = bd.loss + loss
+    c.loss_pending_ms = c.loss_pending_ms - loss
+    rest = rest - trunc(loss * 1e6)
+  end
+  if rest > wait_min then
+    if not verdict.reported then
+      local v = self:classify_hold(dir, seg, ready)
+      for k, val in pairs(v) do verdict[k] = val end
+      verdict.reported = true
+      if verdict.held then
+        local fd = { kind = verdict.kind, side = side_of(dir), frame = seg.frame,
+                     related = { { "released_by", verdict.release_frame } }, lost_ms = ms(rest),
+                     itt = c.itt, command_first_frame = c.first_frame }
+        if verdict.acked_frame ~= 0 then fd.related[2] = { "previous_small", verdict.acked_frame } end
+        if verdict.kind == "nagle_hold" then
+          fd.detail = "sub-MSS segment held until the peer acknowledged the previous one"
+        elseif verdict.kind == "rwnd_limited" then
+          fd.detail = "sender waited for the receiver's window to open"
+        else
+          fd.detail = "sender waited for ACKs to grow its congestion window"
+        end
+        self:emit_finding(fd)
+        if verdict.delayed_ack_ms > 0 then
+          local da = { kind = "delayed_ack", side = side_of(1 - dir), frame = verdict.release_frame,
+                       related = { { "acks", verdict.acked_frame }, { "released", seg.frame } },
+                       lost_ms = min(verdict.delayed_ack_ms, ms(rest)), itt = c.itt,
+                       command_first_frame = c.first_frame,
+                       detail = "ACK sent " .. whole_ms(verdict.delayed_ack_ms) ..
+                                " ms late by the delayed-ACK timer while the peer waited" }
+          self:emit_finding(da)
+        end
+      end
+    end
+    if verdict.held then
+      local held_ms = ms(rest)
+      local dack = min(verdict.delayed_ack_ms, held_ms)
+      bd.delayed_ack = bd.delayed_ack + dack
+      if verdict.kind == "nagle_hold" then
+        bd.nagle = bd.nagle + held_ms - dack
+      else
+        bd.window = bd.window + held_ms - dack
+      end
+      c.hold_ms = c.hold_ms + held_ms
+      self:add_kind(c, verdict.kind)
+      if dack > 0 then self:add_kind(c, "delayed_ack") end
+      -- Two crossings after the data the releasing ACK acknowledged: that ACK's, and this one's
+      -- (data of another command says nothing of this one's progress: then on top of it).
+      local h = dir == I2T and c.h_initiator or c.h_target
+      if verdict.release_h >= 0 and verdict.release_cmd == c.first_frame then
+        h = max(h, verdict.release_h + 2)
+      else
+        h = h + 2
+      end
+      if dir == I2T then c.h_initiator = h else c.h_target = h end
+      rest = 0
+    end
+  end
+  if rest > 0 then
+    if dir == T2I and (reply or rest > wait_min) then bd.think = bd.think + ms(rest)
+    elseif solicited then bd.r2t = bd.r2t + ms(rest)
+    elseif t.response then bd.response = bd.response + ms(rest)
+    elseif dir == I2T then bd.request = bd.request + ms(rest)
+    elseif c.has_seg[T2I] then bd.data = bd.data + ms(rest)
+    else bd.request = bd.request + ms(rest) end
+  end
+  if reply and c.first_reply_frame == 0 then c.first_reply_frame = seg.frame end
+  self.seg_h = dir == I2T and c.h_initiator or c.h_target
+  self.seg_cmd = c.first_frame
+  self.seg_itt = c.itt
+  c.last_event_t = max(c.last_event_t, now)
+  c.last_seg_t[dir] = now
+  c.has_seg[dir] = true
+end
+
+-- The reply was framed before (or while) its command was: its time still counts on the critical
+-- path, but no hold can be judged on a timeline that has moved on.
+function Connection:touch_late_reply(c, seg, ev)
+  local none = { held = false, reported = true }
+  local response = ev.bhs.opcode == OP.ScsiResponse
+  local first, last = seg, seg
+  if ev.first_frame and ev.first_frame ~= 0 then first = { frame = ev.first_frame, t = ev.first_t } end
+  if ev.last_frame and ev.last_frame ~= 0 then last = { frame = ev.last_frame, t = ev.last_t } end
+  self:analyse_touch(T2I, first, { slot = c.slot, role = "reply", response = response }, none)
+  if last.t > first.t then
+    self:analyse_touch(T2I, last, { slot = c.slot, role = "cont", response = response }, none)
+  end
+end

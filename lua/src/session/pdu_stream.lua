@@ -1,0 +1,76 @@
+---------------------------------------------------------------------------------------------
+-- PduStream (engine/src/session/pdu_stream.cpp): framer events per segment, each PDU's first
+-- byte mapped back to the segment (frame, time) that carried it.
+
+local PduStream = {}
+PduStream.__index = PduStream
+
+function PduStream.new(from_initiator)
+  return setmetatable({ framer = Framer.new(from_initiator), events = {}, open = false,
+                        recent = {}, abs = 0, cur_frame = 0, cur_t = 0 }, PduStream)
+end
+
+function PduStream:remember(abs, frame, t)
+  local r = self.recent
+  r[#r + 1] = { abs = abs, frame = frame, t = t }
+  if #r > 64 then table.remove(r, 1) end
+end
+
+function PduStream:locate(off, ev)
+  local fr = self.framer
+  if off >= fr.chunk_base and off < fr.chunk_end then
+    ev.first_frame, ev.first_t = self.cur_frame, self.cur_t
+    return
+  end
+  local r = self.recent
+  for k = #r, 1, -1 do
+    if r[k].abs <= off then
+      ev.first_frame, ev.first_t = r[k].frame, r[k].t
+      return
+    end
+  end
+  ev.first_frame, ev.first_t = 0, 0
+end
+
+function PduStream:feed(bytes, frame, t)
+  self.events = {}
+  self.cur_frame, self.cur_t = frame, t
+  self:remember(self.abs, frame, t)
+  self.framer:feed(bytes, self)
+  self.abs = self.abs + #bytes
+  return self.events
+end
+
+function PduStream:gap(lost)
+  self.framer:gap(lost, self)
+  self.abs = self.abs + lost
+  self:remember(self.abs, 0, 0)
+end
+
+function PduStream:finish()
+  self.events = {}
+  self.framer:finish(self)
+  return self.events
+end
+
+function PduStream:on_pdu_start(b, first_abs)
+  local ev = { type = "start", bhs = b }
+  self:locate(first_abs, ev)
+  self.events[#self.events + 1] = ev
+  self.open = true
+end
+
+function PduStream:on_pdu_end(b, first_abs, last_abs, kept, kept_truncated, data_incomplete, truncated,
+                               digest_bad)
+  local ev = { type = "end", bhs = b, data = kept, kept_truncated = kept_truncated,
+               data_incomplete = data_incomplete, truncated = truncated, digest_bad = digest_bad }
+  self:locate(first_abs, ev)
+  -- The segment with the PDU's last byte: the status frame of a SCSI Response.
+  local last = {}
+  self:locate(last_abs, last)
+  ev.last_frame, ev.last_t = last.first_frame, last.first_t
+  self.events[#self.events + 1] = ev
+  self.open = false
+end
+
+function PduStream:on_sync_lost() self.open = false end

@@ -1,0 +1,104 @@
+---------------------------------------------------------------------------------------------
+-- TCP flow, one direction (engine/src/tcp/flow.*)
+
+local Flow = {}
+Flow.__index = Flow
+
+function Flow.new()
+  return setmetatable({ started = false, syn_seen = false, fin_seen = false, next = 0, max_end = 0,
+    una = 0, una_known = false, peer_window = 0, peer_window_known = false, wscale_offered = -1, mss = 0,
+    mss_from_syn = false, largest_payload = 0, data_options_len = 0, has_small = false, last_small = nil,
+    last_data_t = 0, last_data_frame = 0, has_last_data = false,
+    unacked = {}, ua_head = 1, ua_tail = 0, ooo = {}, ooo_count = 0, ooo_bytes = 0,
+    hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0, acked_data_t = 0,
+    acked_data_frame = 0,
+    acks = {}, ak_head = 1, ak_tail = 0 }, Flow)
+end
+
+function Flow:unwrap(seq)
+  local d = (seq - self.ref % TWO32) % TWO32
+  if d >= 2147483648 then d = d - TWO32 end
+  return self.ref + d
+end
+function Flow:anchor(seq)
+  self.ref = TWO32 + seq
+  self.started = true
+  self.next, self.max_end, self.una = self.ref, self.ref, self.ref
+end
+function Flow:move_ref(abs) self.ref = abs end
+-- The SYN's MSS option does not count the TCP options of data segments (timestamps make 1460
+-- into 1448): the option less the options of the last data segment.
+function Flow:effective_mss()
+  local mss = self.mss
+  if mss ~= 0 then
+    local o = self.data_options_len
+    if o ~= 0 and o < mss then return mss - o end
+    if self.largest_payload <= mss and self.largest_payload + 40 >= mss then return self.largest_payload end
+    return mss
+  end
+  local lo = RULES.mss_fallback_min
+  return self.largest_payload > lo and self.largest_payload or lo
+end
+function Flow:is_small(len) return len < self:effective_mss() end
+
+function Flow:acked(ack, t, frame)
+  if self.una_known and ack <= self.una then return false end
+  self.una = ack
+  self.una_known = true
+  local u = self.unacked
+  local function take(r)
+    if r.h and r.h >= 0 then self.acked_h, self.acked_cmd = r.h, r.cmd end
+  end
+  while self.ua_head <= self.ua_tail and u[self.ua_head].e <= ack do
+    take(u[self.ua_head])
+    self.acked_data_t, self.acked_data_frame = u[self.ua_head].t, u[self.ua_head].frame
+    u[self.ua_head] = nil
+    self.ua_head = self.ua_head + 1
+  end
+  if self.ua_head <= self.ua_tail and u[self.ua_head].s < ack then take(u[self.ua_head]) end
+  local s = self.last_small
+  if self.has_small and not s.acked and ack >= s.e then
+    s.acked = true
+    s.ack_t = t
+    s.ack_frame = frame
+  end
+  return true
+end
+
+-- An ACK from the peer that moved the edge of what this side may send (acknowledged more or
+-- changed the window): kept a while, since a sender may be released by an ACK older than the
+-- latest (the capture point is one side's round trip away from the sender).
+local MAX_ACK_RECORDS = 4096
+function Flow:record_ack(r, horizon)
+  local a = self.acks
+  while self.ak_head <= self.ak_tail and (a[self.ak_head].t < horizon or
+        self.ak_tail - self.ak_head + 1 >= MAX_ACK_RECORDS) do
+    a[self.ak_head] = nil
+    self.ak_head = self.ak_head + 1
+  end
+  self.ak_tail = self.ak_tail + 1
+  a[self.ak_tail] = r
+end
+
+-- Index of the first unacknowledged record whose end is beyond v, or nil.
+function Flow:first_unacked_ending_after(v)
+  local lo, hi = self.ua_head, self.ua_tail + 1
+  while lo < hi do
+    local mid = floor((lo + hi) / 2)
+    if self.unacked[mid].e <= v then lo = mid + 1 else hi = mid end
+  end
+  if lo <= self.ua_tail then return lo end
+  return nil
+end
+
+function Flow:push_unacked(rec)
+  if self.ua_tail - self.ua_head + 1 >= 65536 then return end
+  self.ua_tail = self.ua_tail + 1
+  self.unacked[self.ua_tail] = rec
+end
+
+function Flow:ooo_first()
+  local best
+  for k in pairs(self.ooo) do if not best or k < best then best = k end end
+  return best
+end

@@ -1,0 +1,203 @@
+---------------------------------------------------------------------------------------------
+-- TCP tracking and reassembly (engine/src/tcp/tracker.cpp): handshake, ACKs and windows, round
+-- trips, the byte streams put back in order. Methods of Connection: the port keeps one object per
+-- connection where the engine has a tcp::Tracker and its receiver.
+
+function Connection:on_segment(seg, dir)
+  self.frames = self.frames + 1
+  local fl = seg.flags
+  local una_before = self.flow[1 - dir].una
+  if hasbit(fl, 0x02) then self:handle_handshake(seg, dir) end
+  if hasbit(fl, 0x10) then self:handle_ack(seg, dir) end
+  if seg.wire_len > 0 and not hasbit(fl, 0x02) then self:handle_payload(seg, dir) end
+  local f = self.flow[dir]
+  if hasbit(fl, 0x01) or hasbit(fl, 0x04) then
+    f.fin_seen = true
+    if hasbit(fl, 0x04) or self.flow[1 - dir].fin_seen then self.closed = true end
+  end
+  self.last_t = seg.t
+  local win = seg.window
+  local scale = self.flow[dir].wscale_offered
+  if not hasbit(fl, 0x02) and scale >= 0 and self.flow[1 - dir].wscale_offered >= 0 then
+    win = win * 2 ^ min(scale, 14)
+  end
+  local other = self.flow[1 - dir]
+  local window_changed = other.peer_window_known and other.peer_window ~= win
+  other.peer_window = win
+  other.peer_window_known = true
+  if other.una_known and (other.una ~= una_before or window_changed or other.ak_tail < other.ak_head) then
+    -- (what classify_hold may need)
+    other:record_ack({ ack = other.una, t = seg.t, frame = seg.frame, window = win, h = other.acked_h,
+                       cmd = other.acked_cmd, data_t = other.acked_data_t,
+                       data_frame = other.acked_data_frame }, seg.t - RULES.ack_record_keep_rtts * self:full_rtt_ns() - RULES.ack_record_keep_ms * 1e6)
+  end
+  if self.settling.head <= self.settling.tail then self:settle(seg.t) end
+end
+
+function Connection:handle_handshake(seg, dir)
+  local f = self.flow[dir]
+  if f.syn_seen and f.started and f:unwrap(seg.seq) == f.next - 1 then return end
+  f:anchor((seg.seq + 1) % TWO32)
+  f.syn_seen = true
+  self.pdus[dir].framer:set_digests(false, false)
+  f.wscale_offered = seg.wscale or -1
+  if seg.mss and seg.mss ~= 0 then
+    self.flow[1 - dir].mss = seg.mss
+    self.flow[1 - dir].mss_from_syn = true
+  end
+  if not hasbit(seg.flags, 0x10) then
+    self.saw_syn = true
+    self.syn_t = seg.t
+  elseif self.saw_syn and not self.saw_synack then
+    self.saw_synack = true
+    self.synack_t = seg.t
+    rtt_sample(self.rtt[T2I], seg.t - self.syn_t, true)
+  end
+end
+
+function Connection:handle_ack(seg, dir)
+  local peer = self.flow[1 - dir]
+  if not peer.started then return end
+  if self.saw_synack and dir == I2T and not self.rtt[I2T].hs and not hasbit(seg.flags, 0x02) then
+    rtt_sample(self.rtt[I2T], seg.t - self.synack_t, true)
+  end
+  local ack = peer:unwrap(seg.ack)
+  if ack > peer.max_end + 1073741824 then return end
+  if peer.fin_seen and ack == peer.next + 1 then ack = peer.next end  -- the FIN's sequence number
+  if peer.ua_head <= peer.ua_tail and (not peer.una_known or ack > peer.una) then
+    -- Records end in increasing order (each carries new data): a binary search, not a scan.
+    local k = peer:first_unacked_ending_after(ack - 1)
+    local s = k and peer.unacked[k]
+    if s and s.e == ack then rtt_sample(self.rtt[dir], seg.t - s.t) end
+  end
+  if ack > peer.next and peer.started then
+    local upto = min(ack, peer.max_end > peer.next and peer.max_end or ack)
+    self:declare_gap(1 - dir, upto, seg.frame)
+  end
+  peer:acked(ack, seg.t, seg.frame)
+end
+
+function Connection:handle_payload(seg, dir)
+  local f = self.flow[dir]
+  local len = seg.wire_len
+  if not f.started then
+    -- No SYN: a stream that starts with a Login PDU is framed from here (no digests until
+    -- negotiated); otherwise the capture began mid-stream and framing resumes at a BHS.
+    f:anchor(seg.seq)
+    if starts_with_login(seg.payload, dir) then
+      self.pdus[dir].framer:set_digests(false, false)
+    else
+      self.mid_session = true
+      self.pdus[dir].framer:start_unsynced()
+    end
+  end
+  f.largest_payload = max(f.largest_payload, len)
+  if seg.options_len and seg.options_len ~= 0 then f.data_options_len = seg.options_len end
+  local start = f:unwrap(seg.seq)
+  local e = start + len
+  if e <= f.next then
+    local keepalive = len <= 1 and start + 1 >= f.next
+    if not keepalive then self:note_retransmission(dir, seg, start, e) end
+    return
+  end
+  if start > f.next then
+    if f.ooo_count == 0 then f.hole_since = seg.t end
+    local held = f.ooo[start]
+    if not held then
+      held = { bytes = "", t = 0, frame = 0 }
+      f.ooo[start] = held
+      f.ooo_count = f.ooo_count + 1
+    end
+    if #held.bytes < #seg.payload then
+      f.ooo_bytes = f.ooo_bytes + #seg.payload - #held.bytes
+      held.bytes, held.t, held.frame = seg.payload, seg.t, seg.frame
+    end
+    f.max_end = max(f.max_end, e)
+    f:move_ref(e)
+    if f.ooo_bytes > self.opt.max_out_of_order_bytes then
+      self:declare_gap(dir, f:ooo_first(), seg.frame)
+    end
+    return
+  end
+  if f.ooo_count > 0 then
+    self.retransmissions = self.retransmissions + 1
+    local fd = { kind = "retransmission", side = side_of(dir), frame = seg.frame,
+                 lost_ms = ms(seg.t - f.hole_since),
+                 detail = "retransmission fills a hole: the original was lost before the capture point" }
+    local c = self.current_slot[dir]
+    if c and c.used then
+      fd.itt, fd.command_first_frame = c.itt, c.first_frame
+      c.loss_pending_ms = c.loss_pending_ms + fd.lost_ms
+      if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
+      self:add_kind(c, "retransmission")
+    end
+    self:emit_finding(fd)
+  end
+  local skip = f.next - start
+  local bytes = seg.payload
+  local wire_rest = len - skip
+  if skip < #bytes then bytes = bytes:sub(skip + 1) else bytes = "" end
+  local rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = 0, small = f:is_small(len) }
+  self.seg_h, self.seg_cmd, self.seg_itt = -1, 0, 0
+  self:deliver(dir, bytes, wire_rest, seg)
+  rec.owner = self.current_slot[dir] and self.current_slot[dir].slot or 0
+  -- and which command held that slot then: a slot is reused once its command is released
+  rec.owner_cmd = self.current_slot[dir] and self.current_slot[dir].first_frame or 0
+  rec.h, rec.cmd, rec.itt = self.seg_h, self.seg_cmd, self.seg_itt
+  f:push_unacked(rec)
+  if rec.small then
+    f.has_small = true
+    f.last_small = { e = e, t = seg.t, frame = seg.frame, h = rec.h, cmd = rec.cmd, acked = false,
+                     ack_t = 0, ack_frame = 0 }
+  end
+  f.max_end = max(f.max_end, e)
+  f.has_last_data = true
+  f.last_data_t = seg.t
+  f.last_data_frame = seg.frame
+  self:drain_out_of_order(dir, seg)
+end
+
+function Connection:drain_out_of_order(dir, seg)
+  local f = self.flow[dir]
+  -- Held bytes reach the receiver only now, when seg fills the hole before them.
+  local outer = self.filling
+  self.filling = seg
+  while f.ooo_count > 0 do
+    local start = f:ooo_first()
+    if start > f.next then break end
+    local held = f.ooo[start]
+    f.ooo[start] = nil
+    f.ooo_count = f.ooo_count - 1
+    f.ooo_bytes = f.ooo_bytes - #held.bytes
+    local e = start + #held.bytes
+    if e > f.next then
+      local skip = f.next - start
+      local bytes = held.bytes:sub(skip + 1)
+      local s = { frame = held.frame, t = held.t, wire_len = #bytes, flags = seg.flags }
+      self:deliver(dir, bytes, #bytes, s)
+    end
+  end
+  self.filling = outer
+end
+
+function Connection:declare_gap(dir, upto, frame)
+  local f = self.flow[dir]
+  while f.next < upto or (f.ooo_count > 0 and f:ooo_first() <= upto) do
+    local hole_end = upto
+    if f.ooo_count > 0 then hole_end = min(hole_end, f:ooo_first()) end
+    if hole_end > f.next then
+      local lost = hole_end - f.next
+      f.bytes_missing = f.bytes_missing + lost
+      self.pdus[dir]:gap(lost)
+      f.next = hole_end
+      f:move_ref(f.next)
+      local c = self.current_slot[dir]
+      if c and c.used then c.data_incomplete = true end
+      -- As in the engine, PDU events produced by this gap are not analysed (see lua/README.md).
+    end
+    if f.ooo_count == 0 then break end
+    local first = f.ooo[f:ooo_first()]
+    self:drain_out_of_order(dir, { frame = first.frame, t = first.t, flags = 0 })
+    if f.ooo_count == 0 or f.next >= upto then break end
+  end
+end

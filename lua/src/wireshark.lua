@@ -1,0 +1,262 @@
+---------------------------------------------------------------------------------------------
+-- Wireshark glue
+
+if not rawget(_G, "Proto") then
+  return core  -- loaded outside Wireshark (plain Lua): the analysis core only
+end
+
+local proto = Proto("iscsi_doctor_lua", "iSCSI Doctor (Lua)")
+-- One vocabulary with the C plugin (dissector/README.md "Fields"): the same names, types and
+-- meanings under iscsi_doctor_lua. as under iscsi_doctor. (tests/lua compares the two).
+local pf = {
+  command = ProtoField.none("iscsi_doctor_lua.command", "Command"),
+  itt = ProtoField.uint32("iscsi_doctor_lua.itt", "ITT", base.HEX),
+  op = ProtoField.string("iscsi_doctor_lua.op", "Operation"),
+  session = ProtoField.uint32("iscsi_doctor_lua.session", "Session"),
+  connection = ProtoField.uint32("iscsi_doctor_lua.connection", "Connection"),
+  first_frame = ProtoField.framenum("iscsi_doctor_lua.first_frame", "Command's first frame"),
+  status_frame = ProtoField.framenum("iscsi_doctor_lua.status_frame", "Status frame"),
+  command_frame = ProtoField.framenum("iscsi_doctor_lua.command_frame", "Command"),
+  round_trips = ProtoField.int32("iscsi_doctor_lua.round_trips", "Round trips"),
+  ideal_round_trips = ProtoField.int32("iscsi_doctor_lua.ideal_round_trips", "Ideal round trips"),
+  excess_round_trips = ProtoField.int32("iscsi_doctor_lua.excess_round_trips", "Excess round trips"),
+  latency_ms = ProtoField.double("iscsi_doctor_lua.latency_ms", "Latency (ms)"),
+  lba = ProtoField.uint64("iscsi_doctor_lua.lba", "LBA"),
+  bytes = ProtoField.uint32("iscsi_doctor_lua.bytes", "Bytes"),
+  scsi_status = ProtoField.uint8("iscsi_doctor_lua.scsi_status", "SCSI status", base.HEX),
+  command_finding = ProtoField.string("iscsi_doctor_lua.command_finding", "Command finding"),
+  breakdown = ProtoField.none("iscsi_doctor_lua.breakdown", "Breakdown"),
+  finding_tree = ProtoField.none("iscsi_doctor_lua.finding_tree", "Finding"),
+  finding = ProtoField.string("iscsi_doctor_lua.finding", "Finding"),
+  side = ProtoField.string("iscsi_doctor_lua.side", "Side"),
+  lost_ms = ProtoField.double("iscsi_doctor_lua.lost_ms", "Time lost (ms)"),
+  fix = ProtoField.string("iscsi_doctor_lua.fix", "Fix"),
+  detail = ProtoField.string("iscsi_doctor_lua.detail", "Detail"),
+  evidence_frame = ProtoField.framenum("iscsi_doctor_lua.evidence_frame", "Evidence frame"),
+  finding_itt = ProtoField.uint32("iscsi_doctor_lua.finding_itt", "Delayed command ITT", base.HEX),
+  command_first_frame = ProtoField.framenum("iscsi_doctor_lua.command_first_frame",
+                                            "Delayed command's first frame"),
+  related_frame = ProtoField.framenum("iscsi_doctor_lua.related_frame", "Related frame"),
+}
+-- Related frames by their role (the engine's names), as the C plugin's fields.
+local RELATED = { released_by = "Released by", acks = "Acknowledges", released = "Released",
+                  previous_small = "Previous small segment", original = "Original" }
+for role, title in pairs(RELATED) do
+  pf["rel_" .. role] = ProtoField.framenum("iscsi_doctor_lua." .. role, title)
+end
+-- Latency breakdown of a command (docs/rules.md "Latency breakdown"): the parts add up.
+local BREAKDOWN = { "request", "think", "data", "nagle", "delayed_ack", "r2t", "window", "loss",
+                    "response" }
+local BREAKDOWN_TITLE = { request = "Request", think = "Target think", data = "Data", nagle = "Nagle",
+                          delayed_ack = "Delayed ACK", r2t = "R2T", window = "Window", loss = "Loss",
+                          response = "Response" }
+for _, part in ipairs(BREAKDOWN) do
+  pf["bd_" .. part] = ProtoField.double("iscsi_doctor_lua.breakdown." .. part .. "_ms",
+                                        BREAKDOWN_TITLE[part] .. " (ms)")
+end
+local all_fields = {}
+for _, v in pairs(pf) do all_fields[#all_fields + 1] = v end
+proto.fields = all_fields
+
+-- One expert field per finding kind, as the C plugin's: Warning for the network holds and losses,
+-- Note for what is a protocol or target choice.
+local NOTE_KINDS = { r2t_round_trip = true, target_think = true, serialized = true }
+local ef = {
+  slow = ProtoExpert.new("iscsi_doctor_lua.expert.excess_round_trips",
+                         "Command needed more round trips than ideal", expert.group.SEQUENCE, expert.severity.NOTE),
+}
+local experts = { ef.slow }
+for _, kind in ipairs(FINDING_KINDS) do
+  ef[kind] = ProtoExpert.new("iscsi_doctor_lua.expert." .. kind, "iscsi-doctor finding: " .. kind,
+                             expert.group.SEQUENCE, NOTE_KINDS[kind] and expert.severity.NOTE or expert.severity.WARN)
+  experts[#experts + 1] = ef[kind]
+end
+proto.experts = experts
+
+proto.prefs.ports = Pref.string("iSCSI target ports", "3260", "Comma-separated TCP ports of iSCSI targets")
+proto.prefs.detect_ports = Pref.bool("Detect iSCSI on other ports", true,
+  "Follow connections on other ports that start with a Login Request")
+proto.prefs.report = Pref.bool("Print report at the end (tshark)", false,
+  "Print the text report when tshark finishes (as the Tools menu window shows it)")
+
+local F = {}
+local function fld(name)
+  local ok, f = pcall(Field.new, name)
+  if ok then F[name] = f end
+end
+for _, n in ipairs({ "frame.time_epoch", "ip.src", "ip.dst", "ipv6.src", "ipv6.dst", "tcp.srcport",
+  "tcp.dstport", "tcp.seq_raw", "tcp.ack_raw", "tcp.flags", "tcp.window_size_value",
+  "tcp.options.mss_val", "tcp.options.wscale.shift", "tcp.len", "tcp.hdr_len", "tcp.payload",
+  "tcp.segment_data" }) do
+  fld(n)
+end
+
+local state = nil
+local base_secs = nil
+
+local function options_from_prefs()
+  local o = {}
+  for k, v in pairs(DEFAULT_OPTIONS) do o[k] = v end
+  o.ports = {}
+  for n in tostring(proto.prefs.ports or "3260"):gmatch("%d+") do o.ports[tonumber(n)] = true end
+  o.detect_ports = proto.prefs.detect_ports
+  return o
+end
+
+function proto.init()
+  state = Analyzer.new(options_from_prefs())
+  base_secs = nil
+end
+
+local function first(name)
+  local f = F[name]
+  if not f then return nil end
+  local v = f()
+  return v
+end
+
+local function feed_frame(pinfo)
+  local len_fi = first("tcp.len")
+  if not len_fi then return end
+  local srcport, dstport = first("tcp.srcport"), first("tcp.dstport")
+  local seq, ack = first("tcp.seq_raw"), first("tcp.ack_raw")
+  local flags = first("tcp.flags")
+  if not (srcport and dstport and seq and flags) then return end
+  local src, dst = first("ip.src"), first("ip.dst")
+  if not src then src, dst = first("ipv6.src"), first("ipv6.dst") end
+  if not src or not dst then return end
+  local te = first("frame.time_epoch").value
+  if not base_secs then base_secs = te.secs end
+  local t = (te.secs - base_secs) * 1e9 + te.nsecs
+  local payload = ""
+  local wire_len = len_fi.value
+  if wire_len > 0 then
+    local pl = first("tcp.payload")
+    if pl then
+      local ok, raw = pcall(function() return pl.range:raw() end)
+      if ok and raw then payload = raw else payload = tostring(pl.value):gsub("%x%x", function(h) return string.char(tonumber(h, 16)) end) end
+    end
+  end
+  local mss, ws = first("tcp.options.mss_val"), first("tcp.options.wscale.shift")
+  local hl = first("tcp.hdr_len")
+  local options_len = hl and max(0, hl.value - 20) or 0
+  local sp, dp = srcport.value, dstport.value
+  state:feed({ frame = pinfo.number, t = t, src = tostring(src.value) .. ":" .. sp,
+    dst = tostring(dst.value) .. ":" .. dp, sport = sp, dport = dp, seq = seq.value,
+    ack = ack and ack.value or 0, flags = flags.value % 256,
+    window = (first("tcp.window_size_value") or { value = 0 }).value,
+    mss = mss and mss.value or 0, wscale = ws and ws.value or -1, options_len = options_len,
+    payload = payload, wire_len = wire_len })
+end
+
+-- A decimal string (the core keeps 64-bit LBAs exact as text) as a UInt64.
+local function uint64_of(dec)
+  local hi, lo = 0, 0
+  for d in tostring(dec):gmatch("%d") do
+    local l = lo * 10 + tonumber(d)
+    lo = l % 4294967296
+    hi = (hi * 10 + math.floor(l / 4294967296)) % 4294967296
+  end
+  return UInt64.new(lo, hi)
+end
+
+local function add_command(root, c)
+  local t = root:add(pf.command):set_text(string.format(
+    "Command ITT 0x%08x %s: %d round trip(s) (ideal %d), %.3f ms", c.itt, c.op or "?", c.round_trips,
+    c.ideal_round_trips, c.latency_ms))
+  t:add(pf.itt, c.itt)
+  t:add(pf.op, c.op or "?")
+  if c.session then t:add(pf.session, c.session) end
+  if c.conn then t:add(pf.connection, c.conn.id) end
+  t:add(pf.first_frame, c.first_frame)
+  t:add(pf.command_frame, c.first_frame)
+  t:add(pf.status_frame, c.status_frame)
+  t:add(pf.round_trips, c.round_trips)
+  t:add(pf.ideal_round_trips, c.ideal_round_trips)
+  t:add(pf.excess_round_trips, c.round_trips - c.ideal_round_trips)
+  t:add(pf.latency_ms, c.latency_ms)
+  if c.lba then t:add(pf.lba, uint64_of(c.lba)) end
+  if c.bytes then t:add(pf.bytes, c.bytes) end
+  if c.scsi_status then t:add(pf.scsi_status, c.scsi_status) end
+  for _, k in ipairs(c.findings) do t:add(pf.command_finding, k) end
+  local bt = t:add(pf.breakdown):set_text("Latency breakdown")
+  for _, part in ipairs(BREAKDOWN) do bt:add(pf["bd_" .. part], c.breakdown[part] or 0) end
+  if #c.findings > 0 then t:append_text(" [" .. table.concat(c.findings, ", ") .. "]") end
+  if c.round_trips > c.ideal_round_trips then
+    t:add_proto_expert_info(ef.slow, string.format("%d round trips where %d would do",
+      c.round_trips, c.ideal_round_trips))
+  end
+end
+
+local function add_finding(root, f)
+  local t = root:add(pf.finding_tree):set_text(string.format("Finding: %s (%s), %.3f ms lost", f.kind, f.side,
+                                                             f.lost_ms or 0))
+  local kind_item = t:add(pf.finding, f.kind)
+  t:add(pf.side, f.side)
+  t:add(pf.lost_ms, f.lost_ms or 0)
+  t:add(pf.fix, f.fix)
+  if f.detail then t:add(pf.detail, f.detail) end
+  if f.session then t:add(pf.session, f.session) end
+  if f.connection then t:add(pf.connection, f.connection) end
+  t:add(pf.evidence_frame, f.frame)
+  if f.itt then t:add(pf.finding_itt, f.itt) end
+  if f.command_first_frame and f.command_first_frame ~= 0 then
+    t:add(pf.command_first_frame, f.command_first_frame)
+    t:add(pf.command_frame, f.command_first_frame)
+  end
+  if f.related then
+    for _, r in ipairs(f.related) do
+      if r[2] ~= 0 then
+        t:add(pf.related_frame, r[2]):append_text(" (" .. r[1] .. ")")
+        if pf["rel_" .. r[1]] then t:add(pf["rel_" .. r[1]], r[2]) end
+      end
+    end
+  end
+  -- One message per kind and side, so the Expert Information dialog groups them (as the C plugin).
+  kind_item:add_proto_expert_info(ef[f.kind] or ef.slow, f.kind .. " (" .. f.side .. " side); fix: " .. f.fix)
+end
+
+function proto.dissector(tvb, pinfo, tree)
+  if not state then proto.init() end
+  local n = pinfo.number
+  local findings, cmds
+  -- tshark -2 without -R/-Y runs its first pass without a tree (no field values): then the
+  -- second pass is the one that analyses.
+  if not pinfo.visited and first("frame.time_epoch") then state.first_pass_seen = true end
+  if not pinfo.visited or not state.first_pass_seen then
+    -- The pass that builds the state, once, in frame order; a frame shows what it decided, and
+    -- the evidence_frame/status_frame fields say where (the evidence may be earlier).
+    if n > state.last_frame then feed_frame(pinfo) end
+    findings, cmds = state.by_decision[n], state.cmd_by_decision[n]
+  else
+    state:finish()  -- the first pass is over: results on their evidence and status frames
+    findings, cmds = state.by_evidence[n], state.by_status[n]
+  end
+  if not cmds and not findings then return end
+  -- A protocol root node, as the C plugin's, with the commands and findings under it.
+  local root = tree:add(proto)
+  if cmds then for _, c in ipairs(cmds) do add_command(root, c) end end
+  if findings then for _, f in ipairs(findings) do add_finding(root, f) end end
+end
+
+register_postdissector(proto)
+
+-- End of a tshark run: finish (serialized queue, open commands) and print the report if asked.
+local tap = Listener.new("frame", nil)
+function tap.draw()
+  if not state then return end
+  state:finish()
+  if proto.prefs.report and not gui_enabled() then print(state:report()) end
+end
+
+if gui_enabled() then
+  local function show_report()
+    local w = TextWindow.new("iSCSI Doctor (Lua)")
+    if not state then w:set("No capture analysed yet.") return end
+    state:finish()
+    w:set(state:report())
+  end
+  register_menu("iSCSI Doctor (Lua)/Report", show_report, MENU_TOOLS_UNSORTED)
+end
+
+return core
