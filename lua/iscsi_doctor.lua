@@ -69,7 +69,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "635ac7b1656aa59565393b767e7058b8b56a347b8c39d1ef8fe79b16b737062c",
+  doc_sha256 = "a3c6c0c05ea43162300d26fff67e5a2f3e613397c479d88b5e98469d440082b9",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -80,7 +80,8 @@ local RULES = {
   serialized_min_commands = 8,
   serialized_wait_share = 0.25,
   r2t_max_write_bytes = 16777215,
-  mss_fallback_min = 536,
+  mss_standard = 1460,
+  mss_full_segments_min = 3,
   ack_record_keep_rtts = 2,
   ack_record_keep_ms = 10,
   rwnd_edge_window_divisor = 4,
@@ -1211,7 +1212,7 @@ Flow.__index = Flow
 function Flow.new()
   return setmetatable({ started = false, syn_seen = false, fin_seen = false, next = 0, max_end = 0,
     una = 0, una_known = false, peer_window = 0, peer_window_known = false, wscale_offered = -1, mss = 0,
-    mss_from_syn = false, largest_payload = 0, data_options_len = 0, has_small = false, last_small = nil,
+    mss_from_syn = false, largest_payload = 0, full_min = 0, full_count = 0, data_options_len = 0, has_small = false, last_small = nil,
     last_data_t = 0, last_data_frame = 0, has_last_data = false,
     unacked = {}, ua_head = 1, ua_tail = 0, ooo = {}, ooo_count = 0, ooo_bytes = 0,
     hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0, acked_data_t = 0,
@@ -1240,10 +1241,27 @@ function Flow:effective_mss()
     if self.largest_payload <= mss and self.largest_payload + 40 >= mss then return self.largest_payload end
     return mss
   end
-  local lo = RULES.mss_fallback_min
-  return self.largest_payload > lo and self.largest_payload or lo
+  -- Without a SYN: full segments (no PSH), unless a multiple of the Ethernet standard (a TSO/GRO
+  -- aggregate); else the standard less the options seen (docs/rules.md "MSS").
+  local standard = RULES.mss_standard - min(self.data_options_len, 40)
+  local full = self.full_min
+  if self.full_count >= RULES.mss_full_segments_min and not (full > standard and full % standard == 0) then
+    return full
+  end
+  return standard
 end
-function Flow:is_small(len) return len < self:effective_mss() end
+-- A segment longer than the MSS (a TSO/GRO aggregate) is small when its last wire segment was.
+function Flow:is_small(len)
+  local m = self:effective_mss()
+  return len < m or (len > m and len % m ~= 0)
+end
+-- A new-data segment without PSH: its sender had more data queued, so it was full.
+function Flow:saw_full(len)
+  if self.full_min == 0 or len < self.full_min then
+    self.full_min, self.full_count = len, 0
+  end
+  if len == self.full_min then self.full_count = self.full_count + 1 end
+end
 
 function Flow:acked(ack, t, frame)
   if self.una_known and ack <= self.una then return false end
@@ -1759,6 +1777,7 @@ function Connection:handle_payload(seg, dir)
     end
     return
   end
+  if not hasbit(seg.flags, 0x08) then f:saw_full(len) end  -- no PSH: more data was queued
   if f.ooo_count > 0 then
     self.retransmissions = self.retransmissions + 1
     local fd = { kind = "retransmission", side = side_of(dir), frame = seg.frame,
@@ -2112,7 +2131,7 @@ function Connection:classify_hold(dir, seg, ready)
   end
   local len = seg.wire_len
   local small = f.last_small
-  if f.has_small and small.acked and small.frame ~= seg.frame and len < f:effective_mss() and
+  if f.has_small and small.acked and small.frame ~= seg.frame and f:is_small(len) and
      released_by(small.ack_t) then
     v.held = true
     v.kind = "nagle_hold"

@@ -23,8 +23,7 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   };
   uint32_t len = seg.payload_wire_len;
   const tcp::SmallSegment& small = f.last_small;
-  if (f.has_small && small.acked && small.frame != seg.frame && len < f.effective_mss() &&
-      released_by(small.ack_t)) {
+  if (f.has_small && small.acked && small.frame != seg.frame && f.is_small(len) && released_by(small.ack_t)) {
     // Nagle (Minshall's variant, as in Linux): a partial segment waits while the previous
     // partial segment is unacknowledged.
     v.held = true;

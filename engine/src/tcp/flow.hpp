@@ -21,10 +21,10 @@ struct SentSegment {
   uint64_t frame = 0;
   uint32_t owner = 0;      // the receiver's slot of the command whose PDU was in progress (0: none)
   uint64_t owner_cmd = 0;  // that command's first frame: the slot may hold another one later
-  bool small = false;  // shorter than the MSS
-  int32_t h = -1;      // half trips of its command's progress when sent (-1: no command)
-  uint64_t cmd = 0;    // that command's first frame
-  uint32_t itt = 0;    // and its ITT
+  bool small = false;      // shorter than the MSS
+  int32_t h = -1;          // half trips of its command's progress when sent (-1: no command)
+  uint64_t cmd = 0;        // that command's first frame
+  uint32_t itt = 0;        // and its ITT
 };
 
 // An ACK from the peer that moved the edge of what this side may send (acknowledged more or
@@ -99,19 +99,39 @@ public:
 
   uint64_t bytes_missing = 0;
 
-  // MSS to judge "small" by. The SYN's MSS option does not count TCP options in data segments
-  // (timestamps take 12 bytes: 1460 becomes 1448): the option less the options of the last data
-  // segment; when the front-end gives no option length, a largest segment within 40 bytes below
-  // the option is the real maximum. Without a SYN, the largest segment seen (at least 536).
+  // MSS to judge "small" by (docs/rules.md "MSS"). The SYN's MSS option does not count TCP options
+  // in data segments (timestamps take 12 bytes: 1460 becomes 1448): the option less the options of
+  // the last data segment; when the front-end gives no option length, a largest segment within 40
+  // bytes below the option is the real maximum. Without a SYN: the size of the full segments seen
+  // (sent with more data queued behind them: no PSH), unless it is a multiple of the Ethernet
+  // standard (a TSO/GRO aggregate); else the Ethernet standard less the options seen. Never the
+  // largest segment: on a host with TSO/GRO that is an aggregate, and with small I/O a PDU.
   uint32_t effective_mss() const {
     if (mss) {
       if (data_options_len && data_options_len < mss) return mss - data_options_len;
       if (largest_payload <= mss && largest_payload + 40 >= mss) return largest_payload;
       return mss;
     }
-    return largest_payload > rules::mss_fallback_min ? largest_payload : rules::mss_fallback_min;
+    const uint32_t standard = rules::mss_standard - std::min<uint32_t>(data_options_len, 40);
+    if (full_count >= rules::mss_full_segments_min && !(full_min > standard && full_min % standard == 0))
+      return full_min;
+    return standard;
   }
-  bool is_small(uint32_t len) const { return len < effective_mss(); }
+  // Shorter than the MSS; a segment longer than the MSS (a TSO/GRO aggregate of wire segments) is
+  // small when its last wire segment was.
+  bool is_small(uint32_t len) const {
+    const uint32_t m = effective_mss();
+    return len < m || (len > m && len % m != 0);
+  }
+  // A new-data segment without PSH: its sender had more data queued, so it was full.
+  void saw_full(uint32_t len) {
+    if (!full_min || len < full_min) {
+      full_min = len;
+      full_count = 0;
+    }
+    if (len == full_min) ++full_count;
+  }
+  uint32_t full_min = 0, full_count = 0;  // smallest full segment seen, and how often
 
   // The peer acknowledged up to `ack`: trims unacked segments; returns true if una advanced.
   bool acked(uint64_t ack, int64_t t, uint64_t frame);

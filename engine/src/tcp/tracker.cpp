@@ -132,6 +132,7 @@ void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
     return;
   }
   status_ = SegmentStatus::new_data;
+  if (!(seg.flags & tcp_flag::psh)) f.saw_full(len);
   if (!f.out_of_order.empty()) r.hole_filled(dir, seg, f.hole_since);
   // Overlap with bytes already delivered is trimmed; the rest is new, in order.
   size_t skip = size_t(f.next - start);

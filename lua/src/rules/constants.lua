@@ -2,7 +2,7 @@
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "635ac7b1656aa59565393b767e7058b8b56a347b8c39d1ef8fe79b16b737062c",
+  doc_sha256 = "a3c6c0c05ea43162300d26fff67e5a2f3e613397c479d88b5e98469d440082b9",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -13,7 +13,8 @@ local RULES = {
   serialized_min_commands = 8,
   serialized_wait_share = 0.25,
   r2t_max_write_bytes = 16777215,
-  mss_fallback_min = 536,
+  mss_standard = 1460,
+  mss_full_segments_min = 3,
   ack_record_keep_rtts = 2,
   ack_record_keep_ms = 10,
   rwnd_edge_window_divisor = 4,

@@ -14,7 +14,7 @@ function Connection:classify_hold(dir, seg, ready)
   end
   local len = seg.wire_len
   local small = f.last_small
-  if f.has_small and small.acked and small.frame ~= seg.frame and len < f:effective_mss() and
+  if f.has_small and small.acked and small.frame ~= seg.frame and f:is_small(len) and
      released_by(small.ack_t) then
     v.held = true
     v.kind = "nagle_hold"

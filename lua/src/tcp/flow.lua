@@ -7,7 +7,7 @@ Flow.__index = Flow
 function Flow.new()
   return setmetatable({ started = false, syn_seen = false, fin_seen = false, next = 0, max_end = 0,
     una = 0, una_known = false, peer_window = 0, peer_window_known = false, wscale_offered = -1, mss = 0,
-    mss_from_syn = false, largest_payload = 0, data_options_len = 0, has_small = false, last_small = nil,
+    mss_from_syn = false, largest_payload = 0, full_min = 0, full_count = 0, data_options_len = 0, has_small = false, last_small = nil,
     last_data_t = 0, last_data_frame = 0, has_last_data = false,
     unacked = {}, ua_head = 1, ua_tail = 0, ooo = {}, ooo_count = 0, ooo_bytes = 0,
     hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0, acked_data_t = 0,
@@ -36,10 +36,27 @@ function Flow:effective_mss()
     if self.largest_payload <= mss and self.largest_payload + 40 >= mss then return self.largest_payload end
     return mss
   end
-  local lo = RULES.mss_fallback_min
-  return self.largest_payload > lo and self.largest_payload or lo
+  -- Without a SYN: full segments (no PSH), unless a multiple of the Ethernet standard (a TSO/GRO
+  -- aggregate); else the standard less the options seen (docs/rules.md "MSS").
+  local standard = RULES.mss_standard - min(self.data_options_len, 40)
+  local full = self.full_min
+  if self.full_count >= RULES.mss_full_segments_min and not (full > standard and full % standard == 0) then
+    return full
+  end
+  return standard
 end
-function Flow:is_small(len) return len < self:effective_mss() end
+-- A segment longer than the MSS (a TSO/GRO aggregate) is small when its last wire segment was.
+function Flow:is_small(len)
+  local m = self:effective_mss()
+  return len < m or (len > m and len % m ~= 0)
+end
+-- A new-data segment without PSH: its sender had more data queued, so it was full.
+function Flow:saw_full(len)
+  if self.full_min == 0 or len < self.full_min then
+    self.full_min, self.full_count = len, 0
+  end
+  if len == self.full_min then self.full_count = self.full_count + 1 end
+end
 
 function Flow:acked(ack, t, frame)
   if self.una_known and ack <= self.una then return false end

@@ -119,6 +119,7 @@ function Connection:handle_payload(seg, dir)
     end
     return
   end
+  if not hasbit(seg.flags, 0x08) then f:saw_full(len) end  -- no PSH: more data was queued
   if f.ooo_count > 0 then
     self.retransmissions = self.retransmissions + 1
     local fd = { kind = "retransmission", side = side_of(dir), frame = seg.frame,
