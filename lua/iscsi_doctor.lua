@@ -69,7 +69,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "a3c6c0c05ea43162300d26fff67e5a2f3e613397c479d88b5e98469d440082b9",
+  doc_sha256 = "20d3db31871d941a673f211be99b84f54c5090c967ffbe890750f825a1c219f6",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -1211,8 +1211,9 @@ Flow.__index = Flow
 
 function Flow.new()
   return setmetatable({ started = false, syn_seen = false, fin_seen = false, next = 0, max_end = 0,
-    una = 0, una_known = false, peer_window = 0, peer_window_known = false, wscale_offered = -1, mss = 0,
-    mss_from_syn = false, largest_payload = 0, full_min = 0, full_count = 0, data_options_len = 0, has_small = false, last_small = nil,
+    una = 0, una_known = false, peer_window = 0, peer_window_known = false,
+    peer_wscale_known = false, peer_wscale_min = 0, peer_window_raw = 0, wscale_offered = -1, mss = 0,
+    mss_from_syn = false, largest_payload = 0, full_min = 0, full_count = 0, aggregates = 0, data_options_len = 0, has_small = false, last_small = nil,
     last_data_t = 0, last_data_frame = 0, has_last_data = false,
     unacked = {}, ua_head = 1, ua_tail = 0, ooo = {}, ooo_count = 0, ooo_bytes = 0,
     hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0, acked_data_t = 0,
@@ -1255,6 +1256,35 @@ function Flow:is_small(len)
   local m = self:effective_mss()
   return len < m or (len > m and len % m ~= 0)
 end
+-- How the MSS was found (ConnectionInfo::mss_source_*).
+function Flow:mss_source()
+  if self.mss ~= 0 then return "handshake" end
+  local standard = RULES.mss_standard - min(self.data_options_len, 40)
+  local full = self.full_min
+  if self.full_count >= RULES.mss_full_segments_min and not (full > standard and full % standard == 0) then
+    return "full segments"
+  end
+  return "Ethernet standard"
+end
+-- The scale of the peer's windows: known, or the inferred lower bound.
+function Flow:peer_wscale(peer_offered, own_offered)
+  if not self.peer_wscale_known then return self.peer_wscale_min end
+  if peer_offered >= 0 and own_offered >= 0 then return min(peer_offered, 14) end
+  return 0
+end
+
+-- Without both SYNs the peer's window scale is unknown: the data in flight must have fitted the
+-- window the peer last advertised, so the scale is at least what makes it fit.
+function Flow:infer_window_scale()
+  if self.peer_wscale_known or not self.una_known or self.peer_window_raw == 0 or self.max_end <= self.una then
+    return
+  end
+  local in_flight = self.max_end - self.una
+  while self.peer_wscale_min < 14 and self.peer_window_raw * 2 ^ self.peer_wscale_min < in_flight do
+    self.peer_wscale_min = self.peer_wscale_min + 1
+  end
+end
+
 -- A new-data segment without PSH: its sender had more data queued, so it was full.
 function Flow:saw_full(len)
   if self.full_min == 0 or len < self.full_min then
@@ -1674,14 +1704,28 @@ function Connection:on_segment(seg, dir)
     if hasbit(fl, 0x04) or self.flow[1 - dir].fin_seen then self.closed = true end
   end
   self.last_t = seg.t
-  local win = seg.window
-  local scale = self.flow[dir].wscale_offered
-  if not hasbit(fl, 0x02) and scale >= 0 and self.flow[1 - dir].wscale_offered >= 0 then
-    win = win * 2 ^ min(scale, 14)
-  end
+  -- The window this side advertises: its scale known from both SYNs, else the least the data in
+  -- flight proves (engine/src/tcp/tracker.cpp).
   local other = self.flow[1 - dir]
-  local window_changed = other.peer_window_known and other.peer_window ~= win
+  local raw = seg.window
+  local win = raw
+  local scale_known = f.syn_seen and other.syn_seen
+  if not hasbit(fl, 0x02) then
+    if scale_known and f.wscale_offered >= 0 and other.wscale_offered >= 0 then
+      win = raw * 2 ^ min(f.wscale_offered, 14)
+    elseif not scale_known then
+      win = raw * 2 ^ other.peer_wscale_min
+    end
+  end
+  local window_changed
+  if scale_known then
+    window_changed = other.peer_window_known and other.peer_window ~= win
+  else
+    window_changed = other.peer_window_known and other.peer_window_raw ~= raw
+  end
   other.peer_window = win
+  other.peer_window_raw = raw
+  other.peer_wscale_known = scale_known
   other.peer_window_known = true
   if other.una_known and (other.una ~= una_before or window_changed or other.ak_tail < other.ak_head) then
     -- (what classify_hold may need)
@@ -1778,6 +1822,7 @@ function Connection:handle_payload(seg, dir)
     return
   end
   if not hasbit(seg.flags, 0x08) then f:saw_full(len) end  -- no PSH: more data was queued
+  if len > f:effective_mss() then f.aggregates = f.aggregates + 1 end  -- TSO/GRO at the capture point
   if f.ooo_count > 0 then
     self.retransmissions = self.retransmissions + 1
     local fd = { kind = "retransmission", side = side_of(dir), frame = seg.frame,
@@ -1810,6 +1855,7 @@ function Connection:handle_payload(seg, dir)
                      ack_t = 0, ack_frame = 0 }
   end
   f.max_end = max(f.max_end, e)
+  f:infer_window_scale()
   f.has_last_data = true
   f.last_data_t = seg.t
   f.last_data_frame = seg.frame
@@ -2168,6 +2214,7 @@ function Connection:classify_hold(dir, seg, ready)
   -- The edge in force until the release: data that came within a quarter window (at least one
   -- segment) of it means the receiver's window held the sender, not the congestion window.
   local before = i > f.ak_head and a[i - 1] or nil
+  -- (With the window scale unknown, no SYNs, the edge is the lower bound the data in flight proves.)
   if before and f.max_end + max(f:effective_mss(), floor(before.window / RULES.rwnd_edge_window_divisor)) > before.ack + before.window then
     v.kind = "rwnd_limited"
   else

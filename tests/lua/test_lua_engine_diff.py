@@ -207,7 +207,8 @@ def finding_diffs(cli, lua):
 
 
 def connection_diffs(cli, lua):
-    d = [k for k in ("connection", "session", "vantage", "mss", "keys", "header_digest", "data_digest",
+    d = [k for k in ("connection", "session", "vantage", "mss", "window_scale", "offload_segments", "keys",
+                     "header_digest", "data_digest",
                      "saw_handshake", "saw_login", "mid_session_start", "counts")
          if cli.get(k) != lua.get(k)]
     for k in ("rtt_ms", "rtt_initiator_ms", "rtt_target_ms"):

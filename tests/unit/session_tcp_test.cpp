@@ -374,3 +374,68 @@ TEST(SessionTcp, RetransmissionAcrossSequenceWrap) {
   expect_clean_stream(run);
   expect_same(run, control);
 }
+
+// Joined mid-session (no SYN): the MSS comes from full segments (no PSH: more data was queued),
+// not from the largest segment; aggregates of standard segments (TSO/GRO) do not set it; without
+// full segments it is the Ethernet standard less the options seen. docs/rules.md "MSS".
+TEST(SessionTcp, MssInferredWithoutHandshake) {
+  struct Case {
+    std::vector<uint32_t> full;  // sizes sent without PSH, then one 100-byte tail with PSH
+    uint8_t options;
+    uint16_t mss;
+    const char* source;
+    uint64_t aggregates;
+  };
+  for (const Case& k : {Case{{1448, 1448, 1448}, 12, 1448, "full segments", 0},
+                        Case{{1348, 1348, 1348, 1348}, 12, 1348, "full segments", 0},  // a VPN's MTU
+                        Case{{2896, 2896, 4344}, 12, 1448, "Ethernet standard", 3},     // GRO aggregates
+                        Case{{}, 12, 1448, "Ethernet standard", 0},
+                        Case{{}, 0, 1460, "Ethernet standard", 0},
+                        Case{{1448, 1448}, 12, 1448, "Ethernet standard", 0}}) {  // too few to tell
+    Recorder rec;
+    Analyzer an(Options{}, rec);
+    Wire w(an);
+    w.options(k.options);
+    w.data(true, kMs, read10(1, 64 * 1024));
+    int64_t t = 2 * kMs;
+    for (uint32_t n : k.full) w.send(false, t += 1000, tcp_flag::ack, std::vector<uint8_t>(n, 0));
+    w.data(false, t + 1000, std::vector<uint8_t>(100, 0));
+    an.finish();
+    ASSERT_EQ(rec.connections.size(), 1u);
+    const ConnectionInfo& c = rec.connections[0];
+    EXPECT_TRUE(c.mss_inferred);
+    EXPECT_EQ(c.mss_target, k.mss) << k.source;
+    EXPECT_EQ(c.mss_source_target, k.source);
+    EXPECT_EQ(c.offload_segments, k.aggregates);
+  }
+}
+
+// Joined mid-session: the initiator's raw window of 100 cannot have held the target's 18,600
+// bytes in flight unless scaled by at least 2^8; with the handshake the scale is the SYN's.
+TEST(SessionTcp, WindowScaleInferredFromDataInFlight) {
+  Recorder rec;
+  Analyzer an(Options{}, rec);
+  Wire w(an);
+  w.window = 100;
+  w.data(true, kMs, read10(1, 20000));
+  std::vector<uint8_t> pdu = data_in(1, 20000, true);
+  w.data(false, 2 * kMs, std::vector<uint8_t>(pdu.begin(), pdu.begin() + 1448));
+  w.ack(true, 3 * kMs);  // acknowledges the first segment, window 100 as on the wire
+  w.data(false, 4 * kMs, std::vector<uint8_t>(pdu.begin() + 1448, pdu.end()));  // 18,600 more in flight
+  an.finish();
+  ASSERT_EQ(rec.connections.size(), 1u);
+  EXPECT_TRUE(rec.connections[0].wscale_inferred);
+  EXPECT_EQ(rec.connections[0].wscale_initiator, 8);
+
+  Recorder rec2;
+  Analyzer an2(Options{}, rec2);
+  Wire w2(an2);
+  w2.handshake(0, kMs, kMs);  // no window scale option: windows are as advertised
+  w2.window = 100;
+  w2.data(true, 3 * kMs, read10(1, 20000));
+  w2.data(false, 4 * kMs, data_in(1, 20000, true));
+  an2.finish();
+  ASSERT_EQ(rec2.connections.size(), 1u);
+  EXPECT_FALSE(rec2.connections[0].wscale_inferred);
+  EXPECT_EQ(rec2.connections[0].wscale_initiator, 0);
+}

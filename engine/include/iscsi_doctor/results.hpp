@@ -98,6 +98,14 @@ struct ConnectionInfo {
   bool saw_handshake = false, saw_login = false, mid_session_start = false;
   uint16_t mss_initiator = 0, mss_target = 0;  // largest segment each side may send
   bool mss_inferred = false;
+  // How each MSS was found: "handshake", "full segments" (sent without PSH, seen several times) or
+  // "Ethernet standard" (1460 less the TCP options seen); see docs/rules.md "MSS".
+  std::string mss_source_initiator, mss_source_target;
+  // The window scale applied to the windows each side advertises: from the handshake, or (when
+  // wscale_inferred) the least the data in flight proves.
+  int wscale_initiator = -1, wscale_target = -1;
+  bool wscale_inferred = false;
+  uint64_t offload_segments = 0;  // segments longer than the MSS: TSO/GRO aggregates at the capture point
   double rtt_ms = -1;            // full path round trip
   double rtt_initiator_ms = -1;  // capture point <-> initiator and back
   double rtt_target_ms = -1;     // capture point <-> target and back

@@ -63,7 +63,8 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   }
   // The edge in force until the release: data that came within a quarter window (at least one
   // segment) of it means the receiver's window held the sender, not the congestion window
-  // (senders do not split their bursts to fill a nearly full window: Linux defers TSO then).
+  // (senders do not split their bursts to fill a nearly full window: Linux defers TSO then). With
+  // the window scale unknown (no SYNs) the edge is the lower bound the data in flight proves.
   const tcp::AckRecord* before = i > 0 ? &f.acks[i - 1] : nullptr;
   if (before &&
       f.max_end + std::max<uint64_t>(f.effective_mss(), before->window / rules::rwnd_edge_window_divisor) >

@@ -468,6 +468,14 @@ ConnectionInfo Connection::info() const {
   i.mss_initiator = uint16_t(std::min<uint32_t>(tcp_.flow(kI2T).effective_mss(), 65535));
   i.mss_target = uint16_t(std::min<uint32_t>(tcp_.flow(kT2I).effective_mss(), 65535));
   i.mss_inferred = !tcp_.flow(kI2T).mss_from_syn || !tcp_.flow(kT2I).mss_from_syn;
+  i.mss_source_initiator = tcp_.flow(kI2T).mss_source();
+  i.mss_source_target = tcp_.flow(kT2I).mss_source();
+  // the initiator's windows limit the target's sending (kept with the target's flow), and back
+  const tcp::Flow &fi = tcp_.flow(kI2T), &ft = tcp_.flow(kT2I);
+  i.wscale_initiator = ft.peer_wscale(fi.wscale_offered, ft.wscale_offered);
+  i.wscale_target = fi.peer_wscale(ft.wscale_offered, fi.wscale_offered);
+  i.wscale_inferred = !fi.peer_wscale_known || !ft.peer_wscale_known;
+  i.offload_segments = fi.aggregates + ft.aggregates;
   if (tcp_.rtt(kI2T).known()) i.rtt_initiator_ms = ms(tcp_.rtt(kI2T).ns());
   if (tcp_.rtt(kT2I).known()) i.rtt_target_ms = ms(tcp_.rtt(kT2I).ns());
   if (tcp_.rtt(kI2T).known() && tcp_.rtt(kT2I).known()) {

@@ -74,8 +74,13 @@ public:
 
   uint32_t peer_window = 0;  // bytes the peer last advertised (scaled)
   bool peer_window_known = false;
-  int8_t wscale_offered = -1;  // this side's own SYN option
-  uint16_t mss = 0;            // largest segment this side may send
+  // The peer's window scale, known from both SYNs; without them a lower bound: the data this side
+  // had in flight must have fitted the window (docs/rules.md "Window scale").
+  bool peer_wscale_known = false;
+  uint8_t peer_wscale_min = 0;
+  uint32_t peer_window_raw = 0;  // as on the wire
+  int8_t wscale_offered = -1;    // this side's own SYN option
+  uint16_t mss = 0;              // largest segment this side may send
   bool mss_from_syn = false;
   uint32_t largest_payload = 0;
   uint8_t data_options_len = 0;  // TCP option bytes on the last data segment
@@ -123,6 +128,19 @@ public:
     const uint32_t m = effective_mss();
     return len < m || (len > m && len % m != 0);
   }
+  const char* mss_source() const {
+    if (mss) return "handshake";
+    const uint32_t standard = rules::mss_standard - std::min<uint32_t>(data_options_len, 40);
+    if (full_count >= rules::mss_full_segments_min && !(full_min > standard && full_min % standard == 0))
+      return "full segments";
+    return "Ethernet standard";
+  }
+  // The scale of the peer's windows: known, or the inferred lower bound.
+  int peer_wscale(int8_t peer_offered, int8_t own_offered) const {
+    if (!peer_wscale_known) return peer_wscale_min;
+    return peer_offered >= 0 && own_offered >= 0 ? std::min<int>(peer_offered, 14) : 0;
+  }
+  uint64_t aggregates = 0;  // segments longer than the MSS (TSO/GRO at the capture point)
   // A new-data segment without PSH: its sender had more data queued, so it was full.
   void saw_full(uint32_t len) {
     if (!full_min || len < full_min) {

@@ -27,14 +27,23 @@ SegmentStatus Tracker::on_segment(const Segment& seg, int dir, Receiver& r) {
     f.fin_seen = true;
     if ((seg.flags & tcp_flag::rst) || flow_[dir ^ 1].fin_seen) closed_ = true;
   }
-  uint32_t win = seg.window;
-  int8_t scale = flow_[dir].wscale_offered;
-  if (!(seg.flags & tcp_flag::syn) && scale >= 0 && flow_[dir ^ 1].wscale_offered >= 0)
-    win <<= std::min<int>(scale, 14);
-  // The window this side advertises limits what the other side may send.
+  // The window this side advertises limits what the other side may send. Its scale is known from
+  // both SYNs (0 when either lacks the option); else the least the data in flight proves.
   Flow& other = flow_[dir ^ 1];
-  bool window_changed = other.peer_window_known && other.peer_window != win;
+  const uint32_t raw = seg.window;
+  uint32_t win = raw;
+  const bool scale_known = f.syn_seen && other.syn_seen;
+  if (!(seg.flags & tcp_flag::syn)) {
+    if (scale_known && f.wscale_offered >= 0 && other.wscale_offered >= 0)
+      win = raw << std::min<int>(f.wscale_offered, 14);
+    else if (!scale_known)
+      win = raw << other.peer_wscale_min;
+  }
+  bool window_changed =
+      other.peer_window_known && (scale_known ? other.peer_window != win : other.peer_window_raw != raw);
   other.peer_window = win;
+  other.peer_window_raw = raw;
+  other.peer_wscale_known = scale_known;
   other.peer_window_known = true;
   if (other.una_known && (other.una != una_before || window_changed || other.acks.empty()))
     other.record_ack(
@@ -133,6 +142,7 @@ void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
   }
   status_ = SegmentStatus::new_data;
   if (!(seg.flags & tcp_flag::psh)) f.saw_full(len);
+  if (len > f.effective_mss()) ++f.aggregates;
   if (!f.out_of_order.empty()) r.hole_filled(dir, seg, f.hole_since);
   // Overlap with bytes already delivered is trimmed; the rest is new, in order.
   size_t skip = size_t(f.next - start);
@@ -154,9 +164,19 @@ void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
     f.last_small = {end, seg.time_ns, seg.frame, rec.h, rec.cmd, false, 0, 0};
   }
   f.max_end = std::max(f.max_end, end);
+  infer_window_scale(f);
   f.last_data_t = seg.time_ns;
   f.last_data_frame = seg.frame;
   drain_out_of_order(dir, seg, r);
+}
+
+// Without both SYNs the peer's window scale is unknown: the data in flight must have fitted the
+// window the peer last advertised, so the scale is at least what makes it fit.
+void Tracker::infer_window_scale(Flow& f) {
+  if (f.peer_wscale_known || !f.una_known || !f.peer_window_raw || f.max_end <= f.una) return;
+  const uint64_t in_flight = f.max_end - f.una;
+  while (f.peer_wscale_min < 14 && (uint64_t(f.peer_window_raw) << f.peer_wscale_min) < in_flight)
+    ++f.peer_wscale_min;
 }
 
 void Tracker::drain_out_of_order(int dir, const Segment& seg, Receiver& r) {

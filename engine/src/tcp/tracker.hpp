@@ -17,10 +17,10 @@ namespace iscsi_doctor::tcp {
 
 // What the Receiver says a delivery advanced (kept on the segment's record).
 struct DeliveryTag {
-  uint32_t owner = 0;  // the receiver's slot of the command whose PDU was in progress (0: none)
+  uint32_t owner = 0;      // the receiver's slot of the command whose PDU was in progress (0: none)
   uint64_t owner_cmd = 0;  // that command's first frame: the slot may hold another one later
-  int32_t h = -1;      // half trips that command had reached (-1: none)
-  uint64_t cmd = 0;    // its first frame
+  int32_t h = -1;          // half trips that command had reached (-1: none)
+  uint64_t cmd = 0;        // its first frame
   uint32_t itt = 0;
 };
 
@@ -67,6 +67,7 @@ private:
   void ack(const Segment& seg, int dir, Receiver& r);
   void payload(const Segment& seg, int dir, Receiver& r);
   void drain_out_of_order(int dir, const Segment& seg, Receiver& r);
+  static void infer_window_scale(Flow& f);
   void declare_gap(int dir, uint64_t upto, uint64_t frame, const char* why, Receiver& r);
   void resend(int dir, const Segment& seg, uint64_t start, uint64_t end, Receiver& r);
 

@@ -6,8 +6,9 @@ Flow.__index = Flow
 
 function Flow.new()
   return setmetatable({ started = false, syn_seen = false, fin_seen = false, next = 0, max_end = 0,
-    una = 0, una_known = false, peer_window = 0, peer_window_known = false, wscale_offered = -1, mss = 0,
-    mss_from_syn = false, largest_payload = 0, full_min = 0, full_count = 0, data_options_len = 0, has_small = false, last_small = nil,
+    una = 0, una_known = false, peer_window = 0, peer_window_known = false,
+    peer_wscale_known = false, peer_wscale_min = 0, peer_window_raw = 0, wscale_offered = -1, mss = 0,
+    mss_from_syn = false, largest_payload = 0, full_min = 0, full_count = 0, aggregates = 0, data_options_len = 0, has_small = false, last_small = nil,
     last_data_t = 0, last_data_frame = 0, has_last_data = false,
     unacked = {}, ua_head = 1, ua_tail = 0, ooo = {}, ooo_count = 0, ooo_bytes = 0,
     hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0, acked_data_t = 0,
@@ -50,6 +51,35 @@ function Flow:is_small(len)
   local m = self:effective_mss()
   return len < m or (len > m and len % m ~= 0)
 end
+-- How the MSS was found (ConnectionInfo::mss_source_*).
+function Flow:mss_source()
+  if self.mss ~= 0 then return "handshake" end
+  local standard = RULES.mss_standard - min(self.data_options_len, 40)
+  local full = self.full_min
+  if self.full_count >= RULES.mss_full_segments_min and not (full > standard and full % standard == 0) then
+    return "full segments"
+  end
+  return "Ethernet standard"
+end
+-- The scale of the peer's windows: known, or the inferred lower bound.
+function Flow:peer_wscale(peer_offered, own_offered)
+  if not self.peer_wscale_known then return self.peer_wscale_min end
+  if peer_offered >= 0 and own_offered >= 0 then return min(peer_offered, 14) end
+  return 0
+end
+
+-- Without both SYNs the peer's window scale is unknown: the data in flight must have fitted the
+-- window the peer last advertised, so the scale is at least what makes it fit.
+function Flow:infer_window_scale()
+  if self.peer_wscale_known or not self.una_known or self.peer_window_raw == 0 or self.max_end <= self.una then
+    return
+  end
+  local in_flight = self.max_end - self.una
+  while self.peer_wscale_min < 14 and self.peer_window_raw * 2 ^ self.peer_wscale_min < in_flight do
+    self.peer_wscale_min = self.peer_wscale_min + 1
+  end
+end
+
 -- A new-data segment without PSH: its sender had more data queued, so it was full.
 function Flow:saw_full(len)
   if self.full_min == 0 or len < self.full_min then

@@ -16,14 +16,28 @@ function Connection:on_segment(seg, dir)
     if hasbit(fl, 0x04) or self.flow[1 - dir].fin_seen then self.closed = true end
   end
   self.last_t = seg.t
-  local win = seg.window
-  local scale = self.flow[dir].wscale_offered
-  if not hasbit(fl, 0x02) and scale >= 0 and self.flow[1 - dir].wscale_offered >= 0 then
-    win = win * 2 ^ min(scale, 14)
-  end
+  -- The window this side advertises: its scale known from both SYNs, else the least the data in
+  -- flight proves (engine/src/tcp/tracker.cpp).
   local other = self.flow[1 - dir]
-  local window_changed = other.peer_window_known and other.peer_window ~= win
+  local raw = seg.window
+  local win = raw
+  local scale_known = f.syn_seen and other.syn_seen
+  if not hasbit(fl, 0x02) then
+    if scale_known and f.wscale_offered >= 0 and other.wscale_offered >= 0 then
+      win = raw * 2 ^ min(f.wscale_offered, 14)
+    elseif not scale_known then
+      win = raw * 2 ^ other.peer_wscale_min
+    end
+  end
+  local window_changed
+  if scale_known then
+    window_changed = other.peer_window_known and other.peer_window ~= win
+  else
+    window_changed = other.peer_window_known and other.peer_window_raw ~= raw
+  end
   other.peer_window = win
+  other.peer_window_raw = raw
+  other.peer_wscale_known = scale_known
   other.peer_window_known = true
   if other.una_known and (other.una ~= una_before or window_changed or other.ak_tail < other.ak_head) then
     -- (what classify_hold may need)
@@ -120,6 +134,7 @@ function Connection:handle_payload(seg, dir)
     return
   end
   if not hasbit(seg.flags, 0x08) then f:saw_full(len) end  -- no PSH: more data was queued
+  if len > f:effective_mss() then f.aggregates = f.aggregates + 1 end  -- TSO/GRO at the capture point
   if f.ooo_count > 0 then
     self.retransmissions = self.retransmissions + 1
     local fd = { kind = "retransmission", side = side_of(dir), frame = seg.frame,
@@ -152,6 +167,7 @@ function Connection:handle_payload(seg, dir)
                      ack_t = 0, ack_frame = 0 }
   end
   f.max_end = max(f.max_end, e)
+  f:infer_window_scale()
   f.has_last_data = true
   f.last_data_t = seg.t
   f.last_data_frame = seg.frame
