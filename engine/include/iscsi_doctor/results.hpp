@@ -53,6 +53,9 @@ struct CommandResult {
   uint32_t connection = 0;  // Analyzer-assigned connection number (from 1)
   uint32_t itt = 0;
   uint32_t cmdsn = 0;
+  // The logical unit (SAM-5 §4.6): peripheral or flat-space addressing as its number (0x0001... and
+  // 0x4005... are LUN 1 and 5), any other addressing as the 8 bytes read big-endian.
+  uint64_t lun = 0;
   uint8_t iscsi_opcode = 0;  // 0x01 for SCSI commands; task management etc. are also tracked
   std::string op;            // "READ(10)", "WRITE(16)", "INQUIRY", "NOP-Out", ...
   char kind = 'o';           // 'r' read, 'w' write, 'o' other

@@ -59,6 +59,13 @@ struct Bhs {
   std::array<uint8_t, 16> cdb{};  // bytes 32-47 (SCSI Command)
 
   Opcode op() const { return Opcode(opcode); }
+  // The LUN as a number (SAM-5 §4.6): single-level peripheral or flat-space addressing gives its
+  // 14-bit number; anything else stays the raw 8 bytes.
+  uint64_t lun_number() const {
+    const unsigned method = unsigned(lun >> 62);
+    if ((method == 0 || method == 1) && (lun & 0x0000ffffffffffffull) == 0) return (lun >> 48) & 0x3fff;
+    return lun;
+  }
   bool final() const { return flags & 0x80; }  // F
 
   // Initiator PDUs: CmdSN and ExpStatSN (SCSI Command, NOP-Out, TMF, Login, Text, Logout).

@@ -69,6 +69,7 @@ uint32_t Connection::path_event_for_start(int dir, const PduEvent& ev, const Seg
     c.r.connection = id_;
     c.r.cmdsn = b.cmdsn();
     c.r.iscsi_opcode = b.opcode;
+    c.r.lun = b.lun_number();
     c.r.bytes = b.expected_length();
     c.r.first_frame = ev.first_frame ? ev.first_frame : seg.frame;
     c.r.first_ns = ev.first_frame ? ev.first_t : seg.time_ns;

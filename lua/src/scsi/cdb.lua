@@ -86,6 +86,15 @@ local function be64_decimal(s, p)
   return table.concat(out)
 end
 
+-- The LUN as a number (Bhs::lun_number, SAM-5 §4.6): single-level peripheral or flat-space
+-- addressing gives its 14-bit number; anything else the 8 bytes as a decimal string.
+local function lun_number(hi, lo)
+  local method = floor(hi / 1073741824)
+  if (method == 0 or method == 1) and hi % 65536 == 0 and lo == 0 then return floor(hi / 65536) % 16384 end
+  local function bytes4(v) return string.char(floor(v / 16777216) % 256, floor(v / 65536) % 256, floor(v / 256) % 256, v % 256) end
+  return be64_decimal(bytes4(hi) .. bytes4(lo), 1)
+end
+
 -- name, direction ("read", "write" or nil), known, and the LBA of a read or write (decimal
 -- string, nil for other commands) of a 16-byte CDB.
 local function decode_cdb(cdb)

@@ -52,7 +52,7 @@ function Connection:touch_for_start(dir, ev, seg)
       slot = self.slot_count
     end
     local c = { used = true, conn = self, slot = slot, session = self:session_id(), itt = b.itt,
-      cmdsn = b.w24, bytes = b.w20,
+      cmdsn = b.w24, bytes = b.w20, lun = lun_number(b.lun_hi, b.lun_lo),
       first_frame = ev.first_frame ~= 0 and ev.first_frame or seg.frame,
       first_t = ev.first_frame ~= 0 and ev.first_t or seg.t,
       write = w, findings_set = {}, findings = {},
