@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "batch.hpp"
+#include "formatting.hpp"
 #include "iscsi_doctor/analyzer.hpp"
 #include "iscsi_doctor/finding_kinds.hpp"
 #include "packet_decoder.hpp"
@@ -422,19 +423,6 @@ Style style_of(std::string_view role) {
 
 const char* kind_label(FindingKind k) { return finding_kind(k).label.data(); }
 
-std::string vantage_words(Vantage v) {
-  switch (v) {
-    case Vantage::initiator:
-      return "capture point (near the initiator)";
-    case Vantage::target:
-      return "capture point (near the target)";
-    case Vantage::midpath:
-      return "capture point (mid-path)";
-    default:
-      return "capture point (position unknown)";
-  }
-}
-
 }  // namespace
 
 std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool standalone) {
@@ -546,7 +534,7 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
                                        : f.kind == FindingKind::retransmission ? "loss-wait"
                                                                                : "hold-wait";
         shades.push_back({init, end - int64_t(f.lost_ms * 1e6), end,
-                          fmt::format("{} {}", what, svg::ms_text(f.lost_ms)), fill, shade_role});
+                          fmt::format("{} {}", what, ms_text(f.lost_ms)), fill, shade_role});
         break;
       }
   }
@@ -629,8 +617,8 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
       "<svg {}class=\"ladder\" id=\"{}\" data-itt=\"{}\" data-first-frame=\"{}\" data-status-frame=\"{}\" "
       "data-connection=\"{}\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
       "font-family=\"sans-serif\" font-size=\"12\">\n",
-      standalone ? "xmlns=\"http://www.w3.org/2000/svg\" " : "", pfx, fmt::format("0x{:08x}", c.itt),
-      c.first_frame, c.status_frame, k.id, num(W), num(H), num(W), num(H));
+      standalone ? "xmlns=\"http://www.w3.org/2000/svg\" " : "", pfx, hex32(c.itt), c.first_frame,
+      c.status_frame, k.id, num(W), num(H), num(W), num(H));
   o += "<defs>";
   for (const char* rn : {"held", "release", "small", "retransmission", "original", "command", "ack", "other"})
     fmt::format_to(
@@ -645,17 +633,17 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
                    num(H));
 
   // Title lines.
-  std::string what = fmt::format("ITT 0x{:08x}  {}", c.itt, c.op);
+  std::string what = fmt::format("ITT {}  {}", hex32(c.itt), c.op);
   if (c.lba) what += fmt::format("  LBA {}", *c.lba);
-  what += fmt::format("  {}", svg::size_text(c.bytes));
+  what += fmt::format("  {}", size_text(c.bytes));
   std::string kinds;
   for (auto f : c.findings)
     kinds += fmt::format("{}{}", kinds.empty() ? "" : ", ", finding_name(f));
-  std::string line2 =
-      c.completed ? fmt::format("latency {}, {} round trip{} (ideal {}), frames {}-{}",
-                                svg::ms_text(c.latency_ms), c.round_trips, c.round_trips == 1 ? "" : "s",
-                                c.ideal_round_trips, c.first_frame, c.status_frame)
-                  : fmt::format("no status seen, from frame {}", c.first_frame);
+  std::string line2 = c.completed
+                          ? fmt::format("latency {}, {} round trip{} (ideal {}), frames {}-{}",
+                                        ms_text(c.latency_ms), c.round_trips, c.round_trips == 1 ? "" : "s",
+                                        c.ideal_round_trips, c.first_frame, c.status_frame)
+                          : fmt::format("no status seen, from frame {}", c.first_frame);
   if (!kinds.empty()) line2 += "  —  " + kinds;
   fmt::format_to(std::back_inserter(o),
                  "<text x=\"12\" y=\"22\" font-size=\"15\" font-weight=\"bold\">{}</text>\n"
@@ -682,7 +670,7 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
       "stroke-dasharray=\"6 4\"/>"
       "<text x=\"{7}\" y=\"{5}\" text-anchor=\"{8}\" fill=\"#2a9d8f\" font-size=\"11\">{6}</text></g>\n",
       pfx, vantage_name(k.vantage), num(xc), num(lane_top + 8), num(bottom), num(lane_top + 2),
-      esc(vantage_words(k.vantage)),
+      esc(fmt::format("capture point ({})", vantage_words(k.vantage))),
       num(share < 0.3   ? xc - 4
           : share > 0.7 ? xc + 4
                         : xc),
@@ -713,7 +701,7 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
         "stroke=\"#999\" fill=\"none\" transform=\"translate(-12,0)\"/>"
         "<text x=\"{3}\" y=\"{4}\" text-anchor=\"middle\" fill=\"#888\" font-size=\"11\">"
         "… {5} idle, not to scale …</text></g>\n",
-        num(xi), num(xt + 24), num(ym), num((xi + xt) / 2), num(ym + 4), svg::ms_text(double(b.ns) / 1e6));
+        num(xi), num(xt + 24), num(ym), num((xi + xt) / 2), num(ym + 4), ms_text(double(b.ns) / 1e6));
   }
 
   // Arrows.
@@ -727,7 +715,7 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
       fmt::format_to(std::back_inserter(o),
                      "<text x=\"12\" y=\"{}\" fill=\"#888\" font-style=\"italic\" font-size=\"11\" "
                      "data-role=\"elided\">… {} segments not drawn</text>\n",
-                     num(yc - 20), svg::count_text(s.elided_before));
+                     num(yc - 20), count_text(s.elided_before));
     const double tm = double(a.cap) / 1e6;
     std::string tip = fmt::format("frame {}, {}{:.3f} ms, {} → {}, seq {} ack {} len {} win {}{}", s.frame,
                                   tm >= 0 ? "+" : "", tm, s.from_initiator ? "initiator" : "target",
@@ -798,7 +786,7 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
         std::back_inserter(o),
         "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#888\" font-style=\"italic\">… {} more "
         "segments not drawn …</text>\n",
-        num((xi + xt) / 2), num(bottom - 8), svg::count_text(r.elided_after));
+        num((xi + xt) / 2), num(bottom - 8), count_text(r.elided_after));
 
   // Legend.
   const double ly = bottom + 28;
@@ -832,7 +820,7 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
       "\n<text x=\"12\" y=\"{}\" font-size=\"11\" fill=\"#555\">Arrows leave and reach each side half "
       "a measured round trip from the capture point: RTT {}, capture point ↔ initiator {}, ↔ target "
       "{}.</text>\n",
-      num(ly + 20), num(ly + 36), svg::ms_text(k.rtt_ms), svg::ms_text(rtt_i), svg::ms_text(rtt_t));
+      num(ly + 20), num(ly + 36), ms_text(k.rtt_ms), ms_text(rtt_i), ms_text(rtt_t));
   o += "</svg>\n";
   return o;
 }

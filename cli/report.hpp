@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "capture_reader.hpp"
+#include "formatting.hpp"
 #include "iscsi_doctor/summary.hpp"
 
 namespace iscsi_doctor::cli {
@@ -95,7 +96,6 @@ std::unique_ptr<Report> make_json_report(const ReportOptions&);
 std::unique_ptr<Report> make_csv_report(const ReportOptions&);
 
 // ---- Shared by the formats (report_common.cpp) ------------------------------------------------
-std::string hex32(uint32_t);                    // "0x0000002a"
 std::string_view command_kind_name(char kind);  // "read", "write", "other"
 std::string scsi_status_name(uint8_t status);   // "GOOD", "CHECK_CONDITION", ..., "0x1c"
 std::string_view sense_key_name(uint8_t key);   // "NOT_READY", ...

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "formatting.hpp"
 #include "iscsi_doctor/analyzer.hpp"
 #include "iscsi_doctor/finding_kinds.hpp"
 #include "iscsi_doctor/summary.hpp"
@@ -298,7 +299,7 @@ std::string bytes_axis(double b) {
 }
 
 std::string class_name(char kind, uint32_t bytes) {
-  return fmt::format("{} {}", command_kind_name(kind), svg::size_text(bytes));
+  return fmt::format("{} {}", command_kind_name(kind), size_text(bytes));
 }
 
 // Latency histogram (bars) and CDF (line) on a log axis, with 1-3 round trips marked.
@@ -328,8 +329,8 @@ void latency_chart(Out& o, const std::string& id, char kind, uint32_t bytes, con
   if (st)
     put(o,
         "<text x=\"{}\" y=\"27\" fill=\"#555\">{} commands · median {} · p90 {} · {:g} RT (ideal {})</text>",
-        num(L), svg::count_text(st->commands), svg::ms_text(st->median_ms), svg::ms_text(st->p90_ms),
-        st->median_round_trips, st->ideal_round_trips);
+        num(L), count_text(st->commands), ms_text(st->median_ms), ms_text(st->p90_ms), st->median_round_trips,
+        st->ideal_round_trips);
   // Decade grid.
   for (double d = xmin; d <= xmax * 1.0001; d *= 10) {
     put(o,
@@ -351,7 +352,7 @@ void latency_chart(Out& o, const std::string& id, char kind, uint32_t bytes, con
         "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#8ab6d6\"><title>{} – {}: {} "
         "commands</title></rect>",
         num(x0 + 0.5), num(y), num(std::max(1.0, x1 - x0 - 1)), num(H - B - y),
-        svg::ms_text(svg::LogHistogram::edge_ms(i)), svg::ms_text(svg::LogHistogram::edge_ms(i + 1)), n);
+        ms_text(svg::LogHistogram::edge_ms(i)), ms_text(svg::LogHistogram::edge_ms(i + 1)), n);
   }
   // CDF, stepping at each bin's upper edge.
   std::string pts = fmt::format("{},{}", num(X(svg::LogHistogram::edge_ms(lo))), num(Yc(0)));
@@ -407,7 +408,7 @@ void breakdown_chart(Out& o, const std::string& id,
   for (const auto& [key, k] : rows) {
     put(o, "<g data-class=\"{}\"><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{} ({})</text>",
         esc(class_name(key.first, key.second)), num(L - 6), num(y + 15),
-        esc(class_name(key.first, key.second)), svg::count_text(k->n));
+        esc(class_name(key.first, key.second)), count_text(k->n));
     double x = L, total = 0;
     for (const auto& p : kBreakdownParts) {
       const double v = k->sum.*p.field / double(k->n);
@@ -416,11 +417,10 @@ void breakdown_chart(Out& o, const std::string& id,
       if (w < 0.3) continue;
       put(o,
           "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}: {} mean</title></rect>",
-          num(x), num(y + 3), num(w), num(row - 6), part_color(p.name), p.name, svg::ms_text(v));
+          num(x), num(y + 3), num(w), num(row - 6), part_color(p.name), p.name, ms_text(v));
       x += w;
     }
-    put(o, "<text x=\"{}\" y=\"{}\" fill=\"#333\">{}</text></g>", num(x + 5), num(y + 15),
-        svg::ms_text(total));
+    put(o, "<text x=\"{}\" y=\"{}\" fill=\"#333\">{}</text></g>", num(x + 5), num(y + 15), ms_text(total));
     y += row;
   }
   o += "</svg>\n";
@@ -449,7 +449,7 @@ void timeline_chart(Out& o, const std::string& id, const svg::TimeBins& tb) {
   const double y0 = T + ph;
   put(o,
       "<text x=\"{}\" y=\"14\" font-weight=\"bold\">commands in flight (mean per {} bin; max {:.2f})</text>",
-      num(L), svg::ms_text(double(tb.width_ns) / 1e6), qmax);
+      num(L), ms_text(double(tb.width_ns) / 1e6), qmax);
   std::string d = fmt::format("M{},{}", num(L), num(y0));
   for (size_t i = 0; i < n; ++i) {
     const double q = tb.v[i][0] / double(tb.width_ns);
@@ -520,7 +520,7 @@ void gap_chart(Out& o, const std::string& id, const Aggregates& a) {
       num(L));
   put(o,
       "<text x=\"{}\" y=\"27\" fill=\"#555\">{:.1f}% sequential of {} pairs ({}-byte blocks assumed)</text>",
-      num(L), seq_pct, svg::count_text(a.gap_pairs), bs);
+      num(L), seq_pct, count_text(a.gap_pairs), bs);
   for (int i = lo; i <= hi; ++i) {
     const uint64_t n = g[size_t(i)];
     const double x = L + bw * double(i - lo);
@@ -571,7 +571,7 @@ void scatter_chart(Out& o, const std::string& id, const Aggregates& a, int64_t d
       "<text x=\"{}\" y=\"14\" font-weight=\"bold\" font-size=\"12\">LBA over time (<tspan "
       "fill=\"#1f6fd0\">read</tspan>, "
       "<tspan fill=\"#e76f51\">write</tspan>; {} sampled)</text>",
-      num(L), svg::count_text(a.scatter.size()));
+      num(L), count_text(a.scatter.size()));
   put(o, "<path d=\"{}\" stroke=\"#1f6fd0\" stroke-width=\"2\" stroke-linecap=\"round\"/>", rd);
   put(o, "<path d=\"{}\" stroke=\"#e76f51\" stroke-width=\"2\" stroke-linecap=\"round\"/>", wr);
   put(o,
@@ -623,13 +623,6 @@ details pre { font-size: 12px; background: #f6f7f9; padding: 8px; overflow-x: au
 nav a { margin-right: 12px; }
 )";
 
-std::string frames_text(const std::vector<uint64_t>& f) {
-  std::string s;
-  for (size_t i = 0; i < f.size(); ++i)
-    s += fmt::format("{}{}", i ? ", " : "", f[i]);
-  return s;
-}
-
 void advice_table(Out& o, const Summary& s, bool evidence, const std::string& anchor_prefix,
                   const std::set<size_t>& with_ladders) {
   const auto advice = s.advice();
@@ -652,10 +645,9 @@ void advice_table(Out& o, const Summary& s, bool evidence, const std::string& an
         "<tr data-kind=\"{}\"><td class=\"n\">{}</td><td class=\"kind\">{}</td><td>{}</td><td "
         "class=\"n\">{}</td>"
         "<td class=\"n\">{}</td><td>{}</td><td class=\"fix\">{}</td>",
-        name, ++rank, cell, side_name(a.side), svg::count_text(a.commands), svg::ms_text(a.lost_ms),
-        a.commands
-            ? fmt::format("{} → {}", svg::ms_text(a.median_latency_ms), svg::ms_text(a.median_fixed_ms))
-            : std::string("– (not tied to single commands)"),
+        name, ++rank, cell, side_name(a.side), count_text(a.commands), ms_text(a.lost_ms),
+        a.commands ? fmt::format("{} → {}", ms_text(a.median_latency_ms), ms_text(a.median_fixed_ms))
+                   : std::string("– (not tied to single commands)"),
         esc(a.fix));
     if (evidence) put(o, "<td>{}</td>", frames_text(a.example_frames));
     o += "</tr>\n";
@@ -675,23 +667,9 @@ void classes_table(Out& o, const Summary& s) {
         "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td "
         "class=\"n\">{}</td>"
         "<td class=\"n\">{}</td><td class=\"n\">{:g} ({})</td></tr>\n",
-        command_kind_name(c.kind), svg::size_text(c.bytes), svg::count_text(c.commands),
-        svg::ms_text(c.median_ms), svg::ms_text(c.p90_ms), svg::ms_text(c.max_ms), c.median_round_trips,
-        c.ideal_round_trips);
+        command_kind_name(c.kind), size_text(c.bytes), count_text(c.commands), ms_text(c.median_ms),
+        ms_text(c.p90_ms), ms_text(c.max_ms), c.median_round_trips, c.ideal_round_trips);
   o += "</table>\n";
-}
-
-std::string vantage_text(Vantage v) {
-  switch (v) {
-    case Vantage::initiator:
-      return "near the initiator";
-    case Vantage::target:
-      return "near the target";
-    case Vantage::midpath:
-      return "mid-path";
-    default:
-      return "unknown";
-  }
 }
 
 void connections_table(Out& o, const CaptureResult& r) {
@@ -719,10 +697,10 @@ void connections_table(Out& o, const CaptureResult& r) {
         "<tr><td class=\"n\">{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td>"
         "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}/{}{}</td><td class=\"n\">{}</td>"
         "<td class=\"n\">{}</td><td class=\"note\">{}</td></tr>\n",
-        c.id, c.session, esc(names), esc(c.initiator.str()), esc(c.target.str()), vantage_text(c.vantage),
-        svg::ms_text(c.rtt_ms), svg::ms_text(c.rtt_initiator_ms), svg::ms_text(c.rtt_target_ms),
-        c.mss_initiator, c.mss_target, c.mss_inferred ? " (inferred)" : "", svg::count_text(c.commands),
-        c.max_outstanding, esc(keys));
+        c.id, c.session, esc(names), esc(c.initiator.str()), esc(c.target.str()), vantage_words(c.vantage),
+        ms_text(c.rtt_ms), ms_text(c.rtt_initiator_ms), ms_text(c.rtt_target_ms), c.mss_initiator,
+        c.mss_target, c.mss_inferred ? " (inferred)" : "", count_text(c.commands), c.max_outstanding,
+        esc(keys));
   }
   o += "</table>\n";
 }
@@ -838,8 +816,8 @@ void capture_section(Run& run, const Input& in, size_t index, Out& o, bool& usab
       "<p class=\"facts\">{}{}, {}, {} bytes, {} packets over {:.1f} s · {} SCSI commands, {} completed, "
       "<b>{} excess round trips</b></p>\n",
       format_name(r.probe.format), r.probe.gzip ? " (gzip)" : "", esc(r.link_description),
-      svg::count_text(r.probe.size), svg::count_text(r.stats.packets), secs, svg::count_text(s.commands()),
-      svg::count_text(s.completed()), svg::count_text(s.excess_round_trips()));
+      count_text(r.probe.size), count_text(r.stats.packets), secs, count_text(s.commands()),
+      count_text(s.completed()), count_text(s.excess_round_trips()));
 
   std::set<size_t> with_ladders;
   for (size_t k = 0; k < finding_kind_count; ++k)
@@ -870,10 +848,10 @@ void capture_section(Run& run, const Input& in, size_t index, Out& o, bool& usab
       if (rank == 2)  // the worst one open, the others folded: the page stays short
         put(o, "<details><summary>{} more</summary>\n", picks.size() - 1);
       put(o,
-          "<figure data-kind=\"{}\" data-itt=\"0x{:08x}\"><figcaption>#{} by {} ({}) · connection {} · "
-          "<code>iscsi-doctor ladder --itt 0x{:08x} --frame {} {}</code></figcaption>\n",
-          kname, p.req.command.itt, rank, k == kSlowest ? "latency" : "time lost to it",
-          svg::ms_text(p.score), p.req.command.connection, p.req.command.itt, p.req.command.first_frame,
+          "<figure data-kind=\"{}\" data-itt=\"{}\"><figcaption>#{} by {} ({}) · connection {} · "
+          "<code>iscsi-doctor ladder --itt {} --frame {} {}</code></figcaption>\n",
+          kname, hex32(p.req.command.itt), rank, k == kSlowest ? "latency" : "time lost to it",
+          ms_text(p.score), p.req.command.connection, hex32(p.req.command.itt), p.req.command.first_frame,
           esc(r.path));
       o += render_ladder(it->second, lid, false);
       o += "</figure>\n";
@@ -906,7 +884,7 @@ void capture_section(Run& run, const Input& in, size_t index, Out& o, bool& usab
         "dashed lines at "
         "1, 2 and 3 round trips of the measured RTT ({}, median over connections weighted by "
         "commands).</p>\n",
-        svg::ms_text(rtt));
+        ms_text(rtt));
     o += "<div class=\"charts\">\n";
     for (size_t i = 0; i < rows.size() && i < kClassesDrawn; ++i) {
       const ClassStats* st = nullptr;
@@ -948,12 +926,12 @@ void capture_section(Run& run, const Input& in, size_t index, Out& o, bool& usab
         kinds += fmt::format("{}{}", kinds.empty() ? "" : ", ", finding_name(k));
       if (!c.completed) kinds = "(no status) " + kinds;
       put(o,
-          "<tr><td><code>0x{:08x}</code></td><td>{}</td><td class=\"n\">{}</td><td "
+          "<tr><td><code>{}</code></td><td>{}</td><td class=\"n\">{}</td><td "
           "class=\"n\">{}</td><td>{}-{}</td>"
           "<td class=\"n\">{}</td><td class=\"n\">{}/{}</td><td>{}</td></tr>\n",
-          c.itt, esc(c.op), c.lba ? std::to_string(*c.lba) : "-", svg::count_text(c.bytes), c.first_frame,
-          c.status_frame ? std::to_string(c.status_frame) : "",
-          c.completed ? svg::ms_text(c.latency_ms) : "-", c.round_trips, c.ideal_round_trips, kinds);
+          hex32(c.itt), esc(c.op), c.lba ? std::to_string(*c.lba) : "-", count_text(c.bytes), c.first_frame,
+          c.status_frame ? std::to_string(c.status_frame) : "", c.completed ? ms_text(c.latency_ms) : "-",
+          c.round_trips, c.ideal_round_trips, kinds);
     }
     o += "</table>\n";
   }
@@ -1033,9 +1011,9 @@ int run_html_report(const BatchOptions& opt, const std::string& path) {
       "<header><h1>iscsi-doctor report</h1><p>{} capture{}, {} usable, {} packets, {} SCSI commands, {} "
       "completed, "
       "{} excess round trips · iscsi-doctor {}</p></header>\n<main>\n",
-      inputs.size(), inputs.size() == 1 ? "" : "s", usable, svg::count_text(packets),
-      svg::count_text(overall.commands()), svg::count_text(overall.completed()),
-      svg::count_text(overall.excess_round_trips()), ISCSI_DOCTOR_VERSION);
+      inputs.size(), inputs.size() == 1 ? "" : "s", usable, count_text(packets),
+      count_text(overall.commands()), count_text(overall.completed()),
+      count_text(overall.excess_round_trips()), ISCSI_DOCTOR_VERSION);
   if (gate) {
     if (unevaluable)
       h += "<p class=\"gate-bad\" id=\"gate\">Gate: not evaluated, no SCSI command found</p>\n";
