@@ -16,16 +16,10 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include "batch.hpp"
 #include "formatting.hpp"
 #include "iscsi_doctor/analyzer.hpp"
 #include "iscsi_doctor/finding_kinds.hpp"
-#include "packet_decoder.hpp"
 #include "svg.hpp"
 
 namespace iscsi_doctor::cli {
@@ -162,8 +156,6 @@ void label_segment(Framer& f, const Segment& seg, bool from_initiator, uint32_t 
 
 // ---- Second pass ---------------------------------------------------------------------------------
 
-struct StopReading {};
-
 struct Collect {
   LadderRequest* r = nullptr;
   uint64_t first = 0, last = 0;  // frames of the command (last: UINT64_MAX while open)
@@ -181,10 +173,8 @@ class Collector final : public ReaderEvents {
 public:
   explicit Collector(std::vector<Collect>& c) : c_(c) {}
   void on_segment(const Segment& seg) override {
-    bool open = false;
     for (Collect& c : c_) {
       if (c.done) continue;
-      open = true;
       const ConnectionInfo& k = c.r->conn;
       bool from_i;
       if (seg.src.port == k.initiator.port && seg.dst.port == k.target.port && seg.src == k.initiator &&
@@ -210,9 +200,12 @@ public:
                     c.r->conn.data_digest, s);
       add(c, std::move(s));
     }
-    if (!open) throw StopReading{};  // every diagram complete: the rest of the file is not needed
   }
   void on_notice(Notice::Level, uint64_t, std::string) override {}
+  // Every diagram complete: the rest of the file is not needed.
+  bool finished() const override {
+    return std::all_of(c_.begin(), c_.end(), [](const Collect& c) { return c.done; });
+  }
 
 private:
   static void add(Collect& c, LadderSeg&& s) {
@@ -248,103 +241,6 @@ private:
   std::vector<Collect>& c_;
 };
 
-// Uncompressed classic pcap: the second pass hops over record headers in a mapping of the file and
-// decodes only from a little before the first frame it needs, instead of reading every packet
-// again through libpcap. Returns false when the file is not such a capture (then libpcap reads it).
-bool collect_mapped(const std::string& path, int dlt, Collector& col,
-                    std::vector<std::pair<uint64_t, uint64_t>> ranges) {
-  const DecodeFn decode = fast_decoder(dlt);
-  if (!decode) return false;
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return false;
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || st.st_size < 24) {
-    ::close(fd);
-    return false;
-  }
-  const uint64_t size = uint64_t(st.st_size);
-  // The file is mapped a window at a time, so that memory stays bounded on huge captures.
-  constexpr uint64_t kWindow = 16u << 20;
-  const uint64_t page = uint64_t(::sysconf(_SC_PAGESIZE));
-  const uint8_t* win = nullptr;
-  uint64_t win_off = 0, win_len = 0;
-  auto view = [&](uint64_t off, uint64_t n) -> const uint8_t* {  // n bytes at off, or null
-    if (off + n > size) return nullptr;
-    if (!win || off < win_off || off + n > win_off + win_len) {
-      if (win) ::munmap(const_cast<uint8_t*>(win), win_len);
-      win_off = off / page * page;
-      win_len = std::min(size - win_off, std::max(kWindow, off + n - win_off));
-      void* m = ::mmap(nullptr, win_len, PROT_READ, MAP_PRIVATE, fd, off_t(win_off));
-      if (m == MAP_FAILED) {
-        win = nullptr;
-        return nullptr;
-      }
-      ::madvise(m, win_len, MADV_SEQUENTIAL);
-      win = static_cast<const uint8_t*>(m);
-    }
-    return win + (off - win_off);
-  };
-  auto rd32 = [](const uint8_t* q, bool swap) {
-    uint32_t v;
-    std::memcpy(&v, q, 4);
-    return swap ? __builtin_bswap32(v) : v;
-  };
-  const uint8_t* h = view(0, 24);
-  const uint32_t magic = h ? rd32(h, false) : 0;
-  bool swap = false, nsec = false, ok = true;
-  if (magic == 0xa1b2c3d4) {
-  } else if (magic == 0xd4c3b2a1) {
-    swap = true;
-  } else if (magic == 0xa1b23c4d) {
-    nsec = true;
-  } else if (magic == 0x4d3cb2a1) {
-    swap = nsec = true;
-  } else {
-    ok = false;
-  }
-  // Frames to decode: merged ranges around the commands; everything else is only hopped over.
-  std::sort(ranges.begin(), ranges.end());
-  std::vector<std::pair<uint64_t, uint64_t>> merged;
-  for (const auto& r : ranges)
-    if (!merged.empty() && r.first <= merged.back().second + 1)
-      merged.back().second = std::max(merged.back().second, r.second);
-    else
-      merged.push_back(r);
-  if (ok && !merged.empty()) {
-    uint64_t off = 24, frame = 0;
-    size_t ri = 0;
-    Segment seg;
-    try {
-      while (const uint8_t* r = view(off, 16)) {
-        const uint32_t caplen = rd32(r + 8, swap), len = rd32(r + 12, swap);
-        if (caplen > (1u << 28)) break;  // damaged: libpcap stops there too
-        ++frame;
-        while (ri < merged.size() && frame > merged[ri].second)
-          ++ri;
-        if (ri == merged.size()) break;
-        if (frame >= merged[ri].first) {
-          const int64_t t =
-              int64_t(rd32(r, swap)) * 1'000'000'000 + int64_t(rd32(r + 4, swap)) * (nsec ? 1 : 1000);
-          const uint8_t* data = view(off + 16, caplen);
-          if (!data) break;
-          const Frame f{{data, caplen}, len > caplen ? len - caplen : 0};
-          std::string_view why;
-          if (decode(f, seg, why) == Decoded::tcp) {
-            seg.frame = frame;
-            seg.time_ns = t;
-            col.on_segment(seg);
-          }
-        }
-        off += 16 + caplen;
-      }
-    } catch (const StopReading&) {
-    }
-  }
-  if (win) ::munmap(const_cast<uint8_t*>(win), win_len);
-  ::close(fd);
-  return ok;
-}
-
 }  // namespace
 
 void collect_ladders(const std::string& path, DecoderChoice decoder, std::vector<LadderRequest*> requests) {
@@ -367,21 +263,15 @@ void collect_ladders(const std::string& path, DecoderChoice decoder, std::vector
                                     : std::max(*x.forced.rbegin(), r.command.first_frame + 2000);
     x.after_until = r.command.status_frame ? r.command.status_ns + kAfterNs : 0;
   }
-  try {
-    CaptureReader reader(path, decoder);
-    Collector col(c);
-    // Around each command, a few thousand frames: context segments, PDU framing to sync on, the
-    // segments after its status.
-    std::vector<std::pair<uint64_t, uint64_t>> ranges;
-    for (const Collect& x : c)
-      ranges.emplace_back(x.first > 5000 ? x.first - 5000 : 1,
-                          x.last > std::numeric_limits<uint64_t>::max() - 5000 ? x.last : x.last + 5000);
-    const bool mapped = decoder == DecoderChoice::fast && !reader.probe().gzip &&
-                        reader.probe().format == FileFormat::pcap &&
-                        collect_mapped(path, reader.link_type(), col, ranges);
-    if (!mapped) reader.read_all(col);
-  } catch (const StopReading&) {
-  }
+  // Around each command, a few thousand frames: context segments, PDU framing to sync on, the
+  // segments after its status.
+  FrameRanges ranges;
+  for (const Collect& x : c)
+    ranges.emplace_back(x.first > 5000 ? x.first - 5000 : 1,
+                        x.last > std::numeric_limits<uint64_t>::max() - 5000 ? x.last : x.last + 5000);
+  CaptureReader reader(path, decoder);
+  Collector col(c);
+  reader.read_frames(col, ranges);
   for (Collect& x : c) {
     std::vector<LadderSeg>& out = x.r->segs;
     out.clear();
