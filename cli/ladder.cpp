@@ -16,10 +16,10 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "batch.hpp"
 #include "formatting.hpp"
 #include "iscsi_doctor/analyzer.hpp"
 #include "iscsi_doctor/finding_kinds.hpp"
+#include "pipeline.hpp"
 #include "svg.hpp"
 
 namespace iscsi_doctor::cli {
