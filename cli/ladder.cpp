@@ -148,15 +148,23 @@ void label_segment(Framer& f, const Segment& seg, bool from_initiator, uint32_t 
 
 // ---- Second pass ---------------------------------------------------------------------------------
 
+// One command's segments as the second pass gathers them: a little context before its first frame
+// and after its status, its own segments (head and tail of a long transfer), and every evidence
+// frame the engine named (`forced`: the command's first and status frames, each finding's frame
+// and related frames) wherever it lies, with the count of segments left out before it.
 struct Collect {
   LadderRequest* r = nullptr;
   uint64_t first = 0, last = 0;  // frames of the command (last: UINT64_MAX while open)
   int64_t after_until = 0;
   std::set<uint64_t> forced;
+  uint64_t first_forced = 0, last_forced = 0;  // the earliest and latest evidence frames (0: none)
   std::deque<LadderSeg> before, tail;
   std::vector<LadderSeg> kept;  // head and evidence frames
   uint64_t inside = 0, pending_elided = 0;
+  bool early_kept = false;  // an evidence frame before the context that precedes the command
+  uint64_t before_elided = 0, after_elided = 0;
   size_t after = 0;
+  bool after_done = false;  // the context after the status is complete
   bool done = false;
   Framer framer[2];
 };
@@ -176,7 +184,10 @@ public:
                seg.dst == k.initiator)
         from_i = false;
       else {
-        if (seg.frame > c.last && seg.time_ns > c.after_until) c.done = true;
+        if (seg.frame > c.last && seg.time_ns > c.after_until) {
+          c.after_done = true;
+          c.done = seg.frame > c.last_forced;
+        }
         continue;
       }
       LadderSeg s;
@@ -203,15 +214,34 @@ private:
   static void add(Collect& c, LadderSeg&& s) {
     if (s.frame < c.first) {
       c.before.push_back(std::move(s));
-      if (c.before.size() > kBefore) c.before.pop_front();
+      if (c.before.size() <= kBefore) return;
+      LadderSeg old = std::move(c.before.front());
+      c.before.pop_front();
+      if (c.forced.count(old.frame)) {
+        old.elided_before = c.before_elided;
+        c.before_elided = 0;
+        c.early_kept = true;
+        c.kept.push_back(std::move(old));
+      } else if (c.early_kept) {
+        ++c.before_elided;
+      }
       return;
     }
     if (s.frame > c.last) {
-      if (c.after < kAfter && s.time_ns <= c.after_until) {
+      if (!c.after_done && c.after < kAfter && s.time_ns <= c.after_until) {
         c.kept.push_back(std::move(s));
-        ++c.after;
+        c.after_done = ++c.after >= kAfter;
+      } else {  // past the context: only evidence frames, after those left out
+        c.after_done = true;
+        if (c.forced.count(s.frame)) {
+          s.elided_before = c.after_elided;
+          c.after_elided = 0;
+          c.kept.push_back(std::move(s));
+        } else {
+          ++c.after_elided;
+        }
       }
-      if (c.after >= kAfter || s.time_ns > c.after_until) c.done = true;
+      c.done = c.after_done && s.frame >= c.last_forced;
       return;
     }
     if (c.inside++ < kHead) {
@@ -250,23 +280,30 @@ void collect_ladders(const std::string& path, DecoderChoice decoder, std::vector
       for (const auto& [name, frame] : f.related)
         x.forced.insert(frame);
     }
+    x.forced.erase(0);  // no status frame
+    x.first_forced = x.forced.empty() ? 0 : *x.forced.begin();
+    x.last_forced = x.forced.empty() ? 0 : *x.forced.rbegin();
     // A command without status ends, for the drawing, after its last evidence frame.
     x.last = r.command.status_frame ? r.command.status_frame
-                                    : std::max(*x.forced.rbegin(), r.command.first_frame + 2000);
+                                    : std::max(x.last_forced, r.command.first_frame + 2000);
     x.after_until = r.command.status_frame ? r.command.status_ns + kAfterNs : 0;
   }
-  // Around each command, a few thousand frames: context segments, PDU framing to sync on, the
-  // segments after its status.
+  // Around each command and its evidence, a few thousand frames: context segments, PDU framing to
+  // sync on, the segments after its status.
   FrameRanges ranges;
-  for (const Collect& x : c)
-    ranges.emplace_back(x.first > 5000 ? x.first - 5000 : 1,
-                        x.last > std::numeric_limits<uint64_t>::max() - 5000 ? x.last : x.last + 5000);
+  for (const Collect& x : c) {
+    const uint64_t lo = x.first_forced ? std::min(x.first, x.first_forced) : x.first;
+    const uint64_t hi = std::max(x.last, x.last_forced);
+    ranges.emplace_back(lo > 5000 ? lo - 5000 : 1,
+                        hi > std::numeric_limits<uint64_t>::max() - 5000 ? hi : hi + 5000);
+  }
   CaptureReader reader(path, decoder);
   Collector col(c);
   reader.read_frames(col, ranges);
   for (Collect& x : c) {
     std::vector<LadderSeg>& out = x.r->segs;
     out.clear();
+    if (!x.before.empty()) x.before.front().elided_before += x.before_elided;
     for (auto& s : x.before)
       out.push_back(std::move(s));
     if (!x.tail.empty())
