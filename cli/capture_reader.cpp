@@ -208,6 +208,10 @@ struct CaptureReader::Impl {
     const long pos = f ? std::ftell(f) : -1;
     return pos < 0 ? 0 : uint64_t(pos);
   }
+
+  // The one walk over a file's records, for the first pass (only == null: every frame) and the
+  // second (only: merged, sorted ranges; the frames outside them are passed over undecoded).
+  ReadStats read(ReaderEvents& events, const FrameRanges* only);
 };
 
 CaptureReader::CaptureReader(const std::string& path, DecoderChoice decoder)
@@ -283,8 +287,21 @@ std::string CaptureReader::link_type_description() const {
   return pcap_datalink_val_to_description_or_dlt(link_type());
 }
 
-ReadStats CaptureReader::read_all(ReaderEvents& events) {
-  Impl& m = *impl_;
+ReadStats CaptureReader::read_all(ReaderEvents& events) { return impl_->read(events, nullptr); }
+
+ReadStats CaptureReader::read_frames(ReaderEvents& events, FrameRanges ranges) {
+  std::sort(ranges.begin(), ranges.end());
+  FrameRanges merged;
+  for (const auto& r : ranges)
+    if (!merged.empty() && r.first <= merged.back().second + 1)
+      merged.back().second = std::max(merged.back().second, r.second);
+    else
+      merged.push_back(r);
+  return impl_->read(events, &merged);
+}
+
+ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* only) {
+  Impl& m = *this;
   pcap_t* p = m.handle->get_pcap_handle();
   const DecodeFn decode = m.decode;
   ReadStats st;
@@ -332,6 +349,7 @@ ReadStats CaptureReader::read_all(ReaderEvents& events) {
     return 1;
   };
 
+  size_t range = 0;  // the first of `only` not yet passed
   for (;;) {
     pcap_pkthdr* h = nullptr;
     const u_char* data = nullptr;
@@ -350,6 +368,7 @@ ReadStats CaptureReader::read_all(ReaderEvents& events) {
       break;
     }
     const uint64_t frame = ++st.packets;
+    if (frame % kProgressEvery == 0) events.on_progress(frame, m.bytes_done());
     // A corrupt pcapng timestamp can exceed int64 nanoseconds: clamp to +-2^62 (year 2116), which
     // keeps every difference the engine takes in range.
     constexpr int64_t kMaxSec = (int64_t(1) << 62) / 1'000'000'000;
@@ -357,6 +376,12 @@ ReadStats CaptureReader::read_all(ReaderEvents& events) {
                       int64_t(h->ts.tv_usec);
     if (frame == 1) st.first_ns = t;
     st.last_ns = t;
+    if (only) {
+      while (range < only->size() && frame > (*only)[range].second)
+        ++range;
+      if (range == only->size()) break;            // past the last range: the rest is not needed
+      if (frame < (*only)[range].first) continue;  // between ranges: not decoded
+    }
     const uint32_t caplen = h->caplen;
     const Frame f{{data, caplen}, h->len > caplen ? h->len - caplen : 0};
     std::string_view why;
@@ -371,6 +396,7 @@ ReadStats CaptureReader::read_all(ReaderEvents& events) {
                                        "payload beyond it is missing from the capture",
                                        caplen, h->len));
         events.on_segment(seg);
+        if (events.finished()) return st;
         break;
       case Decoded::not_tcp:
         break;
@@ -393,7 +419,6 @@ ReadStats CaptureReader::read_all(ReaderEvents& events) {
           events.on_notice(Notice::Level::warning, frame, fmt::format("packet skipped: {}", why));
         break;
     }
-    if (frame % kProgressEvery == 0) events.on_progress(frame, m.bytes_done());
   }
   if (m.gz && !st.damaged && !m.gz->error.empty()) {
     st.damaged = true;

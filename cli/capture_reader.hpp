@@ -9,6 +9,8 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "iscsi_doctor/results.hpp"
 #include "iscsi_doctor/segment.hpp"
@@ -45,7 +47,12 @@ public:
   virtual void on_notice(Notice::Level, uint64_t frame, std::string message) = 0;
   // Called every few thousand packets: bytes of the file consumed so far (compressed bytes for gzip).
   virtual void on_progress(uint64_t /*packets*/, uint64_t /*bytes_done*/) {}
+  // Asked after each segment: true stops the read there (a second pass that has all it needs).
+  virtual bool finished() const { return false; }
 };
+
+// Frames by number, as inclusive [first, last] ranges, in any order, overlapping or not.
+using FrameRanges = std::vector<std::pair<uint64_t, uint64_t>>;
 
 struct ReadStats {
   uint64_t packets = 0;       // every packet in the file (the last frame number)
@@ -72,6 +79,10 @@ public:
   // Reads every packet once, in file order. A file error part-way (truncated record, corrupt
   // gzip stream) ends the read with stats.damaged and an error notice naming the last good frame.
   ReadStats read_all(ReaderEvents& events);
+  // A second pass (ladders): the same walk over the same records, with the same validity rules
+  // and frame numbers, but only the frames in `ranges` are decoded and handed on; reading stops
+  // after the last of them. On an uncompressed pcap the records in between cost only their header.
+  ReadStats read_frames(ReaderEvents& events, FrameRanges ranges);
 
 private:
   struct Impl;

@@ -1,37 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// Ladder diagrams: the second pass that gathers one command's segments, the SVG drawing, and the
-// `iscsi-doctor ladder` subcommand.
+// Ladder diagrams: the second pass that gathers the drawn commands' segments, and the
+// `iscsi-doctor ladder` subcommand (the drawing itself: ladder_draw.cpp).
 #include "ladder.hpp"
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <limits>
-#include <map>
 #include <set>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include "batch.hpp"
 #include "iscsi_doctor/analyzer.hpp"
-#include "iscsi_doctor/finding_kinds.hpp"
-#include "packet_decoder.hpp"
-#include "svg.hpp"
+#include "pipeline.hpp"
 
 namespace iscsi_doctor::cli {
 namespace {
-
-using svg::esc;
-using svg::num;
 
 constexpr size_t kBefore = 2;  // segments of the connection shown before the command
 constexpr size_t kAfter = 2;   // and after its status (the status' ACK, usually)
@@ -161,17 +148,23 @@ void label_segment(Framer& f, const Segment& seg, bool from_initiator, uint32_t 
 
 // ---- Second pass ---------------------------------------------------------------------------------
 
-struct StopReading {};
-
+// One command's segments as the second pass gathers them: a little context before its first frame
+// and after its status, its own segments (head and tail of a long transfer), and every evidence
+// frame the engine named (`forced`: the command's first and status frames, each finding's frame
+// and related frames) wherever it lies, with the count of segments left out before it.
 struct Collect {
   LadderRequest* r = nullptr;
   uint64_t first = 0, last = 0;  // frames of the command (last: UINT64_MAX while open)
   int64_t after_until = 0;
   std::set<uint64_t> forced;
+  uint64_t first_forced = 0, last_forced = 0;  // the earliest and latest evidence frames (0: none)
   std::deque<LadderSeg> before, tail;
   std::vector<LadderSeg> kept;  // head and evidence frames
   uint64_t inside = 0, pending_elided = 0;
+  bool early_kept = false;  // an evidence frame before the context that precedes the command
+  uint64_t before_elided = 0, after_elided = 0;
   size_t after = 0;
+  bool after_done = false;  // the context after the status is complete
   bool done = false;
   Framer framer[2];
 };
@@ -180,10 +173,8 @@ class Collector final : public ReaderEvents {
 public:
   explicit Collector(std::vector<Collect>& c) : c_(c) {}
   void on_segment(const Segment& seg) override {
-    bool open = false;
     for (Collect& c : c_) {
       if (c.done) continue;
-      open = true;
       const ConnectionInfo& k = c.r->conn;
       bool from_i;
       if (seg.src.port == k.initiator.port && seg.dst.port == k.target.port && seg.src == k.initiator &&
@@ -193,7 +184,10 @@ public:
                seg.dst == k.initiator)
         from_i = false;
       else {
-        if (seg.frame > c.last && seg.time_ns > c.after_until) c.done = true;
+        if (seg.frame > c.last && seg.time_ns > c.after_until) {
+          c.after_done = true;
+          c.done = seg.frame > c.last_forced;
+        }
         continue;
       }
       LadderSeg s;
@@ -209,23 +203,45 @@ public:
                     c.r->conn.data_digest, s);
       add(c, std::move(s));
     }
-    if (!open) throw StopReading{};  // every diagram complete: the rest of the file is not needed
   }
   void on_notice(Notice::Level, uint64_t, std::string) override {}
+  // Every diagram complete: the rest of the file is not needed.
+  bool finished() const override {
+    return std::all_of(c_.begin(), c_.end(), [](const Collect& c) { return c.done; });
+  }
 
 private:
   static void add(Collect& c, LadderSeg&& s) {
     if (s.frame < c.first) {
       c.before.push_back(std::move(s));
-      if (c.before.size() > kBefore) c.before.pop_front();
+      if (c.before.size() <= kBefore) return;
+      LadderSeg old = std::move(c.before.front());
+      c.before.pop_front();
+      if (c.forced.count(old.frame)) {
+        old.elided_before = c.before_elided;
+        c.before_elided = 0;
+        c.early_kept = true;
+        c.kept.push_back(std::move(old));
+      } else if (c.early_kept) {
+        ++c.before_elided;
+      }
       return;
     }
     if (s.frame > c.last) {
-      if (c.after < kAfter && s.time_ns <= c.after_until) {
+      if (!c.after_done && c.after < kAfter && s.time_ns <= c.after_until) {
         c.kept.push_back(std::move(s));
-        ++c.after;
+        c.after_done = ++c.after >= kAfter;
+      } else {  // past the context: only evidence frames, after those left out
+        c.after_done = true;
+        if (c.forced.count(s.frame)) {
+          s.elided_before = c.after_elided;
+          c.after_elided = 0;
+          c.kept.push_back(std::move(s));
+        } else {
+          ++c.after_elided;
+        }
       }
-      if (c.after >= kAfter || s.time_ns > c.after_until) c.done = true;
+      c.done = c.after_done && s.frame >= c.last_forced;
       return;
     }
     if (c.inside++ < kHead) {
@@ -247,103 +263,6 @@ private:
   std::vector<Collect>& c_;
 };
 
-// Uncompressed classic pcap: the second pass hops over record headers in a mapping of the file and
-// decodes only from a little before the first frame it needs, instead of reading every packet
-// again through libpcap. Returns false when the file is not such a capture (then libpcap reads it).
-bool collect_mapped(const std::string& path, int dlt, Collector& col,
-                    std::vector<std::pair<uint64_t, uint64_t>> ranges) {
-  const DecodeFn decode = fast_decoder(dlt);
-  if (!decode) return false;
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return false;
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || st.st_size < 24) {
-    ::close(fd);
-    return false;
-  }
-  const uint64_t size = uint64_t(st.st_size);
-  // The file is mapped a window at a time, so that memory stays bounded on huge captures.
-  constexpr uint64_t kWindow = 16u << 20;
-  const uint64_t page = uint64_t(::sysconf(_SC_PAGESIZE));
-  const uint8_t* win = nullptr;
-  uint64_t win_off = 0, win_len = 0;
-  auto view = [&](uint64_t off, uint64_t n) -> const uint8_t* {  // n bytes at off, or null
-    if (off + n > size) return nullptr;
-    if (!win || off < win_off || off + n > win_off + win_len) {
-      if (win) ::munmap(const_cast<uint8_t*>(win), win_len);
-      win_off = off / page * page;
-      win_len = std::min(size - win_off, std::max(kWindow, off + n - win_off));
-      void* m = ::mmap(nullptr, win_len, PROT_READ, MAP_PRIVATE, fd, off_t(win_off));
-      if (m == MAP_FAILED) {
-        win = nullptr;
-        return nullptr;
-      }
-      ::madvise(m, win_len, MADV_SEQUENTIAL);
-      win = static_cast<const uint8_t*>(m);
-    }
-    return win + (off - win_off);
-  };
-  auto rd32 = [](const uint8_t* q, bool swap) {
-    uint32_t v;
-    std::memcpy(&v, q, 4);
-    return swap ? __builtin_bswap32(v) : v;
-  };
-  const uint8_t* h = view(0, 24);
-  const uint32_t magic = h ? rd32(h, false) : 0;
-  bool swap = false, nsec = false, ok = true;
-  if (magic == 0xa1b2c3d4) {
-  } else if (magic == 0xd4c3b2a1) {
-    swap = true;
-  } else if (magic == 0xa1b23c4d) {
-    nsec = true;
-  } else if (magic == 0x4d3cb2a1) {
-    swap = nsec = true;
-  } else {
-    ok = false;
-  }
-  // Frames to decode: merged ranges around the commands; everything else is only hopped over.
-  std::sort(ranges.begin(), ranges.end());
-  std::vector<std::pair<uint64_t, uint64_t>> merged;
-  for (const auto& r : ranges)
-    if (!merged.empty() && r.first <= merged.back().second + 1)
-      merged.back().second = std::max(merged.back().second, r.second);
-    else
-      merged.push_back(r);
-  if (ok && !merged.empty()) {
-    uint64_t off = 24, frame = 0;
-    size_t ri = 0;
-    Segment seg;
-    try {
-      while (const uint8_t* r = view(off, 16)) {
-        const uint32_t caplen = rd32(r + 8, swap), len = rd32(r + 12, swap);
-        if (caplen > (1u << 28)) break;  // damaged: libpcap stops there too
-        ++frame;
-        while (ri < merged.size() && frame > merged[ri].second)
-          ++ri;
-        if (ri == merged.size()) break;
-        if (frame >= merged[ri].first) {
-          const int64_t t =
-              int64_t(rd32(r, swap)) * 1'000'000'000 + int64_t(rd32(r + 4, swap)) * (nsec ? 1 : 1000);
-          const uint8_t* data = view(off + 16, caplen);
-          if (!data) break;
-          const Frame f{{data, caplen}, len > caplen ? len - caplen : 0};
-          std::string_view why;
-          if (decode(f, seg, why) == Decoded::tcp) {
-            seg.frame = frame;
-            seg.time_ns = t;
-            col.on_segment(seg);
-          }
-        }
-        off += 16 + caplen;
-      }
-    } catch (const StopReading&) {
-    }
-  }
-  if (win) ::munmap(const_cast<uint8_t*>(win), win_len);
-  ::close(fd);
-  return ok;
-}
-
 }  // namespace
 
 void collect_ladders(const std::string& path, DecoderChoice decoder, std::vector<LadderRequest*> requests) {
@@ -361,29 +280,30 @@ void collect_ladders(const std::string& path, DecoderChoice decoder, std::vector
       for (const auto& [name, frame] : f.related)
         x.forced.insert(frame);
     }
+    x.forced.erase(0);  // no status frame
+    x.first_forced = x.forced.empty() ? 0 : *x.forced.begin();
+    x.last_forced = x.forced.empty() ? 0 : *x.forced.rbegin();
     // A command without status ends, for the drawing, after its last evidence frame.
     x.last = r.command.status_frame ? r.command.status_frame
-                                    : std::max(*x.forced.rbegin(), r.command.first_frame + 2000);
+                                    : std::max(x.last_forced, r.command.first_frame + 2000);
     x.after_until = r.command.status_frame ? r.command.status_ns + kAfterNs : 0;
   }
-  try {
-    CaptureReader reader(path, decoder);
-    Collector col(c);
-    // Around each command, a few thousand frames: context segments, PDU framing to sync on, the
-    // segments after its status.
-    std::vector<std::pair<uint64_t, uint64_t>> ranges;
-    for (const Collect& x : c)
-      ranges.emplace_back(x.first > 5000 ? x.first - 5000 : 1,
-                          x.last > std::numeric_limits<uint64_t>::max() - 5000 ? x.last : x.last + 5000);
-    const bool mapped = decoder == DecoderChoice::fast && !reader.probe().gzip &&
-                        reader.probe().format == FileFormat::pcap &&
-                        collect_mapped(path, reader.link_type(), col, ranges);
-    if (!mapped) reader.read_all(col);
-  } catch (const StopReading&) {
+  // Around each command and its evidence, a few thousand frames: context segments, PDU framing to
+  // sync on, the segments after its status.
+  FrameRanges ranges;
+  for (const Collect& x : c) {
+    const uint64_t lo = x.first_forced ? std::min(x.first, x.first_forced) : x.first;
+    const uint64_t hi = std::max(x.last, x.last_forced);
+    ranges.emplace_back(lo > 5000 ? lo - 5000 : 1,
+                        hi > std::numeric_limits<uint64_t>::max() - 5000 ? hi : hi + 5000);
   }
+  CaptureReader reader(path, decoder);
+  Collector col(c);
+  reader.read_frames(col, ranges);
   for (Collect& x : c) {
     std::vector<LadderSeg>& out = x.r->segs;
     out.clear();
+    if (!x.before.empty()) x.before.front().elided_before += x.before_elided;
     for (auto& s : x.before)
       out.push_back(std::move(s));
     if (!x.tail.empty())
@@ -397,444 +317,6 @@ void collect_ladders(const std::string& path, DecoderChoice decoder, std::vector
     std::stable_sort(out.begin(), out.end(),
                      [](const LadderSeg& a, const LadderSeg& b) { return a.frame < b.frame; });
   }
-}
-
-// ---- Drawing --------------------------------------------------------------------------------------
-
-namespace {
-
-struct Style {
-  const char* color;
-  double width;
-  const char* dash;  // "" for solid
-};
-
-Style style_of(std::string_view role) {
-  if (role == "held") return {"#d62728", 3, ""};
-  if (role == "release") return {"#1f6fd0", 3, ""};
-  if (role == "small") return {"#ef8a17", 2, ""};
-  if (role == "retransmission") return {"#9c27b0", 2.5, ""};
-  if (role == "original") return {"#9c27b0", 1.5, "5 3"};
-  if (role == "command") return {"#222", 1.6, ""};
-  if (role == "ack") return {"#888", 1, "4 3"};
-  return {"#b8b8b8", 1, ""};  // other
-}
-
-const char* kind_label(FindingKind k) { return finding_kind(k).label.data(); }
-
-std::string vantage_words(Vantage v) {
-  switch (v) {
-    case Vantage::initiator:
-      return "capture point (near the initiator)";
-    case Vantage::target:
-      return "capture point (near the target)";
-    case Vantage::midpath:
-      return "capture point (mid-path)";
-    default:
-      return "capture point (position unknown)";
-  }
-}
-
-}  // namespace
-
-std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool standalone) {
-  const CommandResult& c = r.command;
-  const ConnectionInfo& k = r.conn;
-  std::string o;
-
-  // Where the capture point sits, and how long a packet takes from it to either side.
-  double rtt_i = k.rtt_initiator_ms, rtt_t = k.rtt_target_ms;
-  if (rtt_i < 0 || rtt_t < 0) {
-    const double full = k.rtt_ms > 0 ? k.rtt_ms : 0;
-    rtt_i = k.vantage == Vantage::initiator ? 0 : k.vantage == Vantage::target ? full : full / 2;
-    rtt_t = full - rtt_i;
-  }
-  const double share = rtt_i + rtt_t > 0 ? std::clamp(rtt_i / (rtt_i + rtt_t), 0.0, 1.0) : 0.5;
-  const int64_t di = int64_t(rtt_i * 1e6 / 2), dt = int64_t(rtt_t * 1e6 / 2);  // one-way, ns
-
-  const double W = 860, xi = 290, xt = 650, top = 124;
-  const double xc = xi + (xt - xi) * std::clamp(share, 0.03, 0.97);
-
-  // Roles: evidence frames from the findings first, then what the PDUs say.
-  std::map<uint64_t, std::string> role;
-  auto set_role = [&](uint64_t f, const char* name) {
-    if (f) role.emplace(f, name);  // first one wins: findings are listed in order of evidence
-  };
-  for (const Finding& f : r.findings) {
-    auto rel = [&](std::string_view n) -> uint64_t {
-      for (const auto& [name, frame] : f.related)
-        if (name == n) return frame;
-      return 0;
-    };
-    switch (f.kind) {
-      case FindingKind::nagle_hold:
-      case FindingKind::cwnd_limited:
-      case FindingKind::rwnd_limited:
-        set_role(f.frame, "held"), set_role(rel("released_by"), "release"),
-            set_role(rel("previous_small"), "small");
-        break;
-      case FindingKind::delayed_ack:
-        set_role(f.frame, "release"), set_role(rel("released"), "held"), set_role(rel("acks"), "small");
-        break;
-      case FindingKind::retransmission:
-        set_role(f.frame, "retransmission"), set_role(rel("original"), "original");
-        break;
-      default:
-        break;
-    }
-  }
-  auto role_of = [&](const LadderSeg& s) -> std::string {
-    if (auto it = role.find(s.frame); it != role.end()) return it->second;
-    if (s.retransmission) return "retransmission";
-    if (s.len == 0) return "ack";
-    return s.ours ? "command" : "other";
-  };
-
-  // Times: send, capture and arrival of each arrow; origin at the command's first frame.
-  struct Arrow {
-    const LadderSeg* s;
-    int64_t send, cap, arr;
-    std::string role;
-    int rt = 0;  // round trip completed on arrival
-  };
-  std::vector<Arrow> arrows;
-  for (const LadderSeg& s : r.segs) {
-    Arrow a{&s, 0, s.time_ns - c.first_ns, 0, role_of(s)};
-    a.send = a.cap - (s.from_initiator ? di : dt);
-    a.arr = a.cap + (s.from_initiator ? dt : di);
-    arrows.push_back(std::move(a));
-  }
-  // Round trips: each change of direction along the command's own segments (and the ACK that
-  // released a hold) is one crossing; every second crossing completes a round trip.
-  {
-    int h = 0, last_dir = -1;
-    for (Arrow& a : arrows) {
-      const LadderSeg& s = *a.s;
-      if (s.frame < c.first_frame || (c.status_frame && s.frame > c.status_frame)) continue;
-      const bool causal = (s.ours && s.len > 0) || a.role == "held" || a.role == "release";
-      if (!causal) continue;
-      const int dir = s.from_initiator ? 0 : 1;
-      if (dir != last_dir) {
-        ++h;
-        last_dir = dir;
-        if (h % 2 == 0) a.rt = h / 2;
-      }
-    }
-  }
-
-  // Shaded waits: [send - lost, send] on the side that waited.
-  struct Shade {
-    bool initiator_side;
-    int64_t from, to;
-    std::string what;
-    const char* fill;
-    std::string role;
-  };
-  std::vector<Shade> shades;
-  for (const Finding& f : r.findings) {
-    const char* what = kind_label(f.kind);
-    if (!*what || f.lost_ms <= 0) continue;
-    for (const Arrow& a : arrows)
-      if (a.s->frame == f.frame) {
-        const bool init = f.side == Side::initiator;
-        const int64_t end = a.send;
-        const char* fill = f.kind == FindingKind::delayed_ack    ? "#ffe08a"
-                           : f.kind == FindingKind::target_think ? "#d9ecd0"
-                                                                 : "#f9c9c9";
-        const std::string shade_role = f.kind == FindingKind::delayed_ack      ? "delayed-ack-wait"
-                                       : f.kind == FindingKind::target_think   ? "think"
-                                       : f.kind == FindingKind::retransmission ? "loss-wait"
-                                                                               : "hold-wait";
-        shades.push_back({init, end - int64_t(f.lost_ms * 1e6), end,
-                          fmt::format("{} {}", what, svg::ms_text(f.lost_ms)), fill, shade_role});
-        break;
-      }
-  }
-
-  // Vertical scale: proportional to time within the command, with a minimum spacing between
-  // captured segments so that bursts stay readable, and long idle stretches outside the command
-  // cut short (marked with their length).
-  std::vector<int64_t> keys;
-  for (const Arrow& a : arrows)
-    keys.insert(keys.end(), {a.send, a.cap, a.arr});
-  for (const Shade& s : shades)
-    keys.insert(keys.end(), {s.from, s.to});
-  keys.push_back(0);
-  std::sort(keys.begin(), keys.end());
-  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  const int64_t span = std::max<int64_t>(c.status_ns - c.first_ns + di + dt, 1000);
-  const double scale = 440.0 / double(span);  // px per ns
-  const int64_t lo_ok = -(di + dt) - span / 20, hi_ok = c.status_ns - c.first_ns + di + dt + span / 20;
-  std::vector<double> ys(keys.size());
-  struct Break {
-    double y0, y1;
-    int64_t ns;
-  };
-  std::vector<Break> breaks;
-  {
-    double y = top;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (i) {
-        const int64_t g = keys[i] - keys[i - 1];
-        double px = double(g) * scale;
-        const bool outside = keys[i] <= lo_ok || keys[i - 1] >= hi_ok;
-        if (outside && px > 40) {
-          breaks.push_back({y, y + 40, g});
-          px = 40;
-        }
-        y += px;
-      }
-      ys[i] = y;
-    }
-  }
-  // Captured segments at least 19 px apart (44 where elided ones are marked): the space is added
-  // just before the arrow leaves its sender, so that the arrow itself keeps its slope, unless the
-  // previous arrow is still under way then.
-  {
-    auto index = [&](int64_t t) {
-      return size_t(std::lower_bound(keys.begin(), keys.end(), t) - keys.begin());
-    };
-    double last_cap_y = -1e9;
-    size_t last_cap_i = 0;
-    bool first = true;
-    for (const Arrow& a : arrows) {
-      const size_t ci = index(a.cap);
-      const double need = last_cap_y + (a.s->elided_before ? 44.0 : 19.0) - ys[ci];
-      if (!first && need > 0) {
-        const size_t from = std::max(index(a.send), last_cap_i + 1);
-        for (size_t j = std::min(from, ci); j < ys.size(); ++j)
-          ys[j] += need;
-        for (Break& b : breaks)
-          if (b.y0 >= ys[std::min(from, ci)] - need - 0.01) b.y0 += need, b.y1 += need;
-      }
-      first = false;
-      last_cap_y = ys[ci];
-      last_cap_i = std::max(last_cap_i, ci);
-    }
-  }
-  auto Y = [&](int64_t t) {
-    auto it = std::lower_bound(keys.begin(), keys.end(), t);
-    if (it == keys.end()) return ys.back();
-    const size_t i = size_t(it - keys.begin());
-    if (*it == t || i == 0) return ys[i];
-    const double f = double(t - keys[i - 1]) / double(*it - keys[i - 1]);
-    return ys[i - 1] + f * (ys[i] - ys[i - 1]);
-  };
-  const double bottom = (ys.empty() ? top : ys.back()) + 30;
-  const double H = bottom + 84;
-
-  // ---- SVG ----
-  fmt::format_to(
-      std::back_inserter(o),
-      "<svg {}class=\"ladder\" id=\"{}\" data-itt=\"{}\" data-first-frame=\"{}\" data-status-frame=\"{}\" "
-      "data-connection=\"{}\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
-      "font-family=\"sans-serif\" font-size=\"12\">\n",
-      standalone ? "xmlns=\"http://www.w3.org/2000/svg\" " : "", pfx, fmt::format("0x{:08x}", c.itt),
-      c.first_frame, c.status_frame, k.id, num(W), num(H), num(W), num(H));
-  o += "<defs>";
-  for (const char* rn : {"held", "release", "small", "retransmission", "original", "command", "ack", "other"})
-    fmt::format_to(
-        std::back_inserter(o),
-        "<marker id=\"{}-ah-{}\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"9\" "
-        "markerHeight=\"9\" markerUnits=\"userSpaceOnUse\" orient=\"auto\"><path d=\"M0,0 L10,5 L0,10 z\" "
-        "fill=\"{}\"/></marker>",
-        pfx, rn, style_of(rn).color);
-  o += "</defs>\n";
-  if (standalone)
-    fmt::format_to(std::back_inserter(o), "<rect width=\"{}\" height=\"{}\" fill=\"#fff\"/>\n", num(W),
-                   num(H));
-
-  // Title lines.
-  std::string what = fmt::format("ITT 0x{:08x}  {}", c.itt, c.op);
-  if (c.lba) what += fmt::format("  LBA {}", *c.lba);
-  what += fmt::format("  {}", svg::size_text(c.bytes));
-  std::string kinds;
-  for (auto f : c.findings)
-    kinds += fmt::format("{}{}", kinds.empty() ? "" : ", ", finding_name(f));
-  std::string line2 =
-      c.completed ? fmt::format("latency {}, {} round trip{} (ideal {}), frames {}-{}",
-                                svg::ms_text(c.latency_ms), c.round_trips, c.round_trips == 1 ? "" : "s",
-                                c.ideal_round_trips, c.first_frame, c.status_frame)
-                  : fmt::format("no status seen, from frame {}", c.first_frame);
-  if (!kinds.empty()) line2 += "  —  " + kinds;
-  fmt::format_to(std::back_inserter(o),
-                 "<text x=\"12\" y=\"22\" font-size=\"15\" font-weight=\"bold\">{}</text>\n"
-                 "<text x=\"12\" y=\"42\" fill=\"#444\">{}</text>\n",
-                 esc(what), esc(line2));
-
-  // Lanes.
-  const double lane_top = top - 26;
-  fmt::format_to(
-      std::back_inserter(o),
-      "<text x=\"{0}\" y=\"66\" text-anchor=\"middle\" font-weight=\"bold\">initiator</text>"
-      "<text x=\"{0}\" y=\"80\" text-anchor=\"middle\" fill=\"#555\" font-size=\"11\">{1}</text>\n"
-      "<text x=\"{2}\" y=\"66\" text-anchor=\"middle\" font-weight=\"bold\">target</text>"
-      "<text x=\"{2}\" y=\"80\" text-anchor=\"middle\" fill=\"#555\" font-size=\"11\">{3}</text>\n",
-      num(xi), esc(k.initiator.str()), num(xt), esc(k.target.str()));
-  fmt::format_to(std::back_inserter(o),
-                 "<line x1=\"{0}\" y1=\"{2}\" x2=\"{0}\" y2=\"{3}\" stroke=\"#333\" stroke-width=\"2\"/>"
-                 "<line x1=\"{1}\" y1=\"{2}\" x2=\"{1}\" y2=\"{3}\" stroke=\"#333\" stroke-width=\"2\"/>\n",
-                 num(xi), num(xt), num(lane_top + 8), num(bottom));
-  fmt::format_to(
-      std::back_inserter(o),
-      "<g id=\"{0}-vantage\" data-role=\"vantage\" data-vantage=\"{1}\">"
-      "<line x1=\"{2}\" y1=\"{3}\" x2=\"{2}\" y2=\"{4}\" stroke=\"#2a9d8f\" stroke-width=\"1.5\" "
-      "stroke-dasharray=\"6 4\"/>"
-      "<text x=\"{7}\" y=\"{5}\" text-anchor=\"{8}\" fill=\"#2a9d8f\" font-size=\"11\">{6}</text></g>\n",
-      pfx, vantage_name(k.vantage), num(xc), num(lane_top + 8), num(bottom), num(lane_top + 2),
-      esc(vantage_words(k.vantage)),
-      num(share < 0.3   ? xc - 4
-          : share > 0.7 ? xc + 4
-                        : xc),
-      share < 0.3   ? "start"
-      : share > 0.7 ? "end"
-                    : "middle");
-
-  // Shades.
-  for (size_t i = 0; i < shades.size(); ++i) {
-    const Shade& s = shades[i];
-    const double y0 = Y(s.from), y1 = Y(s.to);
-    const double x = s.initiator_side ? xi : xt - 46;
-    const double tx = s.initiator_side ? xi - 10 : xt + 10;
-    fmt::format_to(
-        std::back_inserter(o),
-        "<g id=\"{}-w{}\" data-role=\"{}\"><rect x=\"{}\" y=\"{}\" width=\"46\" height=\"{}\" fill=\"{}\" "
-        "opacity=\"0.85\"/><text x=\"{}\" y=\"{}\" text-anchor=\"{}\" fill=\"#7a5b00\" "
-        "font-weight=\"bold\">{}</text></g>\n",
-        pfx, i, s.role, num(x), num(y0), num(std::max(1.0, y1 - y0)), s.fill, num(tx), num((y0 + y1) / 2 + 4),
-        s.initiator_side ? "end" : "start", esc(s.what));
-  }
-  // Idle stretches drawn shorter than they were.
-  for (const Break& b : breaks) {
-    const double ym = (b.y0 + b.y1) / 2;
-    fmt::format_to(
-        std::back_inserter(o),
-        "<g data-role=\"break\"><path d=\"M{0},{2} l8,-5 l8,10 l8,-5 M{1},{2} l-8,-5 l-8,10 l-8,-5\" "
-        "stroke=\"#999\" fill=\"none\" transform=\"translate(-12,0)\"/>"
-        "<text x=\"{3}\" y=\"{4}\" text-anchor=\"middle\" fill=\"#888\" font-size=\"11\">"
-        "… {5} idle, not to scale …</text></g>\n",
-        num(xi), num(xt + 24), num(ym), num((xi + xt) / 2), num(ym + 4), svg::ms_text(double(b.ns) / 1e6));
-  }
-
-  // Arrows.
-  std::string last_label[2];
-  for (const Arrow& a : arrows) {
-    const LadderSeg& s = *a.s;
-    const Style st = style_of(a.role);
-    const double xs = s.from_initiator ? xi : xt, xr = s.from_initiator ? xt : xi;
-    const double ys0 = Y(a.send), yc = Y(a.cap), yr = Y(a.arr);
-    if (s.elided_before)
-      fmt::format_to(std::back_inserter(o),
-                     "<text x=\"12\" y=\"{}\" fill=\"#888\" font-style=\"italic\" font-size=\"11\" "
-                     "data-role=\"elided\">… {} segments not drawn</text>\n",
-                     num(yc - 20), svg::count_text(s.elided_before));
-    const double tm = double(a.cap) / 1e6;
-    std::string tip = fmt::format("frame {}, {}{:.3f} ms, {} → {}, seq {} ack {} len {} win {}{}", s.frame,
-                                  tm >= 0 ? "+" : "", tm, s.from_initiator ? "initiator" : "target",
-                                  s.from_initiator ? "target" : "initiator", s.seq, s.ack, s.len, s.window,
-                                  s.label.empty() ? "" : ", " + s.label);
-    fmt::format_to(
-        std::back_inserter(o),
-        "<g id=\"{}-f{}\" class=\"seg\" data-frame=\"{}\" data-role=\"{}\" data-time-ms=\"{:.3f}\">"
-        "<title>{}</title>",
-        pfx, s.frame, s.frame, a.role, tm, esc(tip));
-    fmt::format_to(std::back_inserter(o),
-                   "<polyline points=\"{},{} {},{} {},{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\"{} "
-                   "marker-end=\"url(#{}-ah-{})\"/>",
-                   num(xs), num(ys0), num(xc), num(yc), num(xr - (s.from_initiator ? 1 : -1)), num(yr),
-                   st.color, num(st.width), *st.dash ? fmt::format(" stroke-dasharray=\"{}\"", st.dash) : "",
-                   pfx, a.role);
-    fmt::format_to(std::back_inserter(o), "<circle cx=\"{}\" cy=\"{}\" r=\"2.5\" fill=\"#2a9d8f\"/>", num(xc),
-                   num(yc));
-    // Label near the middle of the ladder, on the arrow.
-    // Label where arrows are furthest apart: near the capture point, towards the receiver for
-    // initiator arrows, towards the sender for target ones (so crossing arrows do not share it).
-    const double xm = std::clamp(xc + (s.from_initiator ? 90.0 : -90.0), xi + 60, xt - 60);
-    const double ym = xm < xc ? (s.from_initiator ? ys0 + (yc - ys0) * (xm - xs) / std::max(1.0, xc - xs)
-                                                  : yr + (yc - yr) * (xm - xr) / std::max(1.0, xc - xr))
-                              : (s.from_initiator ? yc + (yr - yc) * (xm - xc) / std::max(1.0, xr - xc)
-                                                  : yc + (ys0 - yc) * (xm - xc) / std::max(1.0, xs - xc));
-    // Text on the arrow: PDUs by name; a run of continuation segments or of pure ACKs is named once.
-    const bool strong = a.role == "held" || a.role == "release";
-    const bool cont = s.label == "data" || s.label == "ACK";
-    const int dir = s.from_initiator ? 0 : 1;
-    std::string text;
-    if (strong || !cont || last_label[dir] != s.label) {
-      text = s.label == "data" ? std::string("…") : s.label;
-      if (s.len) text += fmt::format("  {} B", s.len);
-    }
-    last_label[dir] = s.label;
-    if (!text.empty())
-      fmt::format_to(std::back_inserter(o),
-                     "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"11\" fill=\"{}\"{} "
-                     "stroke=\"#fff\" stroke-width=\"3\" paint-order=\"stroke\">{}</text>",
-                     num(xm), num(ym - 4), a.role == "other" ? "#999" : st.color,
-                     strong ? " font-weight=\"bold\"" : "", esc(text));
-    // Frame and capture time at the left.
-    fmt::format_to(
-        std::back_inserter(o),
-        "<text x=\"12\" y=\"{0}\" fill=\"#555\" font-size=\"11\">#{1}</text>"
-        "<text x=\"130\" y=\"{0}\" text-anchor=\"end\" fill=\"#555\" font-size=\"11\">{2}{3:.3f} ms</text>",
-        num(yc + 4), s.frame, tm >= 0 ? "+" : "", tm);
-    if (strong) {
-      const char* tag = a.role == "held" ? "held segment" : "releasing ACK";
-      fmt::format_to(std::back_inserter(o),
-                     "<text x=\"{}\" y=\"{}\" text-anchor=\"{}\" fill=\"{}\" font-weight=\"bold\" "
-                     "font-size=\"11\">{}</text>",
-                     num(s.from_initiator ? xi - 30 : xt + 30), num(ys0 + 4),
-                     s.from_initiator ? "end" : "start", st.color, tag);
-    }
-    if (a.rt)
-      fmt::format_to(std::back_inserter(o),
-                     "<g data-role=\"round-trip\" data-rt=\"{0}\"><circle cx=\"{1}\" cy=\"{2}\" r=\"9\" "
-                     "fill=\"#264653\"/>"
-                     "<text x=\"{1}\" y=\"{3}\" text-anchor=\"middle\" fill=\"#fff\" font-size=\"11\" "
-                     "font-weight=\"bold\">{0}</text></g>",
-                     a.rt, num(xr + (s.from_initiator ? 16 : -16)), num(yr), num(yr + 4));
-    o += "</g>\n";
-  }
-  if (r.elided_after)
-    fmt::format_to(
-        std::back_inserter(o),
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#888\" font-style=\"italic\">… {} more "
-        "segments not drawn …</text>\n",
-        num((xi + xt) / 2), num(bottom - 8), svg::count_text(r.elided_after));
-
-  // Legend.
-  const double ly = bottom + 28;
-  struct Item {
-    const char* color;
-    const char* text;
-    bool box;
-  };
-  const Item items[] = {{"#222", "this command", false},       {"#d62728", "held segment", false},
-                        {"#1f6fd0", "releasing ACK", false},   {"#ef8a17", "earlier small segment", false},
-                        {"#888", "pure ACK", false},           {"#b8b8b8", "others", false},
-                        {"#ffe08a", "delayed-ACK wait", true}, {"#f9c9c9", "hold", true}};
-  double lx = 12;
-  for (const Item& it : items) {
-    if (it.box)
-      fmt::format_to(std::back_inserter(o),
-                     "<rect x=\"{}\" y=\"{}\" width=\"18\" height=\"10\" fill=\"{}\"/>", num(lx), num(ly - 9),
-                     it.color);
-    else
-      fmt::format_to(std::back_inserter(o),
-                     "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"3\"/>",
-                     num(lx), num(ly - 4), num(lx + 18), num(ly - 4), it.color);
-    fmt::format_to(std::back_inserter(o), "<text x=\"{}\" y=\"{}\" font-size=\"11\">{}</text>", num(lx + 23),
-                   num(ly), it.text);
-    lx += 32 + 5.8 * double(std::strlen(it.text));
-  }
-  fmt::format_to(
-      std::back_inserter(o),
-      "\n<text x=\"12\" y=\"{}\" font-size=\"11\" fill=\"#555\">Left: frame, and when the capture "
-      "point saw it (dot), from the command's first frame. Numbered circles: round trips completed.</text>"
-      "\n<text x=\"12\" y=\"{}\" font-size=\"11\" fill=\"#555\">Arrows leave and reach each side half "
-      "a measured round trip from the capture point: RTT {}, capture point ↔ initiator {}, ↔ target "
-      "{}.</text>\n",
-      num(ly + 20), num(ly + 36), svg::ms_text(k.rtt_ms), svg::ms_text(rtt_i), svg::ms_text(rtt_t));
-  o += "</svg>\n";
-  return o;
 }
 
 // ---- `iscsi-doctor ladder` ------------------------------------------------------------------------

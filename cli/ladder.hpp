@@ -41,7 +41,9 @@ struct LadderRequest {
 
 // Second pass: reads `path` and fills each request's segments (those of its connection from just
 // before its first frame to just after its status frame; long transfers keep their head, tail
-// and evidence frames). Stops reading after the last frame any request needs.
+// and evidence frames). The file is walked as the first pass walked it (CaptureReader::read_frames:
+// same records, frame numbers and validity rules), decoding only around the requested commands
+// and stopping after the last frame any request needs.
 void collect_ladders(const std::string& path, DecoderChoice decoder, std::vector<LadderRequest*> requests);
 
 // The diagram as an <svg> element (standalone: with the XML namespace and a white background, for

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // iscsi-doctor: explains, per SCSI command in an iSCSI capture, why it was slow.
-// This file only turns the command line into BatchOptions (docs/cli.md); batch.cpp does the rest.
+// This file only turns the command line into PipelineOptions (docs/cli.md); pipeline.cpp does the rest.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -8,9 +8,8 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "batch.hpp"
 #include "ladder.hpp"
-#include "report_html.hpp"
+#include "pipeline.hpp"
 
 using namespace iscsi_doctor;
 using namespace iscsi_doctor::cli;
@@ -36,7 +35,7 @@ int main(int argc, char** argv) {
       "iscsi-doctor"};
   app.get_formatter()->column_width(34);
 
-  BatchOptions opt;
+  PipelineOptions opt;
   std::string format = "text", decoder = "fast";
   std::vector<std::string> fail_on;
   std::vector<uint16_t> ports;
@@ -132,7 +131,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "iscsi-doctor: --html cannot be combined with --format\n");
       return kExitUnusable;
     }
-    return run_html_report(opt, html);
+    opt.format = Format::html;
+    opt.output = html;
   }
-  return run_batch(opt);
+  return run_pipeline(opt);
 }

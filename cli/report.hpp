@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// The three report formats behind one interface. Commands and findings are streamed as the engine
-// reports them (a capture may hold millions); everything else (sessions, summaries, notices) is
-// small and written when a capture, or the whole run, is done.
+// The four report formats (text, JSON, CSV, HTML) behind one interface, fed by the one pipeline
+// (pipeline.cpp). Commands and findings are streamed as the engine reports them (a capture may hold
+// millions), each capture's into its own streams; everything else (sessions, summaries, notices)
+// is small and written when a capture, or the whole run, is done.
 //
-// Call order (batch.cpp): begin; then per capture, in argument order: command/finding calls (from
-// the thread analysing it, into that capture's streams), capture_done; finally end.
+// Call order: begin; per capture, from the thread analysing it: capture_report, then that part's
+// command/finding calls and its analysed(); per capture on the main thread, in argument order,
+// once its streams are joined: capture_done; finally end.
 #pragma once
 
 #include <cstdint>
@@ -19,11 +21,12 @@
 #include <nlohmann/json.hpp>
 
 #include "capture_reader.hpp"
+#include "formatting.hpp"
 #include "iscsi_doctor/summary.hpp"
 
 namespace iscsi_doctor::cli {
 
-enum class Format : uint8_t { text, json, csv };
+enum class Format : uint8_t { text, json, csv, html };
 
 // Where streamed elements (JSON array items, CSV rows) of one capture go.
 struct ElementStream {
@@ -67,35 +70,57 @@ struct Overall {
   GateResult gate;
 };
 
+// Where a capture's streamed output goes. `direct` is copied into the output when the capture's
+// turn comes (argument order); `deferred` is gathered over all captures and handed to Report::end.
+// Null when the report does not write that stream.
+struct CaptureStreams {
+  ElementStream* direct = nullptr;
+  ElementStream* deferred = nullptr;
+};
+
+// A report's part for one capture, used only by the thread analysing that capture.
+class CaptureReport {
+public:
+  virtual ~CaptureReport() = default;
+  virtual void first_segment(int64_t /*time_ns*/) {}  // the capture's first TCP segment
+  virtual void command(const CommandResult&) {}
+  virtual void finding(const Finding&) {}
+  // Last call: the capture is read and analysed (r.usable), or could not be read at all.
+  virtual void analysed(const CaptureResult& /*r*/) {}
+};
+
 class Report {
 public:
   virtual ~Report() = default;
-  virtual bool streams_commands() const { return false; }
-  virtual bool streams_findings() const { return false; }
+  virtual bool writes_direct() const { return false; }
+  virtual bool writes_deferred() const { return false; }
   // Written between two streamed elements when chunks of different captures are joined.
   virtual std::string_view separator() const { return {}; }
 
   virtual void begin(FILE* /*out*/) {}
-  // From the thread analysing capture `capture`; each capture has its own streams.
-  virtual void command(ElementStream&, const CommandResult&, size_t /*capture*/) {}
-  virtual void finding(ElementStream&, const Finding&, size_t /*capture*/) {}
-  // Main thread, in argument order, once the capture's commands are all in `out`.
+  // The part for capture `index` (null: the report needs nothing while captures are read). Its own
+  // notices (caps it hits) go to `notices`, as the engine's do.
+  virtual std::unique_ptr<CaptureReport> capture_report(size_t /*index*/, CaptureStreams, Sink& /*notices*/) {
+    return nullptr;
+  }
+  // Main thread, in argument order, once the capture's direct stream is in `out`.
   virtual void capture_done(FILE* /*out*/, const CaptureResult&) {}
-  // Main thread, last. `findings` holds every streamed finding, to be copied into the output.
-  virtual void end(FILE* /*out*/, const Overall&, FILE* /*findings*/) {}
+  // Main thread, last. `deferred` holds every capture's deferred stream, to be copied into the output.
+  virtual void end(FILE* /*out*/, const Overall&, FILE* /*deferred*/) {}
 };
 
 struct ReportOptions {
   size_t worst = 10;
-  bool several = false;            // more than one input
-  std::vector<std::string> paths;  // the inputs, by capture index
+  bool several = false;                         // more than one input
+  std::vector<std::string> paths;               // the inputs, by capture index
+  DecoderChoice decoder = DecoderChoice::fast;  // the HTML report's second pass reads as the first
 };
 std::unique_ptr<Report> make_text_report(const ReportOptions&);
 std::unique_ptr<Report> make_json_report(const ReportOptions&);
 std::unique_ptr<Report> make_csv_report(const ReportOptions&);
+std::unique_ptr<Report> make_html_report(const ReportOptions&);
 
 // ---- Shared by the formats (report_common.cpp) ------------------------------------------------
-std::string hex32(uint32_t);                    // "0x0000002a"
 std::string_view command_kind_name(char kind);  // "read", "write", "other"
 std::string scsi_status_name(uint8_t status);   // "GOOD", "CHECK_CONDITION", ..., "0x1c"
 std::string_view sense_key_name(uint8_t key);   // "NOT_READY", ...

@@ -22,8 +22,6 @@ const BreakdownPart kBreakdownParts[9] = {
     {"response", &Breakdown::response_ms},
 };
 
-std::string hex32(uint32_t v) { return fmt::format("0x{:08x}", v); }
-
 std::string_view command_kind_name(char kind) {
   switch (kind) {
     case 'r':

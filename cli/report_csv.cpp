@@ -34,10 +34,69 @@ void ms_cell(OutBuf& o, double ms) {
   if (std::isfinite(ms)) fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}"), round_ns(ms));
 }
 
+void write_row(ElementStream& s, const CommandResult& c, size_t capture, std::string_view path) {
+  thread_local OutBuf o;
+  o.clear();
+  fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{},"), capture);
+  cell(o, path);
+  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{},0x{:08x},{},"), c.session, c.connection, c.itt,
+                 c.cmdsn);
+  cell(o, c.op);
+  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{},"), c.iscsi_opcode, command_kind_name(c.kind));
+  opt_cell(o, c.lba);
+  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},"), c.bytes);
+  if (c.first_frame) fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}"), c.first_frame);
+  o += ',';
+  if (c.status_frame) fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}"), c.status_frame);
+  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},"), c.first_ns);
+  if (c.completed) ms_cell(o, c.latency_ms);
+  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{},"), c.round_trips, c.ideal_round_trips);
+  for (size_t i = 0; i < c.findings.size(); ++i) {
+    if (i) o += ';';
+    o += finding_name(c.findings[i]);
+  }
+  for (const auto& p : kBreakdownParts) {
+    o += ',';
+    ms_cell(o, c.breakdown.*p.field);
+  }
+  o += ',';
+  if (c.scsi_status) o += scsi_status_name(*c.scsi_status);
+  o += ',';
+  opt_cell(o, c.iscsi_response);
+  o += ',';
+  opt_cell(o, c.sense_key);
+  o += ',';
+  if (c.sense_key) o += sense_key_name(*c.sense_key);
+  o += ',';
+  if (c.sense_key) opt_cell(o, c.asc);
+  o += ',';
+  if (c.sense_key) opt_cell(o, c.ascq);
+  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{}\n"), c.completed, c.data_incomplete);
+  std::fwrite(o.data(), 1, o.size(), s.out);
+  s.empty = false;
+}
+
+// One row per command, into the direct stream.
+class CsvCaptureReport final : public CaptureReport {
+public:
+  CsvCaptureReport(size_t index, std::string_view path, ElementStream& s)
+      : index_(index), path_(path), s_(s) {}
+  void command(const CommandResult& c) override { write_row(s_, c, index_, path_); }
+
+private:
+  size_t index_;
+  std::string_view path_;
+  ElementStream& s_;
+};
+
 class CsvReport final : public Report {
 public:
   explicit CsvReport(const ReportOptions& o) : opt_(o) {}
-  bool streams_commands() const override { return true; }
+  bool writes_direct() const override { return true; }
+
+  std::unique_ptr<CaptureReport> capture_report(size_t index, CaptureStreams streams, Sink&) override {
+    return std::make_unique<CsvCaptureReport>(index, path_of(index), *streams.direct);
+  }
 
   void begin(FILE* out) override {
     std::string h =
@@ -49,64 +108,15 @@ public:
     std::fputs(h.c_str(), out);
   }
 
-  void command(ElementStream& s, const CommandResult& c, size_t capture) override {
-    thread_local OutBuf o;
-    o.clear();
-    fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{},"), capture);
-    cell(o, path_of(capture));
-    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{},0x{:08x},{},"), c.session, c.connection, c.itt,
-                   c.cmdsn);
-    cell(o, c.op);
-    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{},"), c.iscsi_opcode, command_kind_name(c.kind));
-    opt_cell(o, c.lba);
-    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},"), c.bytes);
-    if (c.first_frame) fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}"), c.first_frame);
-    o += ',';
-    if (c.status_frame) fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}"), c.status_frame);
-    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},"), c.first_ns);
-    if (c.completed) ms_cell(o, c.latency_ms);
-    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{},"), c.round_trips, c.ideal_round_trips);
-    for (size_t i = 0; i < c.findings.size(); ++i) {
-      if (i) o += ';';
-      o += finding_name(c.findings[i]);
-    }
-    for (const auto& p : kBreakdownParts) {
-      o += ',';
-      ms_cell(o, c.breakdown.*p.field);
-    }
-    o += ',';
-    if (c.scsi_status) o += scsi_status_name(*c.scsi_status);
-    o += ',';
-    opt_cell(o, c.iscsi_response);
-    o += ',';
-    opt_cell(o, c.sense_key);
-    o += ',';
-    if (c.sense_key) o += sense_key_name(*c.sense_key);
-    o += ',';
-    if (c.sense_key) opt_cell(o, c.asc);
-    o += ',';
-    if (c.sense_key) opt_cell(o, c.ascq);
-    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{}\n"), c.completed, c.data_incomplete);
-    std::fwrite(o.data(), 1, o.size(), s.out);
-    s.empty = false;
-  }
-
-  void set_paths(std::vector<std::string> paths) { paths_ = std::move(paths); }
-
 private:
   std::string_view path_of(size_t capture) const {
-    return capture < paths_.size() ? std::string_view(paths_[capture]) : std::string_view();
+    return capture < opt_.paths.size() ? std::string_view(opt_.paths[capture]) : std::string_view();
   }
   ReportOptions opt_;
-  std::vector<std::string> paths_;
 };
 
 }  // namespace
 
-std::unique_ptr<Report> make_csv_report(const ReportOptions& o) {
-  auto r = std::make_unique<CsvReport>(o);
-  r->set_paths(o.paths);
-  return r;
-}
+std::unique_ptr<Report> make_csv_report(const ReportOptions& o) { return std::make_unique<CsvReport>(o); }
 
 }  // namespace iscsi_doctor::cli

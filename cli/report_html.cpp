@@ -1,11 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// The HTML report (report_html.hpp). Written as polyglot XHTML (every element closed, only XML's
-// own entities), so tests can parse it with an XML parser as well as open it in a browser.
-#include "report_html.hpp"
+// `iscsi-doctor --html FILE`: one self-contained HTML file (inline SVG and CSS, no script, nothing
+// fetched) with the text report's findings and fixes, ladder diagrams of each finding kind's worst
+// commands, latency histograms/CDFs per command class against 1-3 measured round trips, breakdown
+// bars, queue depth and throughput over time, and the LBA access pattern. Written as polyglot
+// XHTML (every element closed, only XML's own entities), so tests can parse it with an XML parser
+// as well as open it in a browser.
+//
+// A report of the pipeline (pipeline.hpp) like the others. Per capture, in the thread analysing
+// it: while the engine reports, the commands and findings are aggregated into fixed bins (charts)
+// and a few picked commands (ladders); once the capture is analysed, a second pass re-reads the
+// file only around the picked commands (collect_ladders) and the capture's section is written to
+// the deferred stream. At the end the page opens with the summary of all captures and the gate,
+// and the sections follow. Memory and output size do not grow with the number of packets.
+#include "report.hpp"
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -16,11 +26,11 @@
 
 #include <fmt/format.h>
 
+#include "formatting.hpp"
 #include "iscsi_doctor/analyzer.hpp"
 #include "iscsi_doctor/finding_kinds.hpp"
 #include "iscsi_doctor/summary.hpp"
 #include "ladder.hpp"
-#include "report.hpp"
 #include "svg.hpp"
 
 namespace iscsi_doctor::cli {
@@ -103,10 +113,10 @@ double score_for(size_t kind, const CommandResult& c) {
   return explained_ms(FindingKind(kind), c.breakdown);
 }
 
-class HtmlSink final : public Sink {
+// The first pass's share of the HTML report: each command and finding into the aggregates.
+class Aggregator {
 public:
-  HtmlSink(Summary& s, Summary* overall, Aggregates& a, size_t per_kind, bool echo, std::string path)
-      : s_(s), overall_(overall), a_(a), per_kind_(per_kind), echo_(echo), path_(std::move(path)) {}
+  Aggregator(Aggregates& a, size_t per_kind, Sink& notices) : a_(a), per_kind_(per_kind), notices_(notices) {}
 
   void first_time(int64_t t) {
     if (a_.have_first) return;
@@ -115,9 +125,7 @@ public:
     a_.time.start(t);
   }
 
-  void on_command(const CommandResult& c) override {
-    s_.on_command(c);
-    if (overall_) overall_->on_command(c);
+  void command(const CommandResult& c) {
     std::vector<Finding> mine;
     if (auto it = a_.pending.find({c.connection, c.first_frame}); it != a_.pending.end()) {
       mine = std::move(it->second);
@@ -139,9 +147,7 @@ public:
     if (c.completed && c.findings.empty()) consider(kSlowest, c, mine);
   }
 
-  void on_finding(const Finding& f) override {
-    s_.on_finding(f);
-    if (overall_) overall_->on_finding(f);
+  void finding(const Finding& f) {
     if (!f.itt) return;
     for (auto& picks : a_.picks)  // a finding after its command: only picked ones care
       for (Pick& p : picks)
@@ -152,24 +158,16 @@ public:
         }
     if (a_.pending.size() >= kPendingCap) {  // bounded: lose highlights, not memory
       if (!pending_cap_said_)
-        on_notice({Notice::Level::warning, f.frame, f.connection,
-                   fmt::format("HTML report's pending-findings cap ({}) hit: findings of {} commands not yet "
-                               "reported are dropped; their ladders lack those highlights",
-                               kPendingCap, a_.pending.size())});
+        notices_.on_notice(
+            {Notice::Level::warning, f.frame, f.connection,
+             fmt::format("HTML report's pending-findings cap ({}) hit: findings of {} commands not yet "
+                         "reported are dropped; their ladders lack those highlights",
+                         kPendingCap, a_.pending.size())});
       pending_cap_said_ = true;
       a_.pending.clear();
     }
     a_.pending[{f.connection, f.command_first_frame}].push_back(f);
   }
-
-  void on_notice(const Notice& n) override {
-    s_.on_notice(n);
-    if (echo_ && echoed_++ < 10)
-      std::fprintf(stderr, "iscsi-doctor: %s: %s%s: %s\n", path_.c_str(),
-                   n.frame ? fmt::format("frame {}: ", n.frame).c_str() : "",
-                   std::string(notice_level_name(n.level)).c_str(), n.message.c_str());
-  }
-  void on_connection(const ConnectionInfo& c) override { s_.on_connection(c); }
 
   void finish_lba() {
     for (auto& [conn, st] : a_.lba)
@@ -231,38 +229,10 @@ private:
     st.prev_bytes = it.bytes;
   }
 
-  Summary& s_;
-  Summary* overall_;
   Aggregates& a_;
   size_t per_kind_;
-  bool echo_;
-  std::string path_;
-  size_t echoed_ = 0;
+  Sink& notices_;
   bool pending_cap_said_ = false;
-};
-
-class Feed final : public ReaderEvents {
-public:
-  Feed(Analyzer& a, HtmlSink& s) : a_(a), s_(s) {}
-  void on_segment(const Segment& seg) override {
-    if (!started_) {
-      started_ = true;
-      s_.first_time(seg.time_ns);
-    }
-    a_.feed(seg);
-  }
-  void on_notice(Notice::Level level, uint64_t frame, std::string message) override {
-    Notice n;
-    n.level = level;
-    n.frame = frame;
-    n.message = std::move(message);
-    s_.on_notice(n);
-  }
-
-private:
-  Analyzer& a_;
-  HtmlSink& s_;
-  bool started_ = false;
 };
 
 // ---- Drawing helpers -------------------------------------------------------------------------
@@ -298,7 +268,7 @@ std::string bytes_axis(double b) {
 }
 
 std::string class_name(char kind, uint32_t bytes) {
-  return fmt::format("{} {}", command_kind_name(kind), svg::size_text(bytes));
+  return fmt::format("{} {}", command_kind_name(kind), size_text(bytes));
 }
 
 // Latency histogram (bars) and CDF (line) on a log axis, with 1-3 round trips marked.
@@ -328,8 +298,8 @@ void latency_chart(Out& o, const std::string& id, char kind, uint32_t bytes, con
   if (st)
     put(o,
         "<text x=\"{}\" y=\"27\" fill=\"#555\">{} commands · median {} · p90 {} · {:g} RT (ideal {})</text>",
-        num(L), svg::count_text(st->commands), svg::ms_text(st->median_ms), svg::ms_text(st->p90_ms),
-        st->median_round_trips, st->ideal_round_trips);
+        num(L), count_text(st->commands), ms_text(st->median_ms), ms_text(st->p90_ms), st->median_round_trips,
+        st->ideal_round_trips);
   // Decade grid.
   for (double d = xmin; d <= xmax * 1.0001; d *= 10) {
     put(o,
@@ -351,7 +321,7 @@ void latency_chart(Out& o, const std::string& id, char kind, uint32_t bytes, con
         "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#8ab6d6\"><title>{} – {}: {} "
         "commands</title></rect>",
         num(x0 + 0.5), num(y), num(std::max(1.0, x1 - x0 - 1)), num(H - B - y),
-        svg::ms_text(svg::LogHistogram::edge_ms(i)), svg::ms_text(svg::LogHistogram::edge_ms(i + 1)), n);
+        ms_text(svg::LogHistogram::edge_ms(i)), ms_text(svg::LogHistogram::edge_ms(i + 1)), n);
   }
   // CDF, stepping at each bin's upper edge.
   std::string pts = fmt::format("{},{}", num(X(svg::LogHistogram::edge_ms(lo))), num(Yc(0)));
@@ -407,7 +377,7 @@ void breakdown_chart(Out& o, const std::string& id,
   for (const auto& [key, k] : rows) {
     put(o, "<g data-class=\"{}\"><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{} ({})</text>",
         esc(class_name(key.first, key.second)), num(L - 6), num(y + 15),
-        esc(class_name(key.first, key.second)), svg::count_text(k->n));
+        esc(class_name(key.first, key.second)), count_text(k->n));
     double x = L, total = 0;
     for (const auto& p : kBreakdownParts) {
       const double v = k->sum.*p.field / double(k->n);
@@ -416,11 +386,10 @@ void breakdown_chart(Out& o, const std::string& id,
       if (w < 0.3) continue;
       put(o,
           "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}: {} mean</title></rect>",
-          num(x), num(y + 3), num(w), num(row - 6), part_color(p.name), p.name, svg::ms_text(v));
+          num(x), num(y + 3), num(w), num(row - 6), part_color(p.name), p.name, ms_text(v));
       x += w;
     }
-    put(o, "<text x=\"{}\" y=\"{}\" fill=\"#333\">{}</text></g>", num(x + 5), num(y + 15),
-        svg::ms_text(total));
+    put(o, "<text x=\"{}\" y=\"{}\" fill=\"#333\">{}</text></g>", num(x + 5), num(y + 15), ms_text(total));
     y += row;
   }
   o += "</svg>\n";
@@ -449,7 +418,7 @@ void timeline_chart(Out& o, const std::string& id, const svg::TimeBins& tb) {
   const double y0 = T + ph;
   put(o,
       "<text x=\"{}\" y=\"14\" font-weight=\"bold\">commands in flight (mean per {} bin; max {:.2f})</text>",
-      num(L), svg::ms_text(double(tb.width_ns) / 1e6), qmax);
+      num(L), ms_text(double(tb.width_ns) / 1e6), qmax);
   std::string d = fmt::format("M{},{}", num(L), num(y0));
   for (size_t i = 0; i < n; ++i) {
     const double q = tb.v[i][0] / double(tb.width_ns);
@@ -520,7 +489,7 @@ void gap_chart(Out& o, const std::string& id, const Aggregates& a) {
       num(L));
   put(o,
       "<text x=\"{}\" y=\"27\" fill=\"#555\">{:.1f}% sequential of {} pairs ({}-byte blocks assumed)</text>",
-      num(L), seq_pct, svg::count_text(a.gap_pairs), bs);
+      num(L), seq_pct, count_text(a.gap_pairs), bs);
   for (int i = lo; i <= hi; ++i) {
     const uint64_t n = g[size_t(i)];
     const double x = L + bw * double(i - lo);
@@ -571,7 +540,7 @@ void scatter_chart(Out& o, const std::string& id, const Aggregates& a, int64_t d
       "<text x=\"{}\" y=\"14\" font-weight=\"bold\" font-size=\"12\">LBA over time (<tspan "
       "fill=\"#1f6fd0\">read</tspan>, "
       "<tspan fill=\"#e76f51\">write</tspan>; {} sampled)</text>",
-      num(L), svg::count_text(a.scatter.size()));
+      num(L), count_text(a.scatter.size()));
   put(o, "<path d=\"{}\" stroke=\"#1f6fd0\" stroke-width=\"2\" stroke-linecap=\"round\"/>", rd);
   put(o, "<path d=\"{}\" stroke=\"#e76f51\" stroke-width=\"2\" stroke-linecap=\"round\"/>", wr);
   put(o,
@@ -623,13 +592,6 @@ details pre { font-size: 12px; background: #f6f7f9; padding: 8px; overflow-x: au
 nav a { margin-right: 12px; }
 )";
 
-std::string frames_text(const std::vector<uint64_t>& f) {
-  std::string s;
-  for (size_t i = 0; i < f.size(); ++i)
-    s += fmt::format("{}{}", i ? ", " : "", f[i]);
-  return s;
-}
-
 void advice_table(Out& o, const Summary& s, bool evidence, const std::string& anchor_prefix,
                   const std::set<size_t>& with_ladders) {
   const auto advice = s.advice();
@@ -652,10 +614,9 @@ void advice_table(Out& o, const Summary& s, bool evidence, const std::string& an
         "<tr data-kind=\"{}\"><td class=\"n\">{}</td><td class=\"kind\">{}</td><td>{}</td><td "
         "class=\"n\">{}</td>"
         "<td class=\"n\">{}</td><td>{}</td><td class=\"fix\">{}</td>",
-        name, ++rank, cell, side_name(a.side), svg::count_text(a.commands), svg::ms_text(a.lost_ms),
-        a.commands
-            ? fmt::format("{} → {}", svg::ms_text(a.median_latency_ms), svg::ms_text(a.median_fixed_ms))
-            : std::string("– (not tied to single commands)"),
+        name, ++rank, cell, side_name(a.side), count_text(a.commands), ms_text(a.lost_ms),
+        a.commands ? fmt::format("{} → {}", ms_text(a.median_latency_ms), ms_text(a.median_fixed_ms))
+                   : std::string("– (not tied to single commands)"),
         esc(a.fix));
     if (evidence) put(o, "<td>{}</td>", frames_text(a.example_frames));
     o += "</tr>\n";
@@ -675,23 +636,9 @@ void classes_table(Out& o, const Summary& s) {
         "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td "
         "class=\"n\">{}</td>"
         "<td class=\"n\">{}</td><td class=\"n\">{:g} ({})</td></tr>\n",
-        command_kind_name(c.kind), svg::size_text(c.bytes), svg::count_text(c.commands),
-        svg::ms_text(c.median_ms), svg::ms_text(c.p90_ms), svg::ms_text(c.max_ms), c.median_round_trips,
-        c.ideal_round_trips);
+        command_kind_name(c.kind), size_text(c.bytes), count_text(c.commands), ms_text(c.median_ms),
+        ms_text(c.p90_ms), ms_text(c.max_ms), c.median_round_trips, c.ideal_round_trips);
   o += "</table>\n";
-}
-
-std::string vantage_text(Vantage v) {
-  switch (v) {
-    case Vantage::initiator:
-      return "near the initiator";
-    case Vantage::target:
-      return "near the target";
-    case Vantage::midpath:
-      return "mid-path";
-    default:
-      return "unknown";
-  }
 }
 
 void connections_table(Out& o, const CaptureResult& r) {
@@ -719,10 +666,10 @@ void connections_table(Out& o, const CaptureResult& r) {
         "<tr><td class=\"n\">{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td>"
         "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}/{}{}</td><td class=\"n\">{}</td>"
         "<td class=\"n\">{}</td><td class=\"note\">{}</td></tr>\n",
-        c.id, c.session, esc(names), esc(c.initiator.str()), esc(c.target.str()), vantage_text(c.vantage),
-        svg::ms_text(c.rtt_ms), svg::ms_text(c.rtt_initiator_ms), svg::ms_text(c.rtt_target_ms),
-        c.mss_initiator, c.mss_target, c.mss_inferred ? " (inferred)" : "", svg::count_text(c.commands),
-        c.max_outstanding, esc(keys));
+        c.id, c.session, esc(names), esc(c.initiator.str()), esc(c.target.str()), vantage_words(c.vantage),
+        ms_text(c.rtt_ms), ms_text(c.rtt_initiator_ms), ms_text(c.rtt_target_ms), c.mss_initiator,
+        c.mss_target, c.mss_inferred ? " (inferred)" : "", count_text(c.commands), c.max_outstanding,
+        esc(keys));
   }
   o += "</table>\n";
 }
@@ -755,56 +702,13 @@ std::string text_report(const CaptureResult& r) {
   return s;
 }
 
-struct Run {
-  const BatchOptions& opt;
-  size_t captures = 0;
-  size_t per_kind = 3;
-  Summary* overall = nullptr;
-};
-
-// One capture: both passes, then its section of the page.
-void capture_section(Run& run, const Input& in, size_t index, Out& o, bool& usable, uint64_t& packets) {
-  CaptureResult r;
-  r.index = index;
-  r.path = in.path;
-  Aggregates agg;
-  const std::string cid = fmt::format("c{}", index);
-  usable = false;
-  if (in.error.empty()) {
-    try {
-      CaptureReader reader(in.path, run.opt.decoder);
-      r.probe = reader.probe();
-      r.link_type = reader.link_type_name();
-      r.link_description = reader.link_type_description();
-      r.decoder = reader.decoder_name();
-      r.summary = std::make_unique<Summary>(run.opt.worst);
-      HtmlSink sink(*r.summary, run.overall, agg, run.per_kind, !run.opt.quiet, in.path);
-      Analyzer analyzer(run.opt.engine, sink);
-      Feed feed(analyzer, sink);
-      r.stats = reader.read_all(feed);
-      analyzer.finish();
-      sink.finish_lba();
-      r.connections = analyzer.connections();
-      r.unlisted = analyzer.unlisted_connections();
-      r.sessions = analyzer.sessions();
-      if (r.stats.packets == 0 && r.stats.damaged) {
-        r.error = fmt::format("{}: no packet could be read", in.path);
-        r.summary.reset();
-      } else {
-        usable = true;
-      }
-    } catch (const CaptureError& e) {
-      r.error = e.what();
-      r.summary.reset();
-    }
-  } else {
-    r.error = in.error;
-  }
-  packets += r.stats.packets;
+// One capture's section of the page, once the capture is analysed: its second pass, then the
+// facts, findings, ladders, charts and tables.
+void capture_section(const CaptureResult& r, Aggregates& agg, DecoderChoice decoder, Out& o) {
+  const std::string cid = fmt::format("c{}", r.index);
   put(o, "<section class=\"capture\" id=\"{}\" data-path=\"{}\">\n<h2>{}</h2>\n", cid, esc(r.path),
       esc(r.path));
-  if (!usable) {
-    std::fprintf(stderr, "iscsi-doctor: error: %s\n", r.error.c_str());
+  if (!r.usable) {
     put(o, "<p class=\"gate-bad\">unusable: {}</p>\n</section>\n", esc(r.error));
     return;
   }
@@ -828,7 +732,7 @@ void capture_section(Run& run, const Input& in, size_t index, Out& o, bool& usab
   for (auto& [key, req] : unique)
     reqs.push_back(&req);
   try {
-    collect_ladders(in.path, run.opt.decoder, reqs);
+    collect_ladders(r.path, decoder, reqs);
   } catch (const CaptureError&) {
   }
 
@@ -838,8 +742,8 @@ void capture_section(Run& run, const Input& in, size_t index, Out& o, bool& usab
       "<p class=\"facts\">{}{}, {}, {} bytes, {} packets over {:.1f} s · {} SCSI commands, {} completed, "
       "<b>{} excess round trips</b></p>\n",
       format_name(r.probe.format), r.probe.gzip ? " (gzip)" : "", esc(r.link_description),
-      svg::count_text(r.probe.size), svg::count_text(r.stats.packets), secs, svg::count_text(s.commands()),
-      svg::count_text(s.completed()), svg::count_text(s.excess_round_trips()));
+      count_text(r.probe.size), count_text(r.stats.packets), secs, count_text(s.commands()),
+      count_text(s.completed()), count_text(s.excess_round_trips()));
 
   std::set<size_t> with_ladders;
   for (size_t k = 0; k < finding_kind_count; ++k)
@@ -870,10 +774,10 @@ void capture_section(Run& run, const Input& in, size_t index, Out& o, bool& usab
       if (rank == 2)  // the worst one open, the others folded: the page stays short
         put(o, "<details><summary>{} more</summary>\n", picks.size() - 1);
       put(o,
-          "<figure data-kind=\"{}\" data-itt=\"0x{:08x}\"><figcaption>#{} by {} ({}) · connection {} · "
-          "<code>iscsi-doctor ladder --itt 0x{:08x} --frame {} {}</code></figcaption>\n",
-          kname, p.req.command.itt, rank, k == kSlowest ? "latency" : "time lost to it",
-          svg::ms_text(p.score), p.req.command.connection, p.req.command.itt, p.req.command.first_frame,
+          "<figure data-kind=\"{}\" data-itt=\"{}\"><figcaption>#{} by {} ({}) · connection {} · "
+          "<code>iscsi-doctor ladder --itt {} --frame {} {}</code></figcaption>\n",
+          kname, hex32(p.req.command.itt), rank, k == kSlowest ? "latency" : "time lost to it",
+          ms_text(p.score), p.req.command.connection, hex32(p.req.command.itt), p.req.command.first_frame,
           esc(r.path));
       o += render_ladder(it->second, lid, false);
       o += "</figure>\n";
@@ -906,7 +810,7 @@ void capture_section(Run& run, const Input& in, size_t index, Out& o, bool& usab
         "dashed lines at "
         "1, 2 and 3 round trips of the measured RTT ({}, median over connections weighted by "
         "commands).</p>\n",
-        svg::ms_text(rtt));
+        ms_text(rtt));
     o += "<div class=\"charts\">\n";
     for (size_t i = 0; i < rows.size() && i < kClassesDrawn; ++i) {
       const ClassStats* st = nullptr;
@@ -948,12 +852,12 @@ void capture_section(Run& run, const Input& in, size_t index, Out& o, bool& usab
         kinds += fmt::format("{}{}", kinds.empty() ? "" : ", ", finding_name(k));
       if (!c.completed) kinds = "(no status) " + kinds;
       put(o,
-          "<tr><td><code>0x{:08x}</code></td><td>{}</td><td class=\"n\">{}</td><td "
+          "<tr><td><code>{}</code></td><td>{}</td><td class=\"n\">{}</td><td "
           "class=\"n\">{}</td><td>{}-{}</td>"
           "<td class=\"n\">{}</td><td class=\"n\">{}/{}</td><td>{}</td></tr>\n",
-          c.itt, esc(c.op), c.lba ? std::to_string(*c.lba) : "-", svg::count_text(c.bytes), c.first_frame,
-          c.status_frame ? std::to_string(c.status_frame) : "",
-          c.completed ? svg::ms_text(c.latency_ms) : "-", c.round_trips, c.ideal_round_trips, kinds);
+          hex32(c.itt), esc(c.op), c.lba ? std::to_string(*c.lba) : "-", count_text(c.bytes), c.first_frame,
+          c.status_frame ? std::to_string(c.status_frame) : "", c.completed ? ms_text(c.latency_ms) : "-",
+          c.round_trips, c.ideal_round_trips, kinds);
     }
     o += "</table>\n";
   }
@@ -972,110 +876,92 @@ void capture_section(Run& run, const Input& in, size_t index, Out& o, bool& usab
       esc(text_report(r)));
 }
 
+// The HTML report's part for one capture: the aggregates while it is read, its section once it
+// is analysed (into the deferred stream: the page opens with the summary of all captures).
+class HtmlCaptureReport final : public CaptureReport {
+public:
+  HtmlCaptureReport(ElementStream& section, size_t per_kind, DecoderChoice decoder, Sink& notices)
+      : section_(section), decoder_(decoder), first_pass_(agg_, per_kind, notices) {}
+  void first_segment(int64_t time_ns) override { first_pass_.first_time(time_ns); }
+  void command(const CommandResult& c) override { first_pass_.command(c); }
+  void finding(const Finding& f) override { first_pass_.finding(f); }
+  void analysed(const CaptureResult& r) override {
+    first_pass_.finish_lba();
+    Out o;
+    capture_section(r, agg_, decoder_, o);
+    std::fwrite(o.data(), 1, o.size(), section_.out);
+    section_.empty = false;
+  }
+
+private:
+  ElementStream& section_;
+  DecoderChoice decoder_;
+  Aggregates agg_;
+  Aggregator first_pass_;
+};
+
+class HtmlReport final : public Report {
+public:
+  explicit HtmlReport(const ReportOptions& o) : opt_(o) {}
+  bool writes_deferred() const override { return true; }
+
+  std::unique_ptr<CaptureReport> capture_report(size_t, CaptureStreams streams, Sink& notices) override {
+    // Up to 3 ladders per finding kind, 1 with more than 4 captures: the page stays readable.
+    const size_t per_kind = opt_.paths.size() <= 4 ? 3 : 1;
+    return std::make_unique<HtmlCaptureReport>(*streams.deferred, per_kind, opt_.decoder, notices);
+  }
+
+  void end(FILE* out, const Overall& all, FILE* sections) override {
+    const Summary none;
+    const Summary& overall = all.summary ? *all.summary : none;
+    Out h;
+    put(h,
+        "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\"><head><meta "
+        "charset=\"utf-8\"/>"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>"
+        "<title>iscsi-doctor report</title><style>{}</style></head>\n<body>\n",
+        kCss);
+    put(h,
+        "<header><h1>iscsi-doctor report</h1><p>{} capture{}, {} usable, {} packets, {} SCSI commands, {} "
+        "completed, "
+        "{} excess round trips · iscsi-doctor {}</p></header>\n<main>\n",
+        all.captures, all.captures == 1 ? "" : "s", all.usable, count_text(all.packets),
+        count_text(overall.commands()), count_text(overall.completed()),
+        count_text(overall.excess_round_trips()), ISCSI_DOCTOR_VERSION);
+    const GateResult& gate = all.gate;
+    if (gate.requested) {
+      if (gate.unevaluable) {
+        h += "<p class=\"gate-bad\" id=\"gate\">Gate: not evaluated, no SCSI command found</p>\n";
+      } else if (gate.tripped) {
+        std::string reasons;
+        for (const auto& x : gate.reasons)
+          reasons += (reasons.empty() ? "" : "; ") + x;
+        put(h, "<p class=\"gate-bad\" id=\"gate\">Gate: TRIPPED ({})</p>\n", esc(reasons));
+      } else {
+        h += "<p class=\"gate-ok\" id=\"gate\">Gate: passed</p>\n";
+      }
+    }
+    if (opt_.several) {
+      std::string nav;
+      for (size_t i = 0; i < opt_.paths.size(); ++i)
+        nav += fmt::format("<a href=\"#c{}\">{}</a> ", i, esc(opt_.paths[i]));
+      put(h, "<nav>{}</nav>\n<section class=\"all\" id=\"all\"><h2>All {} captures</h2>\n", nav,
+          all.captures);
+      advice_table(h, overall, false, "all", {});
+      classes_table(h, overall);
+      h += "</section>\n";
+    }
+    std::fwrite(h.data(), 1, h.size(), out);
+    if (sections) copy_file(sections, out);
+    std::fputs("</main>\n</body>\n</html>\n", out);
+  }
+
+private:
+  ReportOptions opt_;
+};
+
 }  // namespace
 
-int run_html_report(const BatchOptions& opt, const std::string& path) {
-  const std::vector<Input> inputs = expand_inputs(opt.inputs);
-  FILE* out = std::fopen(path.c_str(), "w");
-  if (!out) {
-    std::fprintf(stderr, "iscsi-doctor: %s: cannot write: %s\n", path.c_str(), std::strerror(errno));
-    return kExitUnusable;
-  }
-  Summary overall(opt.worst);
-  Run run{opt, inputs.size(), inputs.size() <= 4 ? size_t(3) : size_t(1), &overall};
-  // Sections go to a spool first: the page opens with the summary of all of them.
-  FILE* body = std::tmpfile();
-  if (!body) {
-    std::fprintf(stderr, "iscsi-doctor: cannot create a temporary file: %s\n", std::strerror(errno));
-    std::fclose(out);
-    return kExitUnusable;
-  }
-  int code = kExitClean;
-  size_t usable = 0;
-  uint64_t packets = 0;
-  std::string nav;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    Out o;
-    bool ok = false;
-    capture_section(run, inputs[i], i, o, ok, packets);
-    usable += ok;
-    if (!ok) code = kExitUnusable;
-    std::fwrite(o.data(), 1, o.size(), body);
-    nav += fmt::format("<a href=\"#c{}\">{}</a> ", i, esc(inputs[i].path));
-  }
-
-  // The gate, as run_batch evaluates it.
-  std::vector<std::string> reasons;
-  const bool gate = !opt.fail_on.empty() || opt.max_excess_round_trips;
-  bool unevaluable = false;
-  if (gate) {
-    if (overall.commands() == 0) {
-      unevaluable = true;
-    } else {
-      const auto counts = overall.finding_counts();
-      for (auto k : opt.fail_on)
-        if (counts[size_t(k)])
-          reasons.push_back(fmt::format("{}: {} found (--fail-on)", finding_name(k), counts[size_t(k)]));
-      if (opt.max_excess_round_trips && overall.excess_round_trips() > *opt.max_excess_round_trips)
-        reasons.push_back(fmt::format("{} excess round trips > {} (--max-excess-round-trips)",
-                                      overall.excess_round_trips(), *opt.max_excess_round_trips));
-    }
-  }
-
-  Out h;
-  put(h,
-      "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\"><head><meta "
-      "charset=\"utf-8\"/>"
-      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>"
-      "<title>iscsi-doctor report</title><style>{}</style></head>\n<body>\n",
-      kCss);
-  put(h,
-      "<header><h1>iscsi-doctor report</h1><p>{} capture{}, {} usable, {} packets, {} SCSI commands, {} "
-      "completed, "
-      "{} excess round trips · iscsi-doctor {}</p></header>\n<main>\n",
-      inputs.size(), inputs.size() == 1 ? "" : "s", usable, svg::count_text(packets),
-      svg::count_text(overall.commands()), svg::count_text(overall.completed()),
-      svg::count_text(overall.excess_round_trips()), ISCSI_DOCTOR_VERSION);
-  if (gate) {
-    if (unevaluable)
-      h += "<p class=\"gate-bad\" id=\"gate\">Gate: not evaluated, no SCSI command found</p>\n";
-    else if (!reasons.empty()) {
-      std::string all;
-      for (const auto& x : reasons)
-        all += (all.empty() ? "" : "; ") + x;
-      put(h, "<p class=\"gate-bad\" id=\"gate\">Gate: TRIPPED ({})</p>\n", esc(all));
-    } else
-      h += "<p class=\"gate-ok\" id=\"gate\">Gate: passed</p>\n";
-  }
-  if (inputs.size() > 1) {
-    put(h, "<nav>{}</nav>\n<section class=\"all\" id=\"all\"><h2>All {} captures</h2>\n", nav, inputs.size());
-    advice_table(h, overall, false, "all", {});
-    classes_table(h, overall);
-    h += "</section>\n";
-  }
-  std::fwrite(h.data(), 1, h.size(), out);
-  copy_file(body, out);
-  std::fclose(body);
-  const std::string tail = "</main>\n</body>\n</html>\n";
-  std::fwrite(tail.data(), 1, tail.size(), out);
-  if (std::fflush(out) != 0 || std::ferror(out)) {
-    std::fprintf(stderr, "iscsi-doctor: %s: write error\n", path.c_str());
-    code = kExitUnusable;
-  }
-  std::fclose(out);
-
-  if (gate && unevaluable) {
-    std::fprintf(stderr,
-                 "iscsi-doctor: error: the gate cannot be evaluated: no SCSI command found in the input\n");
-    return kExitUnusable;
-  }
-  if (!reasons.empty()) {
-    if (!opt.quiet)
-      for (const auto& x : reasons)
-        std::fprintf(stderr, "iscsi-doctor: gate tripped: %s\n", x.c_str());
-    if (code == kExitClean) code = kExitGate;
-  }
-  return code;
-}
+std::unique_ptr<Report> make_html_report(const ReportOptions& o) { return std::make_unique<HtmlReport>(o); }
 
 }  // namespace iscsi_doctor::cli

@@ -38,12 +38,133 @@ void append_frame(OutBuf& out, uint64_t frame) {
     out += "null";
 }
 
+// One buffer per thread: several captures may be written at once.
+OutBuf& buf() {
+  thread_local OutBuf b;
+  b.clear();
+  return b;
+}
+
+nlohmann::json related_json(const Finding& f) {
+  nlohmann::json r = nlohmann::json::object();
+  for (const auto& [name, frame] : f.related) {
+    if (!r.contains(name)) {
+      r[name] = frame;
+    } else {  // a name given more than once maps to the list of its frames
+      if (!r[name].is_array()) r[name] = nlohmann::json::array({r[name]});
+      r[name].push_back(frame);
+    }
+  }
+  return r;
+}
+
+void write_command(ElementStream& s, const CommandResult& c, size_t capture) {
+  OutBuf& o = buf();
+  o += s.empty ? "\n{" : ",\n{";
+  s.empty = false;
+  fmt::format_to(
+      fmt::appender(o.b),
+      FMT_COMPILE("\"capture\":{},\"session\":{},\"connection\":{},\"itt\":\"0x{:08x}\",\"cmdsn\":{},"
+                  "\"op\":"),
+      capture, c.session, c.connection, c.itt, c.cmdsn);
+  write_json_string(o, c.op);
+  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"iscsi_opcode\":{},\"kind\":\"{}\",\"lba\":"),
+                 c.iscsi_opcode, command_kind_name(c.kind));
+  append_opt(o, c.lba);
+  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"bytes\":{},\"first_frame\":"), c.bytes);
+  append_frame(o, c.first_frame);
+  o += ",\"status_frame\":";
+  append_frame(o, c.status_frame);
+  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"time_ns\":{},\"latency_ms\":"), c.first_ns);
+  if (c.completed)
+    append_ms(o, c.latency_ms);
+  else
+    o += "null";
+  fmt::format_to(fmt::appender(o.b),
+                 FMT_COMPILE(",\"round_trips\":{},\"ideal_round_trips\":{},\"findings\":["), c.round_trips,
+                 c.ideal_round_trips);
+  for (size_t i = 0; i < c.findings.size(); ++i) {
+    if (i) o += ',';
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE("\"{}\""), finding_name(c.findings[i]));
+  }
+  o += "],\"breakdown_ms\":{";
+  for (size_t i = 0; i < std::size(kBreakdownParts); ++i) {
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}\"{}\":"), i ? "," : "", kBreakdownParts[i].name);
+    append_ms(o, c.breakdown.*kBreakdownParts[i].field);
+  }
+  o += "},\"status\":";
+  if (c.scsi_status)
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE("\"{}\""), scsi_status_name(*c.scsi_status));
+  else
+    o += "null";
+  o += ",\"response\":";
+  append_opt(o, c.iscsi_response);
+  o += ",\"sense\":";
+  if (c.sense_key) {
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{{\"key\":{},\"key_name\":\"{}\",\"asc\":"), *c.sense_key,
+                   sense_key_name(*c.sense_key));
+    append_opt(o, c.asc);
+    o += ",\"ascq\":";
+    append_opt(o, c.ascq);
+    o += '}';
+  } else {
+    o += "null";
+  }
+  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"completed\":{},\"data_incomplete\":{}}}"), c.completed,
+                 c.data_incomplete);
+  std::fwrite(o.data(), 1, o.size(), s.out);
+}
+
+void write_finding(ElementStream& s, const Finding& f, size_t capture) {
+  OutBuf& o = buf();
+  o += s.empty ? "\n{" : ",\n{";
+  s.empty = false;
+  fmt::format_to(
+      fmt::appender(o.b),
+      FMT_COMPILE("\"capture\":{},\"kind\":\"{}\",\"side\":\"{}\",\"session\":{},\"connection\":{},"
+                  "\"frame\":"),
+      capture, finding_name(f.kind), side_name(f.side), f.session, f.connection);
+  append_frame(o, f.frame);
+  o += ",\"related\":";
+  o += related_json(f).dump();
+  o += ",\"lost_ms\":";
+  append_ms(o, f.lost_ms);
+  o += ",\"itt\":";
+  if (f.itt)
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE("\"0x{:08x}\""), *f.itt);
+  else
+    o += "null";
+  o += ",\"command_first_frame\":";
+  append_frame(o, f.command_first_frame);
+  o += ",\"detail\":";
+  write_json_string(o, f.detail);
+  o += '}';
+  std::fwrite(o.data(), 1, o.size(), s.out);
+}
+
+// Commands into the direct stream (the `commands` array), findings into the deferred one (the
+// `findings` array, after it).
+class JsonCaptureReport final : public CaptureReport {
+public:
+  JsonCaptureReport(size_t index, CaptureStreams s) : index_(index), s_(s) {}
+  void command(const CommandResult& c) override { write_command(*s_.direct, c, index_); }
+  void finding(const Finding& f) override { write_finding(*s_.deferred, f, index_); }
+
+private:
+  size_t index_;
+  CaptureStreams s_;
+};
+
 class JsonReport final : public Report {
 public:
   explicit JsonReport(const ReportOptions& o) : opt_(o) {}
-  bool streams_commands() const override { return true; }
-  bool streams_findings() const override { return true; }
+  bool writes_direct() const override { return true; }
+  bool writes_deferred() const override { return true; }
   std::string_view separator() const override { return ","; }
+
+  std::unique_ptr<CaptureReport> capture_report(size_t index, CaptureStreams streams, Sink&) override {
+    return std::make_unique<JsonCaptureReport>(index, streams);
+  }
 
   void begin(FILE* out) override {
     std::fputs(fmt::format("{{\"schema\":{},\"tool\":{{\"name\":\"iscsi-doctor\",\"version\":\"{}\"}},"
@@ -51,90 +172,6 @@ public:
                            kSchemaVersion, ISCSI_DOCTOR_VERSION)
                    .c_str(),
                out);
-  }
-
-  void command(ElementStream& s, const CommandResult& c, size_t capture) override {
-    OutBuf& o = buf();
-    o += s.empty ? "\n{" : ",\n{";
-    s.empty = false;
-    fmt::format_to(
-        fmt::appender(o.b),
-        FMT_COMPILE("\"capture\":{},\"session\":{},\"connection\":{},\"itt\":\"0x{:08x}\",\"cmdsn\":{},"
-                    "\"op\":"),
-        capture, c.session, c.connection, c.itt, c.cmdsn);
-    write_json_string(o, c.op);
-    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"iscsi_opcode\":{},\"kind\":\"{}\",\"lba\":"),
-                   c.iscsi_opcode, command_kind_name(c.kind));
-    append_opt(o, c.lba);
-    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"bytes\":{},\"first_frame\":"), c.bytes);
-    append_frame(o, c.first_frame);
-    o += ",\"status_frame\":";
-    append_frame(o, c.status_frame);
-    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"time_ns\":{},\"latency_ms\":"), c.first_ns);
-    if (c.completed)
-      append_ms(o, c.latency_ms);
-    else
-      o += "null";
-    fmt::format_to(fmt::appender(o.b),
-                   FMT_COMPILE(",\"round_trips\":{},\"ideal_round_trips\":{},\"findings\":["), c.round_trips,
-                   c.ideal_round_trips);
-    for (size_t i = 0; i < c.findings.size(); ++i) {
-      if (i) o += ',';
-      fmt::format_to(fmt::appender(o.b), FMT_COMPILE("\"{}\""), finding_name(c.findings[i]));
-    }
-    o += "],\"breakdown_ms\":{";
-    for (size_t i = 0; i < std::size(kBreakdownParts); ++i) {
-      fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}\"{}\":"), i ? "," : "", kBreakdownParts[i].name);
-      append_ms(o, c.breakdown.*kBreakdownParts[i].field);
-    }
-    o += "},\"status\":";
-    if (c.scsi_status)
-      fmt::format_to(fmt::appender(o.b), FMT_COMPILE("\"{}\""), scsi_status_name(*c.scsi_status));
-    else
-      o += "null";
-    o += ",\"response\":";
-    append_opt(o, c.iscsi_response);
-    o += ",\"sense\":";
-    if (c.sense_key) {
-      fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{{\"key\":{},\"key_name\":\"{}\",\"asc\":"),
-                     *c.sense_key, sense_key_name(*c.sense_key));
-      append_opt(o, c.asc);
-      o += ",\"ascq\":";
-      append_opt(o, c.ascq);
-      o += '}';
-    } else {
-      o += "null";
-    }
-    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"completed\":{},\"data_incomplete\":{}}}"), c.completed,
-                   c.data_incomplete);
-    std::fwrite(o.data(), 1, o.size(), s.out);
-  }
-
-  void finding(ElementStream& s, const Finding& f, size_t capture) override {
-    OutBuf& o = buf();
-    o += s.empty ? "\n{" : ",\n{";
-    s.empty = false;
-    fmt::format_to(
-        fmt::appender(o.b),
-        FMT_COMPILE("\"capture\":{},\"kind\":\"{}\",\"side\":\"{}\",\"session\":{},\"connection\":{},"
-                    "\"frame\":"),
-        capture, finding_name(f.kind), side_name(f.side), f.session, f.connection);
-    append_frame(o, f.frame);
-    o += ",\"related\":";
-    o += related_json(f).dump();
-    o += ",\"lost_ms\":";
-    append_ms(o, f.lost_ms);
-    o += ",\"itt\":";
-    if (f.itt)
-      fmt::format_to(fmt::appender(o.b), FMT_COMPILE("\"0x{:08x}\""), *f.itt);
-    else
-      o += "null";
-    o += ",\"command_first_frame\":";
-    append_frame(o, f.command_first_frame);
-    o += ",\"detail\":";
-    write_json_string(o, f.detail);
-    o += '}';
-    std::fwrite(o.data(), 1, o.size(), s.out);
   }
 
   void capture_done(FILE*, const CaptureResult& r) override {
@@ -250,26 +287,6 @@ private:
     double lost_ms;
     std::vector<uint64_t> frames;
   };
-
-  // One buffer per thread: several captures may be written at once.
-  static OutBuf& buf() {
-    thread_local OutBuf b;
-    b.clear();
-    return b;
-  }
-
-  static nlohmann::json related_json(const Finding& f) {
-    nlohmann::json r = nlohmann::json::object();
-    for (const auto& [name, frame] : f.related) {
-      if (!r.contains(name)) {
-        r[name] = frame;
-      } else {  // a name given more than once maps to the list of its frames
-        if (!r[name].is_array()) r[name] = nlohmann::json::array({r[name]});
-        r[name].push_back(frame);
-      }
-    }
-    return r;
-  }
 
   ReportOptions opt_;
   nlohmann::json captures_ = nlohmann::json::array();

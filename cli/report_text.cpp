@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "formatting.hpp"
 #include "report.hpp"
 
 namespace iscsi_doctor::cli {
@@ -14,50 +15,6 @@ namespace {
 constexpr size_t kNoticesShown = 20;
 constexpr size_t kLineWidth = 100;
 
-std::string count(uint64_t n) {  // 1234567 -> "1,234,567"
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
-std::string ms(double v) {
-  if (!std::isfinite(v) || v < 0) return "-";
-  if (v >= 1000) return fmt::format("{:.2f} s", v / 1000);
-  if (v >= 100) return fmt::format("{:.0f} ms", v);
-  if (v >= 10) return fmt::format("{:.1f} ms", v);
-  if (v >= 1) return fmt::format("{:.2f} ms", v);
-  return fmt::format("{:.3f} ms", v);
-}
-
-std::string size(uint64_t b) {
-  if (b >= (1u << 20) && b % (1u << 20) == 0) return fmt::format("{} MiB", b >> 20);
-  if (b >= 1024 && b % 1024 == 0) return fmt::format("{} KiB", b >> 10);
-  return fmt::format("{} B", b);
-}
-
-std::string file_size(uint64_t b) {
-  if (b >= 1'000'000'000) return fmt::format("{:.1f} GB", b / 1e9);
-  if (b >= 1'000'000) return fmt::format("{:.1f} MB", b / 1e6);
-  if (b >= 1'000) return fmt::format("{:.1f} kB", b / 1e3);
-  return fmt::format("{} B", b);
-}
-
-std::string vantage_text(Vantage v) {
-  switch (v) {
-    case Vantage::initiator:
-      return "captured near the initiator";
-    case Vantage::target:
-      return "captured near the target";
-    case Vantage::midpath:
-      return "captured mid-path";
-    default:
-      return "capture point unknown";
-  }
-}
-
 std::string join(const std::vector<std::string>& parts, std::string_view sep) {
   std::string out;
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -65,13 +22,6 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
     out += parts[i];
   }
   return out;
-}
-
-std::string frames_list(const std::vector<uint64_t>& frames) {
-  std::vector<std::string> s;
-  for (uint64_t f : frames)
-    s.push_back(std::to_string(f));
-  return join(s, ", ");
 }
 
 // Words laid out in lines of at most kLineWidth columns, each line starting with `indent`.
@@ -102,14 +52,14 @@ void write_advice(std::string& o, const Summary& s, bool evidence) {
                    "time lost", "median latency now -> after fix");
   size_t rank = 0;
   for (const Advice& a : advice) {
-    const std::string medians = a.commands
-                                    ? fmt::format("{} -> {}", ms(a.median_latency_ms), ms(a.median_fixed_ms))
-                                    : std::string("- (not tied to single commands)");
+    const std::string medians =
+        a.commands ? fmt::format("{} -> {}", ms_text(a.median_latency_ms), ms_text(a.median_fixed_ms))
+                   : std::string("- (not tied to single commands)");
     o += fmt::format("  {:>2}  {:<16} {:<9} {:>9} {:>10}   {}\n", ++rank, finding_name(a.kind),
-                     side_name(a.side), count(a.commands), ms(a.lost_ms), medians);
+                     side_name(a.side), count_text(a.commands), ms_text(a.lost_ms), medians);
     if (!a.fix.empty()) o += fmt::format("      fix: {}\n", a.fix);
     if (evidence && !a.example_frames.empty())
-      o += fmt::format("      e.g. frames {}\n", frames_list(a.example_frames));
+      o += fmt::format("      e.g. frames {}\n", frames_text(a.example_frames));
   }
 }
 
@@ -121,8 +71,8 @@ void write_classes(std::string& o, const Summary& s) {
                    "p90", "max", "round trips median (ideal)");
   for (const ClassStats& c : classes)
     o += fmt::format("  {:<6} {:>9} {:>9} {:>10} {:>10} {:>10}   {:g} ({})\n", command_kind_name(c.kind),
-                     size(c.bytes), count(c.commands), ms(c.median_ms), ms(c.p90_ms), ms(c.max_ms),
-                     c.median_round_trips, c.ideal_round_trips);
+                     size_text(c.bytes), count_text(c.commands), ms_text(c.median_ms), ms_text(c.p90_ms),
+                     ms_text(c.max_ms), c.median_round_trips, c.ideal_round_trips);
 }
 
 void write_worst(std::string& o, const Summary& s) {
@@ -140,8 +90,8 @@ void write_worst(std::string& o, const Summary& s) {
     const std::string frames = c.status_frame ? fmt::format("{}-{}", c.first_frame, c.status_frame)
                                               : fmt::format("{}-", c.first_frame);
     o += fmt::format("  {:<10}  {:<22} {:>12} {:>9}  {:<17} {:>10} {:>8}  {}\n", hex32(c.itt), c.op,
-                     c.lba ? std::to_string(*c.lba) : "-", count(c.bytes), frames,
-                     c.completed ? ms(c.latency_ms) : "-",
+                     c.lba ? std::to_string(*c.lba) : "-", count_text(c.bytes), frames,
+                     c.completed ? ms_text(c.latency_ms) : "-",
                      fmt::format("{}/{}", c.round_trips, c.ideal_round_trips), join(kinds, ", "));
   }
 }
@@ -158,37 +108,38 @@ void write_sessions(std::string& o, const CaptureResult& r) {
     for (uint32_t id : s.connections)
       if (const ConnectionInfo* cp = r.connection(id)) {
         const ConnectionInfo& c = *cp;
-        o += fmt::format("  connection {}  initiator {} <-> target {}  ({})\n", c.id, c.initiator.str(),
-                         c.target.str(), vantage_text(c.vantage));
+        o += fmt::format("  connection {}  initiator {} <-> target {}  (capture point {})\n", c.id,
+                         c.initiator.str(), c.target.str(), vantage_words(c.vantage));
         std::string mss = fmt::format("MSS initiator {}, target {}", c.mss_initiator, c.mss_target);
         if (c.mss_inferred)  // said with its evidence: a capture joined mid-session has no SYN
           mss += c.mss_source_initiator == c.mss_source_target
                      ? fmt::format(" (inferred: {})", c.mss_source_initiator)
                      : fmt::format(" (inferred: initiator {}, target {})", c.mss_source_initiator,
                                    c.mss_source_target);
-        o += fmt::format("    RTT {} (capture point to initiator {}, to target {})   {}\n", ms(c.rtt_ms),
-                         ms(c.rtt_initiator_ms), ms(c.rtt_target_ms), mss);
+        o += fmt::format("    RTT {} (capture point to initiator {}, to target {})   {}\n", ms_text(c.rtt_ms),
+                         ms_text(c.rtt_initiator_ms), ms_text(c.rtt_target_ms), mss);
         std::vector<std::string> keys;
         for (const auto& [k, v] : c.keys)
           keys.push_back(k + "=" + v);
         if (keys.empty()) keys.emplace_back("no negotiated keys seen (login not captured)");
         if (c.wscale_inferred)
-          keys.push_back(fmt::format("window scale not in the capture: at least {} (initiator), {} (target), "
-                                     "from the data in flight",
-                                     c.wscale_initiator, c.wscale_target));
+          keys.push_back(
+              fmt::format("window scale not in the capture: at least {} (initiator), {} (target), "
+                          "from the data in flight",
+                          c.wscale_initiator, c.wscale_target));
         if (c.offload_segments)
           keys.push_back(fmt::format("{} segments longer than the MSS: TSO/GRO at the capture point",
                                      c.offload_segments));
         wrap(o, keys, "    ");
-        std::vector<std::string> counts{fmt::format("{} frames", count(c.frames)),
-                                        fmt::format("{} PDUs", count(c.pdus)),
-                                        fmt::format("{} commands", count(c.commands)),
+        std::vector<std::string> counts{fmt::format("{} frames", count_text(c.frames)),
+                                        fmt::format("{} PDUs", count_text(c.pdus)),
+                                        fmt::format("{} commands", count_text(c.commands)),
                                         fmt::format("at most {} in flight", c.max_outstanding)};
         if (c.mid_session_start) counts.emplace_back("joined mid-session");
-        if (c.resyncs) counts.push_back(fmt::format("{} resyncs", count(c.resyncs)));
-        if (c.digest_errors) counts.push_back(fmt::format("{} digest errors", count(c.digest_errors)));
+        if (c.resyncs) counts.push_back(fmt::format("{} resyncs", count_text(c.resyncs)));
+        if (c.digest_errors) counts.push_back(fmt::format("{} digest errors", count_text(c.digest_errors)));
         if (c.bytes_missing)
-          counts.push_back(fmt::format("{} bytes missing from the capture", count(c.bytes_missing)));
+          counts.push_back(fmt::format("{} bytes missing from the capture", count_text(c.bytes_missing)));
         o += "    " + join(counts, ", ") + "\n";
       }
   }
@@ -196,13 +147,13 @@ void write_sessions(std::string& o, const CaptureResult& r) {
   const std::unordered_set<uint32_t> listed = connections_in_sessions(r.sessions);
   for (const ConnectionInfo& c : r.connections) {
     if (!listed.count(c.id))
-      o += fmt::format("Connection {}  initiator {} <-> target {}  ({}), {} commands\n", c.id,
-                       c.initiator.str(), c.target.str(), vantage_text(c.vantage), count(c.commands));
+      o += fmt::format("Connection {}  initiator {} <-> target {}  (capture point {}), {} commands\n", c.id,
+                       c.initiator.str(), c.target.str(), vantage_words(c.vantage), count_text(c.commands));
   }
   if (const ConnectionTotals& u = r.unlisted; u.connections)
     o += fmt::format(
         "{} more connections, analysed but not listed one by one: {} frames, {} PDUs, {} commands\n",
-        count(u.connections), count(u.frames), count(u.pdus), count(u.commands));
+        count_text(u.connections), count_text(u.frames), count_text(u.pdus), count_text(u.commands));
 }
 
 class TextReport final : public Report {
@@ -220,11 +171,11 @@ public:
     }
     const double secs = r.stats.packets ? (r.stats.last_ns - r.stats.first_ns) / 1e9 : 0;
     o += fmt::format("== {} ==\n{}{}, {}, {}, {} packets over {:.1f} s\n", where, format_name(r.probe.format),
-                     r.probe.gzip ? " (gzip)" : "", r.link_description, file_size(r.probe.size),
-                     count(r.stats.packets), secs);
+                     r.probe.gzip ? " (gzip)" : "", r.link_description, file_size_text(r.probe.size),
+                     count_text(r.stats.packets), secs);
     const Summary& s = *r.summary;
-    o += fmt::format("{} SCSI commands, {} completed, {} excess round trips\n\n", count(s.commands()),
-                     count(s.completed()), count(s.excess_round_trips()));
+    o += fmt::format("{} SCSI commands, {} completed, {} excess round trips\n\n", count_text(s.commands()),
+                     count_text(s.completed()), count_text(s.excess_round_trips()));
     if (r.connections.empty() && r.sessions.empty())
       o += "No iSCSI connection found (ports other than 3260? see --port).\n\n";
     else {
@@ -256,8 +207,8 @@ public:
       o += fmt::format(
           "== All {} captures ==\n{} usable, {} packets, {} SCSI commands, {} completed, {} "
           "excess round trips\n\n",
-          all.captures, all.usable, count(all.packets), count(s.commands()), count(s.completed()),
-          count(s.excess_round_trips()));
+          all.captures, all.usable, count_text(all.packets), count_text(s.commands()),
+          count_text(s.completed()), count_text(s.excess_round_trips()));
       write_advice(o, s, false);
       write_classes(o, s);
       o += "\n";

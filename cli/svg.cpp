@@ -76,30 +76,6 @@ std::string num(double v) {
   return s;
 }
 
-std::string ms_text(double v) {
-  if (!std::isfinite(v) || v < 0) return "-";
-  if (v >= 1000) return fmt::format("{:.2f} s", v / 1000);
-  if (v >= 100) return fmt::format("{:.0f} ms", v);
-  if (v >= 10) return fmt::format("{:.1f} ms", v);
-  if (v >= 1) return fmt::format("{:.2f} ms", v);
-  return fmt::format("{:.3f} ms", v);
-}
-
-std::string size_text(uint64_t b) {
-  if (b >= (1u << 20) && b % (1u << 20) == 0) return fmt::format("{} MiB", b >> 20);
-  if (b >= 1024 && b % 1024 == 0) return fmt::format("{} KiB", b >> 10);
-  return fmt::format("{} B", b);
-}
-
-std::string count_text(uint64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
 void LogHistogram::add(double ms) {
   int i = 0;
   if (ms > kMinMs) i = int(std::floor(std::log10(ms / kMinMs) * kPerDecade));

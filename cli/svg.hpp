@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// Small helpers shared by the HTML report and the ladder diagrams: XML escaping, compact numbers,
-// people-readable times and sizes, and the fixed-bin aggregates the charts are drawn from (so that
-// a report never grows with the number of packets or commands).
+// Small helpers shared by the HTML report and the ladder diagrams: XML escaping, compact
+// coordinates, and the fixed-bin aggregates the charts are drawn from (so that a report never grows
+// with the number of packets or commands). Words and numbers for people: formatting.hpp.
 #pragma once
 
 #include <array>
@@ -12,11 +12,8 @@
 
 namespace iscsi_doctor::cli::svg {
 
-std::string esc(std::string_view s);    // &, <, >, " and ' escaped (text and attribute values)
-std::string num(double v);              // coordinates: at most one decimal, no trailing ".0"
-std::string ms_text(double ms);         // "63.9 ms", "0.019 ms", "1.25 s"; "-" when unknown
-std::string size_text(uint64_t bytes);  // "1 KiB", "255 B"
-std::string count_text(uint64_t n);     // "1,234,567"
+std::string esc(std::string_view s);  // &, <, >, " and ' escaped (text and attribute values)
+std::string num(double v);            // coordinates: at most one decimal, no trailing ".0"
 
 // Latency histogram on a log scale: 10 bins per decade from 1 us to 1000 s.
 struct LogHistogram {

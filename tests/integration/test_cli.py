@@ -550,6 +550,22 @@ def test_jobs_do_not_change_the_output():
     assert sorted({c["capture"] for c in doc["commands"]}) == [0, 1, 2, 3]
 
 
+def test_html_jobs_do_not_change_the_page(tmp_path):
+    # --html goes through the same pipeline: -j 2 analyses both captures (and their ladders'
+    # second passes) at once, and the page is the same bytes as with -j 1, gate included.
+    fixtures = ROOT / "captures" / "fixtures"
+    paths = [fixtures / "stock-loss-read--target.pcap.gz", fixtures / "scripted-nagle-read-1k--initiator.pcap.gz"]
+    pages = {}
+    for jobs in ("1", "2"):
+        out = tmp_path / f"j{jobs}.html"
+        run("--html", out, "-q", "-j", jobs, "--fail-on", "nagle_hold", *paths, check_rc=1)
+        pages[jobs] = out.read_bytes()
+    assert pages["1"] == pages["2"]
+    page = pages["1"].decode()
+    assert 'id="c0"' in page and 'id="c1"' in page and 'class="ladder"' in page
+    assert "Gate: TRIPPED (nagle_hold:" in page
+
+
 def test_progress_only_on_a_terminal():
     path = wiki("iscsi-scsi-10TB-data-device")  # > 65536 packets: at least one progress update
     p = run("-o", os.devnull, path, check_rc=0)

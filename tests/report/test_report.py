@@ -8,6 +8,8 @@
 - Each drawn ladder of a command with a nagle_hold finding marks the held segment
   (data-role="held") and its releasing ACK (data-role="release") at the frames the JSON findings give.
 - `iscsi-doctor ladder` writes a well-formed SVG with the same marks.
+- On every fixture and wiki capture, every ladder (in the HTML report, and drawn alone) shows each
+  evidence and related frame of its command's findings, and its title gives the JSON's round trips.
 - The report of the largest capture at hand stays under a few MB; its time against the JSON run is
   printed (not asserted: shared machines make timings noisy).
 
@@ -191,6 +193,68 @@ def test_ladder_subcommand_svg(tmp_path):
     assert run("ladder", "--itt", "0xdeadbeef", NAGLE, check=False).returncode == 2
     assert run("ladder", "--itt", f"0x{itt:08x}", "--frame", 1, NAGLE, check=False).returncode == 2
     assert run("ladder", "--itt", "zz", NAGLE, check=False).returncode == 2
+
+
+EVIDENCE_CAPTURES = sorted((ROOT / "captures" / "fixtures").glob("*.pcap*")) + sorted(
+    (ROOT / "captures" / "wireshark-wiki").glob("*.pcap*"))
+
+
+def evidence_frames(finding):
+    """The frames a finding names: its own and its related ones (a name may map to a list)."""
+    frames = {finding["frame"]}
+    for v in finding["related"].values():
+        frames.update(v if isinstance(v, list) else [v])
+    return frames
+
+
+def check_ladder_against_json(svg_el, command, findings, where):
+    drawn = {int(el.get("data-frame")) for el in svg_el.iter() if el.get("data-frame")}
+    for f in findings:
+        missing = evidence_frames(f) - drawn
+        assert not missing, f"{where}: {f['kind']} at frame {f['frame']}: frames {sorted(missing)} not drawn"
+    title = [el.text or "" for el in svg_el.iter() if local(el.tag) == "text" and el.get("y") == "42"][0]
+    if command["completed"]:
+        m = re.search(r"(\d+) round trips? \(ideal (\d+)\)", title)
+        assert m, f"{where}: title {title!r}"
+        assert (int(m.group(1)), int(m.group(2))) == (command["round_trips"], command["ideal_round_trips"]), where
+
+
+@pytest.mark.parametrize("capture", EVIDENCE_CAPTURES, ids=lambda p: p.name.split(".")[0])
+def test_ladders_draw_every_evidence_frame(capture, tmp_path):
+    doc = json.loads(run("--format", "json", "-q", capture).stdout)
+    commands = {(c["connection"], c["first_frame"]): c for c in doc["commands"]}
+    by_command = {}
+    for f in doc["findings"]:
+        if f["itt"]:
+            by_command.setdefault((f["connection"], f["command_first_frame"]), []).append(f)
+    # The HTML report's ladders.
+    out = tmp_path / "r.html"
+    run("--html", out, "-q", capture)
+    root = ET.fromstring(out.read_text().split("\n", 1)[1])
+    ladders = [el for el in root.iter() if local(el.tag) == "svg" and el.get("class") == "ladder"]
+    for el in ladders:
+        key = (int(el.get("data-connection")), int(el.get("data-first-frame")))
+        check_ladder_against_json(el, commands[key], by_command.get(key, []), f"{capture.name} {el.get('id')}")
+    # Drawn alone: the commands whose evidence lies furthest outside their own frames.
+    def reach(key):
+        c = commands[key]
+        end = c["status_frame"] or c["first_frame"]
+        return max(max(0, c["first_frame"] - min(fs), max(fs) - end)
+                   for fs in (evidence_frames(f) for f in by_command[key]))
+    for key in sorted((k for k in by_command if k in commands), key=reach, reverse=True)[:2]:
+        c = commands[key]
+        svg = run("ladder", "--itt", c["itt"], "--frame", c["first_frame"], "-q", capture).stdout
+        check_ladder_against_json(ET.fromstring(svg.split("\n", 1)[1]), c, by_command[key],
+                                  f"{capture.name} ladder {c['itt']}")
+
+
+def test_resent_segment_drawn_after_the_status():
+    # The case that showed the ladder missing its evidence: the resent segment (1069) comes after the
+    # command's status (1060) on the target side.
+    capture = ROOT / "captures" / "fixtures" / "stock-loss-read--target.pcap.gz"
+    svg = ET.fromstring(run("ladder", "--itt", "0x5d9e8bc8", "-q", capture).stdout.split("\n", 1)[1])
+    roles = {int(el.get("data-frame")): el.get("data-role") for el in svg.iter() if el.get("data-frame")}
+    assert roles.get(1069) == "retransmission" and roles.get(1044) == "original", roles
 
 
 def test_html_gate_and_usage(tmp_path):

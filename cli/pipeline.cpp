@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// Batch runs. With one job, captures are read in the calling thread and commands go straight to the
-// output. With several, worker threads read captures ahead and stream each one's commands and
-// findings into anonymous spool files; the main thread copies them to the output in argument
-// order, so the output is the same whatever the number of jobs. Findings always go through a spool:
-// in JSON they form their own array, after `commands`.
-#include "batch.hpp"
+// The pipeline (pipeline.hpp). With one job, captures are read in the calling thread and a report's
+// direct stream goes straight to the output. With several, worker threads read captures ahead and
+// stream each one's output into anonymous spool files; the main thread copies them to the output
+// in argument order, so the output is the same whatever the number of jobs. Deferred streams (the
+// JSON findings, the HTML sections) always go through a spool that the report copies at its end.
+#include "pipeline.hpp"
 
 #include <unistd.h>
 
@@ -37,79 +37,99 @@ constexpr size_t kReadAhead = 4;       // captures finished ahead of the output,
 // thread replays them into the overall Summary in argument order, so that its order-dependent parts
 // (example frames, ties) do not depend on thread timing.
 
-template <typename T>
-void put(FILE* f, const T& v) {
-  static_assert(std::is_trivially_copyable_v<T>);
-  std::fwrite(&v, sizeof v, 1, f);
+// Every field of a CommandResult and of a Finding (results.hpp), in one list that both writes and
+// reads them (a field added there is added here, once).
+template <typename Command, typename Visit>
+void command_fields(Command& c, Visit&& f) {
+  f(c.session), f(c.connection), f(c.itt), f(c.cmdsn), f(c.iscsi_opcode), f(c.op), f(c.kind), f(c.lba);
+  f(c.bytes), f(c.first_frame), f(c.status_frame), f(c.first_ns), f(c.status_ns), f(c.latency_ms);
+  f(c.round_trips), f(c.ideal_round_trips), f(c.scsi_status), f(c.iscsi_response), f(c.sense_key);
+  f(c.asc), f(c.ascq), f(c.findings), f(c.breakdown), f(c.completed), f(c.data_incomplete);
 }
-void put(FILE* f, const std::string& s) {
-  put(f, uint32_t(s.size()));
-  std::fwrite(s.data(), 1, s.size(), f);
-}
-template <typename T>
-bool get(FILE* f, T& v) {
-  return std::fread(&v, sizeof v, 1, f) == 1;
-}
-bool get(FILE* f, std::string& s) {
-  uint32_t n = 0;
-  if (!get(f, n)) return false;
-  s.resize(n);
-  return std::fread(s.data(), 1, n, f) == n;
+template <typename Found, typename Visit>
+void finding_fields(Found& x, Visit&& f) {
+  f(x.kind), f(x.side), f(x.session), f(x.connection), f(x.frame), f(x.related), f(x.lost_ms), f(x.itt);
+  f(x.command_first_frame), f(x.detail);
 }
 
+struct SpoolWriter {
+  FILE* f;
+  template <typename T>
+  void operator()(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    std::fwrite(&v, sizeof v, 1, f);
+  }
+  void operator()(const std::string& s) {
+    (*this)(uint32_t(s.size()));
+    std::fwrite(s.data(), 1, s.size(), f);
+  }
+  template <typename T>
+  void operator()(const std::vector<T>& v) {
+    (*this)(uint32_t(v.size()));
+    for (const T& x : v)
+      (*this)(x);
+  }
+  template <typename A, typename B>
+  void operator()(const std::pair<A, B>& p) {
+    (*this)(p.first), (*this)(p.second);
+  }
+};
+
+struct SpoolReader {
+  FILE* f;
+  bool ok = true;
+  template <typename T>
+  void operator()(T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    ok = ok && std::fread(&v, sizeof v, 1, f) == 1;
+  }
+  void operator()(std::string& s) {
+    uint32_t n = 0;
+    (*this)(n);
+    s.resize(ok ? n : 0);
+    ok = ok && std::fread(s.data(), 1, n, f) == n;
+  }
+  template <typename T>
+  void operator()(std::vector<T>& v) {
+    uint32_t n = 0;
+    (*this)(n);
+    for (uint32_t i = 0; ok && i < n; ++i)
+      (*this)(v.emplace_back());
+  }
+  template <typename A, typename B>
+  void operator()(std::pair<A, B>& p) {
+    (*this)(p.first), (*this)(p.second);
+  }
+};
+
 void record(FILE* f, const CommandResult& c) {
-  put(f, 'C');
-  put(f, c.session), put(f, c.connection), put(f, c.itt), put(f, c.cmdsn), put(f, c.iscsi_opcode);
-  put(f, c.op), put(f, c.kind), put(f, c.lba), put(f, c.bytes), put(f, c.first_frame), put(f, c.status_frame);
-  put(f, c.first_ns), put(f, c.status_ns), put(f, c.latency_ms), put(f, c.round_trips);
-  put(f, c.ideal_round_trips), put(f, c.scsi_status), put(f, c.iscsi_response), put(f, c.sense_key);
-  put(f, c.asc), put(f, c.ascq), put(f, uint32_t(c.findings.size()));
-  for (auto k : c.findings)
-    put(f, k);
-  put(f, c.breakdown), put(f, c.completed), put(f, c.data_incomplete);
+  SpoolWriter w{f};
+  w('C');
+  command_fields(c, w);
 }
 
 void record(FILE* f, const Finding& x) {
-  put(f, 'F');
-  put(f, x.kind), put(f, x.side), put(f, x.session), put(f, x.connection), put(f, x.frame);
-  put(f, uint32_t(x.related.size()));
-  for (const auto& [name, frame] : x.related)
-    put(f, name), put(f, frame);
-  put(f, x.lost_ms), put(f, x.itt), put(f, x.command_first_frame), put(f, x.detail);
+  SpoolWriter w{f};
+  w('F');
+  finding_fields(x, w);
 }
 
 void replay(FILE* f, Sink& sink) {
   std::fflush(f);
   std::rewind(f);
+  SpoolReader r{f};
   char tag;
-  while (get(f, tag)) {
-    bool ok = true;
+  while (std::fread(&tag, 1, 1, f) == 1) {
     if (tag == 'C') {
       CommandResult c;
-      uint32_t n = 0;
-      ok = get(f, c.session) && get(f, c.connection) && get(f, c.itt) && get(f, c.cmdsn) &&
-           get(f, c.iscsi_opcode) && get(f, c.op) && get(f, c.kind) && get(f, c.lba) && get(f, c.bytes) &&
-           get(f, c.first_frame) && get(f, c.status_frame) && get(f, c.first_ns) && get(f, c.status_ns) &&
-           get(f, c.latency_ms) && get(f, c.round_trips) && get(f, c.ideal_round_trips) &&
-           get(f, c.scsi_status) && get(f, c.iscsi_response) && get(f, c.sense_key) && get(f, c.asc) &&
-           get(f, c.ascq) && get(f, n);
-      for (uint32_t i = 0; ok && i < n; ++i)
-        ok = get(f, c.findings.emplace_back());
-      ok = ok && get(f, c.breakdown) && get(f, c.completed) && get(f, c.data_incomplete);
-      if (ok) sink.on_command(c);
+      command_fields(c, r);
+      if (r.ok) sink.on_command(c);
     } else {
       Finding x;
-      uint32_t n = 0;
-      ok = get(f, x.kind) && get(f, x.side) && get(f, x.session) && get(f, x.connection) && get(f, x.frame) &&
-           get(f, n);
-      for (uint32_t i = 0; ok && i < n; ++i) {
-        auto& [name, frame] = x.related.emplace_back();
-        ok = get(f, name) && get(f, frame);
-      }
-      ok = ok && get(f, x.lost_ms) && get(f, x.itt) && get(f, x.command_first_frame) && get(f, x.detail);
-      if (ok) sink.on_finding(x);
+      finding_fields(x, r);
+      if (r.ok) sink.on_finding(x);
     }
-    if (!ok) throw std::runtime_error("temporary file read back short");
+    if (!r.ok) throw std::runtime_error("temporary file read back short");
   }
 }
 
@@ -175,36 +195,35 @@ private:
   bool shown_ = false;
 };
 
-// ---- One capture: reader -> analyzer -> summaries and streamed output ---------------------------
+// ---- One capture: read -> analyse -> summaries and the report's part ------------------------------
 
 // Where a capture's results go besides its own summary: the overall summary directly (one job) or
-// a replay spool (several jobs), and the report's streams.
+// a replay spool (several jobs), and the report's streams for this capture.
 struct Outlets {
   Summary* overall = nullptr;
   FILE* replay = nullptr;
-  ElementStream* commands = nullptr;
-  ElementStream* findings = nullptr;
+  CaptureStreams streams;
 };
 
 class CaptureSink final : public Sink {
 public:
-  CaptureSink(CaptureResult& r, const Outlets& out, Report& report, Console& console)
-      : r_(r), out_(out), report_(report), console_(console) {}
+  CaptureSink(CaptureResult& r, const Outlets& out, Console& console) : r_(r), out_(out), console_(console) {}
+  void set_part(CaptureReport* part) { part_ = part; }
 
   void on_command(const CommandResult& c) override {
     r_.summary->on_command(c);
     if (out_.overall) out_.overall->on_command(c);
     if (out_.replay) record(out_.replay, c);
-    if (out_.commands) report_.command(*out_.commands, c, r_.index);
+    if (part_) part_->command(c);
   }
   void on_finding(const Finding& f) override {
     r_.summary->on_finding(f);
     if (out_.overall) out_.overall->on_finding(f);
     if (out_.replay) record(out_.replay, f);
-    if (out_.findings) report_.finding(*out_.findings, f, r_.index);
+    if (part_) part_->finding(f);
   }
   void on_notice(const Notice& n) override {
-    r_.summary->on_notice(n);
+    if (r_.summary) r_.summary->on_notice(n);
     if (console_.quiet() && n.level != Notice::Level::error) return;
     if (echoed_++ < kNoticesEchoed) {
       std::string where = n.frame ? fmt::format("frame {}: ", n.frame) : std::string();
@@ -226,15 +245,22 @@ public:
 private:
   CaptureResult& r_;
   Outlets out_;
-  Report& report_;
   Console& console_;
+  CaptureReport* part_ = nullptr;
   size_t echoed_ = 0;
 };
 
 class Bridge final : public ReaderEvents {
 public:
-  Bridge(Analyzer& a, Sink& s, Console& c, size_t index) : a_(a), s_(s), c_(c), index_(index) {}
-  void on_segment(const Segment& seg) override { a_.feed(seg); }
+  Bridge(Analyzer& a, Sink& s, CaptureReport* part, Console& c, size_t index)
+      : a_(a), s_(s), part_(part), c_(c), index_(index) {}
+  void on_segment(const Segment& seg) override {
+    if (!started_) {
+      started_ = true;
+      if (part_) part_->first_segment(seg.time_ns);
+    }
+    a_.feed(seg);
+  }
   void on_notice(Notice::Level level, uint64_t frame, std::string message) override {
     Notice n;
     n.level = level;
@@ -247,55 +273,62 @@ public:
 private:
   Analyzer& a_;
   Sink& s_;
+  CaptureReport* part_;
   Console& c_;
   size_t index_;
+  bool started_ = false;
 };
 
 struct Shared {
-  const BatchOptions& opt;
+  const PipelineOptions& opt;
   Report& report;
   Console& console;
 };
 
+// Reads and analyses one capture into its summary, the overall summary (or its replay spool) and
+// the report's part, which has the last word (analysed) whether the capture was usable or not.
 CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& outlets) {
   CaptureResult r;
   r.index = index;
   r.path = in.path;
+  CaptureSink sink(r, outlets, sh.console);
+  const std::unique_ptr<CaptureReport> part = sh.report.capture_report(index, outlets.streams, sink);
+  sink.set_part(part.get());
   if (!in.error.empty()) {
     r.error = in.error;
-    return r;
-  }
-  try {
-    CaptureReader reader(in.path, sh.opt.decoder);
-    r.probe = reader.probe();
-    r.link_type = reader.link_type_name();
-    r.link_description = reader.link_type_description();
-    r.decoder = reader.decoder_name();
-    r.summary = std::make_unique<Summary>(sh.opt.worst);
-    CaptureSink sink(r, outlets, sh.report, sh.console);
-    Analyzer analyzer(sh.opt.engine, sink);
-    Bridge bridge(analyzer, sink, sh.console, index);
-    r.stats = reader.read_all(bridge);
-    analyzer.finish();
-    r.connections = analyzer.connections();
-    r.unlisted = analyzer.unlisted_connections();
-    r.sessions = analyzer.sessions();
-    if (r.stats.packets == 0 && r.stats.damaged) {
-      // Not one packet could be read: the file is a capture in name only.
-      r.error = fmt::format("{}: no packet could be read", in.path);
-      if (!r.summary->notices().empty()) r.error += ": " + r.summary->notices().front().message;
+  } else {
+    try {
+      CaptureReader reader(in.path, sh.opt.decoder);
+      r.probe = reader.probe();
+      r.link_type = reader.link_type_name();
+      r.link_description = reader.link_type_description();
+      r.decoder = reader.decoder_name();
+      r.summary = std::make_unique<Summary>(sh.opt.worst);
+      Analyzer analyzer(sh.opt.engine, sink);
+      Bridge bridge(analyzer, sink, part.get(), sh.console, index);
+      r.stats = reader.read_all(bridge);
+      analyzer.finish();
+      r.connections = analyzer.connections();
+      r.unlisted = analyzer.unlisted_connections();
+      r.sessions = analyzer.sessions();
+      if (r.stats.packets == 0 && r.stats.damaged) {
+        // Not one packet could be read: the file is a capture in name only.
+        r.error = fmt::format("{}: no packet could be read", in.path);
+        if (!r.summary->notices().empty()) r.error += ": " + r.summary->notices().front().message;
+        r.summary.reset();
+      } else {
+        if (sink.notices_not_echoed())
+          sh.console.message(fmt::format("iscsi-doctor: {}: {} more notices in the report", in.path,
+                                         sink.notices_not_echoed()));
+        r.usable = true;
+      }
+    } catch (const CaptureError& e) {
+      r.error = e.what();
       r.summary.reset();
-      return r;
     }
-    if (sink.notices_not_echoed())
-      sh.console.message(
-          fmt::format("iscsi-doctor: {}: {} more notices in the report", in.path, sink.notices_not_echoed()));
-    r.usable = true;
-  } catch (const CaptureError& e) {
-    r.error = e.what();
-    r.summary.reset();
+    sh.console.progress(index, r.stats.packets, r.probe.size, true);
   }
-  sh.console.progress(index, r.stats.packets, r.probe.size, true);
+  if (part) part->analysed(r);
   return r;
 }
 
@@ -313,7 +346,8 @@ void join_chunk(FILE* chunk, const ElementStream& from, ElementStream& to, std::
   to.empty = false;
 }
 
-GateResult evaluate_gate(const BatchOptions& opt, const Summary* all) {
+// The CI gate, once, over the summary of every usable capture.
+GateResult evaluate_gate(const PipelineOptions& opt, const Summary* all) {
   GateResult g;
   g.requested = !opt.fail_on.empty() || opt.max_excess_round_trips.has_value();
   for (auto k : opt.fail_on)
@@ -333,6 +367,19 @@ GateResult evaluate_gate(const BatchOptions& opt, const Summary* all) {
                                     all->excess_round_trips(), *opt.max_excess_round_trips));
   g.tripped = !g.reasons.empty();
   return g;
+}
+
+std::unique_ptr<Report> make_report(Format format, const ReportOptions& ro) {
+  switch (format) {
+    case Format::json:
+      return make_json_report(ro);
+    case Format::csv:
+      return make_csv_report(ro);
+    case Format::html:
+      return make_html_report(ro);
+    default:
+      return make_text_report(ro);
+  }
 }
 
 }  // namespace
@@ -364,7 +411,7 @@ std::vector<Input> expand_inputs(const std::vector<std::string>& args) {
   return out;
 }
 
-int run_batch(const BatchOptions& opt) {
+int run_pipeline(const PipelineOptions& opt) {
   const std::vector<Input> inputs = expand_inputs(opt.inputs);
   uint64_t total_bytes = 0;
   for (const Input& in : inputs) {
@@ -387,9 +434,8 @@ int run_batch(const BatchOptions& opt) {
   ro.several = inputs.size() > 1;
   for (const Input& in : inputs)
     ro.paths.push_back(in.path);
-  std::unique_ptr<Report> report = opt.format == Format::json  ? make_json_report(ro)
-                                   : opt.format == Format::csv ? make_csv_report(ro)
-                                                               : make_text_report(ro);
+  ro.decoder = opt.decoder;
+  const std::unique_ptr<Report> report = make_report(opt.format, ro);
   std::unique_ptr<Summary> overall_owned;
   if (inputs.size() > 1) overall_owned = std::make_unique<Summary>(opt.worst);
   Shared sh{opt, *report, console};
@@ -400,8 +446,8 @@ int run_batch(const BatchOptions& opt) {
   uint64_t packets = 0;
   std::unique_ptr<Summary> single;  // the one input's summary, when there is one input
   try {
-    ElementStream commands_out{out, true};
-    ElementStream findings_all{report->streams_findings() ? spool(spools) : nullptr, true};
+    ElementStream direct_out{out, true};
+    ElementStream deferred_all{report->writes_deferred() ? spool(spools) : nullptr, true};
     report->begin(out);
 
     auto consume = [&](CaptureResult& r) {
@@ -421,16 +467,16 @@ int run_batch(const BatchOptions& opt) {
       for (size_t i = 0; i < inputs.size(); ++i) {
         Outlets o;
         o.overall = overall_owned.get();
-        o.commands = report->streams_commands() ? &commands_out : nullptr;
-        o.findings = findings_all.out ? &findings_all : nullptr;
+        o.streams.direct = report->writes_direct() ? &direct_out : nullptr;
+        o.streams.deferred = deferred_all.out ? &deferred_all : nullptr;
         CaptureResult r = analyze(sh, inputs[i], i, o);
         consume(r);
       }
     } else {
       struct Slot {
         CaptureResult result;
-        FILE *commands = nullptr, *findings = nullptr, *replay = nullptr;
-        ElementStream cs, fs;
+        FILE *direct = nullptr, *deferred = nullptr, *replay = nullptr;
+        ElementStream ds, fs;
         bool done = false;
       };
       std::vector<Slot> slots(inputs.size());
@@ -450,17 +496,17 @@ int run_batch(const BatchOptions& opt) {
           }
           Slot& s = slots[i];
           try {
-            if (report->streams_commands()) s.cs = {s.commands = std::tmpfile(), true};
-            if (report->streams_findings()) s.fs = {s.findings = std::tmpfile(), true};
+            if (report->writes_direct()) s.ds = {s.direct = std::tmpfile(), true};
+            if (report->writes_deferred()) s.fs = {s.deferred = std::tmpfile(), true};
             if (overall_owned) s.replay = std::tmpfile();
-            if ((report->streams_commands() && !s.commands) || (report->streams_findings() && !s.findings) ||
+            if ((report->writes_direct() && !s.direct) || (report->writes_deferred() && !s.deferred) ||
                 (overall_owned && !s.replay))
               throw std::runtime_error(
                   fmt::format("cannot create a temporary file: {}", std::strerror(errno)));
             Outlets o;
             o.replay = s.replay;
-            o.commands = s.commands ? &s.cs : nullptr;
-            o.findings = s.findings ? &s.fs : nullptr;
+            o.streams.direct = s.direct ? &s.ds : nullptr;
+            o.streams.deferred = s.deferred ? &s.fs : nullptr;
             s.result = analyze(sh, inputs[i], i, o);
           } catch (...) {
             std::lock_guard lock(mu);
@@ -481,10 +527,10 @@ int run_batch(const BatchOptions& opt) {
           if (failure) break;
         }
         Slot& s = slots[i];
-        if (s.commands) join_chunk(s.commands, s.cs, commands_out, report->separator());
-        if (s.findings) join_chunk(s.findings, s.fs, findings_all, report->separator());
+        if (s.direct) join_chunk(s.direct, s.ds, direct_out, report->separator());
+        if (s.deferred) join_chunk(s.deferred, s.fs, deferred_all, report->separator());
         if (s.replay) replay(s.replay, *overall_owned);
-        for (FILE** f : {&s.commands, &s.findings, &s.replay})
+        for (FILE** f : {&s.direct, &s.deferred, &s.replay})
           if (*f) std::fclose(std::exchange(*f, nullptr));
         consume(s.result);
         s.result = CaptureResult{};
@@ -500,7 +546,7 @@ int run_batch(const BatchOptions& opt) {
       for (auto& t : threads)
         t.join();
       for (Slot& s : slots)  // spools of captures never consumed (after a failure)
-        for (FILE** f : {&s.commands, &s.findings, &s.replay})
+        for (FILE** f : {&s.direct, &s.deferred, &s.replay})
           if (*f) std::fclose(std::exchange(*f, nullptr));
       if (failure) std::rethrow_exception(failure);
     }
@@ -512,7 +558,7 @@ int run_batch(const BatchOptions& opt) {
     all.packets = packets;
     all.gate = evaluate_gate(opt, all.summary);
     console.finish();
-    report->end(out, all, findings_all.out);
+    report->end(out, all, deferred_all.out);
 
     if (all.gate.unevaluable) {
       console.message(

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// A run over one or more inputs: files and directories (walked recursively for captures), one
-// Analyzer per capture, up to `jobs` captures at once, output in argument order, a summary per
-// capture and one for all, the CI gate, and the exit code.
+// The one pipeline every report goes through: inputs (files, and directories walked recursively
+// for captures) -> read -> analyse (one Analyzer per capture, up to `jobs` captures at once) ->
+// report (text, JSON, CSV or HTML, in argument order whatever the jobs) -> the CI gate, evaluated
+// once over the summary of all captures -> the exit code.
 #pragma once
 
 #include <cstdint>
@@ -20,11 +21,11 @@ inline constexpr int kExitClean = 0;
 inline constexpr int kExitGate = 1;
 inline constexpr int kExitUnusable = 2;  // unusable input, or a usage error
 
-struct BatchOptions {
+struct PipelineOptions {
   std::vector<std::string> inputs;
   Options engine;
   Format format = Format::text;
-  std::string output;  // empty: standard output
+  std::string output;  // empty: standard output (--html: the page's file)
   size_t jobs = 1;
   size_t worst = 10;
   bool quiet = false;
@@ -33,8 +34,8 @@ struct BatchOptions {
   std::optional<uint64_t> max_excess_round_trips;
 };
 
-// Runs the whole batch; messages go to stderr. Returns the exit code.
-int run_batch(const BatchOptions&);
+// Runs the whole pipeline; messages go to stderr. Returns the exit code.
+int run_pipeline(const PipelineOptions&);
 
 // The capture files an input names: the file itself, or every capture under a directory (sorted,
 // recursively; files whose magic is not pcap, pcapng or gzip-compressed capture are skipped).
