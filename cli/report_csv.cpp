@@ -71,7 +71,7 @@ void write_row(ElementStream& s, const CommandResult& c, size_t capture, std::st
   if (c.sense_key) opt_cell(o, c.asc);
   o += ',';
   if (c.sense_key) opt_cell(o, c.ascq);
-  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{}\n"), c.completed, c.data_incomplete);
+  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{},{}\n"), c.completed, c.data_incomplete, c.lun);
   std::fwrite(o.data(), 1, o.size(), s.out);
   s.empty = false;
 }
@@ -104,7 +104,7 @@ public:
         "status_frame,time_ns,latency_ms,round_trips,ideal_round_trips,findings";
     for (const auto& p : kBreakdownParts)
       h += fmt::format(",breakdown_{}_ms", p.name);
-    h += ",status,response,sense_key,sense_key_name,sense_asc,sense_ascq,completed,data_incomplete\n";
+    h += ",status,response,sense_key,sense_key_name,sense_asc,sense_ascq,completed,data_incomplete,lun\n";
     std::fputs(h.c_str(), out);
   }
 

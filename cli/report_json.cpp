@@ -64,9 +64,9 @@ void write_command(ElementStream& s, const CommandResult& c, size_t capture) {
   s.empty = false;
   fmt::format_to(
       fmt::appender(o.b),
-      FMT_COMPILE("\"capture\":{},\"session\":{},\"connection\":{},\"itt\":\"0x{:08x}\",\"cmdsn\":{},"
+      FMT_COMPILE("\"capture\":{},\"session\":{},\"connection\":{},\"itt\":\"0x{:08x}\",\"cmdsn\":{},\"lun\":{},"
                   "\"op\":"),
-      capture, c.session, c.connection, c.itt, c.cmdsn);
+      capture, c.session, c.connection, c.itt, c.cmdsn, c.lun);
   write_json_string(o, c.op);
   fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"iscsi_opcode\":{},\"kind\":\"{}\",\"lba\":"),
                  c.iscsi_opcode, command_kind_name(c.kind));

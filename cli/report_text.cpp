@@ -79,8 +79,8 @@ void write_worst(std::string& o, const Summary& s) {
   const auto& worst = s.worst();
   if (worst.empty()) return;
   o += fmt::format("\nWorst {} commands (by excess round trips, then latency)\n", worst.size());
-  o += fmt::format("  {:<10}  {:<22} {:>12} {:>9}  {:<17} {:>10} {:>8}  {}\n", "ITT", "op", "LBA", "bytes",
-                   "frames", "latency", "RT/ideal", "findings");
+  o += fmt::format("  {:<10}  {:<22} {:>4} {:>12} {:>9}  {:<17} {:>10} {:>8}  {}\n", "ITT", "op", "LUN",
+                   "LBA", "bytes", "frames", "latency", "RT/ideal", "findings");
   for (const CommandResult& c : worst) {
     std::vector<std::string> kinds;
     for (auto k : c.findings)
@@ -89,8 +89,8 @@ void write_worst(std::string& o, const Summary& s) {
     if (c.data_incomplete) kinds.insert(kinds.begin(), "(data missing)");
     const std::string frames = c.status_frame ? fmt::format("{}-{}", c.first_frame, c.status_frame)
                                               : fmt::format("{}-", c.first_frame);
-    o += fmt::format("  {:<10}  {:<22} {:>12} {:>9}  {:<17} {:>10} {:>8}  {}\n", hex32(c.itt), c.op,
-                     c.lba ? std::to_string(*c.lba) : "-", count_text(c.bytes), frames,
+    o += fmt::format("  {:<10}  {:<22} {:>4} {:>12} {:>9}  {:<17} {:>10} {:>8}  {}\n", hex32(c.itt), c.op,
+                     c.lun, c.lba ? std::to_string(*c.lba) : "-", count_text(c.bytes), frames,
                      c.completed ? ms_text(c.latency_ms) : "-",
                      fmt::format("{}/{}", c.round_trips, c.ideal_round_trips), join(kinds, ", "));
   }

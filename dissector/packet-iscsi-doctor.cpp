@@ -55,7 +55,7 @@ guint pref_delayed_ack_ms = 10, pref_idle_timeout_s = 60, pref_max_connections =
 
 int hf_command = -1, hf_session = -1, hf_connection = -1, hf_itt = -1, hf_op = -1, hf_round_trips = -1,
     hf_ideal_round_trips = -1, hf_excess_round_trips = -1, hf_latency_ms = -1, hf_first_frame = -1,
-    hf_lba = -1, hf_bytes = -1, hf_scsi_status = -1, hf_command_findings = -1, hf_breakdown = -1;
+    hf_lba = -1, hf_lun = -1, hf_bytes = -1, hf_scsi_status = -1, hf_command_findings = -1, hf_breakdown = -1;
 enum BreakdownPart {
   bd_request,
   bd_think,
@@ -363,6 +363,7 @@ void add_command(proto_tree* tree, tvbuff_t* tvb, const CommandResult& c, uint64
   gen(proto_tree_add_int(ct, hf_ideal_round_trips, tvb, 0, 0, c.ideal_round_trips));
   gen(proto_tree_add_int(ct, hf_excess_round_trips, tvb, 0, 0, c.round_trips - c.ideal_round_trips));
   gen(proto_tree_add_double(ct, hf_latency_ms, tvb, 0, 0, c.latency_ms));
+  gen(proto_tree_add_uint64(ct, hf_lun, tvb, 0, 0, c.lun));
   if (c.lba) gen(proto_tree_add_uint64(ct, hf_lba, tvb, 0, 0, *c.lba));
   gen(proto_tree_add_uint(ct, hf_bytes, tvb, 0, 0, c.bytes));
   if (c.scsi_status) gen(proto_tree_add_uint(ct, hf_scsi_status, tvb, 0, 0, *c.scsi_status));
@@ -616,6 +617,7 @@ extern "C" void proto_register_iscsi_doctor(void) {
        {"Command's first frame", "iscsi_doctor.first_frame", FT_FRAMENUM, BASE_NONE,
         FRAMENUM_TYPE(FT_FRAMENUM_REQUEST), 0x0, "Frame carrying the first byte of the command PDU", HFILL}},
       {&hf_lba, {"LBA", "iscsi_doctor.lba", FT_UINT64, BASE_DEC, NULL, 0x0, NULL, HFILL}},
+      {&hf_lun, {"LUN", "iscsi_doctor.lun", FT_UINT64, BASE_DEC, NULL, 0x0, "The logical unit", HFILL}},
       {&hf_bytes,
        {"Bytes", "iscsi_doctor.bytes", FT_UINT32, BASE_DEC, NULL, 0x0, "Expected data transfer length",
         HFILL}},

@@ -2602,6 +2602,7 @@ local pf = {
   excess_round_trips = ProtoField.int32("iscsi_doctor_lua.excess_round_trips", "Excess round trips"),
   latency_ms = ProtoField.double("iscsi_doctor_lua.latency_ms", "Latency (ms)"),
   lba = ProtoField.uint64("iscsi_doctor_lua.lba", "LBA"),
+  lun = ProtoField.uint64("iscsi_doctor_lua.lun", "LUN", base.DEC, nil, nil, "The logical unit"),
   bytes = ProtoField.uint32("iscsi_doctor_lua.bytes", "Bytes"),
   scsi_status = ProtoField.uint8("iscsi_doctor_lua.scsi_status", "SCSI status", base.HEX),
   command_finding = ProtoField.string("iscsi_doctor_lua.command_finding", "Command finding"),
@@ -2755,6 +2756,7 @@ local function add_command(root, c)
   t:add(pf.ideal_round_trips, c.ideal_round_trips)
   t:add(pf.excess_round_trips, c.round_trips - c.ideal_round_trips)
   t:add(pf.latency_ms, c.latency_ms)
+  if c.lun then t:add(pf.lun, uint64_of(c.lun)) end
   if c.lba then t:add(pf.lba, uint64_of(c.lba)) end
   if c.bytes then t:add(pf.bytes, c.bytes) end
   if c.scsi_status then t:add(pf.scsi_status, c.scsi_status) end

@@ -236,7 +236,7 @@ def test_scsi_lba_length_status_and_sense_match_wireshark(entry):
     pairs, missing = by_first_frame(path)
     assert not missing, f"{len(missing)} commands Wireshark sees are not reported: {missing[:5]}"
     bs = block_size(path)
-    n = {"commands": len(pairs), "lba": 0, "blocks": 0, "status": 0, "sense": 0}
+    n = {"commands": len(pairs), "lba": 0, "blocks": 0, "status": 0, "sense": 0, "lun": 0}
     failures = []
 
     def fail(t, what):
@@ -256,6 +256,12 @@ def test_scsi_lba_length_status_and_sense_match_wireshark(entry):
             n["lba"] += 1
             if c["lba"] != lba:
                 fail(t, f"lba {c['lba']}, Wireshark {lba}")
+        # LUN (single-level addressing, as Wireshark's iSCSI dissector decodes it)
+        lun = t.pdu.fields.get("scsi.lun")
+        if lun is not None:
+            n["lun"] += 1
+            if c["lun"] != int(lun, 16):
+                fail(t, f"lun {c['lun']}, Wireshark {lun}")
         # Expected Data Transfer Length, and the CDB's transfer length where nothing was residual
         if c["bytes"] != t.edtl:
             fail(t, f"bytes {c['bytes']}, ExpectedDataTransferLength {t.edtl}")
@@ -293,6 +299,7 @@ def test_scsi_lba_length_status_and_sense_match_wireshark(entry):
                     if theirs is not None and ours[k] != int(theirs, 16):
                         fail(t, f"sense {k} {ours[k]}, Wireshark {theirs}")
     assert n["status"], "no status compared"
+    assert n["lun"], "no LUN compared"
     assert not failures, f"{len(failures)} differences ({n}):\n" + "\n".join(failures[:10])
     # Captures made of reads and writes must have exercised the LBA and length checks.
     workload = entry["made"].get("workload", "") if entry["made"].get("lab") else ""

@@ -291,7 +291,8 @@ for _, c in ipairs(an.commands) do
                   "asc", jnum(c.asc), "ascq", jnum(c.ascq) })
   end
   out[#out + 1] = obj({ "type", '"command"', "session", jnum(c.session), "connection", jnum(c.conn.id),
-    "itt", jstr(string.format("0x%08x", c.itt)), "cmdsn", jnum(c.cmdsn), "op", jstr(c.op),
+    "itt", jstr(string.format("0x%08x", c.itt)), "cmdsn", jnum(c.cmdsn),
+    "lun", type(c.lun) == "number" and jnum(c.lun) or tostring(c.lun), "op", jstr(c.op),
     "iscsi_opcode", "1", "kind", jstr(c.kind), "lba", c.lba or "null", "bytes", jnum(c.bytes),
     "first_frame", jframe(c.first_frame), "status_frame", jframe(c.status_frame),
     "time_ns", jnum(c.first_t), "latency_ms", c.completed and jnum(c.latency_ms) or "null",
