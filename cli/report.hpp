@@ -126,6 +126,9 @@ std::string scsi_status_name(uint8_t status);   // "GOOD", "CHECK_CONDITION", ..
 std::string_view sense_key_name(uint8_t key);   // "NOT_READY", ...
 std::string_view notice_level_name(Notice::Level);
 double round_ns(double ms);  // milliseconds rounded to the nanosecond
+// Milliseconds rounded to the microsecond: for the summary's medians, kept as floats (7 digits), whose
+// last digits are noise (59.825001).
+double round_us(double ms);
 // An append-only text buffer for the streamed writers (fmt's memory_buffer, with +=).
 struct OutBuf {
   fmt::memory_buffer b;

@@ -83,6 +83,11 @@ double round_ns(double ms) {
   return std::round(ms * 1e6) / 1e6;
 }
 
+double round_us(double ms) {
+  if (!std::isfinite(ms)) return 0;
+  return std::round(ms * 1e3) / 1e3;
+}
+
 nlohmann::json ms_or_null(double ms) {
   if (!std::isfinite(ms) || ms < 0) return nullptr;
   return round_ns(ms);
@@ -154,8 +159,8 @@ nlohmann::json summary_json(const Summary& s) {
                       {"commands", a.commands},
                       {"occurrences", a.occurrences},
                       {"lost_ms", round_ns(a.lost_ms)},
-                      {"median_latency_ms", round_ns(a.median_latency_ms)},
-                      {"median_fixed_ms", round_ns(a.median_fixed_ms)},
+                      {"median_latency_ms", round_us(a.median_latency_ms)},
+                      {"median_fixed_ms", round_us(a.median_fixed_ms)},
                       {"fix", a.fix},
                       {"example_frames", a.example_frames}});
   }
@@ -165,8 +170,8 @@ nlohmann::json summary_json(const Summary& s) {
     classes.push_back({{"kind", command_kind_name(c.kind)},
                        {"bytes", c.bytes},
                        {"commands", c.commands},
-                       {"median_ms", round_ns(c.median_ms)},
-                       {"p90_ms", round_ns(c.p90_ms)},
+                       {"median_ms", round_us(c.median_ms)},
+                       {"p90_ms", round_us(c.p90_ms)},
                        {"max_ms", round_ns(c.max_ms)},
                        {"median_round_trips", c.median_round_trips},
                        {"ideal_round_trips", c.ideal_round_trips}});
