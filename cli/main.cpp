@@ -33,6 +33,9 @@ int main(int argc, char** argv) {
       "iscsi-doctor: explains, per SCSI command in an iSCSI capture, why it was slow\n"
       "(Nagle holds, delayed ACKs, R2T round trips, window stalls, loss, slow targets).",
       "iscsi-doctor"};
+  app.footer(
+      "One command's exchange as a ladder diagram (SVG): iscsi-doctor ladder --itt 0x... CAPTURE -o out.svg\n"
+      "(iscsi-doctor ladder --help). Documentation: docs/cli.md.");
   app.get_formatter()->column_width(34);
 
   PipelineOptions opt;
@@ -71,7 +74,7 @@ int main(int argc, char** argv) {
                      "exit 1 if the round trips taken beyond the ideal, summed over all commands, exceed N");
   app.add_option("--delayed-ack-ms", delayed_ack_ms,
                  "an ACK later than this beyond the RTT counts as delayed (default 10)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(0.001, 1e6).description("a number of milliseconds above 0"));
   // Caps (memory stays bounded whatever the capture holds); hitting one is reported as an error notice.
   app.add_option("--max-connections", opt.engine.max_connections,
                  "connections open at once per capture (default 65536); closed ones are reported and freed")
@@ -89,7 +92,8 @@ int main(int argc, char** argv) {
   app.add_option("-j,--jobs", opt.jobs,
                  "captures analysed in parallel (default 1); output stays in argument order")
       ->check(CLI::Range(size_t(1), size_t(1024)));
-  app.add_option("--worst", opt.worst, "how many of the worst commands the text report lists (default 10)");
+  app.add_option("--worst", opt.worst, "how many of the worst commands the text report lists (default 10)")
+      ->check(CLI::Range(size_t(0), size_t(1000000)));
   app.add_flag("-q,--quiet", opt.quiet, "no progress and no notices on standard error, only errors");
   app.add_option("--decoder", decoder,
                  "packet decoder: fast (default) or libtins (slower; for cross-checking)")
