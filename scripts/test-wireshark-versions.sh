@@ -4,8 +4,9 @@
 # a Debian root that ships it: 4.0 bookworm, 4.4 trixie, 4.6 sid. Per version named in
 # ISCSI_DOCTOR_WS_VERSIONS (default "4.4 4.6"): make the root once (debootstrap, then the build
 # and test packages; kept in ISCSI_DOCTOR_ROOTS, default /var/cache/iscsi-doctor/roots, and reused),
-# copy the source tree in, build the CLI and the C plugin against that version's headers, and run
-# tests/dissector and tests/lua there, tshark as nobody (Wireshark 4.4+ skips Lua scripts as root).
+# copy the source tree in, build the CLI and the C plugin against that version's headers, run
+# tests/dissector and tests/lua there, tshark as nobody (Wireshark 4.4+ skips Lua scripts as root),
+# and check that cmake --install puts the plugin where that tshark loads it.
 #
 # A root that cannot be made fails the run: name fewer versions to leave one out. Extra arguments
 # go to pytest (e.g. -k nagle).
@@ -138,6 +139,16 @@ for v in $versions; do
     PYTHONDONTWRITEBYTECODE=1 \
     sh -c 'cd /src && python3 -m pytest -q -rs -p no:cacheprovider tests/dissector tests/lua/test_lua_plugin.py \
       --deselect tests/lua/test_lua_plugin.py::test_core_under_lua_version "$@"' sh "$@" || rc=$?
+  # cmake --install into this Wireshark's own system folder, where tshark as root finds it; then
+  # out again, so the cached root stays as it was.
+  if [ $rc -eq 0 ]; then
+    in_root "$dir" sh -c 'epan=$(pkg-config --variable=plugindir wireshark)/epan
+      cmake --install /build --component wireshark-plugin >/dev/null &&
+        tshark -G plugins 2>/dev/null | grep -E "^iscsi_doctor\.so[[:space:]].*[[:space:]]$epan/iscsi_doctor\.so\$"
+      rc=$?
+      rm -f "$epan/iscsi_doctor.so"
+      exit $rc' || { rc=$?; echo "== $v: cmake --install: tshark does not load the installed plugin" >&2; }
+  fi
   t3=$(date +%s)
   [ $rc -eq 0 ] || status=1
   summary+=("Wireshark $v ($suite, $have): root $((t1 - t0)) s, build $((t2 - t1)) s, tests $((t3 - t2)) s: $([ $rc -eq 0 ] && echo passed || echo "FAILED ($rc)")")
