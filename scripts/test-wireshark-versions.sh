@@ -8,8 +8,9 @@
 # tests/dissector and tests/lua there, tshark as nobody (Wireshark 4.4+ skips Lua scripts as root),
 # and check that cmake --install puts the plugin where that tshark loads it.
 #
-# A root that cannot be made fails the run: name fewer versions to leave one out. Extra arguments
-# go to pytest (e.g. -k nagle).
+# A root that cannot be made fails the run: name fewer versions to leave one out. A root is not
+# updated once made; delete it to make it anew. ISCSI_DOCTOR_DEBIAN_MIRROR: the mirror debootstrap
+# uses (default: debootstrap's own). Extra arguments go to pytest (e.g. -k nagle).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$PWD
@@ -51,7 +52,13 @@ if ! command -v debootstrap >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
 fi
 
-# apt inside the root, in its own mount namespace so that nothing stays mounted after a failure.
+# One run at a time per roots folder (CI and a developer may share the machine).
+mkdir -p "$roots"
+exec 9>"$roots/.lock"
+flock 9
+
+# Runs a command in the root, with /proc and an empty /tmp mounted, in a mount namespace of its
+# own so that nothing stays mounted after it, whatever happens.
 in_root() {
   local dir=$1
   shift
@@ -83,7 +90,7 @@ make_root() {
     mv "$dir.new" "$dir"
   fi
   echo "== $v: installing the build and test packages in $dir" >&2
-  # sid's Release files may be older than their Valid-Until on a mirror snapshot.
+  # Valid-Until unchecked: on a snapshot mirror, sid's Release file is past it.
   in_root "$dir" apt-get -o Acquire::Check-Valid-Until=false -qq update >&2 ||
     die "apt-get update in $dir failed"
   in_root "$dir" apt-get install -y -qq --no-install-recommends "${packages[@]}" >"$roots/$suite.apt.log" 2>&1 ||
@@ -127,10 +134,14 @@ for v in $versions; do
   # errors on this compiler. The build folder stays in the root: later runs rebuild what changed.
   in_root "$dir" sh -c 'cmake -S /src -B /build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DISCSI_DOCTOR_TESTS=OFF -DCMAKE_COMPILE_WARNING_AS_ERROR=ON >/dev/null &&
-      cmake --build /build -j2' >"$roots/$suite.build.log" 2>&1 ||
-    { tail -50 "$roots/$suite.build.log" >&2; die "$v: build failed (log: $roots/$suite.build.log)"; }
-  [ -f "$dir/build/dissector/plugins/$v/epan/iscsi_doctor.so" ] ||
-    die "$v: no build/dissector/plugins/$v/epan/iscsi_doctor.so"
+      cmake --build /build -j2' >"$roots/$suite.build.log" 2>&1 &&
+    [ -f "$dir/build/dissector/plugins/$v/epan/iscsi_doctor.so" ] || {
+    tail -50 "$roots/$suite.build.log" >&2
+    echo "== $v: build failed, or no build/dissector/plugins/$v/epan/iscsi_doctor.so" >&2
+    status=1
+    summary+=("Wireshark $v ($suite, $have): build FAILED (log: $roots/$suite.build.log)")
+    continue
+  }
   t2=$(date +%s)
 
   rc=0
