@@ -28,6 +28,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -46,10 +48,21 @@ using namespace iscsi_doctor;
 int proto_iscsi_doctor = -1;
 int tap_iscsi_doctor = -1;
 dissector_handle_t iscsi_doctor_handle;
-gboolean pref_info_column = TRUE;
+
+// A boolean preference is a gboolean in Wireshark 4.0 and a bool in 4.4 and 4.6: take the
+// type prefs_register_bool_preference() wants.
+template <typename F>
+struct bool_pref_arg;
+template <typename R, typename... A>
+struct bool_pref_arg<R (*)(A...)> {
+  using type = std::remove_pointer_t<std::tuple_element_t<sizeof...(A) - 1, std::tuple<A...>>>;
+};
+using pref_bool = bool_pref_arg<decltype(&prefs_register_bool_preference)>::type;
+
+pref_bool pref_info_column = TRUE;
 // The CLI's analysis options (docs/cli.md), applied when a capture is (re)loaded.
 range_t* pref_ports = nullptr;
-gboolean pref_detect_ports = TRUE;
+pref_bool pref_detect_ports = TRUE;
 guint pref_delayed_ack_ms = 10, pref_idle_timeout_s = 60, pref_max_connections = 65536,
       pref_max_open_commands = 65536, pref_max_reorder_bytes = 4u << 20;
 
@@ -252,10 +265,19 @@ unsigned field_count(proto_tree* tree, Wanted w) {
   return a ? a->len : 0;
 }
 
+// field_info::value is an fvalue_t in Wireshark 4.0 and an fvalue_t* in 4.4 and 4.6.
+template <typename V>
+fvalue_t* fvalue_of(V& v) {
+  if constexpr (std::is_pointer_v<V>)
+    return v;
+  else
+    return &v;
+}
+
 bool uint_field(proto_tree* tree, Wanted w, uint32_t& out) {
   field_info* fi = first_field(tree, w);
   if (!fi) return false;
-  out = fvalue_get_uinteger(&fi->value);
+  out = fvalue_get_uinteger(fvalue_of(fi->value));
   return true;
 }
 

@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // Wireshark plugin glue: the symbols Wireshark's plugin loader looks up in every plugin
-// (plugin_version, plugin_want_major/minor, plugin_register). The dissector itself lives in
-// packet-iscsi-doctor.cpp.
+// (plugin_version, plugin_want_major/minor, plugin_register, and in 4.4+ plugin_describe).
+// The dissector itself lives in packet-iscsi-doctor.cpp.
 #include <epan/proto.h>
 #include <ws_version.h>
+// 4.0 installs no wsutil/plugins.h; 4.4+ declare plugin_describe()'s flags there.
+#if __has_include(<wsutil/plugins.h>)
+#include <wsutil/plugins.h>
+#endif
 
 #include "packet-iscsi-doctor.h"
 
@@ -17,6 +21,9 @@ ISCSI_DOCTOR_PUBLIC extern const char plugin_version[];
 ISCSI_DOCTOR_PUBLIC extern const int plugin_want_major;
 ISCSI_DOCTOR_PUBLIC extern const int plugin_want_minor;
 ISCSI_DOCTOR_PUBLIC void plugin_register(void);
+#ifdef WS_PLUGIN_DESC_DISSECTOR
+ISCSI_DOCTOR_PUBLIC uint32_t plugin_describe(void);
+#endif
 
 const char plugin_version[] = ISCSI_DOCTOR_VERSION;
 // Wireshark loads a plugin only into the major.minor release whose headers built it.
@@ -29,3 +36,8 @@ void plugin_register(void) {
   plug.register_handoff = proto_reg_handoff_iscsi_doctor;
   proto_register_plugin(&plug);
 }
+
+#ifdef WS_PLUGIN_DESC_DISSECTOR
+// Newer loaders warn about (and may skip) a plugin that does not say what it is.
+uint32_t plugin_describe(void) { return WS_PLUGIN_DESC_DISSECTOR; }
+#endif

@@ -22,7 +22,8 @@ def test_plugin_loads(tshark):
     out = tshark("-G", "plugins").stdout
     assert re.search(r"^iscsi_doctor\.so\s", out, re.M), out
     protocols = tshark("-G", "protocols").stdout
-    assert re.search(r"\tiscsi_doctor$", protocols, re.M)
+    # name, short name, filter name; 4.4+ add enabled, enabled by default, can toggle
+    assert re.search(r"^[^\t]*\t[^\t]*\tiscsi_doctor(\t|$)", protocols, re.M)
     fields = tshark("-G", "fields").stdout
     for f in ["iscsi_doctor.finding", "iscsi_doctor.round_trips", "iscsi_doctor.fix",
               "iscsi_doctor.released_by", "iscsi_doctor.first_frame",

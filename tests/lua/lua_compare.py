@@ -1,10 +1,13 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """Helpers for the Lua plugin tests: run tshark with lua/iscsi_doctor.lua and the CLI, and
 reduce both to comparable (frame, finding) and (status frame, itt, round trips) sets."""
+import atexit
 import collections
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 ROOT = Path(os.environ.get("ISCSI_DOCTOR_ROOT", Path(__file__).resolve().parents[2]))
@@ -36,6 +39,27 @@ def captures():
     return uniq
 
 
+_home = []
+
+
+def run_tshark(args, timeout=1800):
+    """tshark with `args`, as nobody when we are root: Wireshark 4.4+ skips Lua scripts as root
+    without a word (4.0 ran them). HOME is an empty folder, so no personal plugins or prefs."""
+    if not _home:
+        _home.append(tempfile.mkdtemp(prefix="iscsi-doctor-lua-home-"))
+        os.chmod(_home[0], 0o777)
+        atexit.register(shutil.rmtree, _home[0], True)
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_CONFIG_HOME", "WIRESHARK_CONFIG_DIR")}
+    env["HOME"] = _home[0]
+    prefix = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        assert setpriv, "running as root without setpriv: Wireshark 4.4+ would not run the Lua script"
+        prefix = [setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]
+    return subprocess.run([*prefix, TSHARK, *args], capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
 def cli_report(path):
     out = subprocess.run([BINARY, "--format", "json", str(path)], capture_output=True, text=True,
                          timeout=900)
@@ -56,7 +80,7 @@ FIELDS = ["frame.number", "iscsi_doctor_lua.finding", "iscsi_doctor_lua.evidence
 
 
 def tshark(path, two_pass, extra=()):
-    cmd = [TSHARK, "-X", f"lua_script:{PLUGIN}", "-r", str(path), "-T", "fields",
+    cmd = ["-X", f"lua_script:{PLUGIN}", "-r", str(path), "-T", "fields",
            "-E", "occurrence=a", "-E", "aggregator=;"]
     if two_pass:
         # tshark 4.0 dissects on the first of two passes only when a filter (or a postdissector
@@ -65,7 +89,7 @@ def tshark(path, two_pass, extra=()):
     for f in FIELDS:
         cmd += ["-e", f]
     cmd += list(extra)
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    out = run_tshark(cmd)
     assert out.returncode == 0, f"tshark exit {out.returncode}: {out.stderr[-2000:]}"
     assert "Lua: Error" not in out.stderr and "lua_script" not in out.stderr, out.stderr[-2000:]
     return out.stdout
@@ -98,9 +122,8 @@ def lua_sets(stdout):
 def report_findings(path):
     """The end-of-run report (one pass, -q): every finding, including the connection-level
     serialized one, which no single pass can show on its (earlier) evidence frame."""
-    cmd = [TSHARK, "-X", f"lua_script:{PLUGIN}", "-r", str(path), "-q",
-           "-o", "iscsi_doctor_lua.report:TRUE"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    cmd = ["-X", f"lua_script:{PLUGIN}", "-r", str(path), "-q", "-o", "iscsi_doctor_lua.report:TRUE"]
+    out = run_tshark(cmd)
     assert out.returncode == 0, out.stderr[-2000:]
     found = collections.Counter()
     for line in out.stdout.splitlines():

@@ -135,11 +135,11 @@ def test_two_pass_without_filter_still_analyses(cli):
     need_tshark()
     rep = cli(NAGLE_FIXTURE)
     want_f, want_c = lc.cli_sets(rep, SUPPORTED - END_ONLY)
-    cmd = [lc.TSHARK, "-X", f"lua_script:{PLUGIN}", "-r", str(NAGLE_FIXTURE), "-2", "-T", "fields",
+    cmd = ["-X", f"lua_script:{PLUGIN}", "-r", str(NAGLE_FIXTURE), "-2", "-T", "fields",
            "-E", "occurrence=a", "-E", "aggregator=;"]
     for f in lc.FIELDS:
         cmd += ["-e", f]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    out = lc.run_tshark(cmd, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     got_f, got_c, _ = lc.lua_sets(out.stdout)
     assert want_f and got_f == want_f, lc.diff(want_f, got_f)
@@ -149,8 +149,7 @@ def test_two_pass_without_filter_still_analyses(cli):
 def run_tshark(*args, timeout=600):
     need_tshark()
     first = list(args[:2]) if args[0] == "-G" else []  # -G must come first
-    out = subprocess.run([lc.TSHARK, *first, "-X", f"lua_script:{PLUGIN}", *args[len(first):]],
-                         capture_output=True, text=True, timeout=timeout)
+    out = lc.run_tshark([*first, "-X", f"lua_script:{PLUGIN}", *args[len(first):]], timeout=timeout)
     assert out.returncode == 0, out.stderr[-2000:]
     return out
 

@@ -126,7 +126,8 @@ void Framer::run(std::span<const uint8_t> bytes, uint64_t abs, FramerSink& sink)
     if (!pushback_.empty()) {
       std::vector<uint8_t> next;
       next.swap(pushback_);
-      next.insert(next.end(), replay.begin() + ptrdiff_t(rpos), replay.end());
+      // The guard (rpos never exceeds replay.size()) spares GCC 14 a false -Wstringop-overflow.
+      if (rpos < replay.size()) next.insert(next.end(), replay.begin() + ptrdiff_t(rpos), replay.end());
       replay.swap(next);
       replay_abs = pushback_abs_;
       rpos = 0;
