@@ -69,7 +69,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "20d3db31871d941a673f211be99b84f54c5090c967ffbe890750f825a1c219f6",
+  doc_sha256 = "363fde60749acb08a853b155995fa66587603b1812c24b2911ad71c7d9194b2c",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -92,6 +92,7 @@ local RULES = {
   vantage_initiator_share = 0.2,  -- the vantage is reported by the CLI; kept for the table's sake
   vantage_target_share = 0.8,
   vantage_min_rtt_ms = 0.2,
+  rtt_max_ms = 120000,
 }
 
 -- Options (engine/include/iscsi_doctor/analyzer.hpp)
@@ -1397,7 +1398,7 @@ function Connection.new(an, id, initiator, target)
 end
 
 local function rtt_sample(r, ns, hs)
-  if ns < 0 then return end
+  if ns < 0 or ns > RULES.rtt_max_ms * 1e6 then return end  -- not a round trip (rules/constants)
   if hs then r.hs = true end
   if not r.known or ns < r.min then r.min = ns end
   r.known = true

@@ -30,6 +30,7 @@ inline constexpr int64_t closed_linger_rtts = 4;
 inline constexpr double vantage_initiator_share = 0.2;
 inline constexpr double vantage_target_share = 0.8;
 inline constexpr double vantage_min_rtt_ms = 0.2;
+inline constexpr double rtt_max_ms = 120000;
 
 // Milliseconds as integer nanoseconds (rounded: 0.3 ms is not exact in binary).
 constexpr int64_t ns(double ms) { return int64_t(ms * 1e6 + (ms >= 0 ? 0.5 : -0.5)); }

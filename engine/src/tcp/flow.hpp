@@ -170,7 +170,9 @@ private:
 class RttEstimate {
 public:
   void sample(int64_t ns, bool from_handshake = false) {
-    if (ns < 0) return;
+    // Past TCP's longest retransmission timeout a gap is not a round trip (timestamps are input:
+    // bounding the estimate keeps every product of it in range).
+    if (ns < 0 || ns > rules::ns(rules::rtt_max_ms)) return;
     if (from_handshake) handshake_ = true;
     if (!known_ || ns < min_) min_ = ns;
     known_ = true;

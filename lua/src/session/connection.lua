@@ -31,7 +31,7 @@ function Connection.new(an, id, initiator, target)
 end
 
 local function rtt_sample(r, ns, hs)
-  if ns < 0 then return end
+  if ns < 0 or ns > RULES.rtt_max_ms * 1e6 then return end  -- not a round trip (rules/constants)
   if hs then r.hs = true end
   if not r.known or ns < r.min then r.min = ns end
   r.known = true
