@@ -156,6 +156,8 @@ extern const BreakdownPart kBreakdownParts[9];
 
 nlohmann::json summary_json(const Summary&);  // commands, completed, advice, classes, ...
 nlohmann::json sessions_json(const CaptureResult&, bool with_capture);
+// Summed connection counts: connections, frames, pdus, commands, resyncs, digest_errors, bytes_missing.
+nlohmann::json totals_json(const ConnectionTotals&);
 // Ids of the connections the sessions list.
 std::unordered_set<uint32_t> connections_in_sessions(const std::vector<SessionInfo>&);
 nlohmann::json ms_or_null(double ms);  // negative (unknown) -> null

@@ -234,6 +234,12 @@ std::unordered_set<uint32_t> connections_in_sessions(const std::vector<SessionIn
   return ids;
 }
 
+nlohmann::json totals_json(const ConnectionTotals& t) {
+  return {{"connections", t.connections},    {"frames", t.frames},   {"pdus", t.pdus},
+          {"commands", t.commands},          {"resyncs", t.resyncs}, {"digest_errors", t.digest_errors},
+          {"bytes_missing", t.bytes_missing}};
+}
+
 nlohmann::json sessions_json(const CaptureResult& r, bool with_capture) {
   // Sessions as the engine knows them, plus any connection whose session it did not list.
   std::vector<SessionInfo> sessions = r.sessions;
@@ -255,19 +261,14 @@ nlohmann::json sessions_json(const CaptureResult& r, bool with_capture) {
   for (const SessionInfo& s : sessions) {
     nlohmann::json conns = nlohmann::json::array();
     const ConnectionInfo* lead = nullptr;
-    uint64_t frames = 0, pdus = 0, commands = 0, resyncs = 0, digest_errors = 0, missing = 0;
+    ConnectionTotals t;
     uint32_t outstanding = 0;
     for (uint32_t id : s.connections) {
       if (const ConnectionInfo* cp = r.connection(id)) {
         const ConnectionInfo& c = *cp;
         if (!lead) lead = &c;
         conns.push_back(connection_json(c));
-        frames += c.frames;
-        pdus += c.pdus;
-        commands += c.commands;
-        resyncs += c.resyncs;
-        digest_errors += c.digest_errors;
-        missing += c.bytes_missing;
+        t.add(c);
         outstanding = std::max(outstanding, c.max_outstanding);
       }
     }
@@ -294,14 +295,8 @@ nlohmann::json sessions_json(const CaptureResult& r, bool with_capture) {
       j["keys"] = nlohmann::json::object();
       j["header_digest"] = j["data_digest"] = false;
     }
-    j["counts"] = {{"connections", conns.size()},
-                   {"frames", frames},
-                   {"pdus", pdus},
-                   {"commands", commands},
-                   {"resyncs", resyncs},
-                   {"digest_errors", digest_errors},
-                   {"bytes_missing", missing},
-                   {"max_outstanding", outstanding}};
+    j["counts"] = totals_json(t);
+    j["counts"]["max_outstanding"] = outstanding;
     j["connections"] = std::move(conns);
     out.push_back(std::move(j));
   }

@@ -64,8 +64,9 @@ void write_command(ElementStream& s, const CommandResult& c, size_t capture) {
   s.empty = false;
   fmt::format_to(
       fmt::appender(o.b),
-      FMT_COMPILE("\"capture\":{},\"session\":{},\"connection\":{},\"itt\":\"0x{:08x}\",\"cmdsn\":{},\"lun\":{},"
-                  "\"op\":"),
+      FMT_COMPILE(
+          "\"capture\":{},\"session\":{},\"connection\":{},\"itt\":\"0x{:08x}\",\"cmdsn\":{},\"lun\":{},"
+          "\"op\":"),
       capture, c.session, c.connection, c.itt, c.cmdsn, c.lun);
   write_json_string(o, c.op);
   fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"iscsi_opcode\":{},\"kind\":\"{}\",\"lba\":"),
@@ -191,10 +192,7 @@ public:
     c["first_time_ns"] = r.stats.packets ? nlohmann::json(r.stats.first_ns) : nlohmann::json(nullptr);
     c["duration_s"] = r.stats.packets ? (r.stats.last_ns - r.stats.first_ns) / 1e9 : 0.0;
     const ConnectionTotals& u = r.unlisted;
-    c["connections_unlisted"] = {
-        {"connections", u.connections},    {"frames", u.frames},   {"pdus", u.pdus},
-        {"commands", u.commands},          {"resyncs", u.resyncs}, {"digest_errors", u.digest_errors},
-        {"bytes_missing", u.bytes_missing}};
+    c["connections_unlisted"] = totals_json(u);
     if (r.summary) {
       c["commands"] = r.summary->commands();
       c["summary"] = summary_json(*r.summary);

@@ -57,8 +57,8 @@ def capture_id(p):
 
 
 # ---------------------------------------------------------------------------------------------
-# The engine's fix texts: the finding-kind table (engine/include/iscsi_doctor/finding_kinds.hpp)
-# where there is one, else fix_for() in engine/src/advice/summary.cpp.
+# The engine's fix texts: the finding-kind table (engine/include/iscsi_doctor/finding_kinds.hpp);
+# an empty initiator text means the target's.
 
 LITERALS = re.compile(r'"((?:[^"\\]|\\.)*)"|//[^\n]*|/\*.*?\*/|(\S)', re.S)
 
@@ -79,30 +79,12 @@ def string_groups(code, seps=","):
 
 def engine_fixes():
     table = ROOT / "engine" / "include" / "iscsi_doctor" / "finding_kinds.hpp"
+    rows = re.findall(r"\{FindingKind::(\w+),(.*?)\}(?=,?\s*(?:\{FindingKind::|\}\};))", table.read_text(), re.S)
+    assert rows, f"no rows in {table}"
     fixes = {}
-    if table.exists():
-        rows = re.findall(r"\{FindingKind::(\w+),(.*?)\}(?=,?\s*(?:\{FindingKind::|\}\};))",
-                          table.read_text(), re.S)
-        assert rows, f"no rows in {table}"
-        for kind, row in rows:
-            groups = string_groups(row)
-            fixes[(kind, "target")], fixes[(kind, "initiator")] = groups[-2], groups[-1]
-        return fixes
-    src = (ROOT / "engine" / "src" / "advice" / "summary.cpp").read_text()
-    body = re.search(r"std::string fix_for\(FindingKind kind, Side side\) \{(.*?)\n\}", src, re.S)
-    assert body, "fix_for() not found in engine/src/advice/summary.cpp"
-    for kind, block in re.findall(r"case FindingKind::(\w+):(.*?)(?=case FindingKind::|default:)",
-                                  body.group(1), re.S):
-        cond = re.search(r"side == Side::(\w+)", block)
-        parts = string_groups(block, seps="?:")
-        if cond:
-            assert len(parts) == 2, (kind, parts)
-            yes = cond.group(1)
-            no = "initiator" if yes == "target" else "target"
-            fixes[(kind, yes)], fixes[(kind, no)] = parts
-        else:
-            assert len(parts) == 1, (kind, parts)
-            fixes[(kind, "initiator")] = fixes[(kind, "target")] = parts[0]
+    for kind, row in rows:
+        groups = string_groups(row)
+        fixes[(kind, "target")], fixes[(kind, "initiator")] = groups[-2], groups[-1] or groups[-2]
     return fixes
 
 

@@ -24,7 +24,8 @@ struct FindingKindInfo {
   // The breakdown parts whose time the finding explains (null: none, a connection-level verdict).
   double Breakdown::*part = nullptr;
   double Breakdown::*part2 = nullptr;
-  std::string_view fix_target, fix_initiator;  // what the side that should change does
+  // What the side that should change does; fix_initiator empty: the same as fix_target.
+  std::string_view fix_target, fix_initiator;
 };
 
 inline constexpr std::array<FindingKindInfo, finding_kind_count> kFindingKinds{{
@@ -45,16 +46,13 @@ inline constexpr std::array<FindingKindInfo, finding_kind_count> kFindingKinds{{
      Severity::note, &Breakdown::r2t_ms, nullptr,
      "negotiate ImmediateData=Yes and InitialR2T=No, with FirstBurstLength at least the write size, so write "
      "data travels with the command",
-     "negotiate ImmediateData=Yes and InitialR2T=No, with FirstBurstLength at least the write size, so write "
-     "data travels with the command"},
+     ""},
     {FindingKind::cwnd_limited, "cwnd_limited", "cwnd wait", "Sender stalled on its congestion window",
      Severity::warning, &Breakdown::window_ms, nullptr,
      "keep the congestion window open between bursts: net.ipv4.tcp_slow_start_after_idle=0 on the sender, "
      "and "
      "a larger initial window (ip route ... initcwnd)",
-     "keep the congestion window open between bursts: net.ipv4.tcp_slow_start_after_idle=0 on the sender, "
-     "and "
-     "a larger initial window (ip route ... initcwnd)"},
+     ""},
     {FindingKind::rwnd_limited, "rwnd_limited", "rwnd wait", "Sender stalled on the receive window",
      Severity::warning, &Breakdown::window_ms, nullptr,
      "raise the initiator's receive buffer (net.ipv4.tcp_rmem, window scaling)",
@@ -64,25 +62,19 @@ inline constexpr std::array<FindingKindInfo, finding_kind_count> kFindingKinds{{
      "find the loss on the path (interface errors, drops, duplex, MTU); losses cost a timeout or a round "
      "trip "
      "each",
-     "find the loss on the path (interface errors, drops, duplex, MTU); losses cost a timeout or a round "
-     "trip "
-     "each"},
+     ""},
     {FindingKind::target_think, "target_think", "target think", "The target was slow", Severity::note,
      &Breakdown::think_ms, nullptr,
      "the target itself is slow (backing store, CPU, locking): look at the target's disks and its own "
      "latency, "
      "not the network",
-     "the target itself is slow (backing store, CPU, locking): look at the target's disks and its own "
-     "latency, "
-     "not the network"},
+     ""},
     {FindingKind::serialized, "serialized", "", "Commands issued one at a time", Severity::note, nullptr,
      nullptr,
      "keep more commands outstanding (queue depth > 1: more I/O threads, async I/O, a larger "
      "nr_requests/queue "
      "depth) or larger transfers, so round trips overlap",
-     "keep more commands outstanding (queue depth > 1: more I/O threads, async I/O, a larger "
-     "nr_requests/queue "
-     "depth) or larger transfers, so round trips overlap"},
+     ""},
 }};
 
 constexpr bool finding_kinds_in_enum_order() {
@@ -101,7 +93,8 @@ inline double explained_ms(FindingKind k, const Breakdown& b) {
 }
 
 constexpr std::string_view fix_text(FindingKind k, Side side) {
-  return side == Side::target ? finding_kind(k).fix_target : finding_kind(k).fix_initiator;
+  const FindingKindInfo& i = finding_kind(k);
+  return side == Side::initiator && !i.fix_initiator.empty() ? i.fix_initiator : i.fix_target;
 }
 
 }  // namespace iscsi_doctor
