@@ -5,21 +5,25 @@
 # libpcap loop, then times on each of the 100 MB, 1 GB and 4 GB captures, in one run:
 #   floor        bench/pcap_loop F                      (reads every packet, nothing else)
 #   iscsi-doctor iscsi-doctor --format json -q F
+#   text         iscsi-doctor -q F                      (the text report: analysis, little output)
 #   tshark       tshark -r F -Y iscsi.time -T fields -e iscsi.time
 #   html         iscsi-doctor --html R F                (the HTML report: time and size)
 # and prints Markdown tables: seconds, packets/s, MB/s, peak RSS (/usr/bin/time -v), ratios.
 # Then -j: the four files of the 1 GB capture's worth, with -j 1 and -j $(nproc).
-#   BENCH_SIZES="100m 1g 4g"   which captures
+# "small" is the small-block capture (bench/make-small-block.py: 450k packets of 1 KiB and 8 KiB
+# queue-depth-1 I/O), where the cost per packet shows rather than the cost per byte.
+#   BENCH_SIZES="small 100m 1g 4g"   which captures
 #   BENCH_TSHARK_MAX=1g        largest capture tshark is run on (its memory grows with the file)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 cache=${BENCH_CACHE:-$root/bench/cache}
-sizes=${BENCH_SIZES:-100m 1g 4g}
+sizes=${BENCH_SIZES:-small 100m 1g 4g}
 tshark_max=${BENCH_TSHARK_MAX:-1g}
 build=${BENCH_BUILD:-/tmp/build-bench}
 
 python3 bench/make-capture.py "$cache" >/dev/null
+[ -f "$cache/bench-small.pcap" ] || python3 bench/make-small-block.py "$cache/bench-small.pcap" >/dev/null
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DISCSI_DOCTOR_TESTS=OFF >/dev/null
 cmake --build "$build" --target iscsi-doctor >/dev/null
 gcc -O2 -o "$build/pcap_loop" bench/pcap_loop.c -lpcap
@@ -46,11 +50,12 @@ for s in $sizes; do
   read -r packets bytes _ < <("$build/pcap_loop" "$f")
   run "$s floor" /dev/null -- "$build/pcap_loop" "$f"
   run "$s doctor" "$results.json" -- "$doctor" --format json -q "$f"
+  run "$s text" /dev/null -- "$doctor" -q "$f"
   run "$s html" /dev/null -- "$doctor" -q --html "$results.html" "$f"
   echo "$s htmlsize $(stat -c %s "$results.html")" >>"$results"
   cmds=$(tail -c 200000 "$results.json" | grep -o '"commands": *[0-9]*, *"completed"' | tail -1 | grep -o '[0-9]*' | head -1)
   echo "$s packets $packets $(stat -c %s "$f") $cmds" >>"$results"
-  if [ "$(numfmt --from=auto "${s^^}")" -le "$(numfmt --from=auto "${tshark_max^^}")" ]; then
+  if [ "$s" = small ] || [ "$(numfmt --from=auto "${s^^}")" -le "$(numfmt --from=auto "${tshark_max^^}")" ]; then
     run "$s tshark" "$results.tshark" -- tshark -r "$f" -Y iscsi.time -T fields -e iscsi.time
   fi
   rm -f "$results.json" "$results.tshark" "$results.html"
@@ -82,7 +87,7 @@ for size, (packets, nbytes, cmds) in info.items():
     floor = rows[(size, "floor")][0]
     doc = rows[(size, "doctor")][0]
     for tool, label in (("floor", "bare libpcap loop"), ("doctor", "iscsi-doctor --format json"),
-                        ("tshark", "tshark -Y iscsi.time")):
+                        ("text", "iscsi-doctor (text)"), ("tshark", "tshark -Y iscsi.time")):
         if (size, tool) not in rows:
             continue
         secs, rss = rows[(size, tool)]

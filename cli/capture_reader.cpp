@@ -7,7 +7,6 @@
 
 #include <fcntl.h>
 #include <pcap/pcap.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <tins/sniffer.h>
 #include <unistd.h>
@@ -29,9 +28,8 @@ namespace {
 constexpr uint32_t kPcapMagics[] = {0xa1b2c3d4, 0xd4c3b2a1, 0xa1b23c4d, 0x4d3cb2a1};
 constexpr uint32_t kPcapngMagic = 0x0a0d0d0a;  // section header block type
 constexpr size_t kGzipBuffer = 256 * 1024;
-constexpr size_t kFileBuffer = 1 << 20;
-constexpr size_t kMapRelease = 8 << 20;       // mapped bytes read before they are released        // stdio's
-                                              // default (4 KiB) costs a read() per ~3 packets
+constexpr size_t kFileBuffer = 1 << 20;       // stdio's default (4 KiB) costs a read() per ~3 packets
+constexpr size_t kWindow = 1 << 20;           // bytes read at once by the pcap walker: stays in cache
 constexpr uint64_t kProgressEvery = 1 << 16;  // packets between progress calls
 constexpr int kPacketNoticesShown = 5;        // per kind of packet problem, then only counted
 
@@ -152,43 +150,74 @@ struct CaptureReader::Impl {
   GzCookie* gz = nullptr;  // owned by the FILE* (gz_close), which pcap_close closes
   DecodeFn decode = nullptr;
   std::string_view decoder;
-  // Uncompressed pcap 2.4: the file mapped, its records walked in place (libpcap has checked the
-  // file header). read() and libpcap's copy of each packet were over half of a run's time.
-  const uint8_t* map = nullptr;
-  size_t map_len = 0, map_pos = 0, map_released = 0;
+  // Uncompressed pcap 2.4: the records walked in place in a window of the file read with read()
+  // (libpcap has checked the file header). libpcap's copy of each packet was over half of a run's
+  // time; a mapped file cost page faults and cache misses on each record's first touch.
+  int fd = -1;
+  std::vector<uint8_t> window;
+  size_t win_pos = 0, win_end = 0;  // unread records: window[win_pos, win_end)
+  uint64_t win_offset = 0;          // file offset of window[0]
+  uint64_t file_size = 0;           // a record claiming more is cut short, not read into memory
+  bool at_eof = false;
+  int read_errno = 0;
   bool swapped = false, nanosecond = false;
   uint32_t snaplen = 0;
 
   ~Impl() {
-    if (map) munmap(const_cast<uint8_t*>(map), map_len);
+    if (fd >= 0) ::close(fd);
   }
 
-  void try_map(const std::string& file) {
-    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  void try_direct(const std::string& file) {
+    fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;
     struct stat st {};
-    if (::fstat(fd, &st) == 0 && st.st_size >= 24) {
-      void* a = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-      if (a != MAP_FAILED) {
-        map = static_cast<const uint8_t*>(a);
-        map_len = size_t(st.st_size);
-        madvise(a, map_len, MADV_SEQUENTIAL);
-      }
-    }
-    ::close(fd);
-    if (!map) return;
-    uint32_t magic;
-    std::memcpy(&magic, map, 4);
-    swapped = magic == 0xd4c3b2a1 || magic == 0x4d3cb2a1;
-    nanosecond = magic == 0xa1b23c4d || magic == 0x4d3cb2a1;
-    const uint16_t major = field16(map + 4), minor = field16(map + 6);
-    snaplen = field32(map + 16);
-    if (major != 2 || minor != 4 || snaplen == 0) {  // old variants: libpcap knows their quirks
-      munmap(const_cast<uint8_t*>(map), map_len);
-      map = nullptr;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      fd = -1;
       return;
     }
-    map_pos = 24;
+    file_size = uint64_t(st.st_size);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    window.resize(kWindow);
+    if (!fill(24)) {
+      ::close(fd);
+      fd = -1;
+      return;
+    }
+    const uint8_t* head = window.data();
+    uint32_t magic;
+    std::memcpy(&magic, head, 4);
+    swapped = magic == 0xd4c3b2a1 || magic == 0x4d3cb2a1;
+    nanosecond = magic == 0xa1b23c4d || magic == 0x4d3cb2a1;
+    const uint16_t major = field16(head + 4), minor = field16(head + 6);
+    snaplen = field32(head + 16);
+    if (major != 2 || minor != 4 || snaplen == 0) {  // old variants: libpcap knows their quirks
+      ::close(fd);
+      fd = -1;
+      return;
+    }
+    win_pos = 24;
+  }
+  // At least n unread bytes in the window, unless the file ends first (false).
+  bool fill(size_t n) {
+    if (win_end - win_pos >= n) return true;
+    if (at_eof) return false;
+    std::memmove(window.data(), window.data() + win_pos, win_end - win_pos);
+    win_offset += win_pos;
+    win_end -= win_pos;
+    win_pos = 0;
+    if (window.size() < n) window.resize(n);  // a record longer than the window
+    while (win_end < n) {
+      const ssize_t got = ::read(fd, window.data() + win_end, window.size() - win_end);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        if (got < 0) read_errno = errno;
+        at_eof = true;
+        return false;
+      }
+      win_end += size_t(got);
+    }
+    return true;
   }
   uint32_t field32(const uint8_t* b) const {
     uint32_t v;
@@ -202,7 +231,7 @@ struct CaptureReader::Impl {
   }
 
   uint64_t bytes_done() {
-    if (map) return map_pos;
+    if (fd >= 0) return win_offset + win_pos;
     if (gz) return uint64_t(std::max<z_off_t>(0, gzoffset(gz->gz)));
     FILE* f = pcap_file(handle->get_pcap_handle());
     const long pos = f ? std::ftell(f) : -1;
@@ -257,7 +286,7 @@ CaptureReader::CaptureReader(const std::string& path, DecoderChoice decoder)
     }
   }
   m.handle = std::make_unique<OfflineHandle>(p);
-  if (!m.probe.gzip && m.probe.format == FileFormat::pcap) m.try_map(path);
+  if (!m.probe.gzip && m.probe.format == FileFormat::pcap) m.try_direct(path);
 
   // The chosen decoder if it knows the link type, else the other one.
   const int dlt = pcap_datalink(p);
@@ -309,23 +338,24 @@ ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* onl
   int shown_truncated = 0, shown_malformed = 0;
   uint64_t first_fragment = 0;
 
-  // The next record from the mapped file, with libpcap's checks and messages (sf-pcap.c).
+  // The next record from the file, with libpcap's checks and messages (sf-pcap.c).
   pcap_pkthdr mapped{};
   std::string map_error;
+  const auto read_failed = [&]() {
+    return m.read_errno ? fmt::format("error reading dump file: {}", std::strerror(m.read_errno)) : "";
+  };
   auto next_mapped = [&](pcap_pkthdr** h, const u_char** data) -> int {
-    // Pages already read leave the resident set (they stay in the page cache): memory stays flat.
-    if (m.map_pos - m.map_released >= kMapRelease) {
-      const size_t upto = m.map_pos & ~size_t(4095);
-      madvise(const_cast<uint8_t*>(m.map) + m.map_released, upto - m.map_released, MADV_DONTNEED);
-      m.map_released = upto;
-    }
-    const size_t left = m.map_len - m.map_pos;
-    if (left == 0) return PCAP_ERROR_BREAK;
-    if (left < 16) {
+    if (!m.fill(16)) {
+      const size_t left = m.win_end - m.win_pos;
+      if (m.read_errno) {
+        map_error = read_failed();
+        return PCAP_ERROR;
+      }
+      if (left == 0) return PCAP_ERROR_BREAK;
       map_error = fmt::format("truncated dump file; tried to read 16 header bytes, only got {}", left);
       return PCAP_ERROR;
     }
-    const uint8_t* r = m.map + m.map_pos;
+    const uint8_t* r = m.window.data() + m.win_pos;
     const uint32_t frac = m.field32(r + 4), caplen = m.field32(r + 8), len = m.field32(r + 12);
     // libpcap reads a record longer than the snaplen (up to its per-link maximum, 256 KiB for
     // most) and keeps snaplen bytes; longer ones are corrupt.
@@ -334,18 +364,22 @@ ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* onl
           fmt::format("invalid packet capture length {}, bigger than snaplen of {}", caplen, m.snaplen);
       return PCAP_ERROR;
     }
-    if (left - 16 < caplen) {
-      map_error =
-          fmt::format("truncated dump file; tried to read {} captured bytes, only got {}", caplen, left - 16);
+    const uint64_t left = m.file_size - std::min(m.file_size, m.win_offset + m.win_pos + 16);
+    if (caplen > left || !m.fill(16 + size_t(caplen))) {
+      map_error = m.read_errno
+                      ? read_failed()
+                      : fmt::format("truncated dump file; tried to read {} captured bytes, only got {}",
+                                    caplen, std::min(left, uint64_t(m.win_end - m.win_pos - 16)));
       return PCAP_ERROR;
     }
+    r = m.window.data() + m.win_pos;  // the window may have moved
     mapped.ts.tv_sec = time_t(m.field32(r));
     mapped.ts.tv_usec = suseconds_t(m.nanosecond ? frac : uint64_t(frac) * 1000);  // nanoseconds, as asked
     mapped.caplen = std::min(caplen, m.snaplen);
     mapped.len = len;
     *h = &mapped;
     *data = r + 16;
-    m.map_pos += 16 + size_t(caplen);
+    m.win_pos += 16 + size_t(caplen);
     return 1;
   };
 
@@ -353,11 +387,11 @@ ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* onl
   for (;;) {
     pcap_pkthdr* h = nullptr;
     const u_char* data = nullptr;
-    const int rc = m.map ? next_mapped(&h, &data) : pcap_next_ex(p, &h, &data);
+    const int rc = m.fd >= 0 ? next_mapped(&h, &data) : pcap_next_ex(p, &h, &data);
     if (rc != 1) {
       if (rc == PCAP_ERROR_BREAK) break;  // end of file
       st.damaged = true;
-      std::string why = m.map ? map_error : std::string(pcap_geterr(p));
+      std::string why = m.fd >= 0 ? map_error : std::string(pcap_geterr(p));
       if (m.gz && !m.gz->error.empty()) why = m.gz->error + "; " + why;
       events.on_notice(Notice::Level::error, st.packets,
                        st.packets == 0

@@ -2,7 +2,9 @@
 // `--format json`: one JSON object (schema in docs/json-schema.md). The `commands` array is written
 // while the captures are read, one command at a time; findings go to a spool file and are copied in
 // after it; captures, sessions, summary and notices (small) close the object.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include <fmt/compile.h>
 #include <fmt/format.h>
@@ -15,9 +17,32 @@ namespace {
 constexpr int kSchemaVersion = 1;
 constexpr size_t kNoticesKeptPerCapture = 1000;
 
+// Milliseconds rounded to the nanosecond, written as fmt writes that double (shortest form). For
+// 100 ns .. 10^9 ms that is the decimal itself with trailing zeros dropped (at most 15 digits, so
+// no shorter decimal names the same double); written directly, as fmt's float path was a tenth of a
+// JSON run's time.
 void append_ms(OutBuf& out, double ms) {
   if (!std::isfinite(ms)) {
     out += "null";
+    return;
+  }
+  const double ns = std::round(ms * 1e6);
+  if (std::fabs(ns) < 1e15 && (std::fabs(ns) >= 100 || (ns == 0 && !std::signbit(ns)))) {
+    auto n = int64_t(ns);
+    if (n < 0) {
+      out += '-';
+      n = -n;
+    }
+    fmt::format_to(fmt::appender(out.b), FMT_COMPILE("{}"), n / 1'000'000);
+    if (int64_t frac = n % 1'000'000) {
+      char d[7] = {'.'};
+      for (int i = 6; i >= 1; --i, frac /= 10)
+        d[i] = char('0' + frac % 10);
+      int len = 7;
+      while (d[len - 1] == '0')
+        --len;
+      out += std::string_view(d, size_t(len));
+    }
     return;
   }
   fmt::format_to(fmt::appender(out.b), FMT_COMPILE("{}"), round_ns(ms));
@@ -45,17 +70,30 @@ OutBuf& buf() {
   return b;
 }
 
-nlohmann::json related_json(const Finding& f) {
-  nlohmann::json r = nlohmann::json::object();
-  for (const auto& [name, frame] : f.related) {
-    if (!r.contains(name)) {
-      r[name] = frame;
-    } else {  // a name given more than once maps to the list of its frames
-      if (!r[name].is_array()) r[name] = nlohmann::json::array({r[name]});
-      r[name].push_back(frame);
-    }
+// {"name":frame,...} in name order; a name given more than once maps to the list of its frames.
+void append_related(OutBuf& o, const Finding& f) {
+  thread_local std::vector<size_t> order;
+  order.resize(f.related.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return f.related[a].first < f.related[b].first; });
+  o += '{';
+  for (size_t i = 0; i < order.size();) {
+    const std::string& name = f.related[order[i]].first;
+    size_t end = i + 1;
+    while (end < order.size() && f.related[order[end]].first == name)
+      ++end;
+    if (i) o += ',';
+    write_json_string(o, name);
+    o += ':';
+    if (end - i > 1) o += '[';
+    for (size_t k = i; k < end; ++k)
+      fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}{}"), k > i ? "," : "", f.related[order[k]].second);
+    if (end - i > 1) o += ']';
+    i = end;
   }
-  return r;
+  o += '}';
 }
 
 void write_command(ElementStream& s, const CommandResult& c, size_t capture) {
@@ -127,7 +165,7 @@ void write_finding(ElementStream& s, const Finding& f, size_t capture) {
       capture, finding_name(f.kind), side_name(f.side), f.session, f.connection);
   append_frame(o, f.frame);
   o += ",\"related\":";
-  o += related_json(f).dump();
+  append_related(o, f);
   o += ",\"lost_ms\":";
   append_ms(o, f.lost_ms);
   o += ",\"itt\":";
