@@ -5,19 +5,31 @@
 Every file is a real capture damaged in one known way; expect.json says what iscsi-doctor must
 say about it and how much it must still analyse. Deterministic: rerunning gives the same bytes.
 
+Each case also states its damage in input terms (the `damage` objects of expect.json, which
+test_corpus.py checks against this script's output): the fixture it was made from, in that
+fixture's frame numbers, which frames are gone (cut_after_frame, starts_at_frame, frames_dropped,
+directions) and in which frames the PDUs of one direction begin that a reader cannot frame
+(unreadable): a damaged BHS, or a hole or a start that takes a BHS, loses that direction's framing
+from that PDU until the next segment of that direction that begins with a BHS. Counts are not
+stated here: the test takes them from tshark on the fixture and removes what the damage takes.
+
   python3 tests/corpus/make_corpus.py            # rewrite the committed corpus
+  python3 tests/corpus/make_corpus.py --out DIR --json  # write it into DIR, print the damage
   python3 tests/corpus/make_corpus.py --big DIR  # the large generated cases (not committed)
 """
 import argparse
 import gzip
+import json
 import os
 import random
 import struct
 import sys
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIX = os.path.join(HERE, "..", "..", "captures", "fixtures")
 WIKI = os.path.join(HERE, "..", "..", "captures", "wireshark-wiki")
+OUT = HERE  # where the corpus is written (--out)
 
 
 # ---- pcap in and out (the fixtures are tcpdump's little-endian microsecond pcap, Ethernet) ----
@@ -40,7 +52,7 @@ def pcap_bytes(hdr, recs):
 
 
 def write(name, data):
-    path = os.path.join(HERE, name)
+    path = os.path.join(OUT, name)
     if name.endswith(".gz"):
         data = gzip.compress(data, 9, mtime=0)
     with open(path, "wb") as f:
@@ -127,6 +139,25 @@ class Stream:
     def record_of(self, off):
         return self.locate(off)[0]
 
+    def frame_of(self, off):
+        return self.locate(off)[0] + 1
+
+    def framing_lost(self, off, gone=()):
+        """[first, last] frames (1-based) in which the PDUs of this direction begin that a reader
+        cannot frame once the BHS at stream offset off cannot be read: from that PDU until the next
+        segment of this direction that begins with a BHS and is in the capture (record indexes not
+        in gone). No earlier PDU may begin in the first frame (the range would take it too)."""
+        starts = {start: i for start, i, _, _ in self.map}
+        first = self.record_of(off)
+        assert not any(o < off and self.record_of(o) == first for o, _ in self.pdus), off
+        res = next((o for o, _ in self.pdus if o > off and o in starts and starts[o] not in gone), None)
+        return [first + 1, self.record_of(res) if res is not None else len(self.recs)]
+
+    def bhs_at(self, off):
+        """What a damage statement says of the PDU at stream offset off."""
+        b = self.buf[off:off + 48]
+        return "frame %d, ITT 0x%08x" % (self.frame_of(off), int.from_bytes(b[16:20], "big"))
+
 
 def keys(recs, nth=0):
     """(initiator->target key, target->initiator key) of the nth connection (by first packet)."""
@@ -141,10 +172,6 @@ def keys(recs, nth=0):
     raise ValueError("no connection")
 
 
-def frame_of(recs, i):
-    return i + 1
-
-
 # ---- the cases ----
 
 def base(name):
@@ -152,9 +179,54 @@ def base(name):
     return hdr, recs
 
 
+def source(name, folder=FIX):
+    """A fixture's path from the repository's root, as the damage statements name it."""
+    root = os.path.join(HERE, "..", "..")
+    return os.path.relpath(os.path.join(folder, name), root).replace(os.sep, "/")
+
+
+def merged(ranges):
+    out = []
+    for a, b in sorted(ranges):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+def holes(st, gone):
+    """The frame ranges in which st's direction's PDUs begin that cannot be framed when the
+    records in gone are not in the capture: a hole that takes a byte of a BHS loses the framing
+    until the next segment that begins with a BHS; a hole inside a PDU's data does not (the BHS
+    before it gave the length, TCP's sequence numbers the size of the hole)."""
+    out = []
+    for start, i, _, n in st.map:
+        if i in gone:
+            touched = [o for o, _ in st.pdus if o < start + n and o + 48 > start]
+            if touched:
+                out.append(st.framing_lost(touched[0], gone))
+    return merged(out)
+
+
+def start_mid_stream(st, first_record):
+    """The frames in which st's direction's PDUs begin that cannot be framed when the capture
+    starts at record first_record: none when that direction's first segment begins with a BHS,
+    else up to its first later segment that does."""
+    starts = {o: i for o, i, _, _ in st.map}
+    first = next(o for o, i, _, _ in st.map if i >= first_record)
+    if first in {o for o, _ in st.pdus}:
+        return []
+    res = next(o for o, _ in st.pdus if o > first and o in starts)
+    return [[first_record + 1, st.record_of(res)]]
+
+
 def case_file_level(made):
     hdr, recs = base("scripted-nagle-read-1k--initiator.pcap.gz")
+    src = source("scripted-nagle-read-1k--initiator.pcap.gz")
     full = pcap_bytes(hdr, recs)
+    made["header-only.pcap"] = {"source": src, "cut_after_frame": 0,
+                                "says": "the source's 24-byte file header alone: no frame"}
     write("zero-length.pcap", b"")
     write("header-only.pcap", full[:24])
     write("short-header.pcap", full[:10])
@@ -164,16 +236,34 @@ def case_file_level(made):
     for sec, usec, wl, data in recs[:len(recs) // 2]:
         cut += 16 + len(data)
     write("truncated-mid-record.pcap", full[:cut + 16 + 40])
+    half = len(recs) // 2
+    made["truncated-mid-record.pcap"] = {
+        "source": src, "cut_after_frame": half,
+        "says": "the file ends 40 bytes into frame %d's record: frames %d.. are gone" % (half + 1, half + 1)}
     # a record header whose length is absurd (corrupt record) half-way
     bad = bytearray(full)
     struct.pack_into("<I", bad, cut + 8, 0x7ffffff0)
     write("corrupt-record-length.pcap", bytes(bad))
+    made["corrupt-record-length.pcap"] = {
+        "source": src, "cut_after_frame": half,
+        "says": "frame %d's record header claims 2147483632 bytes: no reader can go past it, frames %d.. are gone"
+                % (half + 1, half + 1)}
     # a gzip stream cut short
     gz = gzip.compress(full, 9, mtime=0)
-    with open(os.path.join(HERE, "truncated-gzip.pcap.gz"), "wb") as f:
+    with open(os.path.join(OUT, "truncated-gzip.pcap.gz"), "wb") as f:
         f.write(gz[:len(gz) * 2 // 3])
+    # the frames whose records lie whole in what the cut stream still decompresses to
+    plain = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(gz[:len(gz) * 2 // 3])
+    off, whole = 24, 0
+    while off + 16 <= len(plain) and off + 16 + struct.unpack_from("<I", plain, off + 8)[0] <= len(plain):
+        off += 16 + struct.unpack_from("<I", plain, off + 8)[0]
+        whole += 1
+    made["truncated-gzip.pcap.gz"] = {
+        "source": src, "cut_after_frame": whole,
+        "says": "the gzip stream cut at two thirds of its %d bytes: it decompresses to %d bytes, whole records "
+                "for frames 1-%d; frames %d.. are gone" % (len(gz), len(plain), whole, whole + 1)}
     # gzip holding something that is not a capture
-    with open(os.path.join(HERE, "gzip-not-capture.pcap.gz"), "wb") as f:
+    with open(os.path.join(OUT, "gzip-not-capture.pcap.gz"), "wb") as f:
         f.write(gzip.compress(b"GET / HTTP/1.1\r\n" * 10, 9, mtime=0))
 
 
@@ -185,19 +275,31 @@ def case_snaplen(made):
         for r in recs:
             r[3] = r[3][:snap]
         write("snaplen-%d.pcap.gz" % snap, pcap_bytes(hdr, recs))
+        made["snaplen-%d.pcap.gz" % snap] = {
+            "source": source("stock-qd8-read--initiator.pcap.gz"), "snaplen": snap,
+            "says": "every frame cut to %d bytes (%d bytes of TCP payload after this capture's 66 bytes of "
+                    "headers): no frame is gone, the bytes past %d of each are" % (snap, snap - 66, snap)}
 
 
 def case_lost(made):
     hdr, recs = base("stock-qd8-read--initiator.pcap.gz")
     rnd = random.Random(1)
-    keep = []
-    for r in recs:
+    keep, gone = [], set()
+    for i, r in enumerate(recs):
         t = tcp_of(r[3])
         data_seg = t and t[2] > t[1]
         if data_seg and rnd.random() < 0.01:
+            gone.add(i)
             continue
         keep.append(r)
     write("lost-1pct.pcap.gz", pcap_bytes(hdr, keep))
+    ki, kt = keys(recs)
+    made["lost-1pct.pcap.gz"] = {
+        "source": source("stock-qd8-read--initiator.pcap.gz"), "frames_dropped": [i + 1 for i in sorted(gone)],
+        "unreadable": {d: holes(Stream(recs, k), gone) for d, k in (("initiator", ki), ("target", kt))
+                       if holes(Stream(recs, k), gone)},
+        "says": "%d data segments dropped (seed 1); where a dropped segment held a byte of a BHS, that "
+                "direction's framing is lost until its next segment that begins with a BHS" % len(gone)}
 
 
 def case_dup_reorder(made):
@@ -210,6 +312,12 @@ def case_dup_reorder(made):
     for i in range(15, len(out) - 1, 15):
         out[i], out[i + 1] = out[i + 1], out[i]  # swap neighbours (timestamps stay as captured)
     write("dup-reorder.pcap.gz", pcap_bytes(hdr, out))
+    dups = [i + 1 for i in range(len(recs)) if i % 20 == 10]
+    made["dup-reorder.pcap.gz"] = {
+        "source": source("stock-qd8-read--initiator.pcap.gz"),
+        "says": "%d frames duplicated (source frames %d, %d, ... every 20th), then every 15th frame of the result "
+                "swapped with the next (%d swaps, timestamps as captured): no frame and no byte is gone"
+                % (len(dups), dups[0], dups[1], len(range(15, len(out) - 1, 15)))}
 
 
 def case_mid_pdu(made):
@@ -223,18 +331,27 @@ def case_mid_pdu(made):
             start = first + 1
             break
     write("starts-mid-pdu.pcap.gz", pcap_bytes(hdr, recs[start:]))
+    unreadable = {d: start_mid_stream(Stream(recs, k), start) for d, k in (("initiator", ki), ("target", kt))}
+    made["starts-mid-pdu.pcap.gz"] = {
+        "source": source("stock-qd8-read--initiator.pcap.gz"), "starts_at_frame": start + 1,
+        "unreadable": {d: r for d, r in unreadable.items() if r},
+        "says": "frames 1-%d gone: the file starts inside the Data-In at %s; each direction's framing "
+                "starts at its first segment that begins with a BHS" % (start, st.bhs_at(off))}
 
 
-def mutate_bhs(src, pick, mutate, name, direction="t2i"):
+def mutate_bhs(src, pick, mutate, name, direction, what):
     hdr, recs = base(src)
     ki, kt = keys(recs)
-    st = Stream(recs, ki if direction == "i2t" else kt)
+    st = Stream(recs, ki if direction == "initiator" else kt)
     off = pick(st)
     b = bytearray(st.buf[off:off + 48])
     mutate(b)
     st.patch(off, b)
     write(name, pcap_bytes(hdr, recs))
-    return frame_of(recs, st.record_of(off))
+    lost = st.framing_lost(off)
+    return {"source": source(src), "unreadable": {direction: [lost]},
+            "says": "the %s at %s gets %s: the %s's framing is lost from it until frame %d, its next segment "
+                    "that begins with a BHS" % (what[0], st.bhs_at(off), what[1], direction, lost[1] + 1)}
 
 
 def nth(op, n):
@@ -254,17 +371,21 @@ def case_bhs(made):
         b[4] = 255
 
     made["bhs-huge-length.pcap.gz"] = mutate_bhs("stock-qd8-read--initiator.pcap.gz", nth(0x25, 60), huge,
-                                                 "bhs-huge-length.pcap.gz")
+                                                 "bhs-huge-length.pcap.gz", "target",
+                                                 ("61st Data-In", "DataSegmentLength 0xfffff0"))
     made["bhs-bad-opcode.pcap.gz"] = mutate_bhs("stock-qd8-read--initiator.pcap.gz", nth(0x01, 60), bad_opcode,
-                                                "bhs-bad-opcode.pcap.gz", "i2t")
+                                                "bhs-bad-opcode.pcap.gz", "initiator",
+                                                ("61st SCSI Command", "opcode 0x1e"))
     made["ahs-longer-than-pdu.pcap.gz"] = mutate_bhs("stock-qd8-read--initiator.pcap.gz", nth(0x01, 70), long_ahs,
-                                                     "ahs-longer-than-pdu.pcap.gz", "i2t")
+                                                     "ahs-longer-than-pdu.pcap.gz", "initiator",
+                                                     ("71st SCSI Command", "TotalAHSLength 255 (1020 bytes)"))
 
 
 def case_digest(made):
     hdr, recs = base("stock-header-digest--initiator.pcap.gz")
     ki, kt = keys(recs)
-    for key, name in ((ki, "header-digest-mismatch-i2t.pcap.gz"), (kt, "header-digest-mismatch-t2i.pcap.gz")):
+    for key, name, d, what in ((ki, "header-digest-mismatch-i2t.pcap.gz", "initiator", "21st SCSI Command"),
+                               (kt, "header-digest-mismatch-t2i.pcap.gz", "target", "21st SCSI Response")):
         h2, r2 = base("stock-header-digest--initiator.pcap.gz")
         st = Stream(r2, key, digests=True)
         assert st.header_digest == 4
@@ -272,7 +393,11 @@ def case_digest(made):
         ahs = st.buf[cmd + 4] * 4
         at = cmd + 48 + ahs
         st.patch(at, bytes([st.buf[at] ^ 0x5a]))
-        made[name] = frame_of(r2, st.record_of(at))
+        lost = st.framing_lost(cmd)
+        made[name] = {"source": source("stock-header-digest--initiator.pcap.gz"), "unreadable": {d: [lost]},
+                      "says": "the header digest of the %s at %s altered: its header cannot be trusted (RFC 3720 "
+                              "6.7: discarded), the %s's framing is lost from it until frame %d, its next segment "
+                              "that begins with a BHS" % (what, st.bhs_at(cmd), d, lost[1] + 1)}
         write(name, pcap_bytes(h2, r2))
 
 
@@ -288,7 +413,13 @@ def case_data_digest(made):
     at = off + 48 + st.buf[off + 4] * 4 + 4 + (dsl + 3) // 4 * 4  # the data digest
     st.patch(at, bytes([st.buf[at] ^ 0x5a]))
     name = "data-digest-mismatch.pcap.gz"
-    made[name] = frame_of(recs, st.record_of(at))
+    # the PDU may be discarded (RFC 3720 6.7); its header digest holds, so the framing does
+    first = st.frame_of(off)
+    assert [o for o, _ in st.pdus if st.frame_of(o) == first] == [off]
+    made[name] = {"source": source("scsi-osd-example-001.pcap.gz", WIKI), "unreadable": {"target": [[first, first]]},
+                  "says": "the data digest (in frame %d) of the 5th Data-In with data, at %s, altered: that PDU may "
+                          "be discarded; its header digest holds, so the target's framing does"
+                          % (st.frame_of(at), st.bhs_at(off))}
     write(name, pcap_bytes(hdr, recs))
 
 
@@ -302,7 +433,11 @@ def case_reorder_cap(made):
     off = [o for o, p in st.pdus if p == 0x25][60]
     i = st.record_of(off + 2048)
     assert i != st.record_of(off)
-    made["reorder-cap.pcap.gz"] = "dropped frame %d" % (i + 1)
+    assert not holes(st, {i}) and not holes(Stream(recs, ki), {i})
+    made["reorder-cap.pcap.gz"] = {
+        "source": source("stock-qd8-read--target.pcap.gz"), "frames_dropped": [i + 1],
+        "says": "frame %d dropped: the middle of the data of the 61st Data-In (BHS at %s); no BHS is in it, so "
+                "the framing holds" % (i + 1, st.bhs_at(off))}
     write("reorder-cap.pcap.gz", pcap_bytes(hdr, recs[:i] + recs[i + 1:]))
 
 
@@ -310,7 +445,11 @@ def case_one_direction(made):
     """Only the target's side of the traffic was captured (one direction of a SPAN port): every
     reply waits for a command that never shows."""
     hdr, recs = base("stock-qd8-read--initiator.pcap.gz")
-    write("target-direction-only.pcap.gz", pcap_bytes(hdr, [r for r in recs if not (tcp_of(r[3]) and to_target(r[3]))]))
+    out = [r for r in recs if not (tcp_of(r[3]) and to_target(r[3]))]
+    write("target-direction-only.pcap.gz", pcap_bytes(hdr, out))
+    made["target-direction-only.pcap.gz"] = {
+        "source": source("stock-qd8-read--initiator.pcap.gz"), "directions": ["target"],
+        "says": "the %d frames the initiator sent are gone, the target's %d kept" % (len(recs) - len(out), len(out))}
 
 
 def case_max_connections(made):
@@ -333,6 +472,10 @@ def case_max_connections(made):
         out += rk
     out.sort(key=lambda r: (r[0], r[1]))
     write("max-connections.pcap.gz", pcap_bytes(hdr, out))
+    made["max-connections.pcap.gz"] = {
+        "source": source("scripted-nagle-read-1k--initiator.pcap.gz"), "copies": 3,
+        "says": "three copies of the source from initiators 10.77.0.1, 10.77.1.1 and 10.77.1.2, each 0.7 s after "
+                "the one before, merged by time: no frame is gone"}
 
 
 def synth_tcp(src, sport, dst, dport, seq, ack, flags, payload, sec, usec):
@@ -426,6 +569,10 @@ def case_non_iscsi(made):
             out.append(synth_tcp(b, 3260, a, 40000, st, si, 0x18, rsp, r[0], r[1]))
             st += len(rsp)
     write("non-iscsi-on-3260.pcap.gz", pcap_bytes(hdr, out))
+    made["non-iscsi-on-3260.pcap.gz"] = {
+        "source": source("stock-qd8-read--initiator.pcap.gz"),
+        "says": "%d frames of HTTP-like text between 10.9.9.1:40000 and 10.9.9.2:3260 added after every 25th "
+                "frame: no frame of the source is gone" % (len(out) - len(recs))}
 
 
 def case_itt_reuse(made):
@@ -440,7 +587,11 @@ def case_itt_reuse(made):
         for off, op in st.pdus:
             if st.buf[off + 16:off + 20] == itt_b:
                 st.patch(off + 16, itt_a)
-    made["itt-reuse.pcap.gz"] = frame_of(recs, si.record_of(b))
+    made["itt-reuse.pcap.gz"] = {
+        "source": source("stock-qd8-read--initiator.pcap.gz"),
+        "says": "the 42nd SCSI Command (%s) and its replies take the ITT of the 41st (%s), still open: no frame "
+                "is gone, the two commands' replies are told apart only by the order of the tags' use"
+                % (si.bhs_at(b).split(",")[0], si.bhs_at(a))}
     write("itt-reuse.pcap.gz", pcap_bytes(hdr, recs))
 
 
@@ -452,6 +603,10 @@ def case_no_response(made):
     cmds = [o for o, p in si.pdus if p == 0x01]
     last = si.record_of(cmds[150])
     write("command-no-response.pcap.gz", pcap_bytes(hdr, recs[:last + 1]))
+    made["command-no-response.pcap.gz"] = {
+        "source": source("stock-qd8-read--initiator.pcap.gz"), "cut_after_frame": last + 1,
+        "says": "the capture ends with the frame of the 151st SCSI Command (%s): frames %d.. are gone"
+                % (si.bhs_at(cmds[150]), last + 2)}
 
 
 def open_commands(n, per_segment=30):
@@ -615,6 +770,13 @@ def case_two_connections(made):
     b = bytearray(st.buf[off:off + 48])
     b[5:8] = (0xfffff0).to_bytes(3, "big")
     st.patch(off, b)
+    lost = st.framing_lost(off)
+    made["two-connections-one-damaged.pcap.gz"] = {
+        "sources": [{"source": source("stock-qd8-read--initiator.pcap.gz"), "unreadable": {"target": [lost]}},
+                    {"source": source("stock-qd8-write--initiator.pcap.gz")}],
+        "says": "the read fixture, whose 31st Data-In (%s) gets DataSegmentLength 0xfffff0 (the target's framing "
+                "lost until frame %d, its next segment that begins with a BHS), merged by time with the write "
+                "fixture from initiator 10.77.0.3, undamaged" % (st.bhs_at(off), lost[1] + 1)}
     h2, r2 = base("stock-qd8-write--initiator.pcap.gz")
     # the second connection: another initiator address, the same time span, interleaved by time
     t1 = r1[0][0] * 10**6 + r1[0][1]
@@ -636,6 +798,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--big", metavar="DIR", help="write the large generated cases into DIR instead")
     ap.add_argument("cases", nargs="*", help="with --big: only these (default: all)")
+    ap.add_argument("--out", metavar="DIR", help="write the corpus into DIR instead of next to this script")
+    ap.add_argument("--json", action="store_true", help="print each file's damage statement as JSON")
     a = ap.parse_args()
     if a.big:
         big = {"open-commands-2m.pcap": lambda: open_commands(2_000_000),
@@ -653,15 +817,19 @@ def main():
                 f.write(big[name]())
             print(path)
         return 0
+    global OUT
+    OUT = a.out or HERE
     made = {}
     for case in (case_file_level, case_snaplen, case_lost, case_dup_reorder, case_mid_pdu, case_bhs, case_digest,
                  case_data_digest, case_non_iscsi, case_itt_reuse, case_no_response, case_open_commands,
                  case_two_connections, case_reorder_cap, case_max_connections, case_login_caps,
                  case_one_direction):
         case(made)
-    for k, v in made.items():
-        if v:
-            print("%s: frame %s" % (k, v))
+    if a.json:
+        print(json.dumps(made, indent=1, sort_keys=True))
+    else:
+        for k, v in sorted(made.items()):
+            print("%s: %s" % (k, v["says"]))
     return 0
 
 
