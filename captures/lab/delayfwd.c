@@ -27,6 +27,15 @@
  * the sender must retransmit.  Deterministic, so a workload of fixed-size reads loses the same
  * segment of the same commands on every run.
  *
+ * Optionally the wire has jitter (-j MAX_US:PERCENT[:SEED]): PERCENT of the frames, picked by a
+ * seeded generator (deterministic), are held up to MAX_US longer (uniform); frames keep their order
+ * per direction, so the frames behind a late one wait for it, as behind a busy switch queue.
+ *
+ * Optionally the TAPs carry offloaded frames (-o): opened with IFF_VNET_HDR and TUNSETOFFLOAD
+ * (checksum, TSO4/6), each kernel hands its TAP TSO super-packets and gets GRO-sized ones, the
+ * virtio header forwarded with each frame; tcpdump at either end then sees frames far above the
+ * MTU, as on a host whose NIC does TSO/GRO.
+ *
  * Timing: ppoll() with a nanosecond timeout on the earliest due frame,
  * CLOCK_MONOTONIC; frames keep their order per direction.  After a frame is
  * read the forwarder can keep polling without sleeping for a while (-s SPIN_US,
@@ -36,7 +45,7 @@
  *
  * usage: delayfwd -a NS:TAP -b NS:TAP [-m NS:TAP] -d DELAY_US [-r MBIT]
  *                 [-M MTU] [-s SPIN_US] [-R RTPRIO] [-p PIDFILE] [-q]
- *                 [-l N[:K[:MIN]]] [-L N[:K[:MIN]]]
+ *                 [-l N[:K[:MIN]]] [-L N[:K[:MIN]]] [-j MAX_US:PERCENT[:SEED]] [-o]
  * Runs until SIGTERM/SIGINT; prints counters on exit.
  */
 #define _GNU_SOURCE
@@ -57,16 +66,35 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SLOTS 8192
-#define FRAME_MAX 2048 /* MTU up to 2000 */
+#define MTU_MAX 9216
+#define VNET_HDR 12 /* struct virtio_net_hdr_v1 (TUNSETVNETHDRSZ) */
+#define GSO_MAX (65536 + 14 + VNET_HDR)
+
+static unsigned slots = 8192; /* per direction; fewer with -o (frames up to 64 KiB) */
+static size_t frame_max;      /* bytes of one slot: the MTU's frame, or a GSO super-packet */
+static int offload;           /* -o: frames start with a virtio header */
 
 struct frame {
   uint64_t due_ns; /* when it is written to the far side */
   uint64_t mid_ns; /* when the mid copy is written */
   int mid_done;
-  uint16_t len;
-  unsigned char data[FRAME_MAX];
+  uint32_t len;
+  unsigned char* data;
 };
+
+struct jitter { /* -j: some frames held longer */
+  unsigned long max_us, percent;
+  uint64_t state; /* xorshift64 */
+  unsigned long late;
+};
+
+static uint64_t next_rand(uint64_t* s) {
+  uint64_t x = *s;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return *s = x;
+}
 
 #define LOSS_FLOWS 64
 
@@ -87,6 +115,8 @@ struct loss {
 struct dir {
   const char* name;
   struct loss loss;
+  struct jitter jitter;
+  uint64_t last_due_ns; /* frames leave in order: never before the one ahead */
   int in_fd, out_fd;
   struct frame* q;
   unsigned head, tail;   /* head = oldest, tail = next free */
@@ -138,11 +168,22 @@ static int open_tap_in_ns(const char* spec, int mtu) {
   }
   struct ifreq ifr;
   memset(&ifr, 0, sizeof ifr);
-  ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
+  ifr.ifr_flags = IFF_TAP | IFF_NO_PI | (offload ? IFF_VNET_HDR : 0);
   snprintf(ifr.ifr_name, IFNAMSIZ, "%s", tap);
   if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
     perror("TUNSETIFF");
     exit(2);
+  }
+  if (offload) {
+    int hdr = VNET_HDR;
+    if (ioctl(fd, TUNSETVNETHDRSZ, &hdr) < 0) {
+      perror("TUNSETVNETHDRSZ");
+      exit(2);
+    }
+    if (ioctl(fd, TUNSETOFFLOAD, TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6) < 0) {
+      perror("TUNSETOFFLOAD");
+      exit(2);
+    }
   }
   /* MTU via a throwaway socket in the namespace */
   int s = socket(AF_INET, SOCK_DGRAM, 0);
@@ -167,7 +208,7 @@ static int open_tap_in_ns(const char* spec, int mtu) {
 static void usage(void) {
   fprintf(stderr,
           "usage: delayfwd -a NS:TAP -b NS:TAP [-m NS:TAP] -d DELAY_US [-r MBIT] [-M MTU] [-s SPIN_US] [-R "
-          "RTPRIO] [-p PIDFILE] [-q] [-l N[:K[:MIN]]] [-L N[:K[:MIN]]]\n");
+          "RTPRIO] [-p PIDFILE] [-q] [-l N[:K[:MIN]]] [-L N[:K[:MIN]]] [-j MAX_US:PERCENT[:SEED]] [-o]\n");
   exit(2);
 }
 
@@ -189,6 +230,11 @@ static uint32_t be32(const unsigned char* p) {
 
 /* 1 when this frame is to be dropped: an IPv4 TCP frame with new data, counted, its turn. */
 static int loss_drop(struct loss* l, const unsigned char* f, size_t n) {
+  if (offload) {
+    if (n < VNET_HDR) return 0;
+    f += VNET_HDR;
+    n -= VNET_HDR;
+  }
   if (!l->every || n < 14 + 20 + 20) return 0;
   if (f[12] != 0x08 || f[13] != 0x00) return 0; /* IPv4 only */
   const unsigned char* ip = f + 14;
@@ -242,8 +288,9 @@ int main(int argc, char** argv) {
   const char *a = NULL, *b = NULL, *mid = NULL, *pidfile = NULL;
   long delay_us = -1, mbit = 1000, mtu = 1500, spin_us = 0, rtprio = 50;
   const char *loss_ba = NULL, *loss_ab = NULL;
+  unsigned long jit_max = 0, jit_pct = 0, jit_seed = 1;
   int quiet = 0, opt;
-  while ((opt = getopt(argc, argv, "a:b:m:d:r:M:s:R:p:ql:L:")) != -1) {
+  while ((opt = getopt(argc, argv, "a:b:m:d:r:M:s:R:p:ql:L:j:o")) != -1) {
     switch (opt) {
       case 'a':
         a = optarg;
@@ -281,15 +328,26 @@ int main(int argc, char** argv) {
       case 'L':
         loss_ab = optarg;
         break;
+      case 'j':
+        if (sscanf(optarg, "%lu:%lu:%lu", &jit_max, &jit_pct, &jit_seed) < 2 || jit_pct > 100) {
+          fprintf(stderr, "delayfwd: bad jitter spec %s (want MAX_US:PERCENT[:SEED])\n", optarg);
+          return 2;
+        }
+        break;
+      case 'o':
+        offload = 1;
+        break;
       default:
         usage();
     }
   }
   if (!a || !b || delay_us < 0) usage();
-  if (mtu > FRAME_MAX - 48) {
-    fprintf(stderr, "delayfwd: MTU at most %d\n", FRAME_MAX - 48);
+  if (mtu > MTU_MAX) {
+    fprintf(stderr, "delayfwd: MTU at most %d\n", MTU_MAX);
     return 2;
   }
+  frame_max = offload ? GSO_MAX : (size_t)mtu + 64;
+  if (offload) slots = 2048;
 
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -311,11 +369,17 @@ int main(int argc, char** argv) {
       {.name = "b->a", .in_fd = fb, .out_fd = fa},
   };
   for (int i = 0; i < 2; i++) {
-    d[i].q = calloc(SLOTS, sizeof(struct frame));
-    if (!d[i].q) {
+    d[i].q = calloc(slots, sizeof(struct frame));
+    unsigned char* pool = malloc((size_t)slots * frame_max);
+    if (!d[i].q || !pool) {
       perror("calloc");
       return 1;
     }
+    for (unsigned k = 0; k < slots; k++)
+      d[i].q[k].data = pool + (size_t)k * frame_max;
+    d[i].jitter.max_us = jit_max;
+    d[i].jitter.percent = jit_pct;
+    d[i].jitter.state = 0x9E3779B97F4A7C15ull ^ ((uint64_t)jit_seed * 2654435761ull + (uint64_t)i);
   }
   if (loss_ab) parse_loss(&d[0].loss, loss_ab);
   if (loss_ba) parse_loss(&d[1].loss, loss_ba);
@@ -328,8 +392,11 @@ int main(int argc, char** argv) {
     }
   }
   if (!quiet)
-    fprintf(stderr, "delayfwd: %s <-> %s%s%s, %ld us one way, %ld Mbit/s\n", a, b, mid ? " mid " : "",
-            mid ? mid : "", delay_us, mbit);
+    fprintf(stderr, "delayfwd: %s <-> %s%s%s, %ld us one way, %ld Mbit/s%s\n", a, b, mid ? " mid " : "",
+            mid ? mid : "", delay_us, mbit, offload ? ", offload (TSO/GRO frames)" : "");
+  if (!quiet && jit_pct)
+    fprintf(stderr, "delayfwd: jitter: %lu%% of frames up to %lu us late (seed %lu), order kept\n", jit_pct,
+            jit_max, jit_seed);
   for (int i = 0; i < 2; i++)
     if (!quiet && d[i].loss.every)
       fprintf(stderr,
@@ -344,14 +411,14 @@ int main(int argc, char** argv) {
     /* 1. emit everything that is due (mid copies first: they are earlier) */
     for (int i = 0; i < 2; i++) {
       struct dir* x = &d[i];
-      while (fm >= 0 && x->mid_head != x->tail && x->q[x->mid_head % SLOTS].mid_ns <= now) {
-        struct frame* f = &x->q[x->mid_head % SLOTS];
+      while (fm >= 0 && x->mid_head != x->tail && x->q[x->mid_head % slots].mid_ns <= now) {
+        struct frame* f = &x->q[x->mid_head % slots];
         if (write(fm, f->data, f->len) < 0 && errno != EAGAIN && errno != EIO) perror("write mid");
         f->mid_done = 1;
         x->mid_head++;
       }
-      while (x->head != x->tail && x->q[x->head % SLOTS].due_ns <= now) {
-        struct frame* f = &x->q[x->head % SLOTS];
+      while (x->head != x->tail && x->q[x->head % slots].due_ns <= now) {
+        struct frame* f = &x->q[x->head % slots];
         if (fm >= 0 && !f->mid_done) { /* never skip the mid copy */
           if (write(fm, f->data, f->len) < 0 && errno != EAGAIN) perror("write mid");
           f->mid_done = 1;
@@ -368,9 +435,9 @@ int main(int argc, char** argv) {
     uint64_t next = UINT64_MAX;
     for (int i = 0; i < 2; i++) {
       struct dir* x = &d[i];
-      if (x->head != x->tail && x->q[x->head % SLOTS].due_ns < next) next = x->q[x->head % SLOTS].due_ns;
-      if (fm >= 0 && x->mid_head != x->tail && x->q[x->mid_head % SLOTS].mid_ns < next)
-        next = x->q[x->mid_head % SLOTS].mid_ns;
+      if (x->head != x->tail && x->q[x->head % slots].due_ns < next) next = x->q[x->head % slots].due_ns;
+      if (fm >= 0 && x->mid_head != x->tail && x->q[x->mid_head % slots].mid_ns < next)
+        next = x->q[x->mid_head % slots].mid_ns;
     }
     struct pollfd p[2] = {{fa, POLLIN, 0}, {fb, POLLIN, 0}};
     struct timespec ts, *tsp = NULL;
@@ -397,10 +464,10 @@ int main(int argc, char** argv) {
       if (!(p[i].revents & POLLIN)) continue;
       struct dir* x = &d[i];
       for (;;) {
-        struct frame* f = &x->q[x->tail % SLOTS];
-        unsigned char scratch[FRAME_MAX];
-        int full = (x->tail - x->head) >= SLOTS;
-        ssize_t n = read(x->in_fd, full ? scratch : f->data, FRAME_MAX);
+        struct frame* f = &x->q[x->tail % slots];
+        static unsigned char scratch[GSO_MAX];
+        int full = (x->tail - x->head) >= slots;
+        ssize_t n = read(x->in_fd, full ? scratch : f->data, frame_max);
         if (n <= 0) break;
         if (full) {
           x->drops++;
@@ -413,13 +480,22 @@ int main(int argc, char** argv) {
         if (mbit > 0) {
           /* Ethernet: preamble+SFD 8, FCS 4, inter-frame gap 12 */
           uint64_t ser = ((uint64_t)(n + 24) * 8ull * 1000ull) / (uint64_t)mbit;
+          if (offload && n > (ssize_t)mtu + 14 + VNET_HDR) /* a super-packet: one preamble/gap per wire frame */
+            ser += (uint64_t)((n - 14 - VNET_HDR) / mtu) * 24ull * 8ull * 1000ull / (uint64_t)mbit;
           if (x->wire_free_ns > start) start = x->wire_free_ns;
           x->wire_free_ns = start + ser;
           start += ser;
         }
-        f->len = (uint16_t)n;
-        f->due_ns = start + delay_ns;
-        f->mid_ns = start + delay_ns / 2;
+        uint64_t extra_ns = 0;
+        if (x->jitter.percent && next_rand(&x->jitter.state) % 100 < x->jitter.percent) {
+          extra_ns = (next_rand(&x->jitter.state) % (x->jitter.max_us + 1)) * 1000ull;
+          x->jitter.late++;
+        }
+        f->len = (uint32_t)n;
+        f->due_ns = start + delay_ns + extra_ns;
+        if (f->due_ns < x->last_due_ns) f->due_ns = x->last_due_ns; /* in order behind a late frame */
+        x->last_due_ns = f->due_ns;
+        f->mid_ns = start + delay_ns / 2 + extra_ns / 2;
         f->mid_done = 0;
         x->tail++;
         x->frames++;
@@ -436,6 +512,9 @@ int main(int argc, char** argv) {
       if (d[i].loss.every)
         fprintf(stderr, "delayfwd: %s loss: counted %lu new-data frames, dropped %lu\n", d[i].name,
                 d[i].loss.counted, d[i].loss.dropped);
+  if (!quiet && jit_pct)
+    for (int i = 0; i < 2; i++)
+      fprintf(stderr, "delayfwd: %s jitter: %lu frames held longer\n", d[i].name, d[i].jitter.late);
   if (pidfile) unlink(pidfile);
   return 0;
 }

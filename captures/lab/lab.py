@@ -31,6 +31,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -103,6 +104,13 @@ def scenario(name, **kw):
     kw.setdefault("scripted_status", "separate")
     kw.setdefault("header_digest", False)
     kw.setdefault("starts_mid_session", False)
+    # capture_joins: tcpdump starts once the session is logged in and running (no SYN, no login in
+    # the capture), as a field capture does; the workload waits JOIN_PAUSE_MS first.
+    kw.setdefault("capture_joins", False)
+    kw.setdefault("mtu", 1500)
+    kw.setdefault("jitter", None)            # delayfwd -j: {"max_us": M, "percent": P, "seed": S}
+    kw.setdefault("offload", False)          # delayfwd -o: TSO/GRO super-packets between the kernels
+    kw.setdefault("base", None)              # a variant: the scenario it varies (manifest expectations)
     kw.setdefault("queue_depth", 1)
     kw.setdefault("short", False)
     kw.setdefault("cc", "cubic")
@@ -117,6 +125,33 @@ def scenario(name, **kw):
     kw["name"] = name
     SCENARIOS[name] = kw
     return kw
+
+
+JOIN_PAUSE_MS = 2500
+
+
+def variant(base, suffix, doc, **changes):
+    """A scenario like BASE with CHANGES (a field-capture condition), named BASE-SUFFIX."""
+    kw = {k: v for k, v in SCENARIOS[base].items() if k != "name"}
+    kw.update(changes)
+    kw["doc"] = SCENARIOS[base]["doc"] + " " + doc
+    kw["base"] = base
+    kw["short"] = False
+    if kw.get("capture_joins"):
+        kw["starts_mid_session"] = True
+        kw["workload"] = [(w, (["sleep %d" % JOIN_PAUSE_MS] + a) if w == "qemu-io" else a) for w, a in kw["workload"]]
+        kw["workload_text"] = kw["workload_text"] + "; the capture joins the running session (no SYN, no login)"
+    if kw.get("mtu", 1500) != 1500:
+        kw["workload_text"] = kw["workload_text"] + "; MTU %d" % kw["mtu"]
+    if kw.get("jitter"):
+        j = kw["jitter"]
+        kw["workload_text"] = kw["workload_text"] + "; jitter: %d%% of frames up to %.1f ms late, order kept" % (
+            j["percent"], j["max_us"] / 1000)
+    if kw.get("offload"):
+        kw["workload_text"] = kw["workload_text"] + "; TSO/GRO super-packets on the wire"
+    if "delay_ms" in changes:
+        kw["workload_text"] = kw["workload_text"] + "; %g ms one way" % kw["delay_ms"]
+    return scenario(base + "-" + suffix, **kw)
 
 
 # 1. stock peers: tgtd + libiscsi, both TCP_NODELAY, tgtd defaults (InitialR2T=Yes, ImmediateData=Yes,
@@ -316,6 +351,34 @@ scenario("stock-loss-read",
                        "new-data frame (>= 1000 payload bytes) from the target, starting with the 754th")
 
 
+# 11. field conditions (issue: captures people actually take): each a variant of a scenario above,
+#     the expectations those of its base unless the manifest states others.
+_JOINED = "The capture joins the running session: tcpdump starts after the login, as in the field."
+for _b in ("stock-read", "stock-write", "target-nagle-read-batch2", "target-nagle-write-batch2",
+           "initiator-nagle-write-1k", "initiator-nagle-write-8k", "scripted-nagle-read-8k",
+           "scripted-nagle-read-1k", "scripted-nagle-coalesced-read-8k", "scripted-nodelay-read-8k",
+           "initiator-rcvbuf-read", "stock-idle-read", "scripted-think-read"):
+    variant(_b, "joined", _JOINED, capture_joins=True,
+            vantages=("initiator", "target"))
+_JIT = {"max_us": 3000, "percent": 10, "seed": 7}
+_JITTER = ("The wire has jitter: 10% of the frames, picked by a seeded generator, up to 3 ms late "
+           "(order kept), as behind a busy switch queue or host.")
+for _b in ("stock-read", "scripted-nagle-read-8k", "scripted-nagle-read-1k", "initiator-nagle-write-1k",
+           "target-nagle-write-batch2"):
+    variant(_b, "jitter", _JITTER, jitter=dict(_JIT), capture_joins=True, vantages=("initiator", "target"))
+_LONG = "25 ms one way (RTT 50 ms, near the delayed-ACK timer)."
+for _b in ("stock-read", "scripted-nagle-read-8k", "scripted-nagle-read-1k", "initiator-nagle-write-1k"):
+    variant(_b, "25ms", _LONG, delay_ms=25.0, capture_joins=True, vantages=("initiator", "target"))
+_JUMBO = "MTU 9000 (jumbo frames) at both peers and on the wire."
+for _b in ("stock-read", "stock-write", "scripted-nagle-read-8k", "scripted-nagle-read-1k"):
+    variant(_b, "jumbo", _JUMBO, mtu=9000, capture_joins=True, vantages=("initiator", "target"))
+_TSO = ("The TAPs pass TSO/GRO super-packets between the kernels (IFF_VNET_HDR, TUNSETOFFLOAD): the captures "
+        "show frames far above the MTU, as on a host whose NIC offloads segmentation.")
+for _b in ("stock-read", "stock-write", "scripted-nagle-read-8k", "scripted-nagle-read-1k",
+           "initiator-nagle-write-8k", "initiator-rcvbuf-read"):
+    variant(_b, "tso", _TSO, offload=True, capture_joins=True, vantages=("initiator", "target"))
+
+
 # --------------------------------------------------------------------------------------------
 # The lab
 # --------------------------------------------------------------------------------------------
@@ -355,7 +418,12 @@ class Lab:
                 sh(self.nsexec(ns) + ["sysctl", "-qw", k + "=1"], check=False)
 
         cmd = [os.path.join(self.build, "delayfwd"), "-a", self.ns_i + ":lab0", "-b", self.ns_t + ":lab0",
-               "-d", str(int(sc["delay_ms"] * 1000)), "-r", "1000"]
+               "-d", str(int(sc["delay_ms"] * 1000)), "-r", "1000", "-M", str(sc["mtu"])]
+        if sc["jitter"]:
+            j = sc["jitter"]
+            cmd += ["-j", "%d:%d:%d" % (j["max_us"], j["percent"], j.get("seed", 1))]
+        if sc["offload"]:
+            cmd += ["-o"]
         if "midpath" in sc["vantages"]:
             cmd += ["-m", self.ns_m + ":lab0"]
         if sc["loss"]:
@@ -373,7 +441,7 @@ class Lab:
                 raise RuntimeError("delayfwd did not create its TAP devices")
             time.sleep(0.05)
         for ns, ip, mac in ((self.ns_i, IP_I, MAC_I), (self.ns_t, IP_T, MAC_T)):
-            sh(["ip", "-n", ns, "link", "set", "lab0", "address", mac])
+            sh(["ip", "-n", ns, "link", "set", "lab0", "address", mac, "mtu", str(sc["mtu"])])
             sh(["ip", "-n", ns, "addr", "add", ip + "/24", "dev", "lab0"])
             sh(["ip", "-n", ns, "link", "set", "lab0", "up"])
         sh(["ip", "-n", self.ns_i, "neigh", "replace", IP_T, "lladdr", MAC_T, "dev", "lab0", "nud", "permanent"])
@@ -538,6 +606,25 @@ class Lab:
                 raise ValueError(kind)
             self.run_one(cmd, env, kind)
 
+    def run_workload_catching(self):
+        self.workload_error = None
+        try:
+            self.run_workload()
+        except BaseException as e:  # re-raised by the main thread
+            self.workload_error = e
+
+    def wait_session(self):
+        """Until the initiator's iSCSI connection is established and its login done (a few round trips)."""
+        deadline = time.time() + 10
+        while True:
+            r = sh(self.nsexec(self.ns_i) + ["ss", "-Htn", "state", "established", "dport = :3260"], check=False)
+            if r.stdout.strip():
+                break
+            if time.time() > deadline:
+                raise RuntimeError("the initiator did not connect")
+            time.sleep(0.02)
+        time.sleep(0.2 + 20 * self.sc["delay_ms"] / 1000)   # login: a handful of round trips
+
     def run_one(self, cmd, env, kind):
         t0 = time.time()
         r = subprocess.run(self.nsexec(self.ns_i) + cmd, env=env, stdout=subprocess.PIPE,
@@ -624,8 +711,8 @@ def made_block(sc, vantage, vers):
         "target": target,
         "initiator": initiator,
         "one_way_delay_ms": sc["delay_ms"],
-        "mtu": 1500,
-        "mss": 1448,
+        "mtu": sc["mtu"],
+        "mss": sc["mtu"] - 52,   # IPv4 and TCP headers with timestamps
         "link_mbit_s": 1000,
         "congestion_control": sc["cc"],
         "nagle": {"initiator": sc["initiator_nagle"], "target": sc["target_nagle"] if sc["target"] == "scripted"
@@ -635,6 +722,10 @@ def made_block(sc, vantage, vers):
         "queue_depth": sc["queue_depth"],
         "digests": {"header": sc["header_digest"], "data": False},
         "starts_mid_session": sc["starts_mid_session"],
+        "capture_joins": sc["capture_joins"],
+        "offload": sc["offload"],
+        "jitter": dict(sc["jitter"]) if sc["jitter"] else None,
+        "base_scenario": sc["base"],
         "target_params": dict(sc["tgt_params"]),
         "kernel": vers["kernel"],
         "how": sc["doc"],
@@ -689,8 +780,17 @@ def run_scenario(name, outdir, build, workroot=None):
             lab.start_scripted()
         else:
             lab.start_tgtd()
-        caps = lab.start_captures(outdir)
-        lab.run_workload()
+        if sc["capture_joins"]:
+            worker = threading.Thread(target=lab.run_workload_catching)
+            worker.start()
+            lab.wait_session()
+            caps = lab.start_captures(outdir)
+            worker.join()
+            if lab.workload_error:
+                raise lab.workload_error
+        else:
+            caps = lab.start_captures(outdir)
+            lab.run_workload()
         lab.stop_captures(caps)
     except BaseException:
         log("scenario %s failed; logs kept in %s" % (name, work))
@@ -706,7 +806,7 @@ def run_scenario(name, outdir, build, workroot=None):
             log("  " + line)
     out = []
     for v, path, p, err in caps:
-        if sc["starts_mid_session"]:
+        if sc["starts_mid_session"] and not sc["capture_joins"]:
             cut_login(path, work)
         out.append((v, path))
     if not os.environ.get("ISD_LAB_KEEP"):

@@ -220,8 +220,47 @@ EXPECT["stock-loss-read"] = {
     "session": {"findings": ["serialized"]}}
 
 
+# Field-condition variants (lab.py section 11) expect what their base scenario does, unless stated here:
+# joining a running session, jitter, a longer delay or TSO/GRO change no round trip; a larger MTU can.
+EXPECT["scripted-nagle-read-8k-jumbo"] = {
+    "commands": [dict(EXPECT["scripted-nagle-read-1k"]["commands"][0], select={"op": "read", "bytes": 8192},
+                      why="MTU 9000 (MSS 8948): the 8240-byte Data-In is one sub-MSS segment, so the 8 KiB read is "
+                          "the delayed-ACK case: the initiator delays its ACK (~40 ms) and the 48-byte SCSI Response "
+                          "waits for it")],
+    "session": {"findings": ["serialized"]}}
+EXPECT["scripted-nagle-read-8k-jitter"] = {
+    "commands": [dict(EXPECT["scripted-nagle-read-8k-1ms"]["commands"][0],
+                      why="the 48-byte SCSI Response is held by Nagle until the ACK of the Data-In tail; with the "
+                          "wire's jitter the tail sometimes arrives alone, after qemu has read the earlier segments, "
+                          "and the initiator then delays its ACK (~40 ms more): delayed_ack is neither required nor "
+                          "excluded")],
+    "session": {"findings": ["serialized"]}}
+EXPECT["initiator-rcvbuf-read-tso"] = {
+    "commands": [
+        {"select": {"op": "read", "bytes": 131072}, "min_fraction": 0.8,
+         "findings": {"rwnd_limited": "target"},
+         "absent": ["nagle_hold", "delayed_ack", "r2t_round_trip", "retransmission", "cwnd_limited"],
+         "why": "SO_RCVBUF 16384 as in initiator-rcvbuf-read, but with GRO the initiator's kernel charges its receive "
+                "buffer per super-packet, not per segment, and advertises a little more (tshark: 23168 bytes in most "
+                "ACKs, 20272 without offload): a 128 KiB Data-In still waits for the window to open, about 6 times; "
+                "the count is not stated"},
+        dict(one_rt("read", 8192, 0.9, "8240 bytes fit in the advertised window"), absent=list(NO_WAITS))],
+    "session": {"findings": ["serialized"]}}
+
+# What the tool still misses on field-condition captures (issue: captures people actually take): each a
+# strict expected failure in tests/integration/test_manifest.py until fixed.
+_GAP_TARGET_RTT = ("joined at the target, the target side's round trip is known only from ACKs that ride on "
+                   "the target's own replies (think time included) until the logout: the 5 ms think time of a "
+                   "1 KiB read is counted as network")
+EXPECT["scripted-think-read-joined"] = json.loads(json.dumps(EXPECT["scripted-think-read"]))
+EXPECT["scripted-think-read-joined"]["commands"][0]["known_gap_at"] = {"target": _GAP_TARGET_RTT}
+
+
 def expect_for(scenario, vantage):
     """The scenario's expectations that apply at this vantage, as written to the manifest."""
+    sc = lab.SCENARIOS.get(scenario, {})
+    if scenario not in EXPECT and sc.get("base"):
+        scenario = sc["base"]
     exp = json.loads(json.dumps(EXPECT.get(scenario, {"commands": [], "session": {}})))
     cmds = []
     for e in exp["commands"]:
@@ -240,6 +279,8 @@ def check_expectations(scenario, m, delay_ms):
     problems = []
     checks = []
     think = (lab.SCENARIOS.get(scenario, {}).get("think_ms") or {})   # configured target think time per size
+    # jitter delays (never advances) a frame, the command's and the answer's: up to twice its maximum more
+    jitter_ms = 2 * (lab.SCENARIOS.get(scenario, {}).get("jitter") or {}).get("max_us", 0) / 1000
     for e in expect_for(scenario, "initiator")["commands"]:
         sel = [c for c in m["per_command"] if c["op"] == e["select"]["op"]
                and ("bytes" not in e["select"] or c["bytes"] == e["select"]["bytes"])
@@ -259,7 +300,7 @@ def check_expectations(scenario, m, delay_ms):
             # the data's own transmission at the link rate (1000 Mbit/s, 1538 bytes on the wire per 1448 of
             # payload) comes on top of the round trips: ~0.5 ms for 64 KiB, ~4.5 ms for 512 KiB
             wire = c["bytes"] * 8 / 1e6 * 1538 / 1448
-            plain = (k - 0.5) * rtt <= lat <= (k + 0.5) * rtt + wire
+            plain = (k - 0.5) * rtt <= lat <= (k + 0.5) * rtt + wire + jitter_ms
             if delayed:
                 good = with_delack
             elif no_delay:
