@@ -69,12 +69,17 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "363fde60749acb08a853b155995fa66587603b1812c24b2911ad71c7d9194b2c",
+  doc_sha256 = "f8673e66197e08f343e2019125b4f60951a1f215c6d03de7d253e3588899f561",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
   release_tolerance_ms = 0.3,
   release_tolerance_rtt_divisor = 10,
+  jitter_window = 32,
+  jitter_samples_min = 8,
+  jitter_excess_max_ms = 8,
+  jitter_percentile = 90,
+  jitter_rtt_divisor = 2,
   wait_min_ms = 0.5,
   wait_min_rtt_divisor = 4,
   serialized_min_commands = 8,
@@ -116,7 +121,8 @@ local function max(a, b) if a > b then return a end return b end
 local function ms(ns) return ns / 1e6 end
 local function trunc(x) if x >= 0 then return floor(x) end return -floor(-x) end
 -- Rounded milliseconds for messages, as the engine's whole_ms (int64(v + 0.5): toward zero).
-local function whole_ms(v) return string.format("%.0f", trunc(v + 0.5)) end
+-- Rounded to the microsecond first, as the engine: sums in another order differ in the last bits.
+local function whole_ms(v) return string.format("%.0f", trunc(math.floor(v * 1000 + 0.5) / 1000 + 0.5)) end
 local TWO32 = 4294967296
 local RESERVED_TAG = 0xffffffff
 
@@ -1385,7 +1391,8 @@ function Connection.new(an, id, initiator, target)
   local c = setmetatable({ an = an, id = id, initiator = initiator, target = target,
     opt = an.options, flow = { [0] = Flow.new(), [1] = Flow.new() },
     pdus = { [0] = PduStream.new(true), [1] = PduStream.new(false) },
-    rtt = { [0] = { known = false, min = 0, hs = false }, [1] = { known = false, min = 0, hs = false } },
+    rtt = { [0] = { known = false, min = 0, hs = false, n = 0, recent = {} },
+            [1] = { known = false, min = 0, hs = false, n = 0, recent = {} } },
     saw_syn = false, saw_synack = false, closed = false, syn_t = 0, synack_t = 0,
     mid_session = false, keys = default_keys(), login = Negotiation.new(), login_done = false,
     saw_login = false, initiator_name = "", target_name = "", isid = "", tsih = 0,
@@ -1402,6 +1409,8 @@ local function rtt_sample(r, ns, hs)
   if hs then r.hs = true end
   if not r.known or ns < r.min then r.min = ns end
   r.known = true
+  r.recent[r.n % RULES.jitter_window + 1] = ns
+  r.n = r.n + 1
 end
 
 function Connection:session_id()
@@ -1418,6 +1427,21 @@ end
 
 function Connection:rtt_ns(dir) local r = self.rtt[dir]; return r.known and r.min or 0 end
 function Connection:full_rtt_ns() return self:rtt_ns(I2T) + self:rtt_ns(T2I) end
+-- The path's jitter seen from one side: the jitter percentile of the latest samples' excess over
+-- the minimum, excesses beyond jitter_excess_max_ms left out (delayed ACKs); 0 with too few.
+-- (The caller bounds it by the RTT: on a LAN the excess is think time, not jitter.)
+function Connection:jitter_ns(dir)
+  local r = self.rtt[dir]
+  local cap = floor(RULES.jitter_excess_max_ms * 1e6 + 0.5)
+  local ex = {}
+  for i = 1, math.min(r.n, RULES.jitter_window) do
+    local e = r.recent[i] - r.min
+    if e <= cap then ex[#ex + 1] = e end
+  end
+  if #ex < RULES.jitter_samples_min then return 0 end
+  table.sort(ex)
+  return ex[floor((#ex - 1) * RULES.jitter_percentile / 100) + 1]
+end
 -- Jitter allowance when matching a release to the ACK that caused it (integer ns, as the engine).
 function Connection:tolerance_ns()
   return floor(RULES.release_tolerance_ms * 1e6 + 0.5) + floor(self:full_rtt_ns() / RULES.release_tolerance_rtt_divisor)
@@ -1468,7 +1492,8 @@ function Connection:on_pdu_end(dir, seg, ev)
     return
   end
   if ev.data_incomplete then c.data_incomplete = true end
-  if dir == T2I and not c.has_seg[T2I] and (op == OP.DataIn or op == OP.ScsiResponse or op == OP.R2T) then
+  -- A reply framed before its command (replayed), or before any segment of the answer counted.
+  if dir == T2I and (not c.has_seg[T2I] or self.replaying) and (op == OP.DataIn or op == OP.ScsiResponse or op == OP.R2T) then
     self:touch_late_reply(c, seg, ev)
   end
   local last_t = (ev.last_frame and ev.last_frame ~= 0) and ev.last_t or seg.t
@@ -1944,14 +1969,31 @@ end
 
 function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
   local touches = {}
+  -- Framing found late (a stream joined mid-session is framed once the next header confirms it):
+  -- a PDU carried by earlier segments is placed at those segments, with no hold judged.
+  local none = { held = false, reported = true }
   -- Touches name slots, as in the engine: a slot released and taken again by a command started
   -- in this segment is that command's.
-  if began_mid and self.slots[mid_slot] then touches[1] = { slot = mid_slot, role = "cont" } end
-  for _, ev in ipairs(events) do
+  if began_mid and self.slots[mid_slot] then
+    local e = events[1]
+    if e and e.type == "end" and e.last_frame and e.last_frame ~= 0 and e.last_frame ~= seg.frame then
+      self:analyse_touch(dir, { frame = e.last_frame, t = e.last_t }, { slot = mid_slot, role = "cont" }, none)
+    else
+      touches[1] = { slot = mid_slot, role = "cont" }
+    end
+  end
+  for k, ev in ipairs(events) do
     if ev.type == "start" then
       local c, role = self:touch_for_start(dir, ev, seg)
       self.current_slot[dir] = c
-      if c and #touches < 8 and role ~= "start" then
+      local response = ev.bhs.opcode == OP.ScsiResponse
+      if c and role ~= "start" and ev.first_frame and ev.first_frame ~= 0 and ev.first_frame ~= seg.frame then
+        self:analyse_touch(dir, { frame = ev.first_frame, t = ev.first_t }, { slot = c.slot, role = role, response = response }, none)
+        local e = events[k + 1]
+        if e and e.type == "end" and e.last_frame and e.last_frame ~= 0 and e.last_t > ev.first_t then
+          self:analyse_touch(dir, { frame = e.last_frame, t = e.last_t }, { slot = c.slot, role = "cont", response = response }, none)
+        end
+      elseif c and #touches < 8 and role ~= "start" then
         local dup = false
         for _, t in ipairs(touches) do if t.slot == c.slot then dup = true end end
         if not dup then
@@ -2165,7 +2207,7 @@ function Connection:touch_late_reply(c, seg, ev)
   local first, last = seg, seg
   if ev.first_frame and ev.first_frame ~= 0 then first = { frame = ev.first_frame, t = ev.first_t } end
   if ev.last_frame and ev.last_frame ~= 0 then last = { frame = ev.last_frame, t = ev.last_t } end
-  self:analyse_touch(T2I, first, { slot = c.slot, role = "reply", response = response }, none)
+  self:analyse_touch(T2I, first, { slot = c.slot, role = c.has_seg[T2I] and "cont" or "reply", response = response }, none)
   if last.t > first.t then
     self:analyse_touch(T2I, last, { slot = c.slot, role = "cont", response = response }, none)
   end
@@ -2181,9 +2223,12 @@ function Connection:classify_hold(dir, seg, ready)
   local f = self.flow[dir]
   if not self.rtt[dir].known then return v end
   local rtt_side = self:rtt_ns(dir)
+  -- Jitter only delays: a release may come later than rtt(S) by the path's measured jitter.
   local tol = self:tolerance_ns()
+  local late = tol + math.min(self:jitter_ns(dir), floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor))
   local function released_by(ack_t)
-    return math.abs(seg.t - (ack_t + rtt_side)) <= tol and ack_t + rtt_side >= ready
+    local d = seg.t - (ack_t + rtt_side)
+    return d >= -tol and d <= late and ack_t + rtt_side > ready
   end
   local len = seg.wire_len
   local small = f.last_small
@@ -2203,7 +2248,7 @@ function Connection:classify_hold(dir, seg, ready)
   -- left, not always the latest one captured.
   local a = f.acks
   local i = f.ak_tail + 1
-  while i > f.ak_head and a[i - 1].t + rtt_side + tol >= seg.t do i = i - 1 end
+  while i > f.ak_head and a[i - 1].t + rtt_side + late >= seg.t do i = i - 1 end
   while i <= f.ak_tail and not released_by(a[i].t) do i = i + 1 end
   if i > f.ak_tail then return v end
   local rel = a[i]

@@ -321,7 +321,8 @@ TEST(SessionRules, ResendAfterSlotReuseBlamesTheSender) {
   const CommandResult& second = rec.commands[1];
   EXPECT_EQ(second.itt, 2u);
   EXPECT_EQ(second.round_trips, 1);
-  for (FindingKind k : second.findings) ADD_FAILURE() << "second command has " << finding_name(k);
+  for (FindingKind k : second.findings)
+    ADD_FAILURE() << "second command has " << finding_name(k);
   EXPECT_DOUBLE_EQ(second.breakdown.loss_ms, 0);
   int resends = 0;
   for (auto& f : rec.findings)
@@ -331,4 +332,64 @@ TEST(SessionRules, ResendAfterSlotReuseBlamesTheSender) {
       EXPECT_EQ(*f.itt, 1u);
     }
   EXPECT_EQ(resends, 1);
+}
+
+// The path's jitter (docs/rules.md "Holds"): warm-up reads whose replies (each carrying the ACK of
+// its command, so a round-trip sample of the target side) arrive 0-3 ms above the minimum, then
+// the study's 8 KiB read whose Response comes 2.5 ms later than one round trip after the ACK that
+// released it. On that path it is still the Nagle hold; on a steady path 2.5 ms late is not.
+namespace {
+void warm_up(Wire& w, const std::vector<int64_t>& excess_us, bool initiator_acks) {
+  int64_t t = 10 * kMs;
+  uint32_t itt = 1;
+  for (int round = 0; round < 4; ++round)
+    for (int64_t ex : excess_us) {
+      w.data(true, t, read10(itt, 1024));
+      w.data(false, t + 8 * kMs + ex * 1000, data_in(itt, 1024, true));
+      if (initiator_acks) w.ack(true, t + 8 * kMs + ex * 1000 + 50'000);
+      t += 20 * kMs;
+      ++itt;
+    }
+}
+
+bool nagle_on_last_command(const Recorder& rec, uint64_t first_frame) {
+  for (const auto& f : rec.findings)
+    if (f.kind == FindingKind::nagle_hold && f.command_first_frame == first_frame) return true;
+  return false;
+}
+
+bool study_read_after(std::vector<int64_t> excess_us, int64_t late_us) {
+  Recorder rec;
+  Analyzer an(Options{}, rec);
+  Wire w(an);
+  w.handshake(0, 8 * kMs, 50'000);
+  warm_up(w, excess_us, true);
+  const int64_t t = 500 * kMs;
+  w.data(true, t, read10(100, 8192));
+  const uint64_t first = w.frame();
+  w.data(false, t + 8 * kMs + 100'000, data_in(100, 8192, false));
+  w.ack(true, t + 8 * kMs + 150'000);
+  w.data(false, t + 16 * kMs + 150'000 + late_us * 1000, response(100));
+  an.finish();
+  return nagle_on_last_command(rec, first);
+}
+}  // namespace
+
+TEST(SessionRules, NagleReleaseLateByThePathsJitterIsStillAHold) {
+  EXPECT_TRUE(study_read_after({0, 1000, 2000, 3000, 3000}, 2500));  // jitter(target) = 3 ms
+  EXPECT_FALSE(study_read_after({0, 0, 0, 0, 0}, 2500));             // steady: 2.5 ms is not the path
+  EXPECT_TRUE(study_read_after({0, 0, 0, 0, 0}, 500));               // within 0.3 ms + RTT/10
+}
+
+// A reply can only be held by an ACK that reached the target after the reply was ready: the
+// command that carries the ACK of the previous reply released nothing, however late its own reply.
+TEST(SessionRules, ReplyLateOnAJitteryPathAfterTheCommandThatAckedIsNotAHold) {
+  Recorder rec;
+  Analyzer an(Options{}, rec);
+  Wire w(an);
+  w.handshake(0, 8 * kMs, 50'000);
+  warm_up(w, {0, 1000, 2000, 3000, 3000}, false);
+  an.finish();
+  EXPECT_FALSE(rec.has(FindingKind::nagle_hold, Side::target));
+  EXPECT_EQ(rec.commands.size(), 20u);
 }

@@ -18,8 +18,12 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   const tcp::Flow& f = tcp_.flow(dir);
   if (!tcp_.rtt(dir).known()) return v;
   int64_t rtt_side = rtt_ns(dir);
+  // Jitter only delays: a release may come later than rtt(S) by the path's measured jitter.
+  const int64_t tol = tolerance_ns(),
+                late = tol + std::min(tcp_.rtt(dir).jitter_ns(), full_rtt_ns() / rules::jitter_rtt_divisor);
   auto released_by = [&](int64_t ack_t) {
-    return std::llabs(seg.time_ns - (ack_t + rtt_side)) <= tolerance_ns() && ack_t + rtt_side >= ready;
+    const int64_t d = seg.time_ns - (ack_t + rtt_side);
+    return d >= -tol && d <= late && ack_t + rtt_side > ready;
   };
   uint32_t len = seg.payload_wire_len;
   const tcp::SmallSegment& small = f.last_small;
@@ -41,7 +45,7 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   // left, not always the latest one captured (near the receiver, later ACKs of the same flight
   // pass the capture point before the released data comes back).
   size_t i = f.acks.size();
-  while (i > 0 && f.acks[i - 1].t + rtt_side + tolerance_ns() >= seg.time_ns)
+  while (i > 0 && f.acks[i - 1].t + rtt_side + late >= seg.time_ns)
     --i;
   for (; i < f.acks.size() && !released_by(f.acks[i].t); ++i) {
   }

@@ -200,7 +200,8 @@ void Connection::on_pdu_end(int dir, const Segment& seg, const PduEvent& ev) {
   }
   OpenCommand& c = slots_[slot];
   if (ev.data_incomplete) c.r.data_incomplete = true;
-  if (dir == kT2I && !c.has_seg[kT2I] &&
+  // A reply framed before its command (replayed), or before any segment of the answer counted.
+  if (dir == kT2I && (!c.has_seg[kT2I] || replaying_) &&
       (op == iscsi::Opcode::DataIn || op == iscsi::Opcode::ScsiResponse || op == iscsi::Opcode::R2T))
     late_reply_events(slot, seg, ev);
   switch (op) {

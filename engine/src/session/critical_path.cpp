@@ -23,17 +23,46 @@ void Connection::on_pdus(int dir, const Segment& seg, std::vector<PduEvent>& eve
   // Which commands this segment carries bytes of, and why each was sendable only now.
   PathEvent path[8];
   size_t n = 0;
-  if (began_mid_pdu && mid_slot && slots_[mid_slot].used) path[n++] = {mid_slot, PathEvent::Role::cont};
-  for (auto& ev : events) {
+  // Framing found late (a stream joined mid-session is framed once the next header confirms it):
+  // a PDU carried by earlier segments is placed at those segments, with no hold judged on a
+  // timeline that has moved on (docs/rules.md "The critical path").
+  HoldVerdict none;
+  none.reported = true;
+  auto at = [&](uint64_t frame, int64_t t) {
+    Segment s = seg;
+    s.frame = frame;
+    s.time_ns = t;
+    return s;
+  };
+  if (began_mid_pdu && mid_slot && slots_[mid_slot].used) {
+    const PduEvent* end =
+        !events.empty() && events.front().type == PduEvent::Type::end ? &events.front() : nullptr;
+    if (end && end->last_frame && end->last_frame != seg.frame)
+      analyse_path_event(dir, at(end->last_frame, end->last_t), {mid_slot, PathEvent::Role::cont}, none);
+    else
+      path[n++] = {mid_slot, PathEvent::Role::cont};
+  }
+  for (size_t k = 0; k < events.size(); ++k) {
+    const PduEvent& ev = events[k];
     if (ev.type != PduEvent::Type::start) continue;
     PathEvent::Role role = PathEvent::Role::cont;
     uint32_t slot = path_event_for_start(dir, ev, seg, role);
     current_pdu_slot_[dir] = slot;
+    const bool response = ev.bhs.op() == iscsi::Opcode::ScsiResponse;
+    if (slot && role != PathEvent::Role::start && ev.first_frame && ev.first_frame != seg.frame) {
+      analyse_path_event(dir, at(ev.first_frame, ev.first_t), {slot, role, response}, none);
+      const PduEvent* end =
+          k + 1 < events.size() && events[k + 1].type == PduEvent::Type::end ? &events[k + 1] : nullptr;
+      if (end && end->last_frame && end->last_t > ev.first_t)
+        analyse_path_event(dir, at(end->last_frame, end->last_t), {slot, PathEvent::Role::cont, response},
+                           none);
+      continue;
+    }
     if (slot && n < 8 && role != PathEvent::Role::start) {
       bool dup = false;
       for (size_t i = 0; i < n; ++i)
         dup |= path[i].slot == slot;
-      if (!dup) path[n++] = {slot, role, ev.bhs.op() == iscsi::Opcode::ScsiResponse};
+      if (!dup) path[n++] = {slot, role, response};
     }
   }
   HoldVerdict verdict;
@@ -229,7 +258,8 @@ void Connection::late_reply_events(uint32_t slot, const Segment& seg, const PduE
     last.frame = ev.last_frame;
     last.time_ns = ev.last_t;
   }
-  analyse_path_event(kT2I, first, {slot, PathEvent::Role::reply, response}, none);
+  const PathEvent::Role role = slots_[slot].has_seg[kT2I] ? PathEvent::Role::cont : PathEvent::Role::reply;
+  analyse_path_event(kT2I, first, {slot, role, response}, none);
   if (last.time_ns > first.time_ns)
     analyse_path_event(kT2I, last, {slot, PathEvent::Role::cont, response}, none);
 }

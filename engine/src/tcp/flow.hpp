@@ -4,6 +4,8 @@
 // unacknowledged, and the out-of-order buffer used to put the byte stream back in order.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -166,7 +168,8 @@ private:
   uint64_t ref_ = 0;
 };
 
-// Minimum-filtered round-trip estimate between the capture point and one side.
+// Minimum-filtered round-trip estimate between the capture point and one side, and the path's
+// jitter: how far the latest samples spread above that minimum (docs/rules.md "Holds").
 class RttEstimate {
 public:
   void sample(int64_t ns, bool from_handshake = false) {
@@ -177,16 +180,32 @@ public:
     if (!known_ || ns < min_) min_ = ns;
     known_ = true;
     ++samples_;
+    recent_[path_samples_++ % rules::jitter_window] = ns;
   }
   bool known() const { return known_; }
   int64_t ns() const { return known_ ? min_ : 0; }
   uint64_t samples() const { return samples_; }
   bool from_handshake() const { return handshake_; }
+  // The jitter percentile of the latest samples' excess over the minimum, counting only excesses
+  // below jitter_excess_max_ms (beyond are delayed ACKs, not the path); 0 with too few such
+  // samples. (The caller bounds it by the RTT: on a LAN the excess is think time, not jitter.)
+  int64_t jitter_ns() const {
+    std::array<int64_t, rules::jitter_window> ex;
+    size_t n = 0;
+    const size_t have = size_t(std::min<uint64_t>(path_samples_, rules::jitter_window));
+    for (size_t i = 0; i < have; ++i)
+      if (recent_[i] - min_ <= rules::ns(rules::jitter_excess_max_ms)) ex[n++] = recent_[i] - min_;
+    if (n < rules::jitter_samples_min) return 0;
+    const size_t k = (n - 1) * rules::jitter_percentile / 100;
+    std::nth_element(ex.begin(), ex.begin() + ptrdiff_t(k), ex.begin() + ptrdiff_t(n));
+    return ex[k];
+  }
 
 private:
   int64_t min_ = 0;
   bool known_ = false, handshake_ = false;
-  uint64_t samples_ = 0;
+  uint64_t samples_ = 0, path_samples_ = 0;  // path_samples_: the ones in recent_ (all, for now)
+  std::array<int64_t, rules::jitter_window> recent_{};
 };
 
 }  // namespace iscsi_doctor::tcp

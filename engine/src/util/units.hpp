@@ -2,6 +2,7 @@
 // Capture time is integer nanoseconds; rules and messages speak milliseconds.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -10,6 +11,9 @@ namespace iscsi_doctor {
 constexpr double ms(int64_t ns) { return double(ns) / 1e6; }
 
 // Rounded milliseconds for messages: int overflows past 24 days (or on corrupt timestamps).
-inline std::string whole_ms(double v) { return std::to_string(int64_t(v + 0.5)); }
+// Rounded to the microsecond first: sums in another order (the Lua port) differ in the last bits.
+inline std::string whole_ms(double v) {
+  return std::to_string(int64_t(std::floor(v * 1000 + 0.5) / 1000 + 0.5));
+}
 
 }  // namespace iscsi_doctor

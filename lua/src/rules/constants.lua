@@ -2,12 +2,17 @@
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "363fde60749acb08a853b155995fa66587603b1812c24b2911ad71c7d9194b2c",
+  doc_sha256 = "f8673e66197e08f343e2019125b4f60951a1f215c6d03de7d253e3588899f561",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
   release_tolerance_ms = 0.3,
   release_tolerance_rtt_divisor = 10,
+  jitter_window = 32,
+  jitter_samples_min = 8,
+  jitter_excess_max_ms = 8,
+  jitter_percentile = 90,
+  jitter_rtt_divisor = 2,
   wait_min_ms = 0.5,
   wait_min_rtt_divisor = 4,
   serialized_min_commands = 8,

@@ -8,9 +8,12 @@ function Connection:classify_hold(dir, seg, ready)
   local f = self.flow[dir]
   if not self.rtt[dir].known then return v end
   local rtt_side = self:rtt_ns(dir)
+  -- Jitter only delays: a release may come later than rtt(S) by the path's measured jitter.
   local tol = self:tolerance_ns()
+  local late = tol + math.min(self:jitter_ns(dir), floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor))
   local function released_by(ack_t)
-    return math.abs(seg.t - (ack_t + rtt_side)) <= tol and ack_t + rtt_side >= ready
+    local d = seg.t - (ack_t + rtt_side)
+    return d >= -tol and d <= late and ack_t + rtt_side > ready
   end
   local len = seg.wire_len
   local small = f.last_small
@@ -30,7 +33,7 @@ function Connection:classify_hold(dir, seg, ready)
   -- left, not always the latest one captured.
   local a = f.acks
   local i = f.ak_tail + 1
-  while i > f.ak_head and a[i - 1].t + rtt_side + tol >= seg.t do i = i - 1 end
+  while i > f.ak_head and a[i - 1].t + rtt_side + late >= seg.t do i = i - 1 end
   while i <= f.ak_tail and not released_by(a[i].t) do i = i + 1 end
   if i > f.ak_tail then return v end
   local rel = a[i]

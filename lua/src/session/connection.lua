@@ -18,7 +18,8 @@ function Connection.new(an, id, initiator, target)
   local c = setmetatable({ an = an, id = id, initiator = initiator, target = target,
     opt = an.options, flow = { [0] = Flow.new(), [1] = Flow.new() },
     pdus = { [0] = PduStream.new(true), [1] = PduStream.new(false) },
-    rtt = { [0] = { known = false, min = 0, hs = false }, [1] = { known = false, min = 0, hs = false } },
+    rtt = { [0] = { known = false, min = 0, hs = false, n = 0, recent = {} },
+            [1] = { known = false, min = 0, hs = false, n = 0, recent = {} } },
     saw_syn = false, saw_synack = false, closed = false, syn_t = 0, synack_t = 0,
     mid_session = false, keys = default_keys(), login = Negotiation.new(), login_done = false,
     saw_login = false, initiator_name = "", target_name = "", isid = "", tsih = 0,
@@ -35,6 +36,8 @@ local function rtt_sample(r, ns, hs)
   if hs then r.hs = true end
   if not r.known or ns < r.min then r.min = ns end
   r.known = true
+  r.recent[r.n % RULES.jitter_window + 1] = ns
+  r.n = r.n + 1
 end
 
 function Connection:session_id()
@@ -51,6 +54,21 @@ end
 
 function Connection:rtt_ns(dir) local r = self.rtt[dir]; return r.known and r.min or 0 end
 function Connection:full_rtt_ns() return self:rtt_ns(I2T) + self:rtt_ns(T2I) end
+-- The path's jitter seen from one side: the jitter percentile of the latest samples' excess over
+-- the minimum, excesses beyond jitter_excess_max_ms left out (delayed ACKs); 0 with too few.
+-- (The caller bounds it by the RTT: on a LAN the excess is think time, not jitter.)
+function Connection:jitter_ns(dir)
+  local r = self.rtt[dir]
+  local cap = floor(RULES.jitter_excess_max_ms * 1e6 + 0.5)
+  local ex = {}
+  for i = 1, math.min(r.n, RULES.jitter_window) do
+    local e = r.recent[i] - r.min
+    if e <= cap then ex[#ex + 1] = e end
+  end
+  if #ex < RULES.jitter_samples_min then return 0 end
+  table.sort(ex)
+  return ex[floor((#ex - 1) * RULES.jitter_percentile / 100) + 1]
+end
 -- Jitter allowance when matching a release to the ACK that caused it (integer ns, as the engine).
 function Connection:tolerance_ns()
   return floor(RULES.release_tolerance_ms * 1e6 + 0.5) + floor(self:full_rtt_ns() / RULES.release_tolerance_rtt_divisor)
@@ -101,7 +119,8 @@ function Connection:on_pdu_end(dir, seg, ev)
     return
   end
   if ev.data_incomplete then c.data_incomplete = true end
-  if dir == T2I and not c.has_seg[T2I] and (op == OP.DataIn or op == OP.ScsiResponse or op == OP.R2T) then
+  -- A reply framed before its command (replayed), or before any segment of the answer counted.
+  if dir == T2I and (not c.has_seg[T2I] or self.replaying) and (op == OP.DataIn or op == OP.ScsiResponse or op == OP.R2T) then
     self:touch_late_reply(c, seg, ev)
   end
   local last_t = (ev.last_frame and ev.last_frame ~= 0) and ev.last_t or seg.t

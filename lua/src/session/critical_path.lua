@@ -4,14 +4,31 @@
 
 function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
   local touches = {}
+  -- Framing found late (a stream joined mid-session is framed once the next header confirms it):
+  -- a PDU carried by earlier segments is placed at those segments, with no hold judged.
+  local none = { held = false, reported = true }
   -- Touches name slots, as in the engine: a slot released and taken again by a command started
   -- in this segment is that command's.
-  if began_mid and self.slots[mid_slot] then touches[1] = { slot = mid_slot, role = "cont" } end
-  for _, ev in ipairs(events) do
+  if began_mid and self.slots[mid_slot] then
+    local e = events[1]
+    if e and e.type == "end" and e.last_frame and e.last_frame ~= 0 and e.last_frame ~= seg.frame then
+      self:analyse_touch(dir, { frame = e.last_frame, t = e.last_t }, { slot = mid_slot, role = "cont" }, none)
+    else
+      touches[1] = { slot = mid_slot, role = "cont" }
+    end
+  end
+  for k, ev in ipairs(events) do
     if ev.type == "start" then
       local c, role = self:touch_for_start(dir, ev, seg)
       self.current_slot[dir] = c
-      if c and #touches < 8 and role ~= "start" then
+      local response = ev.bhs.opcode == OP.ScsiResponse
+      if c and role ~= "start" and ev.first_frame and ev.first_frame ~= 0 and ev.first_frame ~= seg.frame then
+        self:analyse_touch(dir, { frame = ev.first_frame, t = ev.first_t }, { slot = c.slot, role = role, response = response }, none)
+        local e = events[k + 1]
+        if e and e.type == "end" and e.last_frame and e.last_frame ~= 0 and e.last_t > ev.first_t then
+          self:analyse_touch(dir, { frame = e.last_frame, t = e.last_t }, { slot = c.slot, role = "cont", response = response }, none)
+        end
+      elseif c and #touches < 8 and role ~= "start" then
         local dup = false
         for _, t in ipairs(touches) do if t.slot == c.slot then dup = true end end
         if not dup then
@@ -225,7 +242,7 @@ function Connection:touch_late_reply(c, seg, ev)
   local first, last = seg, seg
   if ev.first_frame and ev.first_frame ~= 0 then first = { frame = ev.first_frame, t = ev.first_t } end
   if ev.last_frame and ev.last_frame ~= 0 then last = { frame = ev.last_frame, t = ev.last_t } end
-  self:analyse_touch(T2I, first, { slot = c.slot, role = "reply", response = response }, none)
+  self:analyse_touch(T2I, first, { slot = c.slot, role = c.has_seg[T2I] and "cont" or "reply", response = response }, none)
   if last.t > first.t then
     self:analyse_touch(T2I, last, { slot = c.slot, role = "cont", response = response }, none)
   end

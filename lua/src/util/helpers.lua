@@ -7,7 +7,8 @@ local function max(a, b) if a > b then return a end return b end
 local function ms(ns) return ns / 1e6 end
 local function trunc(x) if x >= 0 then return floor(x) end return -floor(-x) end
 -- Rounded milliseconds for messages, as the engine's whole_ms (int64(v + 0.5): toward zero).
-local function whole_ms(v) return string.format("%.0f", trunc(v + 0.5)) end
+-- Rounded to the microsecond first, as the engine: sums in another order differ in the last bits.
+local function whole_ms(v) return string.format("%.0f", trunc(math.floor(v * 1000 + 0.5) / 1000 + 0.5)) end
 local TWO32 = 4294967296
 local RESERVED_TAG = 0xffffffff
 
