@@ -69,7 +69,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "f8673e66197e08f343e2019125b4f60951a1f215c6d03de7d253e3588899f561",
+  doc_sha256 = "00adcfba3285e359bf0bc48062b8aa00f38b5e611baed2c0053b5e0f1a04ffc0",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -98,6 +98,11 @@ local RULES = {
   vantage_target_share = 0.8,
   vantage_min_rtt_ms = 0.2,
   rtt_max_ms = 120000,
+  probation_rtt_samples = 4,
+  probation_segments_max = 256,
+  probation_bytes_max = 1048576,
+  probation_ms = 2000,
+  probation_bytes_all_max = 67108864,
 }
 
 -- Options (engine/include/iscsi_doctor/analyzer.hpp)
@@ -574,6 +579,13 @@ function Framer:reset_pdu()
   self.tail = ""
   self.tail_lost = false
   self.keep = ""
+end
+
+-- What an earlier look at the same stream detected (a joined connection: see Analyzer), taken as
+-- detected here; a setting already known stays (engine/src/iscsi/framer.cpp).
+function Framer:seed_digests(h, d)
+  if h ~= nil and self.hd == "unknown" then self.hd = h and "on" or "off" end
+  if d ~= nil and self.dd == "unknown" then self.dd = d and "on" or "off" end
 end
 
 function Framer:start_unsynced()
@@ -1425,6 +1437,23 @@ function Connection:session_id()
   return self.session
 end
 
+-- What a first look at a joined connection found (Analyzer), given before its first segment.
+function Connection:seed_rtt(dir, ns)
+  local r = self.rtt[dir]
+  if ns < 0 or ns > RULES.rtt_max_ms * 1e6 then return end
+  if not r.known or ns < r.min then r.min = ns end
+  r.known = true
+end
+local function detected(v) if v == "on" then return true elseif v == "off" then return false end return nil end
+function Connection:digests_seen(dir)
+  local f = self.pdus[dir].framer
+  return detected(f.hd), detected(f.dd)
+end
+function Connection:seed_digests(dir, h, d)
+  self.digest_seed = self.digest_seed or {}
+  self.digest_seed[dir] = { h = h, d = d }
+end
+
 function Connection:rtt_ns(dir) local r = self.rtt[dir]; return r.known and r.min or 0 end
 function Connection:full_rtt_ns() return self:rtt_ns(I2T) + self:rtt_ns(T2I) end
 -- The path's jitter seen from one side: the jitter percentile of the latest samples' excess over
@@ -1826,6 +1855,8 @@ function Connection:handle_payload(seg, dir)
     else
       self.mid_session = true
       self.pdus[dir].framer:start_unsynced()
+      local sd = self.digest_seed and self.digest_seed[dir]
+      if sd then self.pdus[dir].framer:seed_digests(sd.h, sd.d) end
     end
   end
   f.largest_payload = max(f.largest_payload, len)
@@ -2331,8 +2362,43 @@ function Analyzer.new(options)
     cur_frame = 0, finished = false, last_frame = 0,
     pending = {}, pending_count = 0, pending_order = {}, po_head = 1, po_tail = 0,
     closing = {}, cl_head = 1, cl_tail = 0, last_idle_scan = nil, refused = {}, refused_count = 0,
-    segments = 0, scan_segments = 0 }, Analyzer)
+    segments = 0, scan_segments = 0, probation = {}, probation_bytes = 0 }, Analyzer)
   return a
+end
+
+-- A connection joined mid-stream (no handshake) is judged once its round trips are known
+-- (docs/rules.md "Joined connections"): its first segments are held while a scout (the same
+-- analysis, its results discarded) measures them, then fed to the connection, seeded with the
+-- round trips the scout measured and the digests its framing detected (engine/src/analyzer.cpp).
+local function noop() end
+local function discarding(options)
+  return { options = options, on_command = noop, on_command_start = noop, on_finding = noop,
+           resolve_session = function() return 0 end }
+end
+
+function Analyzer:probation_over(pr, now)
+  local function enough(d) return pr.scout.rtt[d].n >= RULES.probation_rtt_samples end
+  return (enough(0) and enough(1)) or pr.scout.closed or #pr.held >= RULES.probation_segments_max or
+         pr.bytes >= RULES.probation_bytes_max or now - pr.held[1].seg.t >= RULES.probation_ms * 1e6 or
+         self.probation_bytes > RULES.probation_bytes_all_max
+end
+
+function Analyzer:end_probation(key, c)
+  local pr = self.probation[key]
+  if not pr then return end
+  self.probation[key] = nil
+  self.probation_bytes = self.probation_bytes - pr.bytes
+  for d = 0, 1 do
+    if pr.scout.rtt[d].known then c:seed_rtt(d, pr.scout.rtt[d].min) end
+    c:seed_digests(d, pr.scout:digests_seen(d))
+  end
+  for _, h in ipairs(pr.held) do c:on_segment(h.seg, h.dir) end
+end
+
+function Analyzer:last_t(key, c)
+  local pr = self.probation[key]
+  if pr and #pr.held > 0 then return pr.held[#pr.held].seg.t end
+  return c.last_t
 end
 
 -- Memory follows what is open: a closed connection is finished once its last segments (final
@@ -2344,6 +2410,7 @@ function Analyzer:finish_closed(now)
     self.cl_head = self.cl_head + 1
     local c = self.live[e.key]
     if c and c.id == e.id then
+      self:end_probation(e.key, c)
       c:finish()
       self.live[e.key] = nil
       self.live_count = self.live_count - 1
@@ -2360,10 +2427,11 @@ function Analyzer:finish_idle(now)
   self.scan_segments = self.segments
   local idle = {}
   for key, c in pairs(self.live) do
-    if now - c.last_t >= timeout then idle[#idle + 1] = { id = c.id, key = key } end
+    if now - self:last_t(key, c) >= timeout then idle[#idle + 1] = { id = c.id, key = key } end
   end
   table.sort(idle, function(a, b) return a.id < b.id end)
   for _, e in ipairs(idle) do
+    self:end_probation(e.key, self.live[e.key])
     self.live[e.key]:finish()
     self.live[e.key] = nil
     self.live_count = self.live_count - 1
@@ -2499,6 +2567,7 @@ function Analyzer:feed(seg)
   local c = self.live[key]
   local syn = hasbit(seg.flags, 0x02) and not hasbit(seg.flags, 0x10)
   if c and syn and c.closed then
+    self:end_probation(key, c)
     c:finish()
     self.live[key] = nil
     self.live_count = self.live_count - 1
@@ -2530,6 +2599,7 @@ function Analyzer:feed(seg)
       return
     end
     c = Connection.new(self, self.next_id, ini, tgt)
+    c.key = key
     local a, b = endpoint_order(ini), endpoint_order(tgt)
     c.table_order = a < b and (a .. b) or (b .. a)
     self.next_id = self.next_id + 1
@@ -2541,9 +2611,27 @@ function Analyzer:feed(seg)
       for _, h in ipairs(p) do c:on_segment(h, h.src == ini and I2T or T2I) end
       self.pending[key] = nil
       self.pending_count = self.pending_count - 1
+    elseif not syn then
+      self.probation[key] = { scout = Connection.new(discarding(self.options), c.id, ini, tgt), held = {}, bytes = 0 }
     end
   end
   local dir = seg.src == c.initiator and I2T or T2I
+  local pr = self.probation[key]
+  if pr then
+    pr.scout:on_segment(seg, dir)
+    local copy = {}
+    for k, v in pairs(seg) do copy[k] = v end
+    pr.held[#pr.held + 1] = { seg = copy, dir = dir }
+    pr.bytes = pr.bytes + #seg.payload
+    self.probation_bytes = self.probation_bytes + #seg.payload
+    if not self:probation_over(pr, seg.t) then return end
+    self:end_probation(key, c)
+    if c.closed then
+      self.cl_tail = self.cl_tail + 1
+      self.closing[self.cl_tail] = { due = seg.t + max(RULES.closed_linger_ms * 1e6, RULES.closed_linger_rtts * c:full_rtt_ns()), key = key, id = c.id }
+    end
+    return
+  end
   local was_closed = c.closed
   c:on_segment(seg, dir)
   if c.closed and not was_closed then
@@ -2559,7 +2647,10 @@ function Analyzer:finish()
   local list = {}
   for _, c in pairs(self.live) do list[#list + 1] = c end
   table.sort(list, function(a, b) return a.table_order < b.table_order end)
-  for _, c in ipairs(list) do c:finish() end
+  for _, c in ipairs(list) do
+    self:end_probation(c.key, c)
+    c:finish()
+  end
 end
 
 ---------------------------------------------------------------------------------------------

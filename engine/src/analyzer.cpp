@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "iscsi/pdu.hpp"
+#include "rules/constants.hpp"
 #include "session/connection.hpp"
 #include "session/sessions.hpp"
+#include "tcp/tracker.hpp"
 
 namespace iscsi_doctor {
 
@@ -32,7 +34,55 @@ struct Analyzer::Impl {
     return bhs && iscsi::plausible_bhs(*bhs, true);
   }
 
-  void finish_connection(Connection& c) {
+  // A connection joined mid-stream (no handshake) is judged once its round trips are known
+  // (docs/rules.md "Joined connections"): its first segments are held while a scout (the same
+  // analysis, its results discarded) measures them, then fed to the connection, seeded with the
+  // round trips the scout measured and the digests its framing detected.
+  struct Held {
+    Segment seg;
+    std::vector<uint8_t> payload;
+    int dir;
+  };
+  struct Probation {
+    Sink discard;
+    session::SessionRegistry sessions;
+    std::unique_ptr<Connection> scout;
+    std::vector<Held> held;
+    size_t bytes = 0;
+  };
+  std::map<Key, std::unique_ptr<Probation>> probation;
+  size_t probation_bytes = 0;  // held by all of them
+
+  bool probation_over(const Probation& p, int64_t now) const {
+    const auto enough = [&](int d) { return p.scout->rtt(d).samples() >= rules::probation_rtt_samples; };
+    return (enough(0) && enough(1)) || p.scout->closed() || p.held.size() >= rules::probation_segments_max ||
+           p.bytes >= rules::probation_bytes_max ||
+           now - p.held.front().seg.time_ns >= rules::ns(rules::probation_ms) ||
+           probation_bytes > rules::probation_bytes_all_max;
+  }
+  // Ends a connection's probation: the held segments go to it, what the scout found first.
+  void end_probation(const Key& key, Connection& c) {
+    auto p = probation.find(key);
+    if (p == probation.end()) return;
+    std::unique_ptr<Probation> pr = std::move(p->second);
+    probation.erase(p);
+    probation_bytes -= pr->bytes;
+    for (int d = 0; d < 2; ++d) {
+      if (pr->scout->rtt(d).known()) c.seed_rtt(d, pr->scout->rtt(d).ns());
+      c.seed_digests(d, pr->scout->header_digest_seen(d), pr->scout->data_digest_seen(d));
+    }
+    for (Held& h : pr->held) {
+      h.seg.payload = std::span<const uint8_t>(h.payload.data(), h.payload.size());
+      c.on_segment(h.seg, h.dir);
+    }
+  }
+  int64_t last_t(const Key& key, const Connection& c) const {
+    auto p = probation.find(key);
+    return p != probation.end() && !p->second->held.empty() ? p->second->held.back().seg.time_ns : c.last_t();
+  }
+
+  void finish_connection(const Key& key, Connection& c) {
+    end_probation(key, c);
     c.finish();
     if (infos.size() < options.max_connections_listed) {
       infos.push_back(c.info());
@@ -60,7 +110,7 @@ struct Analyzer::Impl {
       closing.pop_front();
       auto it = live.find(c.key);
       if (it == live.end() || it->second->id() != c.id) continue;  // already replaced
-      finish_connection(*it->second);
+      finish_connection(it->first, *it->second);
       live.erase(it);
     }
   }
@@ -78,11 +128,11 @@ struct Analyzer::Impl {
     scan_segments = segments;
     std::vector<std::pair<uint32_t, Key>> idle;
     for (auto& [key, conn] : live)
-      if (now - conn->last_t() >= timeout) idle.emplace_back(conn->id(), key);
+      if (now - last_t(key, *conn) >= timeout) idle.emplace_back(conn->id(), key);
     std::sort(idle.begin(), idle.end());
     for (auto& [id, key] : idle) {
       auto it = live.find(key);
-      finish_connection(*it->second);
+      finish_connection(key, *it->second);
       live.erase(it);
     }
   }
@@ -142,7 +192,7 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
   bool syn = (seg.flags & tcp_flag::syn) && !(seg.flags & tcp_flag::ack);
   if (it != m.live.end() && syn && it->second->closed()) {
     // The 4-tuple is reused by a new connection.
-    m.finish_connection(*it->second);
+    m.finish_connection(key, *it->second);
     m.live.erase(it);
     it = m.live.end();
   }
@@ -184,10 +234,28 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
       for (const Segment& h : p->second)
         it->second->on_segment(h, h.src == *initiator ? session::kI2T : session::kT2I);
       m.pending.erase(p);
+    } else if (!syn) {
+      auto pr = std::make_unique<Impl::Probation>();
+      pr->scout = std::make_unique<Connection>(it->second->id(), *initiator, *target, m.options, pr->discard,
+                                               pr->sessions);
+      m.probation.emplace(key, std::move(pr));
     }
   }
   Connection& c = *it->second;
   int dir = seg.src == c.info_initiator() ? session::kI2T : session::kT2I;
+  if (!m.probation.empty()) {
+    if (auto p = m.probation.find(key); p != m.probation.end()) {
+      Impl::Probation& pr = *p->second;
+      const SegmentStatus status = pr.scout->on_segment(seg, dir);
+      pr.held.push_back({seg, std::vector<uint8_t>(seg.payload.begin(), seg.payload.end()), dir});
+      pr.bytes += seg.payload.size();
+      m.probation_bytes += seg.payload.size();
+      if (!m.probation_over(pr, seg.time_ns)) return status;
+      m.end_probation(key, c);
+      if (c.closed()) m.closing.push_back({seg.time_ns + c.linger_ns(), key, c.id()});
+      return status;
+    }
+  }
   const bool was_closed = c.closed();
   SegmentStatus status = c.on_segment(seg, dir);
   if (!was_closed && c.closed()) m.closing.push_back({seg.time_ns + c.linger_ns(), key, c.id()});
@@ -197,7 +265,7 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
 void Analyzer::finish() {
   Impl& m = *impl_;
   for (auto& [key, conn] : m.live)
-    m.finish_connection(*conn);
+    m.finish_connection(key, *conn);
   m.live.clear();
   m.closing.clear();
   if (m.refused)

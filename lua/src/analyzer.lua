@@ -12,8 +12,43 @@ function Analyzer.new(options)
     cur_frame = 0, finished = false, last_frame = 0,
     pending = {}, pending_count = 0, pending_order = {}, po_head = 1, po_tail = 0,
     closing = {}, cl_head = 1, cl_tail = 0, last_idle_scan = nil, refused = {}, refused_count = 0,
-    segments = 0, scan_segments = 0 }, Analyzer)
+    segments = 0, scan_segments = 0, probation = {}, probation_bytes = 0 }, Analyzer)
   return a
+end
+
+-- A connection joined mid-stream (no handshake) is judged once its round trips are known
+-- (docs/rules.md "Joined connections"): its first segments are held while a scout (the same
+-- analysis, its results discarded) measures them, then fed to the connection, seeded with the
+-- round trips the scout measured and the digests its framing detected (engine/src/analyzer.cpp).
+local function noop() end
+local function discarding(options)
+  return { options = options, on_command = noop, on_command_start = noop, on_finding = noop,
+           resolve_session = function() return 0 end }
+end
+
+function Analyzer:probation_over(pr, now)
+  local function enough(d) return pr.scout.rtt[d].n >= RULES.probation_rtt_samples end
+  return (enough(0) and enough(1)) or pr.scout.closed or #pr.held >= RULES.probation_segments_max or
+         pr.bytes >= RULES.probation_bytes_max or now - pr.held[1].seg.t >= RULES.probation_ms * 1e6 or
+         self.probation_bytes > RULES.probation_bytes_all_max
+end
+
+function Analyzer:end_probation(key, c)
+  local pr = self.probation[key]
+  if not pr then return end
+  self.probation[key] = nil
+  self.probation_bytes = self.probation_bytes - pr.bytes
+  for d = 0, 1 do
+    if pr.scout.rtt[d].known then c:seed_rtt(d, pr.scout.rtt[d].min) end
+    c:seed_digests(d, pr.scout:digests_seen(d))
+  end
+  for _, h in ipairs(pr.held) do c:on_segment(h.seg, h.dir) end
+end
+
+function Analyzer:last_t(key, c)
+  local pr = self.probation[key]
+  if pr and #pr.held > 0 then return pr.held[#pr.held].seg.t end
+  return c.last_t
 end
 
 -- Memory follows what is open: a closed connection is finished once its last segments (final
@@ -25,6 +60,7 @@ function Analyzer:finish_closed(now)
     self.cl_head = self.cl_head + 1
     local c = self.live[e.key]
     if c and c.id == e.id then
+      self:end_probation(e.key, c)
       c:finish()
       self.live[e.key] = nil
       self.live_count = self.live_count - 1
@@ -41,10 +77,11 @@ function Analyzer:finish_idle(now)
   self.scan_segments = self.segments
   local idle = {}
   for key, c in pairs(self.live) do
-    if now - c.last_t >= timeout then idle[#idle + 1] = { id = c.id, key = key } end
+    if now - self:last_t(key, c) >= timeout then idle[#idle + 1] = { id = c.id, key = key } end
   end
   table.sort(idle, function(a, b) return a.id < b.id end)
   for _, e in ipairs(idle) do
+    self:end_probation(e.key, self.live[e.key])
     self.live[e.key]:finish()
     self.live[e.key] = nil
     self.live_count = self.live_count - 1
@@ -180,6 +217,7 @@ function Analyzer:feed(seg)
   local c = self.live[key]
   local syn = hasbit(seg.flags, 0x02) and not hasbit(seg.flags, 0x10)
   if c and syn and c.closed then
+    self:end_probation(key, c)
     c:finish()
     self.live[key] = nil
     self.live_count = self.live_count - 1
@@ -211,6 +249,7 @@ function Analyzer:feed(seg)
       return
     end
     c = Connection.new(self, self.next_id, ini, tgt)
+    c.key = key
     local a, b = endpoint_order(ini), endpoint_order(tgt)
     c.table_order = a < b and (a .. b) or (b .. a)
     self.next_id = self.next_id + 1
@@ -222,9 +261,27 @@ function Analyzer:feed(seg)
       for _, h in ipairs(p) do c:on_segment(h, h.src == ini and I2T or T2I) end
       self.pending[key] = nil
       self.pending_count = self.pending_count - 1
+    elseif not syn then
+      self.probation[key] = { scout = Connection.new(discarding(self.options), c.id, ini, tgt), held = {}, bytes = 0 }
     end
   end
   local dir = seg.src == c.initiator and I2T or T2I
+  local pr = self.probation[key]
+  if pr then
+    pr.scout:on_segment(seg, dir)
+    local copy = {}
+    for k, v in pairs(seg) do copy[k] = v end
+    pr.held[#pr.held + 1] = { seg = copy, dir = dir }
+    pr.bytes = pr.bytes + #seg.payload
+    self.probation_bytes = self.probation_bytes + #seg.payload
+    if not self:probation_over(pr, seg.t) then return end
+    self:end_probation(key, c)
+    if c.closed then
+      self.cl_tail = self.cl_tail + 1
+      self.closing[self.cl_tail] = { due = seg.t + max(RULES.closed_linger_ms * 1e6, RULES.closed_linger_rtts * c:full_rtt_ns()), key = key, id = c.id }
+    end
+    return
+  end
   local was_closed = c.closed
   c:on_segment(seg, dir)
   if c.closed and not was_closed then
@@ -240,5 +297,8 @@ function Analyzer:finish()
   local list = {}
   for _, c in pairs(self.live) do list[#list + 1] = c end
   table.sort(list, function(a, b) return a.table_order < b.table_order end)
-  for _, c in ipairs(list) do c:finish() end
+  for _, c in ipairs(list) do
+    self:end_probation(c.key, c)
+    c:finish()
+  end
 end

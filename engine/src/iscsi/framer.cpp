@@ -73,6 +73,11 @@ void Framer::start_unsynced() {
   skipped_episode_ = 0;
 }
 
+void Framer::seed_digests(std::optional<bool> header, std::optional<bool> data) {
+  if (header && hd_ == Tri::unknown) hd_ = *header ? Tri::on : Tri::off;
+  if (data && dd_ == Tri::unknown) dd_ = *data ? Tri::on : Tri::off;
+}
+
 Position Framer::pos(uint64_t abs) const {
   Position p;
   p.stream_offset = abs;

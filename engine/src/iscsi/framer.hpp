@@ -132,6 +132,9 @@ public:
   // Digest settings in use (configured or detected); nullopt while still undetected.
   std::optional<bool> header_digest() const;
   std::optional<bool> data_digest() const;
+  // What an earlier look at the same stream detected (a joined connection: see Analyzer), taken
+  // as detected here; a setting already known stays.
+  void seed_digests(std::optional<bool> header, std::optional<bool> data);
   const FramerStats& stats() const { return stats_; }
 
 private:

@@ -36,6 +36,11 @@ inline constexpr double vantage_initiator_share = 0.2;
 inline constexpr double vantage_target_share = 0.8;
 inline constexpr double vantage_min_rtt_ms = 0.2;
 inline constexpr double rtt_max_ms = 120000;
+inline constexpr uint64_t probation_rtt_samples = 4;
+inline constexpr size_t probation_segments_max = 256;
+inline constexpr size_t probation_bytes_max = 1048576;
+inline constexpr double probation_ms = 2000;
+inline constexpr size_t probation_bytes_all_max = 67108864;
 
 // Milliseconds as integer nanoseconds (rounded: 0.3 ms is not exact in binary).
 constexpr int64_t ns(double ms) { return int64_t(ms * 1e6 + (ms >= 0 ? 0.5 : -0.5)); }

@@ -82,6 +82,7 @@ void Connection::stream_without_syn(int dir, const Segment& seg) {
   } else {
     mid_session_ = true;
     pdus_[dir].start_unsynced();
+    pdus_[dir].seed_digests(digest_seed_[dir].first, digest_seed_[dir].second);
   }
 }
 

@@ -48,6 +48,15 @@ public:
   const Endpoint& info_initiator() const { return initiator_; }
   bool closed() const { return tcp_.closed(); }
   int64_t last_t() const { return last_t_; }  // capture time of its latest segment
+  // What a first look at a joined connection found (Analyzer), given before its first segment:
+  // the round trips, and the digests the framing of a stream joined mid-way would probe for.
+  void seed_rtt(int side_dir, int64_t ns) { tcp_.seed_rtt(side_dir, ns); }
+  void seed_digests(int dir, std::optional<bool> header, std::optional<bool> data) {
+    digest_seed_[dir] = {header, data};
+  }
+  const tcp::RttEstimate& rtt(int side_dir) const { return tcp_.rtt(side_dir); }
+  std::optional<bool> header_digest_seen(int dir) const { return pdus_[dir].header_digest(); }
+  std::optional<bool> data_digest_seen(int dir) const { return pdus_[dir].data_digest(); }
   // How long after closing its last segments may still pass (final ACK, resent FIN).
   int64_t linger_ns() const {
     return std::max<int64_t>(rules::ns(rules::closed_linger_ms), rules::closed_linger_rtts * full_rtt_ns());
@@ -135,6 +144,7 @@ private:
   PduStream pdus_[2];
   int64_t last_t_ = 0;
   bool mid_session_ = false;
+  std::pair<std::optional<bool>, std::optional<bool>> digest_seed_[2];
 
   OperationalKeys keys_;
   iscsi::Negotiation login_;

@@ -48,6 +48,11 @@ public:
   uint64_t resyncs() const { return framer_.stats().resyncs; }
   bool header_digest_on() const { return framer_.header_digest().value_or(false); }
   bool data_digest_on() const { return framer_.data_digest().value_or(false); }
+  std::optional<bool> header_digest() const { return framer_.header_digest(); }
+  std::optional<bool> data_digest() const { return framer_.data_digest(); }
+  void seed_digests(std::optional<bool> header, std::optional<bool> data) {
+    framer_.seed_digests(header, data);
+  }
 
 private:
   void on_pdu_start(const iscsi::PduStart&) override;

@@ -182,6 +182,13 @@ public:
     ++samples_;
     recent_[path_samples_++ % rules::jitter_window] = ns;
   }
+  // The minimum found by a first look at the connection (a joined one: see Analyzer), before any
+  // sample of its own: no sample is counted.
+  void seed(int64_t ns) {
+    if (ns < 0 || ns > rules::ns(rules::rtt_max_ms)) return;
+    if (!known_ || ns < min_) min_ = ns;
+    known_ = true;
+  }
   bool known() const { return known_; }
   int64_t ns() const { return known_ ? min_ : 0; }
   uint64_t samples() const { return samples_; }

@@ -35,6 +35,13 @@ function Framer:reset_pdu()
   self.keep = ""
 end
 
+-- What an earlier look at the same stream detected (a joined connection: see Analyzer), taken as
+-- detected here; a setting already known stays (engine/src/iscsi/framer.cpp).
+function Framer:seed_digests(h, d)
+  if h ~= nil and self.hd == "unknown" then self.hd = h and "on" or "off" end
+  if d ~= nil and self.dd == "unknown" then self.dd = d and "on" or "off" end
+end
+
 function Framer:start_unsynced()
   self.login_possible = false
   self:reset_pdu()

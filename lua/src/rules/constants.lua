@@ -2,7 +2,7 @@
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "f8673e66197e08f343e2019125b4f60951a1f215c6d03de7d253e3588899f561",
+  doc_sha256 = "00adcfba3285e359bf0bc48062b8aa00f38b5e611baed2c0053b5e0f1a04ffc0",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -31,6 +31,11 @@ local RULES = {
   vantage_target_share = 0.8,
   vantage_min_rtt_ms = 0.2,
   rtt_max_ms = 120000,
+  probation_rtt_samples = 4,
+  probation_segments_max = 256,
+  probation_bytes_max = 1048576,
+  probation_ms = 2000,
+  probation_bytes_all_max = 67108864,
 }
 
 -- Options (engine/include/iscsi_doctor/analyzer.hpp)

@@ -52,6 +52,23 @@ function Connection:session_id()
   return self.session
 end
 
+-- What a first look at a joined connection found (Analyzer), given before its first segment.
+function Connection:seed_rtt(dir, ns)
+  local r = self.rtt[dir]
+  if ns < 0 or ns > RULES.rtt_max_ms * 1e6 then return end
+  if not r.known or ns < r.min then r.min = ns end
+  r.known = true
+end
+local function detected(v) if v == "on" then return true elseif v == "off" then return false end return nil end
+function Connection:digests_seen(dir)
+  local f = self.pdus[dir].framer
+  return detected(f.hd), detected(f.dd)
+end
+function Connection:seed_digests(dir, h, d)
+  self.digest_seed = self.digest_seed or {}
+  self.digest_seed[dir] = { h = h, d = d }
+end
+
 function Connection:rtt_ns(dir) local r = self.rtt[dir]; return r.known and r.min or 0 end
 function Connection:full_rtt_ns() return self:rtt_ns(I2T) + self:rtt_ns(T2I) end
 -- The path's jitter seen from one side: the jitter percentile of the latest samples' excess over

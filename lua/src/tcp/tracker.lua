@@ -103,6 +103,8 @@ function Connection:handle_payload(seg, dir)
     else
       self.mid_session = true
       self.pdus[dir].framer:start_unsynced()
+      local sd = self.digest_seed and self.digest_seed[dir]
+      if sd then self.pdus[dir].framer:seed_digests(sd.h, sd.d) end
     end
   end
   f.largest_payload = max(f.largest_payload, len)
