@@ -3,6 +3,7 @@
 // Nagle + delayed-ACK read, the Nagle-only read, the collapsed-status baseline, an R2T write.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <vector>
 
 #include "rules/constants.hpp"
@@ -392,4 +393,30 @@ TEST(SessionRules, ReplyLateOnAJitteryPathAfterTheCommandThatAckedIsNotAHold) {
   an.finish();
   EXPECT_FALSE(rec.has(FindingKind::nagle_hold, Side::target));
   EXPECT_EQ(rec.commands.size(), 20u);
+}
+
+// A connection joined mid-stream (docs/rules.md "Joined connections"): the study's 1 KiB read
+// five times, no handshake in the capture. The first ACK from the initiator is its 40 ms delayed
+// one; judged on that alone, the first command's delayed ACK would vanish into the round trip.
+// Held until both sides have round-trip samples, every command gets both findings.
+TEST(SessionRules, JoinedConnectionIsJudgedWithItsMeasuredRoundTrips) {
+  Recorder rec;
+  Analyzer an(Options{}, rec);
+  Wire w(an);
+  for (uint32_t i = 0; i < 5; ++i) {
+    const int64_t t = (10 + 100 * int64_t(i)) * kMs;
+    w.data(true, t, read10(i + 1, 1024));
+    w.data(false, t + 8 * kMs + 100'000, data_in(i + 1, 1024, false));
+    w.ack(true, t + 48 * kMs + 100'000);  // 40 ms delayed ACK
+    w.data(false, t + 56 * kMs + 100'000, response(i + 1));
+    w.ack(true, t + 56 * kMs + 150'000);  // the Response acknowledged at once
+  }
+  an.finish();
+  ASSERT_EQ(rec.commands.size(), 5u);
+  for (const auto& c : rec.commands) {
+    EXPECT_EQ(c.round_trips, 2) << c.first_frame;
+    std::set<FindingKind> kinds(c.findings.begin(), c.findings.end());
+    EXPECT_TRUE(kinds.count(FindingKind::nagle_hold)) << c.first_frame;
+    EXPECT_TRUE(kinds.count(FindingKind::delayed_ack)) << c.first_frame;
+  }
 }
