@@ -87,4 +87,5 @@ def test_expectations_hold_on_mid_session_cuts(tmp_path):
     ok, total = sum(r[1] for r in results), sum(r[2] for r in results)
     weak = [f"{name}: {k}/{n}" for name, k, n in results if n >= 10 and k < 0.85 * n]
     assert total > 1000
+    print(f"mid-session cuts: {ok}/{total} = {ok / total:.4f}")
     assert ok >= 0.98 * total and not weak, f"{ok}/{total}; " + "; ".join(weak)
