@@ -110,26 +110,14 @@ void write_sessions(std::string& o, const CaptureResult& r) {
         const ConnectionInfo& c = *cp;
         o += fmt::format("  connection {}  initiator {} <-> target {}  (capture point {})\n", c.id,
                          c.initiator.str(), c.target.str(), vantage_words(c.vantage));
-        std::string mss = fmt::format("MSS initiator {}, target {}", c.mss_initiator, c.mss_target);
-        if (c.mss_inferred)  // said with its evidence: a capture joined mid-session has no SYN
-          mss += c.mss_source_initiator == c.mss_source_target
-                     ? fmt::format(" (inferred: {})", c.mss_source_initiator)
-                     : fmt::format(" (inferred: initiator {}, target {})", c.mss_source_initiator,
-                                   c.mss_source_target);
         o += fmt::format("    RTT {} (capture point to initiator {}, to target {})   {}\n", ms_text(c.rtt_ms),
-                         ms_text(c.rtt_initiator_ms), ms_text(c.rtt_target_ms), mss);
+                         ms_text(c.rtt_initiator_ms), ms_text(c.rtt_target_ms), mss_words(c));
         std::vector<std::string> keys;
         for (const auto& [k, v] : c.keys)
           keys.push_back(k + "=" + v);
         if (keys.empty()) keys.emplace_back("no negotiated keys seen (login not captured)");
-        if (c.wscale_inferred)
-          keys.push_back(
-              fmt::format("window scale not in the capture: at least {} (initiator), {} (target), "
-                          "from the data in flight",
-                          c.wscale_initiator, c.wscale_target));
-        if (c.offload_segments)
-          keys.push_back(fmt::format("{} segments longer than the MSS: TSO/GRO at the capture point",
-                                     c.offload_segments));
+        if (c.wscale_inferred) keys.push_back("window scale " + window_scale_words(c));
+        if (c.offload_segments) keys.push_back(offload_words(c));
         wrap(o, keys, "    ");
         std::vector<std::string> counts{fmt::format("{} frames", count_text(c.frames)),
                                         fmt::format("{} PDUs", count_text(c.pdus)),

@@ -104,8 +104,12 @@ int hf_status_frame = -1, hf_evidence_frame = -1, hf_related_frame = -1;
 int hf_reported = -1, hf_reported_frame = -1, hf_reported_finding = -1, hf_reported_status_frame = -1,
     hf_reported_round_trips = -1, hf_command_at_end = -1;
 int hf_notice = -1;
+// The command's connection: what the capture showed of it, and what was inferred (results.hpp).
+int hf_conn = -1, hf_conn_rtt_ms = -1, hf_conn_vantage = -1, hf_conn_joined = -1, hf_conn_mss = -1,
+    hf_conn_window_scale = -1, hf_conn_keys = -1, hf_conn_offload = -1;
 
-int ett_iscsi_doctor = -1, ett_command = -1, ett_breakdown = -1, ett_finding = -1, ett_reported = -1;
+int ett_iscsi_doctor = -1, ett_command = -1, ett_breakdown = -1, ett_finding = -1, ett_reported = -1,
+    ett_conn = -1;
 
 std::array<expert_field, finding_kind_count> ei_finding{};
 expert_field ei_notice_info = EI_INIT, ei_notice_warning = EI_INIT, ei_notice_error = EI_INIT;
@@ -202,7 +206,8 @@ struct State final : Sink {
   std::vector<uint64_t> command_decided;  // per command: frame being fed, 0 = at finish()
   std::vector<FindingRec> findings;
   std::unordered_map<uint64_t, iscsi_doctor_frame> frames;
-  uint64_t current = 0;  // frame being fed; 0 during finish()
+  std::unordered_map<uint32_t, ConnectionInfo> connections;  // final facts, by connection id
+  uint64_t current = 0;                                      // frame being fed; 0 during finish()
   bool finished = false;
 
   void on_command(const CommandResult& c) override {
@@ -222,6 +227,7 @@ struct State final : Sink {
     uint64_t tap_frame = current ? current : f.frame;
     if (tap_frame) frames[tap_frame].tapped.push_back(idx);
   }
+  void on_connection(const ConnectionInfo& c) override { connections[c.id] = c; }
   void on_notice(const Notice& n) override {
     uint64_t frame = n.frame ? n.frame : current;
     if (frame) frames[frame].notices.push_back({n.level, n.message});
@@ -404,6 +410,23 @@ void add_command(proto_tree* tree, tvbuff_t* tvb, const CommandResult& c, uint64
   proto_tree* bt = proto_item_add_subtree(bi, ett_breakdown);
   for (int i = 0; i < bd_count; ++i)
     gen(proto_tree_add_double(bt, hf_bd[i], tvb, 0, 0, parts[i]));
+
+  // The connection's facts are final once it is finished (second pass, or after its FIN).
+  auto it = g_state->connections.find(c.connection);
+  if (it == g_state->connections.end()) return;
+  const ConnectionInfo& k = it->second;
+  proto_item* ki = proto_tree_add_none_format(
+      ct, hf_conn, tvb, 0, 0, "Connection %u: RTT %.3f ms, capture point %s%s", k.id, k.rtt_ms,
+      vantage_name(k.vantage).data(), k.mid_session_start ? ", joined mid-session" : "");
+  gen(ki);
+  proto_tree* kt = proto_item_add_subtree(ki, ett_conn);
+  if (k.rtt_ms >= 0) gen(proto_tree_add_double(kt, hf_conn_rtt_ms, tvb, 0, 0, k.rtt_ms));
+  gen(proto_tree_add_string(kt, hf_conn_vantage, tvb, 0, 0, vantage_name(k.vantage).data()));
+  gen(proto_tree_add_boolean(kt, hf_conn_joined, tvb, 0, 0, k.mid_session_start));
+  gen(proto_tree_add_string(kt, hf_conn_mss, tvb, 0, 0, mss_words(k).c_str()));
+  gen(proto_tree_add_string(kt, hf_conn_window_scale, tvb, 0, 0, window_scale_words(k).c_str()));
+  gen(proto_tree_add_string(kt, hf_conn_keys, tvb, 0, 0, keys_words(k).c_str()));
+  gen(proto_tree_add_uint(kt, hf_conn_offload, tvb, 0, 0, static_cast<guint32>(k.offload_segments)));
 }
 
 expert_field* notice_ei(Notice::Level l) {
@@ -651,6 +674,30 @@ extern "C" void proto_register_iscsi_doctor(void) {
       {&hf_breakdown,
        {"Breakdown", "iscsi_doctor.breakdown", FT_NONE, BASE_NONE, NULL, 0x0,
         "Where the command's latency went", HFILL}},
+      {&hf_conn,
+       {"Connection facts", "iscsi_doctor.connection.facts", FT_NONE, BASE_NONE, NULL, 0x0,
+        "What the capture showed of the command's connection, and what was inferred", HFILL}},
+      {&hf_conn_rtt_ms,
+       {"RTT (ms)", "iscsi_doctor.connection.rtt_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0,
+        "Full path round trip (capture point to initiator plus to target)", HFILL}},
+      {&hf_conn_vantage,
+       {"Capture point", "iscsi_doctor.connection.vantage", FT_STRING, BASE_NONE, NULL, 0x0,
+        "Near the initiator, the target, midpath, or unknown", HFILL}},
+      {&hf_conn_joined,
+       {"Joined mid-session", "iscsi_doctor.connection.joined", FT_BOOLEAN, BASE_NONE, NULL, 0x0,
+        "The capture has no SYN for this connection: MSS, window scale and keys are inferred", HFILL}},
+      {&hf_conn_mss,
+       {"MSS", "iscsi_doctor.connection.mss", FT_STRING, BASE_NONE, NULL, 0x0,
+        "Each side's MSS, and its evidence when inferred", HFILL}},
+      {&hf_conn_window_scale,
+       {"Window scale", "iscsi_doctor.connection.window_scale", FT_STRING, BASE_NONE, NULL, 0x0,
+        "From the handshake, or the least the data in flight proves", HFILL}},
+      {&hf_conn_keys,
+       {"Keys", "iscsi_doctor.connection.keys", FT_STRING, BASE_NONE, NULL, 0x0,
+        "Operational keys in effect and where they came from (login, inferred, default)", HFILL}},
+      {&hf_conn_offload,
+       {"Offload segments", "iscsi_doctor.connection.offload_segments", FT_UINT32, BASE_DEC, NULL, 0x0,
+        "Segments longer than the MSS: TSO/GRO at the capture point", HFILL}},
       {&hf_bd[bd_request],
        {"Request (ms)", "iscsi_doctor.breakdown.request_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0, NULL, HFILL}},
       {&hf_bd[bd_think],
@@ -754,7 +801,8 @@ extern "C" void proto_register_iscsi_doctor(void) {
         "What the engine could not analyse, and why", HFILL}},
   };
 
-  static gint* ett[] = {&ett_iscsi_doctor, &ett_command, &ett_breakdown, &ett_finding, &ett_reported};
+  static gint* ett[] = {&ett_iscsi_doctor, &ett_command,  &ett_breakdown,
+                        &ett_finding,      &ett_reported, &ett_conn};
 
   // One expert field per finding kind, from the engine's table (names and weights are contracts).
   static std::array<std::string, finding_kind_count> ei_names;

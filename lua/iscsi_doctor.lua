@@ -1748,6 +1748,75 @@ function Connection:finish()
                " ms of it crossing the network)" })
   end
   self:session_id()  -- the engine's connection facts name a session even without a command
+  self.finished = true  -- its facts are final (the engine's on_connection)
+end
+
+---------------------------------------------------------------------------------------------
+-- A connection's facts (engine/src/session/connection.cpp Connection::info) and their words
+-- (engine/src/util/connection_words.cpp): what the capture showed, and what was inferred.
+
+function Connection:facts()
+  local ri, rt = self.rtt[I2T], self.rtt[T2I]
+  local f = { rtt_initiator_ms = ri.known and ri.min / 1e6 or nil, rtt_target_ms = rt.known and rt.min / 1e6 or nil,
+              vantage = "unknown" }
+  if ri.known and rt.known then
+    local full = ri.min + rt.min
+    f.rtt_ms = full / 1e6
+    local share = full > 0 and ri.min / full or 0.5
+    if full < floor(RULES.vantage_min_rtt_ms * 1e6 + 0.5) then f.vantage = "unknown"
+    elseif share < RULES.vantage_initiator_share then f.vantage = "initiator"
+    elseif share > RULES.vantage_target_share then f.vantage = "target"
+    else f.vantage = "midpath" end
+  end
+  local fi, ft = self.flow[I2T], self.flow[T2I]
+  f.mss_initiator = min(fi:effective_mss(), 65535)
+  f.mss_target = min(ft:effective_mss(), 65535)
+  f.mss_inferred = not (fi.mss_from_syn and ft.mss_from_syn)
+  f.mss_source_initiator, f.mss_source_target = fi:mss_source(), ft:mss_source()
+  f.wscale_initiator = ft:peer_wscale(fi.wscale_offered, ft.wscale_offered)
+  f.wscale_target = fi:peer_wscale(ft.wscale_offered, fi.wscale_offered)
+  f.wscale_inferred = not (fi.peer_wscale_known and ft.peer_wscale_known)
+  f.offload_segments = fi.aggregates + ft.aggregates
+  local k = self.keys
+  local function yn(v) return v and "Yes" or "No" end
+  local function num(v) return string.format("%.0f", v) end
+  f.keys = { { "ImmediateData", yn(k.immediate_data) }, { "InitialR2T", yn(k.initial_r2t) },
+             { "FirstBurstLength", num(k.first_burst) }, { "MaxBurstLength", num(k.max_burst) },
+             { "MaxRecvDataSegmentLength(target)", num(k.target_mrdsl) },
+             { "MaxRecvDataSegmentLength(initiator)", num(k.initiator_mrdsl) },
+             { "MaxOutstandingR2T", num(k.max_outstanding_r2t) },
+             { "HeaderDigest", self.header_digest and "CRC32C" or "None" },
+             { "DataDigest", self.data_digest and "CRC32C" or "None" },
+             { "source", k.from_login and "login" or (k.initial_r2t_inferred and "inferred" or "default") } }
+  f.mid_session_start = self.mid_session
+  return f
+end
+
+local function mss_words(f)
+  local s = string.format("MSS initiator %d, target %d", f.mss_initiator, f.mss_target)
+  if f.mss_inferred then
+    if f.mss_source_initiator == f.mss_source_target then
+      s = s .. " (inferred: " .. f.mss_source_initiator .. ")"
+    else
+      s = s .. " (inferred: initiator " .. f.mss_source_initiator .. ", target " .. f.mss_source_target .. ")"
+    end
+  end
+  return s
+end
+
+local function window_scale_words(f)
+  if f.wscale_inferred then
+    return string.format("not in the capture: at least %d (initiator), %d (target), from the data in flight",
+                         f.wscale_initiator, f.wscale_target)
+  end
+  return string.format("initiator %d, target %d (handshake)", f.wscale_initiator, f.wscale_target)
+end
+
+local function keys_words(f)
+  if #f.keys == 0 then return "no negotiated keys seen (login not captured)" end
+  local parts = {}
+  for _, kv in ipairs(f.keys) do parts[#parts + 1] = kv[1] .. "=" .. kv[2] end
+  return table.concat(parts, "  ")
 end
 
 ---------------------------------------------------------------------------------------------
@@ -2755,6 +2824,15 @@ local pf = {
   command_first_frame = ProtoField.framenum("iscsi_doctor_lua.command_first_frame",
                                             "Delayed command's first frame"),
   related_frame = ProtoField.framenum("iscsi_doctor_lua.related_frame", "Related frame"),
+  -- The command's connection: what the capture showed of it, and what was inferred.
+  conn = ProtoField.none("iscsi_doctor_lua.connection.facts", "Connection facts"),
+  conn_rtt_ms = ProtoField.double("iscsi_doctor_lua.connection.rtt_ms", "RTT (ms)"),
+  conn_vantage = ProtoField.string("iscsi_doctor_lua.connection.vantage", "Capture point"),
+  conn_joined = ProtoField.bool("iscsi_doctor_lua.connection.joined", "Joined mid-session"),
+  conn_mss = ProtoField.string("iscsi_doctor_lua.connection.mss", "MSS"),
+  conn_window_scale = ProtoField.string("iscsi_doctor_lua.connection.window_scale", "Window scale"),
+  conn_keys = ProtoField.string("iscsi_doctor_lua.connection.keys", "Keys"),
+  conn_offload = ProtoField.uint32("iscsi_doctor_lua.connection.offload_segments", "Offload segments"),
 }
 -- Related frames by their role (the engine's names), as the C plugin's fields.
 local RELATED = { released_by = "Released by", acks = "Acknowledges", released = "Released",
@@ -2900,6 +2978,19 @@ local function add_command(root, c)
   for _, k in ipairs(c.findings) do t:add(pf.command_finding, k) end
   local bt = t:add(pf.breakdown):set_text("Latency breakdown")
   for _, part in ipairs(BREAKDOWN) do bt:add(pf["bd_" .. part], c.breakdown[part] or 0) end
+  -- The connection's facts are final once it is finished (second pass, or after its FIN).
+  if c.conn and c.conn.finished then
+    local k = c.conn:facts()
+    local kt = t:add(pf.conn):set_text(string.format("Connection %d: RTT %.3f ms, capture point %s%s", c.conn.id,
+      k.rtt_ms or -1, k.vantage, k.mid_session_start and ", joined mid-session" or ""))
+    if k.rtt_ms then kt:add(pf.conn_rtt_ms, k.rtt_ms) end
+    kt:add(pf.conn_vantage, k.vantage)
+    kt:add(pf.conn_joined, k.mid_session_start and true or false)
+    kt:add(pf.conn_mss, mss_words(k))
+    kt:add(pf.conn_window_scale, window_scale_words(k))
+    kt:add(pf.conn_keys, keys_words(k))
+    kt:add(pf.conn_offload, k.offload_segments)
+  end
   if #c.findings > 0 then t:append_text(" [" .. table.concat(c.findings, ", ") .. "]") end
   if c.round_trips > c.ideal_round_trips then
     t:add_proto_expert_info(ef.slow, string.format("%d round trips where %d would do",

@@ -38,6 +38,15 @@ local pf = {
   command_first_frame = ProtoField.framenum("iscsi_doctor_lua.command_first_frame",
                                             "Delayed command's first frame"),
   related_frame = ProtoField.framenum("iscsi_doctor_lua.related_frame", "Related frame"),
+  -- The command's connection: what the capture showed of it, and what was inferred.
+  conn = ProtoField.none("iscsi_doctor_lua.connection.facts", "Connection facts"),
+  conn_rtt_ms = ProtoField.double("iscsi_doctor_lua.connection.rtt_ms", "RTT (ms)"),
+  conn_vantage = ProtoField.string("iscsi_doctor_lua.connection.vantage", "Capture point"),
+  conn_joined = ProtoField.bool("iscsi_doctor_lua.connection.joined", "Joined mid-session"),
+  conn_mss = ProtoField.string("iscsi_doctor_lua.connection.mss", "MSS"),
+  conn_window_scale = ProtoField.string("iscsi_doctor_lua.connection.window_scale", "Window scale"),
+  conn_keys = ProtoField.string("iscsi_doctor_lua.connection.keys", "Keys"),
+  conn_offload = ProtoField.uint32("iscsi_doctor_lua.connection.offload_segments", "Offload segments"),
 }
 -- Related frames by their role (the engine's names), as the C plugin's fields.
 local RELATED = { released_by = "Released by", acks = "Acknowledges", released = "Released",
@@ -183,6 +192,19 @@ local function add_command(root, c)
   for _, k in ipairs(c.findings) do t:add(pf.command_finding, k) end
   local bt = t:add(pf.breakdown):set_text("Latency breakdown")
   for _, part in ipairs(BREAKDOWN) do bt:add(pf["bd_" .. part], c.breakdown[part] or 0) end
+  -- The connection's facts are final once it is finished (second pass, or after its FIN).
+  if c.conn and c.conn.finished then
+    local k = c.conn:facts()
+    local kt = t:add(pf.conn):set_text(string.format("Connection %d: RTT %.3f ms, capture point %s%s", c.conn.id,
+      k.rtt_ms or -1, k.vantage, k.mid_session_start and ", joined mid-session" or ""))
+    if k.rtt_ms then kt:add(pf.conn_rtt_ms, k.rtt_ms) end
+    kt:add(pf.conn_vantage, k.vantage)
+    kt:add(pf.conn_joined, k.mid_session_start and true or false)
+    kt:add(pf.conn_mss, mss_words(k))
+    kt:add(pf.conn_window_scale, window_scale_words(k))
+    kt:add(pf.conn_keys, keys_words(k))
+    kt:add(pf.conn_offload, k.offload_segments)
+  end
   if #c.findings > 0 then t:append_text(" [" .. table.concat(c.findings, ", ") .. "]") end
   if c.round_trips > c.ideal_round_trips then
     t:add_proto_expert_info(ef.slow, string.format("%d round trips where %d would do",

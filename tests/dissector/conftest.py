@@ -90,3 +90,9 @@ def cli_report(path, *args):
         assert out.returncode in (0, 1), f"{path}: exit {out.returncode}: {out.stderr[-2000:]}"
         _cli_reports[key] = json.loads(out.stdout)
     return _cli_reports[key]
+
+
+def cli_text(path, *args):
+    out = subprocess.run([CLI, *args, str(path)], capture_output=True, text=True, timeout=900)
+    assert out.returncode in (0, 1), f"{path}: exit {out.returncode}: {out.stderr[-2000:]}"
+    return out.stdout

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import ROOT, cli_report
+from conftest import ROOT, cli_report, cli_text
 
 NAGLE = ROOT / "captures" / "fixtures" / "scripted-nagle-read-1k--initiator.pcap.gz"
 NODELAY = ROOT / "captures" / "fixtures" / "scripted-nodelay-read-1k--initiator.pcap.gz"
@@ -175,7 +175,9 @@ def test_both_plugins_give_the_same_field_values(tshark):
     lua = ROOT / "lua" / "iscsi_doctor.lua"
     shared = ["itt", "op", "first_frame", "status_frame", "command_frame", "round_trips", "ideal_round_trips",
               "excess_round_trips", "bytes", "scsi_status", "finding", "side", "evidence_frame",
-              "finding_itt", "command_first_frame", "released_by", "acks", "released", "previous_small"]
+              "finding_itt", "command_first_frame", "released_by", "acks", "released", "previous_small",
+              "connection.rtt_ms", "connection.vantage", "connection.joined", "connection.mss",
+              "connection.window_scale", "connection.keys", "connection.offload_segments"]
 
     def rows(prefix):
         args = ["-n", "-r", str(NAGLE), "-X", f"lua_script:{lua}", "-Y", f"{prefix}.finding or {prefix}.itt",
@@ -186,3 +188,32 @@ def test_both_plugins_give_the_same_field_values(tshark):
 
     c, lu = rows("iscsi_doctor"), rows("iscsi_doctor_lua")
     assert c and c == lu
+
+
+JOINED = ROOT / "captures" / "fixtures" / "scripted-nagle-read-1k-joined--initiator.pcap.gz"
+
+
+@pytest.mark.skipif(not JOINED.exists(), reason=f"{JOINED} missing")
+def test_both_plugins_say_what_was_inferred(tshark):
+    """A capture that joined a running session (the lab started tcpdump after the login: no SYN,
+    no login in the file) shows, on every command, the connection's facts as inferred, the same
+    words in both plugins as in the CLI's text report."""
+    lua = ROOT / "lua" / "iscsi_doctor.lua"
+    fields = ["joined", "mss", "window_scale", "keys", "vantage"]
+
+    def rows(prefix):
+        args = ["-n", "-r", str(JOINED), "-X", f"lua_script:{lua}", "-Y", f"{prefix}.itt", "-T", "fields",
+                "-E", "separator=|"]
+        for f in fields:
+            args += ["-e", f"{prefix}.connection.{f}"]
+        return [r.split("|") for r in tshark("-2", *args).stdout.splitlines()]
+
+    c, lu = rows("iscsi_doctor"), rows("iscsi_doctor_lua")
+    assert c and c == lu
+    text = cli_text(JOINED)
+    for joined, mss, wscale, keys, vantage in c:
+        assert joined in ("True", "1")
+        assert "(inferred:" in mss and mss in text
+        assert wscale.startswith("not in the capture: at least") and wscale in text
+        assert "source=default" in keys or "source=inferred" in keys
+        assert vantage == "initiator"

@@ -316,44 +316,26 @@ for _, fd in ipairs(an.findings) do
 end
 -- Connection facts and sessions, as the CLI lists them (sessions[].connections[]).
 local function ms_or_null(r) if not r.known then return "null" end return jnum(r.min / 1e6) end
-local function yn(v) return v and '"Yes"' or '"No"' end
-local function num(v) return jstr(string.format("%.0f", v)) end
 local conns = {}
 for _, c in ipairs(an.connections) do conns[#conns + 1] = c end
 table.sort(conns, function(a, b) return a.id < b.id end)
 for _, c in ipairs(conns) do
   local ri, rt = c.rtt[0], c.rtt[1]
-  local vantage = "unknown"
-  if ri.known and rt.known then
-    local full = ri.min + rt.min
-    local share = full > 0 and ri.min / full or 0.5
-    if full < 200000 then vantage = "unknown"
-    elseif share < 0.2 then vantage = "initiator"
-    elseif share > 0.8 then vantage = "target"
-    else vantage = "midpath" end
-  end
-  local k = c.keys
+  local f = c:facts()
   local fr = { c.pdus[0].framer, c.pdus[1].framer }
+  local keys = {}
+  for _, kv in ipairs(f.keys) do keys[#keys + 1] = kv[1]; keys[#keys + 1] = jstr(kv[2]) end
   out[#out + 1] = obj({ "type", '"connection"', "connection", jnum(c.id), "session", jnum(c.session),
     "rtt_initiator_ms", ms_or_null(ri), "rtt_target_ms", ms_or_null(rt),
-    "rtt_ms", (ri.known and rt.known) and jnum((ri.min + rt.min) / 1e6) or "null",
-    "vantage", jstr(vantage),
-    "mss", obj({ "initiator", jnum(math.min(c.flow[0]:effective_mss(), 65535)),
-                 "target", jnum(math.min(c.flow[1]:effective_mss(), 65535)),
-                 "inferred", jbool(not (c.flow[0].mss_from_syn and c.flow[1].mss_from_syn)),
-                 "source", obj({ "initiator", jstr(c.flow[0]:mss_source()), "target", jstr(c.flow[1]:mss_source()) }) }),
-    "window_scale", obj({ "initiator", jnum(c.flow[1]:peer_wscale(c.flow[0].wscale_offered, c.flow[1].wscale_offered)),
-                          "target", jnum(c.flow[0]:peer_wscale(c.flow[1].wscale_offered, c.flow[0].wscale_offered)),
-                          "inferred", jbool(not (c.flow[0].peer_wscale_known and c.flow[1].peer_wscale_known)) }),
-    "offload_segments", jnum(c.flow[0].aggregates + c.flow[1].aggregates),
-    "keys", obj({ "ImmediateData", yn(k.immediate_data), "InitialR2T", yn(k.initial_r2t),
-                  "FirstBurstLength", num(k.first_burst), "MaxBurstLength", num(k.max_burst),
-                  "MaxRecvDataSegmentLength(target)", num(k.target_mrdsl),
-                  "MaxRecvDataSegmentLength(initiator)", num(k.initiator_mrdsl),
-                  "MaxOutstandingR2T", num(k.max_outstanding_r2t),
-                  "HeaderDigest", c.header_digest and '"CRC32C"' or '"None"',
-                  "DataDigest", c.data_digest and '"CRC32C"' or '"None"',
-                  "source", k.from_login and '"login"' or (k.initial_r2t_inferred and '"inferred"' or '"default"') }),
+    "rtt_ms", f.rtt_ms and jnum(f.rtt_ms) or "null",
+    "vantage", jstr(f.vantage),
+    "mss", obj({ "initiator", jnum(f.mss_initiator), "target", jnum(f.mss_target),
+                 "inferred", jbool(f.mss_inferred),
+                 "source", obj({ "initiator", jstr(f.mss_source_initiator), "target", jstr(f.mss_source_target) }) }),
+    "window_scale", obj({ "initiator", jnum(f.wscale_initiator), "target", jnum(f.wscale_target),
+                          "inferred", jbool(f.wscale_inferred) }),
+    "offload_segments", jnum(f.offload_segments),
+    "keys", obj(keys),
     "header_digest", jbool(c.header_digest or fr[1].hd == "on"),
     "data_digest", jbool(c.data_digest or fr[1].dd == "on"),
     "saw_handshake", jbool(c.saw_syn), "saw_login", jbool(c.saw_login),

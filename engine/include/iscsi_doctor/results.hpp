@@ -109,9 +109,9 @@ struct ConnectionInfo {
   int wscale_initiator = -1, wscale_target = -1;
   bool wscale_inferred = false;
   uint64_t offload_segments = 0;  // segments longer than the MSS: TSO/GRO aggregates at the capture point
-  double rtt_ms = -1;            // full path round trip
-  double rtt_initiator_ms = -1;  // capture point <-> initiator and back
-  double rtt_target_ms = -1;     // capture point <-> target and back
+  double rtt_ms = -1;             // full path round trip
+  double rtt_initiator_ms = -1;   // capture point <-> initiator and back
+  double rtt_target_ms = -1;      // capture point <-> target and back
   Vantage vantage = Vantage::unknown;
   std::vector<std::pair<std::string, std::string>> keys;  // negotiated operational values in effect
   bool header_digest = false, data_digest = false;
@@ -119,6 +119,14 @@ struct ConnectionInfo {
   uint64_t bytes_missing = 0;
   uint32_t max_outstanding = 0;  // largest number of commands in flight at once
 };
+
+// What a connection's facts were and where each came from, in the words every front-end shows
+// (the CLI's text report, both Wireshark plugins); an inferred value says so, with its evidence.
+std::string mss_words(const ConnectionInfo&);  // "MSS initiator 1448, target 1448 (inferred: ...)"
+std::string window_scale_words(
+    const ConnectionInfo&);  // "initiator 7, target 7 (handshake)" / "not in the capture: ..."
+std::string keys_words(const ConnectionInfo&);     // "ImmediateData=Yes ... source=default"
+std::string offload_words(const ConnectionInfo&);  // "" or "N segments longer than the MSS: TSO/GRO ..."
 
 // Connections folded into counts (beyond a listing cap).
 struct ConnectionTotals {

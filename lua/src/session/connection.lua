@@ -363,4 +363,5 @@ function Connection:finish()
                " ms of it crossing the network)" })
   end
   self:session_id()  -- the engine's connection facts name a session even without a command
+  self.finished = true  -- its facts are final (the engine's on_connection)
 end

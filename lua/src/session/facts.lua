@@ -1,0 +1,67 @@
+---------------------------------------------------------------------------------------------
+-- A connection's facts (engine/src/session/connection.cpp Connection::info) and their words
+-- (engine/src/util/connection_words.cpp): what the capture showed, and what was inferred.
+
+function Connection:facts()
+  local ri, rt = self.rtt[I2T], self.rtt[T2I]
+  local f = { rtt_initiator_ms = ri.known and ri.min / 1e6 or nil, rtt_target_ms = rt.known and rt.min / 1e6 or nil,
+              vantage = "unknown" }
+  if ri.known and rt.known then
+    local full = ri.min + rt.min
+    f.rtt_ms = full / 1e6
+    local share = full > 0 and ri.min / full or 0.5
+    if full < floor(RULES.vantage_min_rtt_ms * 1e6 + 0.5) then f.vantage = "unknown"
+    elseif share < RULES.vantage_initiator_share then f.vantage = "initiator"
+    elseif share > RULES.vantage_target_share then f.vantage = "target"
+    else f.vantage = "midpath" end
+  end
+  local fi, ft = self.flow[I2T], self.flow[T2I]
+  f.mss_initiator = min(fi:effective_mss(), 65535)
+  f.mss_target = min(ft:effective_mss(), 65535)
+  f.mss_inferred = not (fi.mss_from_syn and ft.mss_from_syn)
+  f.mss_source_initiator, f.mss_source_target = fi:mss_source(), ft:mss_source()
+  f.wscale_initiator = ft:peer_wscale(fi.wscale_offered, ft.wscale_offered)
+  f.wscale_target = fi:peer_wscale(ft.wscale_offered, fi.wscale_offered)
+  f.wscale_inferred = not (fi.peer_wscale_known and ft.peer_wscale_known)
+  f.offload_segments = fi.aggregates + ft.aggregates
+  local k = self.keys
+  local function yn(v) return v and "Yes" or "No" end
+  local function num(v) return string.format("%.0f", v) end
+  f.keys = { { "ImmediateData", yn(k.immediate_data) }, { "InitialR2T", yn(k.initial_r2t) },
+             { "FirstBurstLength", num(k.first_burst) }, { "MaxBurstLength", num(k.max_burst) },
+             { "MaxRecvDataSegmentLength(target)", num(k.target_mrdsl) },
+             { "MaxRecvDataSegmentLength(initiator)", num(k.initiator_mrdsl) },
+             { "MaxOutstandingR2T", num(k.max_outstanding_r2t) },
+             { "HeaderDigest", self.header_digest and "CRC32C" or "None" },
+             { "DataDigest", self.data_digest and "CRC32C" or "None" },
+             { "source", k.from_login and "login" or (k.initial_r2t_inferred and "inferred" or "default") } }
+  f.mid_session_start = self.mid_session
+  return f
+end
+
+local function mss_words(f)
+  local s = string.format("MSS initiator %d, target %d", f.mss_initiator, f.mss_target)
+  if f.mss_inferred then
+    if f.mss_source_initiator == f.mss_source_target then
+      s = s .. " (inferred: " .. f.mss_source_initiator .. ")"
+    else
+      s = s .. " (inferred: initiator " .. f.mss_source_initiator .. ", target " .. f.mss_source_target .. ")"
+    end
+  end
+  return s
+end
+
+local function window_scale_words(f)
+  if f.wscale_inferred then
+    return string.format("not in the capture: at least %d (initiator), %d (target), from the data in flight",
+                         f.wscale_initiator, f.wscale_target)
+  end
+  return string.format("initiator %d, target %d (handshake)", f.wscale_initiator, f.wscale_target)
+end
+
+local function keys_words(f)
+  if #f.keys == 0 then return "no negotiated keys seen (login not captured)" end
+  local parts = {}
+  for _, kv in ipairs(f.keys) do parts[#parts + 1] = kv[1] .. "=" .. kv[2] end
+  return table.concat(parts, "  ")
+end
