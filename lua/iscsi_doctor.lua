@@ -69,7 +69,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "00adcfba3285e359bf0bc48062b8aa00f38b5e611baed2c0053b5e0f1a04ffc0",
+  doc_sha256 = "39b1f3e4eb9e700638bbc6c757355145725d3a1a9cd57879bf789f9dee46f3d3",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -2381,6 +2381,13 @@ end
 ---------------------------------------------------------------------------------------------
 -- retransmission (engine/src/rules/retransmission.cpp): a segment resent after a loss.
 
+-- The capture point is near this side (its round trip a small part of the path's).
+function Connection:near(side)
+  local full = self:full_rtt_ns()
+  return self.rtt[I2T].known and self.rtt[T2I].known and full >= floor(RULES.vantage_min_rtt_ms * 1e6 + 0.5) and
+         self:rtt_ns(side) * RULES.near_initiator_rtt_factor < full
+end
+
 function Connection:note_retransmission(dir, seg, start, e)
   local f = self.flow[dir]
   self.retransmissions = self.retransmissions + 1
@@ -2395,6 +2402,9 @@ function Connection:note_retransmission(dir, seg, start, e)
     end
   end
   if f.una_known and e <= f.una and not orig then return end
+  -- Captured near the receiver, the original was seen arriving: the receiver had it, so the resend
+  -- is spurious (a tail-loss probe, an early timeout), no loss (engine: Connection::resent).
+  if orig and self:near(1 - dir) then return end
   local fd = { kind = "retransmission", side = side_of(dir), frame = seg.frame, lost_ms = 0 }
   if orig then
     fd.related = { { "original", orig.frame } }

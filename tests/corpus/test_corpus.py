@@ -298,7 +298,7 @@ def test_html_pending_findings_cap(tmp_path):
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     said = [l for l in r.stderr.splitlines() if "pending-findings cap (200000) hit" in l]
-    assert len(said) == 1 and ": frame 412504: warning: " in said[0], r.stderr
+    assert len(said) == 1 and ": frame 412505: warning: " in said[0], r.stderr
     assert "pending-findings cap (200000) hit" in page.read_text()
 
 

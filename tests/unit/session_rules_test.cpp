@@ -3,6 +3,7 @@
 // Nagle + delayed-ACK read, the Nagle-only read, the collapsed-status baseline, an R2T write.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <vector>
 
@@ -305,7 +306,8 @@ TEST(SessionRules, ResendAfterSlotReuseBlamesTheSender) {
   Recorder rec;
   Analyzer an(Options{}, rec);
   Wire w(an);
-  w.handshake(0, 8 * kMs, 50'000);  // near the initiator: a status is reported at once
+  // Midpath (near the receiver the capture would have seen the original arrive: a spurious resend)
+  w.handshake(0, 8 * kMs, 3 * kMs);
   w.data(true, 10 * kMs, read10(1, 2000));
   const uint32_t first_seq = w.next_seq(false), before_second = w.next_seq(true);
   std::vector<uint8_t> pdu = data_in(1, 2000, true);
@@ -419,4 +421,38 @@ TEST(SessionRules, JoinedConnectionIsJudgedWithItsMeasuredRoundTrips) {
     EXPECT_TRUE(kinds.count(FindingKind::nagle_hold)) << c.first_frame;
     EXPECT_TRUE(kinds.count(FindingKind::delayed_ack)) << c.first_frame;
   }
+}
+
+// A resend of a segment the capture saw arrive at the receiver (capture point near it) is a
+// spurious retransmission (a tail-loss probe while the ACK is late): not a loss. The same exchange
+// captured near the sender cannot tell, and stays a retransmission.
+namespace {
+std::vector<FindingKind> probed_read(bool near_initiator) {
+  Recorder rec;
+  Analyzer an(Options{}, rec);
+  Wire w(an);
+  const int64_t rtt_t = near_initiator ? 8 * kMs : 50'000, rtt_i = near_initiator ? 50'000 : 8 * kMs;
+  w.handshake(0, rtt_t, rtt_i);
+  const int64_t t = 20 * kMs;
+  w.data(true, t, read10(1, 2048));
+  const auto data = data_in(1, 2048, true);
+  const uint32_t start = w.next_seq(false);
+  w.data(false, t + rtt_t + rtt_i + 100'000, data);
+  // The initiator's ACK is late; the target probes with its last segment, then the ACK comes.
+  w.at(false, t + 3 * (rtt_t + rtt_i), start + 1448, std::vector<uint8_t>(data.begin() + 1448, data.end()));
+  w.ack(true, t + 3 * (rtt_t + rtt_i) + rtt_i + rtt_t);
+  an.finish();
+  std::vector<FindingKind> kinds;
+  for (const auto& f : rec.findings)
+    kinds.push_back(f.kind);
+  return kinds;
+}
+bool has(const std::vector<FindingKind>& v, FindingKind k) {
+  return std::find(v.begin(), v.end(), k) != v.end();
+}
+}  // namespace
+
+TEST(SessionRules, ResendOfDataSeenArrivingIsSpurious) {
+  EXPECT_FALSE(has(probed_read(true), FindingKind::retransmission));  // near the receiver
+  EXPECT_TRUE(has(probed_read(false), FindingKind::retransmission));  // near the sender
 }

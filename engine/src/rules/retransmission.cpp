@@ -26,8 +26,20 @@ void Connection::hole_filled(int dir, const Segment& seg, int64_t since) {
   emit_finding(std::move(fd));
 }
 
+bool Connection::near(int side_dir) const {
+  return tcp_.rtt(kI2T).known() && tcp_.rtt(kT2I).known() &&
+         full_rtt_ns() >= rules::ns(rules::vantage_min_rtt_ms) &&
+         rtt_ns(side_dir) * rules::near_initiator_rtt_factor < full_rtt_ns();
+}
+
 // seg resends bytes already seen (the tracker found the original, or says it is no longer kept).
 void Connection::resent(int dir, const Segment& seg, const tcp::SentSegment* orig) {
+  // Captured near the receiver, the original was seen arriving: the receiver had it, so the resend
+  // is spurious (a tail-loss probe, an early timeout), no loss; the wait before it stays what it was.
+  if (orig && near(dir ^ 1)) {
+    if (spurious_resends_++ == 0) first_spurious_frame_ = seg.frame;
+    return;
+  }
   Finding fd = finding(FindingKind::retransmission, side_of(dir), seg.frame, 0, nullptr);
   if (orig) {
     fd.related.emplace_back("original", orig->frame);

@@ -455,6 +455,13 @@ void Connection::finish() {
       release_slot(s);
     }
   judge_serialized();
+  if (spurious_resends_)
+    notice(Notice::Level::info, first_spurious_frame_,
+           std::to_string(spurious_resends_) + (spurious_resends_ == 1 ? " segment" : " segments") +
+               " resent although the capture point, near the receiver, saw the original arrive (first at "
+               "frame " +
+               std::to_string(first_spurious_frame_) +
+               "): spurious retransmissions (tail-loss probes, early timeouts), not counted as loss");
   sink_.on_connection(info());
 }
 

@@ -144,6 +144,9 @@ private:
   PduStream pdus_[2];
   int64_t last_t_ = 0;
   bool mid_session_ = false;
+  uint64_t spurious_resends_ = 0, first_spurious_frame_ = 0;
+  // The capture point is near this side (its round trip a small part of the path's).
+  bool near(int side_dir) const;
   std::pair<std::optional<bool>, std::optional<bool>> digest_seed_[2];
 
   OperationalKeys keys_;

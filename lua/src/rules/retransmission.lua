@@ -1,6 +1,13 @@
 ---------------------------------------------------------------------------------------------
 -- retransmission (engine/src/rules/retransmission.cpp): a segment resent after a loss.
 
+-- The capture point is near this side (its round trip a small part of the path's).
+function Connection:near(side)
+  local full = self:full_rtt_ns()
+  return self.rtt[I2T].known and self.rtt[T2I].known and full >= floor(RULES.vantage_min_rtt_ms * 1e6 + 0.5) and
+         self:rtt_ns(side) * RULES.near_initiator_rtt_factor < full
+end
+
 function Connection:note_retransmission(dir, seg, start, e)
   local f = self.flow[dir]
   self.retransmissions = self.retransmissions + 1
@@ -15,6 +22,9 @@ function Connection:note_retransmission(dir, seg, start, e)
     end
   end
   if f.una_known and e <= f.una and not orig then return end
+  -- Captured near the receiver, the original was seen arriving: the receiver had it, so the resend
+  -- is spurious (a tail-loss probe, an early timeout), no loss (engine: Connection::resent).
+  if orig and self:near(1 - dir) then return end
   local fd = { kind = "retransmission", side = side_of(dir), frame = seg.frame, lost_ms = 0 }
   if orig then
     fd.related = { { "original", orig.frame } }
