@@ -69,7 +69,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "39b1f3e4eb9e700638bbc6c757355145725d3a1a9cd57879bf789f9dee46f3d3",
+  doc_sha256 = "cf6eef190cc29f45adb29e8246c9c49a90a200ef7c65293eca9b96ca9a0d3d83",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -103,6 +103,7 @@ local RULES = {
   probation_bytes_max = 1048576,
   probation_ms = 2000,
   probation_bytes_all_max = 67108864,
+  probation_connections_max = 4096,
 }
 
 -- Options (engine/include/iscsi_doctor/analyzer.hpp)
@@ -2441,7 +2442,7 @@ function Analyzer.new(options)
     cur_frame = 0, finished = false, last_frame = 0,
     pending = {}, pending_count = 0, pending_order = {}, po_head = 1, po_tail = 0,
     closing = {}, cl_head = 1, cl_tail = 0, last_idle_scan = nil, refused = {}, refused_count = 0,
-    segments = 0, scan_segments = 0, probation = {}, probation_bytes = 0 }, Analyzer)
+    segments = 0, scan_segments = 0, probation = {}, probation_count = 0, probation_bytes = 0 }, Analyzer)
   return a
 end
 
@@ -2466,6 +2467,7 @@ function Analyzer:end_probation(key, c)
   local pr = self.probation[key]
   if not pr then return end
   self.probation[key] = nil
+  self.probation_count = self.probation_count - 1
   self.probation_bytes = self.probation_bytes - pr.bytes
   for d = 0, 1 do
     if pr.scout.rtt[d].known then c:seed_rtt(d, pr.scout.rtt[d].min) end
@@ -2690,8 +2692,9 @@ function Analyzer:feed(seg)
       for _, h in ipairs(p) do c:on_segment(h, h.src == ini and I2T or T2I) end
       self.pending[key] = nil
       self.pending_count = self.pending_count - 1
-    elseif not syn then
+    elseif not syn and self.probation_count < RULES.probation_connections_max then
       self.probation[key] = { scout = Connection.new(discarding(self.options), c.id, ini, tgt), held = {}, bytes = 0 }
+      self.probation_count = self.probation_count + 1
     end
   end
   local dir = seg.src == c.initiator and I2T or T2I

@@ -234,7 +234,7 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
       for (const Segment& h : p->second)
         it->second->on_segment(h, h.src == *initiator ? session::kI2T : session::kT2I);
       m.pending.erase(p);
-    } else if (!syn) {
+    } else if (!syn && m.probation.size() < rules::probation_connections_max) {
       auto pr = std::make_unique<Impl::Probation>();
       pr->scout = std::make_unique<Connection>(it->second->id(), *initiator, *target, m.options, pr->discard,
                                                pr->sessions);

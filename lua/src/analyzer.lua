@@ -12,7 +12,7 @@ function Analyzer.new(options)
     cur_frame = 0, finished = false, last_frame = 0,
     pending = {}, pending_count = 0, pending_order = {}, po_head = 1, po_tail = 0,
     closing = {}, cl_head = 1, cl_tail = 0, last_idle_scan = nil, refused = {}, refused_count = 0,
-    segments = 0, scan_segments = 0, probation = {}, probation_bytes = 0 }, Analyzer)
+    segments = 0, scan_segments = 0, probation = {}, probation_count = 0, probation_bytes = 0 }, Analyzer)
   return a
 end
 
@@ -37,6 +37,7 @@ function Analyzer:end_probation(key, c)
   local pr = self.probation[key]
   if not pr then return end
   self.probation[key] = nil
+  self.probation_count = self.probation_count - 1
   self.probation_bytes = self.probation_bytes - pr.bytes
   for d = 0, 1 do
     if pr.scout.rtt[d].known then c:seed_rtt(d, pr.scout.rtt[d].min) end
@@ -261,8 +262,9 @@ function Analyzer:feed(seg)
       for _, h in ipairs(p) do c:on_segment(h, h.src == ini and I2T or T2I) end
       self.pending[key] = nil
       self.pending_count = self.pending_count - 1
-    elseif not syn then
+    elseif not syn and self.probation_count < RULES.probation_connections_max then
       self.probation[key] = { scout = Connection.new(discarding(self.options), c.id, ini, tgt), held = {}, bytes = 0 }
+      self.probation_count = self.probation_count + 1
     end
   end
   local dir = seg.src == c.initiator and I2T or T2I

@@ -41,6 +41,7 @@ inline constexpr size_t probation_segments_max = 256;
 inline constexpr size_t probation_bytes_max = 1048576;
 inline constexpr double probation_ms = 2000;
 inline constexpr size_t probation_bytes_all_max = 67108864;
+inline constexpr size_t probation_connections_max = 4096;
 
 // Milliseconds as integer nanoseconds (rounded: 0.3 ms is not exact in binary).
 constexpr int64_t ns(double ms) { return int64_t(ms * 1e6 + (ms >= 0 ? 0.5 : -0.5)); }

@@ -2,7 +2,7 @@
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "39b1f3e4eb9e700638bbc6c757355145725d3a1a9cd57879bf789f9dee46f3d3",
+  doc_sha256 = "cf6eef190cc29f45adb29e8246c9c49a90a200ef7c65293eca9b96ca9a0d3d83",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -36,6 +36,7 @@ local RULES = {
   probation_bytes_max = 1048576,
   probation_ms = 2000,
   probation_bytes_all_max = 67108864,
+  probation_connections_max = 4096,
 }
 
 -- Options (engine/include/iscsi_doctor/analyzer.hpp)
