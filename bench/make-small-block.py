@@ -37,7 +37,7 @@ def read_pcap(path):
     return packets
 
 
-def tcp_ports_at(frame):
+def tcp_header_at(frame):
     """Offset of the TCP header in an Ethernet/IPv4 frame, or None."""
     if len(frame) < 34 or frame[12:14] != b"\x08\x00" or frame[23] != 6:
         return None
@@ -59,7 +59,7 @@ def main():
                     if written >= want:
                         break
                     frame = bytearray(frame)
-                    tcp = tcp_ports_at(frame)
+                    tcp = tcp_header_at(frame)
                     if tcp is not None and len(frame) >= tcp + 4:
                         for at in (tcp, tcp + 2):
                             port = struct.unpack_from(">H", frame, at)[0]

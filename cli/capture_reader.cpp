@@ -339,20 +339,20 @@ ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* onl
   uint64_t first_fragment = 0;
 
   // The next record from the file, with libpcap's checks and messages (sf-pcap.c).
-  pcap_pkthdr mapped{};
-  std::string map_error;
+  pcap_pkthdr record{};
+  std::string record_error;
   const auto read_failed = [&]() {
     return m.read_errno ? fmt::format("error reading dump file: {}", std::strerror(m.read_errno)) : "";
   };
-  auto next_mapped = [&](pcap_pkthdr** h, const u_char** data) -> int {
+  auto next_record = [&](pcap_pkthdr** h, const u_char** data) -> int {
     if (!m.fill(16)) {
       const size_t left = m.win_end - m.win_pos;
       if (m.read_errno) {
-        map_error = read_failed();
+        record_error = read_failed();
         return PCAP_ERROR;
       }
       if (left == 0) return PCAP_ERROR_BREAK;
-      map_error = fmt::format("truncated dump file; tried to read 16 header bytes, only got {}", left);
+      record_error = fmt::format("truncated dump file; tried to read 16 header bytes, only got {}", left);
       return PCAP_ERROR;
     }
     const uint8_t* r = m.window.data() + m.win_pos;
@@ -360,24 +360,24 @@ ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* onl
     // libpcap reads a record longer than the snaplen (up to its per-link maximum, 256 KiB for
     // most) and keeps snaplen bytes; longer ones are corrupt.
     if (caplen > m.snaplen && caplen > 262144) {
-      map_error =
+      record_error =
           fmt::format("invalid packet capture length {}, bigger than snaplen of {}", caplen, m.snaplen);
       return PCAP_ERROR;
     }
     const uint64_t left = m.file_size - std::min(m.file_size, m.win_offset + m.win_pos + 16);
     if (caplen > left || !m.fill(16 + size_t(caplen))) {
-      map_error = m.read_errno
-                      ? read_failed()
-                      : fmt::format("truncated dump file; tried to read {} captured bytes, only got {}",
-                                    caplen, std::min(left, uint64_t(m.win_end - m.win_pos - 16)));
+      record_error = m.read_errno
+                         ? read_failed()
+                         : fmt::format("truncated dump file; tried to read {} captured bytes, only got {}",
+                                       caplen, std::min(left, uint64_t(m.win_end - m.win_pos - 16)));
       return PCAP_ERROR;
     }
     r = m.window.data() + m.win_pos;  // the window may have moved
-    mapped.ts.tv_sec = time_t(m.field32(r));
-    mapped.ts.tv_usec = suseconds_t(m.nanosecond ? frac : uint64_t(frac) * 1000);  // nanoseconds, as asked
-    mapped.caplen = std::min(caplen, m.snaplen);
-    mapped.len = len;
-    *h = &mapped;
+    record.ts.tv_sec = time_t(m.field32(r));
+    record.ts.tv_usec = suseconds_t(m.nanosecond ? frac : uint64_t(frac) * 1000);  // nanoseconds, as asked
+    record.caplen = std::min(caplen, m.snaplen);
+    record.len = len;
+    *h = &record;
     *data = r + 16;
     m.win_pos += 16 + size_t(caplen);
     return 1;
@@ -387,11 +387,11 @@ ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* onl
   for (;;) {
     pcap_pkthdr* h = nullptr;
     const u_char* data = nullptr;
-    const int rc = m.fd >= 0 ? next_mapped(&h, &data) : pcap_next_ex(p, &h, &data);
+    const int rc = m.fd >= 0 ? next_record(&h, &data) : pcap_next_ex(p, &h, &data);
     if (rc != 1) {
       if (rc == PCAP_ERROR_BREAK) break;  // end of file
       st.damaged = true;
-      std::string why = m.fd >= 0 ? map_error : std::string(pcap_geterr(p));
+      std::string why = m.fd >= 0 ? record_error : std::string(pcap_geterr(p));
       if (m.gz && !m.gz->error.empty()) why = m.gz->error + "; " + why;
       events.on_notice(Notice::Level::error, st.packets,
                        st.packets == 0

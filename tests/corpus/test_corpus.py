@@ -11,8 +11,8 @@ No count here is read from iscsi-doctor's output. How each expectation is derive
   that frame alone), {past_open_cap} (those beyond the --max-open-commands cap) and
   {open_cap_hit_frame} (the frame of the command one past the cap).
 - The counts of SCSI commands (the report's commands with iscsi_opcode 1) and of completed ones
-  come from tshark (wireshark_view.py: Wireshark's framing, and its pairing of each SCSI Command
-  with its SCSI Response or status-bearing Data-In). expect.json's "counts" says on which capture:
+  come from tshark (tests/integration/tshark_oracle.py, the integration tests' oracle: Wireshark's
+  framing, and its pairing of each SCSI Command with its SCSI Response or status-bearing Data-In). expect.json's "counts" says on which capture:
   - "source": tshark on the undamaged fixture each corpus file was made from, minus what the
     file's damage takes, as make_corpus.py states it in the fixture's frame numbers ("damage":
     cut_after_frame, starts_at_frame, frames_dropped, directions, and "unreadable": the frames in
@@ -51,7 +51,13 @@ import pytest
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
-import wireshark_view as wireshark  # noqa: E402
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+import tshark_oracle  # noqa: E402
+
+
+def wireshark_commands(path):
+    """tshark's SCSI commands in path, each with its connection; a damaged file as far as tshark reads it."""
+    return tshark_oracle.commands(path, streams=True, damaged_ok=True)
 
 DOCTOR = os.environ.get("ISCSI_DOCTOR", "iscsi-doctor")
 EXPECT = json.loads((HERE / "expect.json").read_text())
@@ -104,7 +110,7 @@ def in_ranges(frame, ranges):
 def part_bounds(part):
     """(lower commands, lower completed, upper commands, upper completed) of one fixture under its
     damage: tshark's commands and pairing on the fixture, the damage in its frame numbers."""
-    cmds = wireshark.commands(ROOT / part["source"])
+    cmds = wireshark_commands(ROOT / part["source"])
     cut = part.get("cut_after_frame")
     start = part.get("starts_at_frame", 1)
     dropped = set(part.get("frames_dropped", ()))
@@ -121,8 +127,8 @@ def part_bounds(part):
 
     lo = [c for c in cmds if readable(c.pdu, "initiator")]
     hi = [c for c in cmds if present(c.pdu, "initiator")]
-    return (len(lo), sum(c.answered and readable(c.status, "target") for c in lo),
-            len(hi), sum(c.answered and present(c.status, "target") for c in hi))
+    return (len(lo), sum(c.answered and readable(c.status_pdu, "target") for c in lo),
+            len(hi), sum(c.answered and present(c.status_pdu, "target") for c in hi))
 
 
 def parts_of(damage):
@@ -147,9 +153,9 @@ def bounds(name):
         parts = parts[:keep]  # connections beyond the cap are not analysed
     per = [part_bounds(p) for p in parts]
     if e["counts"] == "corpus":
-        streams = sorted({c.pdu.stream for c in wireshark.commands(HERE / name)})
+        streams = sorted({c.pdu.stream for c in wireshark_commands(HERE / name)})
         kept = set(streams[:keep] if keep is not None else streams)
-        cmds = [c for c in wireshark.commands(HERE / name) if c.pdu.stream in kept]
+        cmds = [c for c in wireshark_commands(HERE / name) if c.pdu.stream in kept]
         lo = (len(cmds), sum(c.answered for c in cmds))
         hi = (sum(p[2] for p in per), sum(p[3] for p in per)) if per else lo
         connections = []
@@ -175,7 +181,7 @@ class Facts(dict):
         self.name = name
 
     def __missing__(self, key):
-        cmds = wireshark.commands(HERE / self.name)
+        cmds = wireshark_commands(HERE / self.name)
         never = [c for c in cmds if not c.answered]
         open_cap = cap(CASES[self.name].get("args", []), "--max-open-commands")
         value = {"never_answered": lambda: len(never),

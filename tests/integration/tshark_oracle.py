@@ -40,10 +40,16 @@ class Pdu:
     fields: dict                    # iSCSI field name -> first 'show' value
     segments: Optional[list]        # frames of a PDU reassembled from several segments
     scsi: list = field(default_factory=list)   # [(showname, {field -> show})] in tree order
+    stream: Optional[int] = None    # tcp.stream, when asked for (pdus(streams=True))
 
     @property
     def itt(self):
         return int(self.fields["iscsi.initiatortasktag"], 16)
+
+    @property
+    def first_frame(self):
+        """The frame holding the PDU's first byte (its BHS)."""
+        return min(self.segments) if self.segments else self.frame
 
     def scsi_part(self, prefix):
         for name, f in self.scsi:
@@ -64,6 +70,10 @@ class Command:
     @property
     def itt(self):
         return self.pdu.itt
+
+    @property
+    def answered(self):
+        return self.status_pdu is not None
 
     @property
     def edtl(self):
@@ -129,73 +139,90 @@ def _tshark_path():
 
 
 @functools.lru_cache(maxsize=None)
-def pdus(path):
-    """All iSCSI PDUs of the frames DISPLAY_FILTER selects, in capture and tree order."""
+def pdus(path, streams=False, damaged_ok=False):
+    """All iSCSI PDUs of the frames DISPLAY_FILTER selects, in capture and tree order.
+    streams: also each PDU's tcp.stream (its connection). damaged_ok: a capture tshark can read only
+    in part (cut short, a corrupt record) gives the PDUs of the part it read."""
     err = tempfile.TemporaryFile()  # not a pipe: tshark must never block on a full stderr
     proc = subprocess.Popen([_tshark_path(), "-2", "-r", str(path), "-Y", DISPLAY_FILTER, "-T", "pdml",
-                             "-J", "frame iscsi scsi"],
+                             "-J", "frame tcp iscsi scsi" if streams else "frame iscsi scsi"],
                             stdout=subprocess.PIPE, stderr=err)
     out = []
-    frame = frame_ns = None
+    frame = frame_ns = stream = None
     pending_segments = None
     depth = 0
-    for event, elem in ET.iterparse(proc.stdout, events=("start", "end")):
-        if event == "start":
-            depth += 1
-            continue
-        depth -= 1
-        # only act on the children of <packet> (depth 2 once closed: pdml > packet > proto)
-        if elem.tag == "packet":
-            frame = frame_ns = None
-            pending_segments = None
-            elem.clear()
-            continue
-        if elem.tag != "proto" or depth != 2:
-            continue
-        name = elem.get("name")
-        if name == "geninfo":
-            for f in elem.iter("field"):
-                if f.get("name") == "num":
-                    frame = int(f.get("show"))
-                elif f.get("name") == "timestamp":
-                    frame_ns = _ns(f.get("value"))
-        elif name == "fake-field-wrapper":
-            for f in elem.iter("field"):
-                if f.get("name") == "tcp.segments":
-                    pending_segments = [int(x) for x in _SEGMENTS.findall(f.get("showname", ""))]
-                elif (f.get("name") or "").startswith("iscsi.") and out and out[-1].frame == frame:
-                    # fields Wireshark hung outside the iscsi item (seen for the command's flags)
-                    if f.get("show") is not None:
-                        out[-1].fields.setdefault(f.get("name"), f.get("show"))
-        elif name == "iscsi":
-            fields = {}
-            _first_shows(elem, fields)
-            if "iscsi.opcode" in fields:
-                out.append(Pdu(frame, frame_ns, int(fields["iscsi.opcode"], 16), fields, pending_segments))
-            pending_segments = None
-        elif name == "scsi":
-            if out and out[-1].frame == frame:
+    parse_error = None
+    try:
+        for event, elem in ET.iterparse(proc.stdout, events=("start", "end")):
+            if event == "start":
+                depth += 1
+                continue
+            depth -= 1
+            # only act on the children of <packet> (depth 2 once closed: pdml > packet > proto)
+            if elem.tag == "packet":
+                frame = frame_ns = stream = None
+                pending_segments = None
+                elem.clear()
+                continue
+            if elem.tag != "proto" or depth != 2:
+                continue
+            name = elem.get("name")
+            if name == "geninfo":
+                for f in elem.iter("field"):
+                    if f.get("name") == "num":
+                        frame = int(f.get("show"))
+                    elif f.get("name") == "timestamp":
+                        frame_ns = _ns(f.get("value"))
+            elif name == "tcp":
+                for f in elem.iter("field"):
+                    if f.get("name") == "tcp.stream":
+                        stream = int(f.get("show"))
+                        break
+            elif name == "fake-field-wrapper":
+                for f in elem.iter("field"):
+                    if f.get("name") == "tcp.segments":
+                        pending_segments = [int(x) for x in _SEGMENTS.findall(f.get("showname", ""))]
+                    elif (f.get("name") or "").startswith("iscsi.") and out and out[-1].frame == frame:
+                        # fields Wireshark hung outside the iscsi item (seen for the command's flags)
+                        if f.get("show") is not None:
+                            out[-1].fields.setdefault(f.get("name"), f.get("show"))
+            elif name == "iscsi":
                 fields = {}
                 _first_shows(elem, fields)
-                out[-1].scsi.append((elem.get("showname", ""), fields))
+                if "iscsi.opcode" in fields:
+                    out.append(Pdu(frame, frame_ns, int(fields["iscsi.opcode"], 16), fields, pending_segments,
+                                   stream=stream))
+                pending_segments = None
+            elif name == "scsi":
+                if out and out[-1].frame == frame:
+                    fields = {}
+                    _first_shows(elem, fields)
+                    out[-1].scsi.append((elem.get("showname", ""), fields))
+    except ET.ParseError as e:  # no PDML at all: tshark could not read the file (said below)
+        parse_error = e
     proc.stdout.close()
     rc = proc.wait()
-    if rc != 0:
-        err.seek(0)
-        raise RuntimeError(f"tshark failed on {path}: {err.read().decode(errors='replace')[-2000:]}")
+    err.seek(0)
+    message = err.read().decode(errors="replace")
     err.close()
+    damaged = rc == 2 and ("cut short" in message or "appears to be damaged or corrupt" in message)
+    if rc != 0 and not (damaged_ok and damaged):
+        raise RuntimeError(f"tshark failed on {path}: exit {rc}: {message[-2000:]}")
+    if parse_error is not None:
+        raise RuntimeError(f"tshark on {path}: {parse_error}")
     return tuple(out)
 
 
 @functools.lru_cache(maxsize=None)
-def commands(path):
-    """Every SCSI Command PDU Wireshark sees, with its status PDU where it pairs one."""
-    all_pdus = pdus(path)
+def commands(path, streams=False, damaged_ok=False):
+    """Every SCSI Command PDU Wireshark sees, with its status PDU where it pairs one (options as
+    pdus(); with streams, a status PDU is taken from the command's own connection only)."""
+    all_pdus = pdus(path, streams, damaged_ok)
     status_at = {}
     all_pdus = [p for p in all_pdus if "iscsi.initiatortasktag" in p.fields]  # cut short: no ITT
     for p in all_pdus:
         if p.opcode == 0x21 or (p.opcode == 0x25 and "iscsi.scsiresponse.status" in p.fields):
-            status_at.setdefault((p.frame, p.itt), []).append(p)
+            status_at.setdefault((p.stream, p.frame, p.itt), []).append(p)
     out = []
     for p in all_pdus:
         if p.opcode != 0x01:
@@ -204,7 +231,7 @@ def commands(path):
         resp = int(resp) if resp else None
         status = None
         if resp is not None:
-            cands = [s for s in status_at.get((resp, p.itt), [])
+            cands = [s for s in status_at.get((p.stream, resp, p.itt), [])
                      if s.fields.get("iscsi.request_frame") in (None, str(p.frame))]
             # the SCSI Response when there is one, else the status-bearing Data-In
             cands.sort(key=lambda s: s.opcode != 0x21)

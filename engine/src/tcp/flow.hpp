@@ -179,8 +179,7 @@ public:
     if (from_handshake) handshake_ = true;
     if (!known_ || ns < min_) min_ = ns;
     known_ = true;
-    ++samples_;
-    recent_[path_samples_++ % rules::jitter_window] = ns;
+    recent_[samples_++ % rules::jitter_window] = ns;
   }
   // The minimum found by a first look at the connection (a joined one: see Analyzer), before any
   // sample of its own: no sample is counted.
@@ -199,7 +198,7 @@ public:
   int64_t jitter_ns() const {
     std::array<int64_t, rules::jitter_window> ex;
     size_t n = 0;
-    const size_t have = size_t(std::min<uint64_t>(path_samples_, rules::jitter_window));
+    const size_t have = size_t(std::min<uint64_t>(samples_, rules::jitter_window));
     for (size_t i = 0; i < have; ++i)
       if (recent_[i] - min_ <= rules::ns(rules::jitter_excess_max_ms)) ex[n++] = recent_[i] - min_;
     if (n < rules::jitter_samples_min) return 0;
@@ -211,7 +210,7 @@ public:
 private:
   int64_t min_ = 0;
   bool known_ = false, handshake_ = false;
-  uint64_t samples_ = 0, path_samples_ = 0;  // path_samples_: the ones in recent_ (all, for now)
+  uint64_t samples_ = 0;
   std::array<int64_t, rules::jitter_window> recent_{};
 };
 
