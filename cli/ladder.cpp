@@ -10,6 +10,7 @@
 #include <deque>
 #include <limits>
 #include <set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -26,8 +27,7 @@ constexpr int64_t kAfterNs = 200'000'000;
 constexpr size_t kHead = 30;  // a long transfer keeps its first and last segments and evidence
 constexpr size_t kTail = 30;
 
-// ---- iSCSI PDU labels: a minimal framer per direction ------------------------------------------
-// Only to name the PDUs an arrow carries; the engine did the real framing in the first pass.
+// ---- Labels: the names of the PDUs the engine found in a segment ---------------------------------
 
 std::string_view opcode_name(uint8_t op) {
   switch (op) {
@@ -72,86 +72,41 @@ std::string_view opcode_name(uint8_t op) {
   }
 }
 
-bool opcode_from(bool initiator, uint8_t op) { return initiator ? op < 0x20 : op >= 0x20; }
-
-struct Framer {
-  bool synced = false;
-  uint32_t next = 0;      // sequence number of the next BHS
-  bool cur_ours = false;  // the PDU in progress belongs to the drawn command
-  bool have_end = false;
-  uint32_t end = 0;  // highest sequence number seen (to tell retransmissions)
-};
-
-uint32_t be32(const uint8_t* p) {
-  return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
-}
-
-// Names the PDUs starting in `seg` and whether any of its bytes belong to command `itt`.
-void label_segment(Framer& f, const Segment& seg, bool from_initiator, uint32_t itt, bool hd, bool dd,
-                   LadderSeg& out) {
-  const uint32_t len = seg.payload_wire_len;
-  if (len == 0) {
-    if (seg.flags & tcp_flag::syn)
-      out.label = seg.flags & tcp_flag::ack ? "SYN-ACK" : "SYN";
-    else if (seg.flags & tcp_flag::fin)
-      out.label = "FIN";
-    else if (seg.flags & tcp_flag::rst)
-      out.label = "RST";
-    else
-      out.label = "ACK";
-    return;
+// A segment's label: the PDUs whose headers the engine found in it, or its TCP role.
+std::string label_of(const LadderSeg& s, const std::vector<std::pair<uint8_t, uint8_t>>& pdus) {
+  if (s.len == 0) {
+    if (s.flags & tcp_flag::syn) return s.flags & tcp_flag::ack ? "SYN-ACK" : "SYN";
+    if (s.flags & tcp_flag::fin) return "FIN";
+    if (s.flags & tcp_flag::rst) return "RST";
+    return "ACK";
   }
-  const uint32_t seg_end = seg.seq + len;
-  if (f.have_end && int32_t(seg_end - f.end) <= 0) {
-    out.label = "retransmission";
-    out.retransmission = true;
-    return;
-  }
-  f.have_end = true;
-  f.end = seg_end;
-  const auto& p = seg.payload;
-  auto plausible = [&](size_t off) {
-    if (off + 48 > p.size()) return false;
-    const uint8_t op = p[off] & 0x3f;
-    return !opcode_name(op).empty() && opcode_from(from_initiator, op) && p[off + 4] <= 16;
-  };
-  if (f.synced && int32_t(f.next - seg.seq) < 0) f.synced = false;  // bytes missing: resync
-  if (!f.synced) {
-    if (!plausible(0)) return;
-    f.synced = true;
-    f.next = seg.seq;
-  }
+  if (s.retransmission) return "retransmission";
   std::string label;
-  bool ours = false;
-  uint32_t off = f.next - seg.seq;
-  if (off > 0) ours = f.cur_ours;  // continuation of the PDU in progress
-  while (off < len) {
-    if (!plausible(off)) {  // cut by the snaplen, or not a BHS after all
-      f.synced = false;
-      break;
-    }
-    const uint8_t* b = p.data() + off;
-    const uint8_t op = b[0] & 0x3f;
-    const uint32_t dlen = uint32_t(b[5]) << 16 | uint32_t(b[6]) << 8 | b[7];
-    const uint32_t pdu = 48 + uint32_t(b[4]) * 4 + (hd ? 4 : 0) + ((dlen + 3) & ~3u) + (dlen && dd ? 4 : 0);
-    f.cur_ours = be32(b + 16) == itt && op != 0x00 && op != 0x20;
-    ours |= f.cur_ours;
+  for (const auto& [op, flags] : pdus) {
+    const std::string_view name = opcode_name(op);
     if (!label.empty()) label += " + ";
-    label += opcode_name(op);
-    if (op == 0x25 && (b[1] & 0x01)) label += " (status)";
-    off += pdu;
-    f.next = seg.seq + off;
+    label += name.empty() ? fmt::format("opcode 0x{:02x}", op) : std::string(name);
+    if (op == 0x25 && (flags & 0x01)) label += " (status)";
   }
-  out.label = label.empty() ? "data" : label;
-  out.ours = ours;
+  return label.empty() ? "data" : label;
 }
 
 // ---- Second pass ---------------------------------------------------------------------------------
 
+// What the engine said of one kept segment while the second pass re-analysed its connection.
+struct SegFacts {
+  std::vector<std::pair<uint8_t, uint8_t>> pdus;  // opcode and flags of each PDU begun in it
+  bool ours = false;                              // an event of the drawn command's critical path
+  bool resent = false;                            // bytes the connection had already carried
+  bool from_initiator = false;
+  int half_trips = -1;
+};
+
 // One command's segments as the second pass gathers them: a little context before its first frame
 // and after its status, its own segments (head and tail of a long transfer), and every evidence
 // frame the engine named (`forced`: the command's first and status frames, each finding's frame
-// and related frames) wherever it lies, with the count of segments left out before it.
+// and related frames) wherever it lies, with the count of segments left out before it. `facts`
+// holds the engine's word on each segment still kept (dropped with the segment).
 struct Collect {
   LadderRequest* r = nullptr;
   uint64_t first = 0, last = 0;  // frames of the command (last: UINT64_MAX while open)
@@ -160,36 +115,46 @@ struct Collect {
   uint64_t first_forced = 0, last_forced = 0;  // the earliest and latest evidence frames (0: none)
   std::deque<LadderSeg> before, tail;
   std::vector<LadderSeg> kept;  // head and evidence frames
+  std::unordered_map<uint64_t, SegFacts> facts;
   uint64_t inside = 0, pending_elided = 0;
   bool early_kept = false;  // an evidence frame before the context that precedes the command
   uint64_t before_elided = 0, after_elided = 0;
   size_t after = 0;
   bool after_done = false;  // the context after the status is complete
   bool done = false;
-  Framer framer[2];
 };
 
-class Collector final : public ReaderEvents {
+bool same_connection(const Segment& seg, const ConnectionInfo& k, bool& from_i) {
+  if (seg.src.port == k.initiator.port && seg.dst.port == k.target.port && seg.src == k.initiator &&
+      seg.dst == k.target)
+    return from_i = true;
+  if (seg.src.port == k.target.port && seg.dst.port == k.initiator.port && seg.src == k.target &&
+      seg.dst == k.initiator)
+    return !(from_i = false);
+  return false;
+}
+
+// Feeds the drawn commands' connections, and only those, to an Analyzer of their own with the
+// first pass's options: the labels, the command's segments and its half trips are the engine's
+// (connections are analysed each on their own, so theirs are the first pass's facts).
+class Collector final : public ReaderEvents, public Tracer, public Sink {
 public:
-  explicit Collector(std::vector<Collect>& c) : c_(c) {}
+  Collector(std::vector<Collect>& c, const Options& options) : c_(c), analyzer_(options, *this) {
+    analyzer_.set_tracer(this);
+  }
   void on_segment(const Segment& seg) override {
+    bool any = false;
     for (Collect& c : c_) {
-      if (c.done) continue;
-      const ConnectionInfo& k = c.r->conn;
-      bool from_i;
-      if (seg.src.port == k.initiator.port && seg.dst.port == k.target.port && seg.src == k.initiator &&
-          seg.dst == k.target)
-        from_i = true;
-      else if (seg.src.port == k.target.port && seg.dst.port == k.initiator.port && seg.src == k.target &&
-               seg.dst == k.initiator)
-        from_i = false;
-      else {
-        if (seg.frame > c.last && seg.time_ns > c.after_until) {
+      bool from_i = false;
+      if (!same_connection(seg, c.r->conn, from_i)) {
+        if (!c.done && seg.frame > c.last && seg.time_ns > c.after_until) {
           c.after_done = true;
           c.done = seg.frame > c.last_forced;
         }
         continue;
       }
+      if (c.done) continue;
+      any = true;
       LadderSeg s;
       s.frame = seg.frame;
       s.time_ns = seg.time_ns;
@@ -199,19 +164,51 @@ public:
       s.len = seg.payload_wire_len;
       s.flags = seg.flags;
       s.window = seg.window;
-      label_segment(c.framer[from_i ? 0 : 1], seg, from_i, c.r->command.itt, c.r->conn.header_digest,
-                    c.r->conn.data_digest, s);
       add(c, std::move(s));
     }
+    if (!any) return;
+    const SegmentStatus status = analyzer_.feed(seg);
+    if (status == SegmentStatus::retransmission)
+      for (Collect& c : c_)
+        if (auto it = c.facts.find(seg.frame); it != c.facts.end()) it->second.resent = true;
   }
   void on_notice(Notice::Level, uint64_t, std::string) override {}
   // Every diagram complete: the rest of the file is not needed.
   bool finished() const override {
     return std::all_of(c_.begin(), c_.end(), [](const Collect& c) { return c.done; });
   }
+  void on_pdu(const PduTrace& t) override {
+    for (Collect& c : c_) {
+      if (!t.last_frame) {  // its header: the label
+        if (auto it = c.facts.find(t.first_frame); it != c.facts.end())
+          it->second.pdus.emplace_back(t.opcode, t.flags);
+        continue;
+      }
+      // The drawn command's PDUs (not a NOP echoing its tag): each segment that carried them.
+      const CommandResult& cmd = c.r->command;
+      if (t.itt != cmd.itt || t.opcode == 0x00 || t.opcode == 0x20 || t.first_frame < cmd.first_frame ||
+          (cmd.status_frame && t.last_frame > cmd.status_frame))
+        continue;
+      for (auto& [frame, f] : c.facts)
+        if (frame >= t.first_frame && frame <= t.last_frame && f.from_initiator == t.from_initiator)
+          f.ours = true;
+    }
+  }
+  void on_path(const PathTrace& t) override {
+    for (Collect& c : c_)
+      if (t.command_first_frame == c.r->command.first_frame)
+        if (auto it = c.facts.find(t.frame); it != c.facts.end()) {
+          it->second.ours = true;
+          it->second.half_trips = std::max(it->second.half_trips, t.half_trips);
+        }
+  }
+  void finish() { analyzer_.finish(); }
 
 private:
+  static void keep(Collect& c, LadderSeg&& s) { c.kept.push_back(std::move(s)); }
+  static void drop(Collect& c, uint64_t frame) { c.facts.erase(frame); }
   static void add(Collect& c, LadderSeg&& s) {
+    c.facts.try_emplace(s.frame).first->second.from_initiator = s.from_initiator;
     if (s.frame < c.first) {
       c.before.push_back(std::move(s));
       if (c.before.size() <= kBefore) return;
@@ -221,31 +218,34 @@ private:
         old.elided_before = c.before_elided;
         c.before_elided = 0;
         c.early_kept = true;
-        c.kept.push_back(std::move(old));
-      } else if (c.early_kept) {
-        ++c.before_elided;
+        keep(c, std::move(old));
+      } else {
+        drop(c, old.frame);
+        if (c.early_kept) ++c.before_elided;
       }
       return;
     }
     if (s.frame > c.last) {
+      const uint64_t frame = s.frame;
       if (!c.after_done && c.after < kAfter && s.time_ns <= c.after_until) {
-        c.kept.push_back(std::move(s));
+        keep(c, std::move(s));
         c.after_done = ++c.after >= kAfter;
       } else {  // past the context: only evidence frames, after those left out
         c.after_done = true;
-        if (c.forced.count(s.frame)) {
+        if (c.forced.count(frame)) {
           s.elided_before = c.after_elided;
           c.after_elided = 0;
-          c.kept.push_back(std::move(s));
+          keep(c, std::move(s));
         } else {
+          drop(c, frame);
           ++c.after_elided;
         }
       }
-      c.done = c.after_done && s.frame >= c.last_forced;
+      c.done = c.after_done && frame >= c.last_forced;
       return;
     }
     if (c.inside++ < kHead) {
-      c.kept.push_back(std::move(s));
+      keep(c, std::move(s));
       return;
     }
     c.tail.push_back(std::move(s));
@@ -255,19 +255,23 @@ private:
     if (c.forced.count(old.frame)) {
       old.elided_before = c.pending_elided;
       c.pending_elided = 0;
-      c.kept.push_back(std::move(old));
+      keep(c, std::move(old));
     } else {
+      drop(c, old.frame);
       ++c.pending_elided;
     }
   }
   std::vector<Collect>& c_;
+  Analyzer analyzer_;
 };
 
 }  // namespace
 
-void collect_ladders(const std::string& path, DecoderChoice decoder, std::vector<LadderRequest*> requests) {
+void collect_ladders(const std::string& path, DecoderChoice decoder, const Options& options,
+                     std::vector<LadderRequest*> requests) {
   if (requests.empty()) return;
   std::vector<Collect> c(requests.size());
+  uint64_t hi = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
     LadderRequest& r = *requests[i];
     Collect& x = c[i];
@@ -287,19 +291,14 @@ void collect_ladders(const std::string& path, DecoderChoice decoder, std::vector
     x.last = r.command.status_frame ? r.command.status_frame
                                     : std::max(x.last_forced, r.command.first_frame + 2000);
     x.after_until = r.command.status_frame ? r.command.status_ns + kAfterNs : 0;
+    hi = std::max({hi, x.last, x.last_forced});
   }
-  // Around each command and its evidence, a few thousand frames: context segments, PDU framing to
-  // sync on, the segments after its status.
-  FrameRanges ranges;
-  for (const Collect& x : c) {
-    const uint64_t lo = x.first_forced ? std::min(x.first, x.first_forced) : x.first;
-    const uint64_t hi = std::max(x.last, x.last_forced);
-    ranges.emplace_back(lo > 5000 ? lo - 5000 : 1,
-                        hi > std::numeric_limits<uint64_t>::max() - 5000 ? hi : hi + 5000);
-  }
+  // The engine needs each connection from its start; after the last command, a few thousand frames
+  // for the context segments after its status.
   CaptureReader reader(path, decoder);
-  Collector col(c);
-  reader.read_frames(col, ranges);
+  Collector col(c, options);
+  reader.read_frames(col, {{1, hi > std::numeric_limits<uint64_t>::max() - 5000 ? hi : hi + 5000}});
+  col.finish();
   for (Collect& x : c) {
     std::vector<LadderSeg>& out = x.r->segs;
     out.clear();
@@ -316,6 +315,13 @@ void collect_ladders(const std::string& path, DecoderChoice decoder, std::vector
       out.push_back(std::move(s));
     std::stable_sort(out.begin(), out.end(),
                      [](const LadderSeg& a, const LadderSeg& b) { return a.frame < b.frame; });
+    for (LadderSeg& s : out) {
+      const SegFacts& f = x.facts[s.frame];
+      s.retransmission = s.len > 0 && f.resent;
+      s.label = label_of(s, f.pdus);
+      s.ours = f.ours;
+      s.half_trips = f.half_trips;
+    }
   }
 }
 
@@ -440,7 +446,7 @@ int ladder_main(int argc, char** argv) {
     req.findings = sink.findings_of(req.command);
     for (const ConnectionInfo& ci : analyzer.connections())
       if (ci.id == req.command.connection) req.conn = ci;
-    collect_ladders(capture, dec, {&req});
+    collect_ladders(capture, dec, engine, {&req});
   } catch (const CaptureError& e) {
     std::fprintf(stderr, "iscsi-doctor ladder: error: %s\n", e.what());
     return kExitUnusable;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "capture_reader.hpp"
+#include "iscsi_doctor/analyzer.hpp"
 #include "iscsi_doctor/results.hpp"
 
 namespace iscsi_doctor::cli {
@@ -27,6 +28,7 @@ struct LadderSeg {
   std::string label;  // PDUs starting in it ("Data-In + SCSI Rsp"), or "ACK", "SYN", ...
   bool ours = false;  // carries bytes of the drawn command's PDUs
   bool retransmission = false;
+  int half_trips = -1;  // the drawn command's half trips after this segment (engine; -1: not its event)
   uint64_t elided_before = 0;  // segments of the connection left out just before this one
 };
 
@@ -41,10 +43,13 @@ struct LadderRequest {
 
 // Second pass: reads `path` and fills each request's segments (those of its connection from just
 // before its first frame to just after its status frame; long transfers keep their head, tail
-// and evidence frames). The file is walked as the first pass walked it (CaptureReader::read_frames:
-// same records, frame numbers and validity rules), decoding only around the requested commands
-// and stopping after the last frame any request needs.
-void collect_ladders(const std::string& path, DecoderChoice decoder, std::vector<LadderRequest*> requests);
+// and evidence frames). The file is walked as the first pass walked it (same records, frame
+// numbers and validity rules) up to the last frame any request needs; the requests' connections,
+// and only those, are analysed again with `options` (the first pass's), and what the engine made
+// of each kept segment (the PDUs begun in it, the drawn command's events and half trips, resends)
+// is what the diagram shows.
+void collect_ladders(const std::string& path, DecoderChoice decoder, const Options& options,
+                     std::vector<LadderRequest*> requests);
 
 // The diagram as an <svg> element (standalone: with the XML namespace and a white background, for
 // a file of its own). Element ids start with `id_prefix`; each arrow is a <g> with data-frame

@@ -130,22 +130,19 @@ std::vector<Arrow> make_arrows(const LadderRequest& r, const CapturePoint& cp) {
   return arrows;
 }
 
-// Round trips: each change of direction along the command's own segments (and the ACK that
-// released a hold) is one crossing; every second crossing completes a round trip.
+// Round trips as the engine counted them (docs/rules.md "Round trips"): a marker where the
+// command's half trips complete another round trip (every second crossing). Should the drawn
+// events end short of the round trips the command is reported with, its status says them.
 void number_round_trips(std::vector<Arrow>& arrows, const CommandResult& c) {
-  int h = 0, last_dir = -1;
+  int shown = 0;
+  Arrow* status = nullptr;
   for (Arrow& a : arrows) {
     const LadderSeg& s = *a.s;
-    if (s.frame < c.first_frame || (c.status_frame && s.frame > c.status_frame)) continue;
-    const bool causal = (s.ours && s.len > 0) || a.role == "held" || a.role == "release";
-    if (!causal) continue;
-    const int dir = s.from_initiator ? 0 : 1;
-    if (dir != last_dir) {
-      ++h;
-      last_dir = dir;
-      if (h % 2 == 0) a.rt = h / 2;
-    }
+    if (c.status_frame && s.frame == c.status_frame) status = &a;
+    if (s.half_trips < 0 || s.half_trips / 2 <= shown) continue;
+    a.rt = shown = s.half_trips / 2;
   }
+  if (status && shown < c.round_trips) status->rt = c.round_trips;
 }
 
 // A shaded wait: [send - lost, send] of the evidence frame, on the side that waited.

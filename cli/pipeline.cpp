@@ -435,6 +435,7 @@ int run_pipeline(const PipelineOptions& opt) {
   for (const Input& in : inputs)
     ro.paths.push_back(in.path);
   ro.decoder = opt.decoder;
+  ro.engine = opt.engine;
   const std::unique_ptr<Report> report = make_report(opt.format, ro);
   std::unique_ptr<Summary> overall_owned;
   if (inputs.size() > 1) overall_owned = std::make_unique<Summary>(opt.worst);

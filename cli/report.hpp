@@ -114,6 +114,7 @@ struct ReportOptions {
   bool several = false;                         // more than one input
   std::vector<std::string> paths;               // the inputs, by capture index
   DecoderChoice decoder = DecoderChoice::fast;  // the HTML report's second pass reads as the first
+  Options engine;                               // and analyses as the first
 };
 std::unique_ptr<Report> make_text_report(const ReportOptions&);
 std::unique_ptr<Report> make_json_report(const ReportOptions&);

@@ -9,9 +9,10 @@
 // A report of the pipeline (pipeline.hpp) like the others. Per capture, in the thread analysing
 // it: while the engine reports, the commands and findings are aggregated into fixed bins (charts)
 // and a few picked commands (ladders); once the capture is analysed, a second pass re-reads the
-// file only around the picked commands (collect_ladders) and the capture's section is written to
-// the deferred stream. At the end the page opens with the summary of all captures and the gate,
-// and the sections follow. Memory and output size do not grow with the number of packets.
+// file up to the picked commands and re-analyses their connections (collect_ladders), and the
+// capture's section is written to the deferred stream. At the end the page opens with the summary
+// of all captures and the gate, and the sections follow. Memory and output size do not grow with the number
+// of packets.
 #include "report.hpp"
 
 #include <algorithm>
@@ -704,7 +705,7 @@ std::string text_report(const CaptureResult& r) {
 
 // One capture's section of the page, once the capture is analysed: its second pass, then the
 // facts, findings, ladders, charts and tables.
-void capture_section(const CaptureResult& r, Aggregates& agg, DecoderChoice decoder, Out& o) {
+void capture_section(const CaptureResult& r, Aggregates& agg, const ReportOptions& ro, Out& o) {
   const std::string cid = fmt::format("c{}", r.index);
   put(o, "<section class=\"capture\" id=\"{}\" data-path=\"{}\">\n<h2>{}</h2>\n", cid, esc(r.path),
       esc(r.path));
@@ -732,7 +733,7 @@ void capture_section(const CaptureResult& r, Aggregates& agg, DecoderChoice deco
   for (auto& [key, req] : unique)
     reqs.push_back(&req);
   try {
-    collect_ladders(r.path, decoder, reqs);
+    collect_ladders(r.path, ro.decoder, ro.engine, reqs);
   } catch (const CaptureError&) {
   }
 
@@ -880,22 +881,22 @@ void capture_section(const CaptureResult& r, Aggregates& agg, DecoderChoice deco
 // is analysed (into the deferred stream: the page opens with the summary of all captures).
 class HtmlCaptureReport final : public CaptureReport {
 public:
-  HtmlCaptureReport(ElementStream& section, size_t per_kind, DecoderChoice decoder, Sink& notices)
-      : section_(section), decoder_(decoder), first_pass_(agg_, per_kind, notices) {}
+  HtmlCaptureReport(ElementStream& section, size_t per_kind, const ReportOptions& ro, Sink& notices)
+      : section_(section), ro_(ro), first_pass_(agg_, per_kind, notices) {}
   void first_segment(int64_t time_ns) override { first_pass_.first_time(time_ns); }
   void command(const CommandResult& c) override { first_pass_.command(c); }
   void finding(const Finding& f) override { first_pass_.finding(f); }
   void analysed(const CaptureResult& r) override {
     first_pass_.finish_lba();
     Out o;
-    capture_section(r, agg_, decoder_, o);
+    capture_section(r, agg_, ro_, o);
     std::fwrite(o.data(), 1, o.size(), section_.out);
     section_.empty = false;
   }
 
 private:
   ElementStream& section_;
-  DecoderChoice decoder_;
+  const ReportOptions& ro_;
   Aggregates agg_;
   Aggregator first_pass_;
 };
@@ -908,7 +909,7 @@ public:
   std::unique_ptr<CaptureReport> capture_report(size_t, CaptureStreams streams, Sink& notices) override {
     // Up to 3 ladders per finding kind, 1 with more than 4 captures: the page stays readable.
     const size_t per_kind = opt_.paths.size() <= 4 ? 3 : 1;
-    return std::make_unique<HtmlCaptureReport>(*streams.deferred, per_kind, opt_.decoder, notices);
+    return std::make_unique<HtmlCaptureReport>(*streams.deferred, per_kind, opt_, notices);
   }
 
   void end(FILE* out, const Overall& all, FILE* sections) override {

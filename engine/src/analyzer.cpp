@@ -140,6 +140,7 @@ struct Analyzer::Impl {
   uint64_t refused = 0;  // connections not analysed: the cap was full
 
   Options options;
+  Tracer* tracer = nullptr;
   Sink& sink;
   std::map<Key, std::unique_ptr<Connection>> live;
   // Handshakes on ports not known to be iSCSI, kept until a Login Request shows the connection is
@@ -182,6 +183,8 @@ struct Analyzer::Impl {
 
 Analyzer::Analyzer(Options options, Sink& sink) : impl_(std::make_unique<Impl>(std::move(options), sink)) {}
 Analyzer::~Analyzer() = default;
+
+void Analyzer::set_tracer(Tracer* tracer) { impl_->tracer = tracer; }
 
 SegmentStatus Analyzer::feed(const Segment& seg) {
   Impl& m = *impl_;
@@ -229,6 +232,7 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
       return SegmentStatus::ignored;
     }
     auto conn = std::make_unique<Connection>(m.next_id++, *initiator, *target, m.options, m.sink, m.sessions);
+    conn->set_tracer(m.tracer);  // not the scout's: its findings are a first look, replayed later
     it = m.live.emplace(key, std::move(conn)).first;
     if (auto p = m.pending.find(key); p != m.pending.end()) {
       for (const Segment& h : p->second)

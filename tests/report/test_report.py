@@ -217,6 +217,52 @@ def check_ladder_against_json(svg_el, command, findings, where):
         m = re.search(r"(\d+) round trips? \(ideal (\d+)\)", title)
         assert m, f"{where}: title {title!r}"
         assert (int(m.group(1)), int(m.group(2))) == (command["round_trips"], command["ideal_round_trips"]), where
+        # The round-trip markers count up to the JSON's round trips (the engine's half trips).
+        marks = [int(el.get("data-rt")) for el in svg_el.iter() if el.get("data-rt")]
+        assert marks == sorted(set(marks)) and marks and marks[-1] == command["round_trips"], \
+            f"{where}: round-trip marks {marks}, command {command['round_trips']}"
+
+
+def segment_labels(svg_el):
+    """{frame: label} of the drawn segments (the label ends the arrow's tooltip)."""
+    out = {}
+    for g in svg_el.iter():
+        if g.get("data-frame"):
+            tip = "".join(t.text or "" for t in g.iter() if local(t.tag) == "title")
+            out[int(g.get("data-frame"))] = tip.rsplit(", ", 1)[-1]
+    return out
+
+
+# Captures whose framing is not plain: header digests, OSD commands with AHS, joined mid-session,
+# TSO/GRO aggregates, loss.
+LABEL_CAPTURES = [ROOT / "captures" / "fixtures" / f"{n}.pcap.gz" for n in (
+    "stock-header-digest--initiator", "scripted-nagle-read-1k-joined--target", "scripted-nagle-read-8k-tso--target",
+    "stock-loss-read--initiator")] + [ROOT / "captures" / "wireshark-wiki" / "scsi-osd-example-001.pcap.gz"]
+
+
+@pytest.mark.parametrize("capture", LABEL_CAPTURES, ids=lambda p: p.name.split(".")[0])
+def test_ladder_labels_follow_wiresharks_framing(capture, tmp_path):
+    """Each drawn segment in which Wireshark's iSCSI dissector finds a SCSI Command or Response
+    header is labelled with it, and no other segment is."""
+    import sys
+    sys.path.insert(0, str(ROOT / "tests" / "integration"))
+    import tshark_oracle
+    starts = {}
+    for p in tshark_oracle.pdus(str(capture)):
+        if p.opcode in (0x01, 0x21):
+            starts.setdefault(p.first_frame, set()).add({0x01: "SCSI Cmd", 0x21: "SCSI Rsp"}[p.opcode])
+    out = tmp_path / "r.html"
+    run("--html", out, "-q", capture)
+    root = ET.fromstring(out.read_text().split("\n", 1)[1])
+    checked = 0
+    for el in (el for el in root.iter() if local(el.tag) == "svg" and el.get("class") == "ladder"):
+        for frame, label in segment_labels(el).items():
+            if label == "retransmission":
+                continue
+            names = {n.replace(" (status)", "") for n in label.split(" + ")} & {"SCSI Cmd", "SCSI Rsp"}
+            assert names == starts.get(frame, set()), f"{capture.name} {el.get('id')} frame {frame}: {label!r}"
+            checked += bool(names)
+    assert checked, "some SCSI Command or Response drawn"
 
 
 @pytest.mark.parametrize("capture", EVIDENCE_CAPTURES, ids=lambda p: p.name.split(".")[0])

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "rules/constants.hpp"
@@ -19,6 +20,47 @@ TEST(SessionRules, OptionDefaultsAreTheRuleConstants) {
   Options o;
   EXPECT_EQ(o.delayed_ack_min_ms, rules::delayed_ack_min_ms);
   EXPECT_EQ(o.think_min_ms, rules::think_min_ms);
+}
+
+// What a ladder draws of that read (trace.hpp): each PDU at the segment that carried it, and the
+// command's half trips as its round trips count them: 1 (command), 2 (Data-In), 4 (Response,
+// released by the ACK of the Data-In: that ACK's crossing and its own).
+TEST(SessionRules, TracerGivesPdusAndHalfTripsOfEachSegment) {
+  struct Trace : Tracer {
+    std::vector<PduTrace> pdus;
+    std::vector<PathTrace> path;
+    void on_pdu(const PduTrace& t) override { pdus.push_back(t); }
+    void on_path(const PathTrace& t) override { path.push_back(t); }
+  } trace;
+  Recorder rec;
+  Analyzer an(Options{}, rec);
+  an.set_tracer(&trace);
+  Wire w(an);
+  w.handshake(0, 8 * kMs, 50'000);
+  w.data(true, 10 * kMs, read10(1, 1024));
+  const uint64_t cmd = w.frame();
+  w.data(false, 18 * kMs + 100'000, data_in(1, 1024, false));
+  const uint64_t data = w.frame();
+  w.ack(true, 58 * kMs + 100'000);
+  w.data(false, 66 * kMs + 100'000, response(1));
+  const uint64_t resp = w.frame();
+  an.finish();
+  ASSERT_EQ(rec.commands.size(), 1u);
+  std::vector<std::tuple<uint64_t, uint64_t, uint8_t>> pdus;
+  for (const PduTrace& t : trace.pdus)
+    pdus.emplace_back(t.first_frame, t.last_frame, t.opcode);
+  const std::vector<std::tuple<uint64_t, uint64_t, uint8_t>> want_pdus = {
+      {cmd, 0, 0x01},     {cmd, cmd, 0x01}, {data, 0, 0x25},
+      {data, data, 0x25}, {resp, 0, 0x21},  {resp, resp, 0x21}};
+  EXPECT_EQ(pdus, want_pdus);
+  std::vector<std::pair<uint64_t, int>> path;
+  for (const PathTrace& t : trace.path) {
+    EXPECT_EQ(t.command_first_frame, cmd);
+    path.emplace_back(t.frame, t.half_trips);
+  }
+  const std::vector<std::pair<uint64_t, int>> want_path = {{cmd, 1}, {data, 2}, {resp, 4}};
+  EXPECT_EQ(path, want_path);
+  EXPECT_EQ(rec.commands[0].round_trips, 2);
 }
 
 // The study's 1 KiB read at the initiator: the single sub-MSS Data-In is ACKed 40 ms late, and

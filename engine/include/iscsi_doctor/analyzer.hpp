@@ -10,6 +10,7 @@
 
 #include "iscsi_doctor/results.hpp"
 #include "iscsi_doctor/segment.hpp"
+#include "iscsi_doctor/trace.hpp"
 
 namespace iscsi_doctor {
 
@@ -46,6 +47,8 @@ public:
   SegmentStatus feed(const Segment& segment);
   // End of capture: reports still-open commands (completed = false) and every connection.
   void finish();
+  // Per-segment facts (trace.hpp) for connections created from now on; nullptr: none.
+  void set_tracer(Tracer* tracer);
 
   // Connections finished so far (up to max_connections_listed) and those still open, by id.
   std::vector<ConnectionInfo> connections() const;

@@ -22,6 +22,7 @@ void Connection::hole_filled(int dir, const Segment& seg, int64_t since) {
     c->h_initiator += dir == kI2T ? 2 : 0;
     c->h_target += dir == kT2I ? 2 : 0;
     add_finding_kind(*c, FindingKind::retransmission);
+    if (tracer_) trace_path(dir, seg.frame, *c);
   }
   emit_finding(std::move(fd));
 }
@@ -58,6 +59,7 @@ void Connection::resent(int dir, const Segment& seg, const tcp::SentSegment* ori
       if (!c.settling) c.loss_pending_ms += fd.lost_ms;
       (dir == kI2T ? c.h_initiator : c.h_target) += 2;
       add_finding_kind(c, FindingKind::retransmission);
+      if (tracer_) trace_path(dir, seg.frame, c);
     }
   }
   fd.detail = "segment sent again after " + whole_ms(fd.lost_ms) + " ms";

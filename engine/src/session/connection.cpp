@@ -105,6 +105,15 @@ tcp::DeliveryTag Connection::deliver(int dir, std::span<const uint8_t> bytes, ui
              "packet cut short by the capture's snaplen: " + std::to_string(missing) +
                  " bytes of iSCSI data not captured");
   }
+  if (tracer_)
+    for (const PduEvent& ev : events) {
+      // The framer locates a long PDU's first byte only while it is recent: its start says it.
+      const bool start = ev.type == PduEvent::Type::start;
+      if (start) trace_first_[dir] = ev.began_in_chunk ? seg.frame : ev.first_frame;
+      const uint64_t last = start ? 0 : ev.last_frame ? ev.last_frame : seg.frame;
+      tracer_->on_pdu({id_, dir == kI2T, ev.first_frame ? ev.first_frame : trace_first_[dir], last,
+                       ev.bhs.opcode, ev.bhs.flags, ev.bhs.itt});
+    }
   on_pdus(dir, seg, events, began_mid_pdu, mid_slot);
   for (auto& m : pdus_[dir].take_messages())
     notice(Notice::Level::warning, seg.frame, m);

@@ -62,6 +62,7 @@ public:
     return std::max<int64_t>(rules::ns(rules::closed_linger_ms), rules::closed_linger_rtts * full_rtt_ns());
   }
   bool login_done() const { return login_done_; }
+  void set_tracer(Tracer* tracer) { tracer_ = tracer; }
 
 private:
   struct PathEvent {
@@ -132,6 +133,7 @@ private:
   void retire(uint32_t slot);
   void release_slot(uint32_t slot);
   void add_finding_kind(OpenCommand& c, FindingKind k);
+  void trace_path(int dir, uint64_t frame, const OpenCommand& c) const;
 
   uint32_t id_;
   mutable uint32_t session_ = 0;
@@ -139,6 +141,8 @@ private:
   Endpoint initiator_, target_;
   const Options& options_;
   Sink& sink_;
+  Tracer* tracer_ = nullptr;
+  uint64_t trace_first_[2] = {0, 0};  // first frame of the PDU in progress (for the tracer)
 
   tcp::Tracker tcp_;
   PduStream pdus_[2];

@@ -116,6 +116,7 @@ uint32_t Connection::path_event_for_start(int dir, const PduEvent& ev, const Seg
     if (keys_.from_login == false && w && b.data_length > 0) keys_.immediate_data = true;
     c.r.ideal_round_trips = keys_.ideal_round_trips(w, w ? b.expected_length() : 0);
     c.h_initiator = 1;
+    if (tracer_) trace_path(kI2T, c.r.first_frame, c);
     c.last_event_t = c.r.first_ns;
     c.last_seg_t[kI2T] = seg.time_ns;
     c.has_seg[kI2T] = true;
@@ -238,9 +239,15 @@ void Connection::analyse_path_event(int dir, const Segment& seg, const PathEvent
   seg_h_ = dir == kI2T ? c.h_initiator : c.h_target;
   seg_cmd_ = c.r.first_frame;
   seg_itt_ = c.r.itt;
+  if (tracer_) trace_path(dir, seg.frame, c);
   c.last_event_t = std::max(c.last_event_t, now);
   c.last_seg_t[dir] = now;
   c.has_seg[dir] = true;
+}
+
+void Connection::trace_path(int dir, uint64_t frame, const OpenCommand& c) const {
+  tracer_->on_path(
+      {id_, dir == kI2T, frame, c.r.itt, c.r.first_frame, dir == kI2T ? c.h_initiator : c.h_target});
 }
 
 void Connection::late_reply_events(uint32_t slot, const Segment& seg, const PduEvent& ev) {
