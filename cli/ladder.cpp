@@ -325,56 +325,83 @@ void collect_ladders(const std::string& path, DecoderChoice decoder, const Optio
   }
 }
 
-// ---- `iscsi-doctor ladder` ------------------------------------------------------------------------
+// ---- `iscsi-doctor ladder`: a report of the pipeline ---------------------------------------------
 
 namespace {
 
-// First pass for one command: the command with the ITT (the first one, or the one at --frame) and
-// its findings.
-class FindOne final : public Sink {
+// The drawing of one command: the pipeline's first pass finds it (the command with the ITT: the
+// first one, or the one spanning --frame) and its findings; once the capture is analysed, the
+// second pass gathers its segments and it is drawn.
+class LadderReport final : public Report {
 public:
-  FindOne(uint32_t itt, uint64_t frame) : itt_(itt), frame_(frame) {}
-  void on_command(const CommandResult& c) override {
-    if (c.itt != itt_) return;
-    if (frame_ && !(c.first_frame == frame_ || (c.first_frame <= frame_ && frame_ <= c.status_frame))) return;
-    if (found_ && best_.first_frame <= c.first_frame) return;
-    best_ = c;
-    found_ = true;
+  explicit LadderReport(const ReportOptions& ro) : ro_(ro), svg_(ro.paths.size()) {}
+  std::unique_ptr<CaptureReport> capture_report(size_t index, CaptureStreams, Sink&) override {
+    return std::make_unique<Part>(*this, index);
   }
-  void on_finding(const Finding& f) override {
-    if (f.itt && *f.itt == itt_ && findings_.size() < 100000) findings_.push_back(f);
+  void capture_done(FILE* out, const CaptureResult& r) override {
+    usable_ |= r.usable;
+    if (drawn_ || svg_[r.index].empty()) return;
+    std::fwrite(svg_[r.index].data(), 1, svg_[r.index].size(), out);
+    drawn_ = true;
   }
-  bool found() const { return found_; }
-  const CommandResult& command() const { return best_; }
-  std::vector<Finding> findings_of(const CommandResult& c) const {
-    std::vector<Finding> out;
-    for (const Finding& f : findings_)
-      if (f.connection == c.connection && f.command_first_frame == c.first_frame) out.push_back(f);
-    return out;
+  std::string failure() const override {
+    if (drawn_ || !usable_) return {};  // an unusable input has been said already
+    return fmt::format("no command with ITT 0x{:08x}{}", ro_.ladder.itt,
+                       ro_.ladder.frame ? fmt::format(" at frame {}", ro_.ladder.frame) : "");
   }
 
 private:
-  uint32_t itt_;
-  uint64_t frame_;
-  bool found_ = false;
-  CommandResult best_;
-  std::vector<Finding> findings_;
-};
+  class Part final : public CaptureReport {
+  public:
+    Part(LadderReport& owner, size_t index) : o_(owner), index_(index) {}
+    void command(const CommandResult& c) override {
+      const LadderSpec& want = o_.ro_.ladder;
+      if (c.itt != want.itt) return;
+      if (want.frame &&
+          !(c.first_frame == want.frame || (c.first_frame <= want.frame && want.frame <= c.status_frame)))
+        return;
+      if (found_ && best_.first_frame <= c.first_frame) return;
+      best_ = c;
+      found_ = true;
+    }
+    void finding(const Finding& f) override {
+      if (f.itt && *f.itt == o_.ro_.ladder.itt && findings_.size() < kMaxFindings) findings_.push_back(f);
+    }
+    void analysed(const CaptureResult& r) override {
+      if (!r.usable || !found_) return;
+      LadderRequest req;
+      req.command = best_;
+      for (const Finding& f : findings_)
+        if (f.connection == best_.connection && f.command_first_frame == best_.first_frame)
+          req.findings.push_back(f);
+      if (const ConnectionInfo* ci = r.connection(best_.connection)) req.conn = *ci;
+      try {
+        collect_ladders(r.path, o_.ro_.decoder, o_.ro_.engine, {&req});
+      } catch (const CaptureError&) {  // read once already: drawn from what was gathered
+      }
+      o_.svg_[index_] = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" +
+                        render_ladder(req, fmt::format("ladder-{:08x}", best_.itt), true);
+    }
 
-class Feed final : public ReaderEvents {
-public:
-  explicit Feed(Analyzer& a) : a_(a) {}
-  void on_segment(const Segment& s) override { a_.feed(s); }
-  void on_notice(Notice::Level level, uint64_t frame, std::string message) override {
-    if (level == Notice::Level::error) errors.push_back(fmt::format("frame {}: {}", frame, message));
-  }
-  std::vector<std::string> errors;
+  private:
+    static constexpr size_t kMaxFindings = 100000;
+    LadderReport& o_;
+    size_t index_;
+    bool found_ = false;
+    CommandResult best_;
+    std::vector<Finding> findings_;
+  };
 
-private:
-  Analyzer& a_;
+  ReportOptions ro_;
+  std::vector<std::string> svg_;  // per capture (each written by the thread analysing it)
+  bool drawn_ = false, usable_ = false;
 };
 
 }  // namespace
+
+std::unique_ptr<Report> make_ladder_report(const ReportOptions& ro) {
+  return std::make_unique<LadderReport>(ro);
+}
 
 int ladder_main(int argc, char** argv) {
   CLI::App app{"iscsi-doctor ladder: one command's packet exchange as an SVG ladder diagram",
@@ -424,48 +451,15 @@ int ladder_main(int argc, char** argv) {
   }
   if (!ports.empty()) engine.ports = ports;
   engine.detect_ports = !no_detect;
-  const DecoderChoice dec = decoder == "libtins" ? DecoderChoice::libtins : DecoderChoice::fast;
-
-  LadderRequest req;
-  try {
-    FindOne sink(itt, frame);
-    Analyzer analyzer(engine, sink);
-    CaptureReader reader(capture, dec);
-    Feed feed(analyzer);
-    reader.read_all(feed);
-    analyzer.finish();
-    if (!quiet)
-      for (const auto& e : feed.errors)
-        std::fprintf(stderr, "iscsi-doctor ladder: %s: %s\n", capture.c_str(), e.c_str());
-    if (!sink.found()) {
-      std::fprintf(stderr, "iscsi-doctor ladder: %s: no command with ITT 0x%08x%s\n", capture.c_str(), itt,
-                   frame ? fmt::format(" at frame {}", frame).c_str() : "");
-      return kExitUnusable;
-    }
-    req.command = sink.command();
-    req.findings = sink.findings_of(req.command);
-    for (const ConnectionInfo& ci : analyzer.connections())
-      if (ci.id == req.command.connection) req.conn = ci;
-    collect_ladders(capture, dec, engine, {&req});
-  } catch (const CaptureError& e) {
-    std::fprintf(stderr, "iscsi-doctor ladder: error: %s\n", e.what());
-    return kExitUnusable;
-  }
-  std::string doc = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  doc += render_ladder(req, fmt::format("ladder-{:08x}", itt), true);
-  FILE* out = output.empty() ? stdout : std::fopen(output.c_str(), "w");
-  if (!out) {
-    std::fprintf(stderr, "iscsi-doctor ladder: %s: cannot write: %s\n", output.c_str(), std::strerror(errno));
-    return kExitUnusable;
-  }
-  std::fwrite(doc.data(), 1, doc.size(), out);
-  const bool bad = std::fflush(out) != 0 || std::ferror(out);
-  if (out != stdout) std::fclose(out);
-  if (bad) {
-    std::fprintf(stderr, "iscsi-doctor ladder: write error\n");
-    return kExitUnusable;
-  }
-  return kExitClean;
+  PipelineOptions opt;
+  opt.inputs = {capture};
+  opt.engine = engine;
+  opt.format = Format::ladder;
+  opt.output = output;
+  opt.quiet = quiet;
+  opt.decoder = decoder == "libtins" ? DecoderChoice::libtins : DecoderChoice::fast;
+  opt.ladder = {itt, frame};
+  return run_pipeline(opt);
 }
 
 }  // namespace iscsi_doctor::cli

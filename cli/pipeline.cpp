@@ -377,6 +377,8 @@ std::unique_ptr<Report> make_report(Format format, const ReportOptions& ro) {
       return make_csv_report(ro);
     case Format::html:
       return make_html_report(ro);
+    case Format::ladder:
+      return make_ladder_report(ro);
     default:
       return make_text_report(ro);
   }
@@ -436,6 +438,7 @@ int run_pipeline(const PipelineOptions& opt) {
     ro.paths.push_back(in.path);
   ro.decoder = opt.decoder;
   ro.engine = opt.engine;
+  ro.ladder = opt.ladder;
   const std::unique_ptr<Report> report = make_report(opt.format, ro);
   std::unique_ptr<Summary> overall_owned;
   if (inputs.size() > 1) overall_owned = std::make_unique<Summary>(opt.worst);
@@ -560,6 +563,10 @@ int run_pipeline(const PipelineOptions& opt) {
     all.gate = evaluate_gate(opt, all.summary);
     console.finish();
     report->end(out, all, deferred_all.out);
+    if (const std::string why = report->failure(); !why.empty()) {
+      console.message(fmt::format("iscsi-doctor: error: {}", why));
+      code = kExitUnusable;
+    }
 
     if (all.gate.unevaluable) {
       console.message(

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // The one pipeline every report goes through: inputs (files, and directories walked recursively
 // for captures) -> read -> analyse (one Analyzer per capture, up to `jobs` captures at once) ->
-// report (text, JSON, CSV or HTML, in argument order whatever the jobs) -> the CI gate, evaluated
-// once over the summary of all captures -> the exit code.
+// report (text, JSON, CSV, HTML or one command's ladder, in argument order whatever the jobs) ->
+// the CI gate, evaluated once over the summary of all captures -> the exit code.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +32,7 @@ struct PipelineOptions {
   DecoderChoice decoder = DecoderChoice::fast;
   std::vector<FindingKind> fail_on;
   std::optional<uint64_t> max_excess_round_trips;
+  LadderSpec ladder;  // Format::ladder
 };
 
 // Runs the whole pipeline; messages go to stderr. Returns the exit code.

@@ -26,7 +26,13 @@
 
 namespace iscsi_doctor::cli {
 
-enum class Format : uint8_t { text, json, csv, html };
+enum class Format : uint8_t { text, json, csv, html, ladder };
+
+// `iscsi-doctor ladder`: the command to draw.
+struct LadderSpec {
+  uint32_t itt = 0;
+  uint64_t frame = 0;  // when the ITT repeats: the command whose frames span this one (0: the first)
+};
 
 // Where streamed elements (JSON array items, CSV rows) of one capture go.
 struct ElementStream {
@@ -107,6 +113,9 @@ public:
   virtual void capture_done(FILE* /*out*/, const CaptureResult&) {}
   // Main thread, last. `deferred` holds every capture's deferred stream, to be copied into the output.
   virtual void end(FILE* /*out*/, const Overall&, FILE* /*deferred*/) {}
+  // After end: why the report could not be made from usable input (the ladder's command is not in
+  // the capture), or empty. The run then exits as for unusable input.
+  virtual std::string failure() const { return {}; }
 };
 
 struct ReportOptions {
@@ -115,11 +124,13 @@ struct ReportOptions {
   std::vector<std::string> paths;               // the inputs, by capture index
   DecoderChoice decoder = DecoderChoice::fast;  // the HTML report's second pass reads as the first
   Options engine;                               // and analyses as the first
+  LadderSpec ladder;
 };
 std::unique_ptr<Report> make_text_report(const ReportOptions&);
 std::unique_ptr<Report> make_json_report(const ReportOptions&);
 std::unique_ptr<Report> make_csv_report(const ReportOptions&);
 std::unique_ptr<Report> make_html_report(const ReportOptions&);
+std::unique_ptr<Report> make_ladder_report(const ReportOptions&);  // ladder.cpp
 
 // ---- Shared by the formats (report_common.cpp) ------------------------------------------------
 std::string_view command_kind_name(char kind);  // "read", "write", "other"
