@@ -4,6 +4,11 @@
 // after it; captures, sessions, summary and notices (small) close the object.
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include <fmt/compile.h>
@@ -181,17 +186,124 @@ void write_finding(ElementStream& s, const Finding& f, size_t capture) {
   std::fwrite(o.data(), 1, o.size(), s.out);
 }
 
+// Commands and findings written on a thread of their own: a small-block capture has a command
+// every few packets, and formatting one costs about as much as analysing it. Handed over in
+// batches, each stream written in order; the thread starts with the first full batch (a small
+// capture never starts one) and at most kQueued batches wait, so memory stays bounded.
+class ElementWriter {
+public:
+  ElementWriter(CaptureStreams s, size_t capture) : s_(s), capture_(capture) {}
+  ElementWriter(const ElementWriter&) = delete;
+  ElementWriter& operator=(const ElementWriter&) = delete;
+  ~ElementWriter() { finish(); }
+
+  void add(const CommandResult& c) {
+    filling_.commands.push_back(c);
+    if (filling_.size() >= kBatch) hand_over();
+  }
+  void add(const Finding& f) {
+    filling_.findings.push_back(f);
+    if (filling_.size() >= kBatch) hand_over();
+  }
+  // Everything written (the streams are complete when this returns).
+  void finish() {
+    if (thread_.joinable()) {
+      hand_over();
+      {
+        std::lock_guard lock(m_);
+        closing_ = true;
+      }
+      cv_.notify_all();
+      thread_.join();
+    }
+    write(filling_);
+  }
+
+private:
+  static constexpr size_t kBatch = 1024, kQueued = 8;
+  struct Batch {
+    std::vector<CommandResult> commands;
+    std::vector<Finding> findings;
+    size_t size() const { return commands.size() + findings.size(); }
+    void clear() {
+      commands.clear();
+      findings.clear();
+    }
+  };
+
+  void write(Batch& b) {
+    for (const CommandResult& c : b.commands)
+      write_command(*s_.direct, c, capture_);
+    for (const Finding& f : b.findings)
+      write_finding(*s_.deferred, f, capture_);
+    b.clear();
+  }
+
+  void hand_over() {
+    if (!thread_.joinable() && !no_thread_) {
+      try {
+        thread_ = std::thread([this] { run(); });
+      } catch (const std::system_error&) {  // no thread to be had: write here
+        no_thread_ = true;
+      }
+    }
+    if (no_thread_) {
+      write(filling_);
+      return;
+    }
+    Batch next;
+    {
+      std::unique_lock lock(m_);
+      cv_.wait(lock, [&] { return queue_.size() < kQueued; });
+      queue_.push_back(std::move(filling_));
+      if (!spare_.empty()) {
+        next = std::move(spare_.back());
+        spare_.pop_back();
+      }
+    }
+    cv_.notify_all();
+    filling_ = std::move(next);
+  }
+
+  void run() {
+    for (;;) {
+      Batch b;
+      {
+        std::unique_lock lock(m_);
+        cv_.wait(lock, [&] { return !queue_.empty() || closing_; });
+        if (queue_.empty()) return;
+        b = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      cv_.notify_all();
+      write(b);
+      std::lock_guard lock(m_);
+      if (spare_.size() < kQueued) spare_.push_back(std::move(b));  // its memory reused
+    }
+  }
+
+  CaptureStreams s_;
+  size_t capture_;
+  Batch filling_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<Batch> queue_;
+  std::vector<Batch> spare_;
+  bool closing_ = false, no_thread_ = false;
+  std::thread thread_;
+};
+
 // Commands into the direct stream (the `commands` array), findings into the deferred one (the
 // `findings` array, after it).
 class JsonCaptureReport final : public CaptureReport {
 public:
-  JsonCaptureReport(size_t index, CaptureStreams s) : index_(index), s_(s) {}
-  void command(const CommandResult& c) override { write_command(*s_.direct, c, index_); }
-  void finding(const Finding& f) override { write_finding(*s_.deferred, f, index_); }
+  JsonCaptureReport(size_t index, CaptureStreams s) : writer_(s, index) {}
+  void command(const CommandResult& c) override { writer_.add(c); }
+  void finding(const Finding& f) override { writer_.add(f); }
+  void analysed(const CaptureResult&) override { writer_.finish(); }
 
 private:
-  size_t index_;
-  CaptureStreams s_;
+  ElementWriter writer_;
 };
 
 class JsonReport final : public Report {
