@@ -69,7 +69,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "cf6eef190cc29f45adb29e8246c9c49a90a200ef7c65293eca9b96ca9a0d3d83",
+  doc_sha256 = "443381be2fc659eaade4f15712dd5d9bd177ab716e5f5bee544ba944393d0fe8",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -89,6 +89,7 @@ local RULES = {
   mss_full_segments_min = 3,
   ack_record_keep_rtts = 2,
   ack_record_keep_ms = 10,
+  reorder_wait_ms = 2,
   rwnd_edge_window_divisor = 4,
   near_initiator_rtt_factor = 5,
   settle_max_ms = 1000,
@@ -1246,7 +1247,7 @@ function Flow.new()
     last_data_t = 0, last_data_frame = 0, has_last_data = false,
     unacked = {}, ua_head = 1, ua_tail = 0, ooo = {}, ooo_count = 0, ooo_bytes = 0,
     hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0, acked_data_t = 0,
-    acked_data_frame = 0,
+    acked_data_frame = 0, unseen_upto = 0, unseen_t = 0, unseen_frame = 0,
     acks = {}, ak_head = 1, ak_tail = 0 }, Flow)
 end
 
@@ -1326,6 +1327,14 @@ function Flow:acked(ack, t, frame)
   if self.una_known and ack <= self.una then return false end
   self.una = ack
   self.una_known = true
+  self:trim_acked(t, frame)
+  return true
+end
+
+-- Trims the unacked records una covers (also a segment captured after the ACK that covers it;
+-- t and frame: that ACK's).
+function Flow:trim_acked(t, frame)
+  local ack = self.una
   local u = self.unacked
   local function take(r)
     if r.h and r.h >= 0 then self.acked_h, self.acked_cmd = r.h, r.cmd end
@@ -1343,7 +1352,6 @@ function Flow:acked(ack, t, frame)
     s.ack_t = t
     s.ack_frame = frame
   end
-  return true
 end
 
 -- An ACK from the peer that moved the edge of what this side may send (acknowledged more or
@@ -1591,6 +1599,12 @@ function Connection:complete(c, seg, ev)
   -- A status captured before its command cannot be timed: it counts as seen with the command.
   c.status_frame = max(c.status_frame, c.first_frame)
   c.status_t = max(c.status_t, c.first_t)
+  -- Its PDU in progress in a stream whose acknowledged bytes the capture has not shown (their gap
+  -- is declared later: tcp/tracker.lua): that data is missing.
+  for d = 0, 1 do
+    local f = self.flow[d]
+    if self.current_slot[d] == c and f.unseen_upto > f.next then c.data_incomplete = true end
+  end
   -- Answered; reported once the initiator acknowledges the status (settle), in status order.
   self:retire(c)
   c.settling = true
@@ -1723,6 +1737,7 @@ end
 function Connection:finish()
   for d = 0, 1 do
     local f = self.flow[d]
+    if f.unseen_upto > f.next then self:declare_unseen(d) end
     if f.ooo_count > 0 then
       self:declare_gap(d, f.max_end, f.ooo[f:ooo_first()].frame)
     end
@@ -1825,8 +1840,14 @@ end
 -- trips, the byte streams put back in order. Methods of Connection: the port keeps one object per
 -- connection where the engine has a tcp::Tracker and its receiver.
 
+local REORDER_WAIT_NS = RULES.reorder_wait_ms * 1e6
+
 function Connection:on_segment(seg, dir)
   self.frames = self.frames + 1
+  for d = 0, 1 do
+    local f = self.flow[d]
+    if f.unseen_upto > f.next and seg.t - f.unseen_t > REORDER_WAIT_NS then self:declare_unseen(d) end
+  end
   local fl = seg.flags
   local una_before = self.flow[1 - dir].una
   if hasbit(fl, 0x02) then self:handle_handshake(seg, dir) end
@@ -1907,10 +1928,23 @@ function Connection:handle_ack(seg, dir)
     if s and s.e == ack then rtt_sample(self.rtt[dir], seg.t - s.t) end
   end
   if ack > peer.next and peer.started then
+    -- Missing at the capture point, unless they come soon after: a capture can show a segment
+    -- just after the ACK that covers it (not when later data is already held).
     local upto = min(ack, peer.max_end > peer.next and peer.max_end or ack)
-    self:declare_gap(1 - dir, upto, seg.frame)
+    if peer.ooo_count > 0 then
+      self:declare_gap(1 - dir, upto, seg.frame)
+    else
+      if peer.unseen_upto <= peer.next then peer.unseen_t, peer.unseen_frame = seg.t, seg.frame end
+      peer.unseen_upto = max(peer.unseen_upto, upto)
+    end
   end
   peer:acked(ack, seg.t, seg.frame)
+end
+
+function Connection:declare_unseen(dir)
+  local f = self.flow[dir]
+  self:declare_gap(dir, f.unseen_upto, f.unseen_frame)
+  f.unseen_upto = 0
 end
 
 function Connection:handle_payload(seg, dir)
@@ -1933,6 +1967,8 @@ function Connection:handle_payload(seg, dir)
   if seg.options_len and seg.options_len ~= 0 then f.data_options_len = seg.options_len end
   local start = f:unwrap(seg.seq)
   local e = start + len
+  -- Acknowledged bytes still unseen when the sender's next data comes past them: missing.
+  if start > f.next and f.unseen_upto > f.next then self:declare_unseen(dir) end
   if e <= f.next then
     local keepalive = len <= 1 and start + 1 >= f.next
     if not keepalive then self:note_retransmission(dir, seg, start, e) end
@@ -1985,6 +2021,7 @@ function Connection:handle_payload(seg, dir)
   rec.owner_cmd = self.current_slot[dir] and self.current_slot[dir].first_frame or 0
   rec.h, rec.cmd, rec.itt = self.seg_h, self.seg_cmd, self.seg_itt
   f:push_unacked(rec)
+  if f.una_known and f.una >= e then f:trim_acked(f.unseen_t, f.unseen_frame) end  -- its ACK came first
   if rec.small then
     f.has_small = true
     f.last_small = { e = e, t = seg.t, frame = seg.frame, h = rec.h, cmd = rec.cmd, acked = false,
@@ -1996,6 +2033,7 @@ function Connection:handle_payload(seg, dir)
   f.last_data_t = seg.t
   f.last_data_frame = seg.frame
   self:drain_out_of_order(dir, seg)
+  if f.unseen_upto ~= 0 and f.next >= f.unseen_upto then f.unseen_upto = 0 end  -- all came
 end
 
 function Connection:drain_out_of_order(dir, seg)

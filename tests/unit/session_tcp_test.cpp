@@ -442,3 +442,37 @@ TEST(SessionTcp, WindowScaleInferredFromDataInFlight) {
   EXPECT_FALSE(rec2.connections[0].wscale_inferred);
   EXPECT_EQ(rec2.connections[0].wscale_initiator, 0);
 }
+
+// A capture that shows the initiator's ACK of a Data-In just before the Data-In itself (reordered
+// by the capture host, timestamps as captured): the Data-In is new data, not bytes declared lost,
+// and the read completes whole. The same ACK with the Data-In never captured: its bytes are
+// declared lost once the target's next data comes past them.
+TEST(SessionTcp, DataCapturedJustAfterItsAckIsNotLost) {
+  for (bool captured : {true, false}) {
+    SCOPED_TRACE(captured ? "captured after its ACK" : "never captured");
+    Recorder rec;
+    Analyzer an(Options{}, rec);
+    Wire w(an);
+    w.handshake(0, 1 * kMs, 1 * kMs);
+    w.data(true, 3 * kMs, read10(1, 1024));
+    const uint32_t data_seq = w.next_seq(false);
+    const std::vector<uint8_t> din = data_in(1, 1024, false);
+    w.ack_to(true, 4 * kMs + 200'000, data_seq + uint32_t(din.size()));
+    if (captured) {
+      w.at(false, 4 * kMs, data_seq, din);
+      EXPECT_EQ(w.status(), SegmentStatus::new_data);
+    } else {
+      w.skip(false, uint32_t(din.size()));
+    }
+    w.data(false, 4 * kMs + 300'000, response(1));
+    w.ack(true, 4 * kMs + 400'000);
+    an.finish();
+    ASSERT_EQ(rec.commands.size(), 1u);
+    EXPECT_TRUE(rec.commands[0].completed);
+    if (captured) EXPECT_FALSE(rec.commands[0].data_incomplete);
+    bool lost = false;
+    for (const Notice& n : rec.notices)
+      lost |= n.message.find("missing from the capture") != std::string::npos;
+    EXPECT_EQ(lost, !captured);
+  }
+}

@@ -27,6 +27,7 @@ inline constexpr uint32_t mss_standard = 1460;
 inline constexpr uint32_t mss_full_segments_min = 3;
 inline constexpr int64_t ack_record_keep_rtts = 2;
 inline constexpr double ack_record_keep_ms = 10;
+inline constexpr double reorder_wait_ms = 2;
 inline constexpr uint64_t rwnd_edge_window_divisor = 4;
 inline constexpr int64_t near_initiator_rtt_factor = 5;
 inline constexpr double settle_max_ms = 1000;

@@ -292,6 +292,12 @@ void Connection::complete(uint32_t slot, const Segment& seg, const PduEvent& ev)
   // past its answer) cannot be timed: it counts as seen with the command, not before it.
   c.r.status_frame = std::max(c.r.status_frame, c.r.first_frame);
   c.r.status_ns = std::max(c.r.status_ns, c.r.first_ns);
+  // Its PDU in progress in a stream whose acknowledged bytes the capture has not shown (their gap
+  // is declared later: tcp/tracker.cpp): that data is missing.
+  for (int d = 0; d < 2; ++d) {
+    const tcp::Flow& f = tcp_.flow(d);
+    if (current_pdu_slot_[d] == slot && f.unseen_upto > f.next) c.r.data_incomplete = true;
+  }
   // Answered; reported once the initiator acknowledges the status (settle), in status order.
   retire(slot);
   c.settling = true;

@@ -9,6 +9,12 @@ bool Flow::acked(uint64_t ack, int64_t t, uint64_t frame) {
   if (una_known && ack <= una) return false;
   una = ack;
   una_known = true;
+  trim_acked(t, frame);
+  return true;
+}
+
+void Flow::trim_acked(int64_t t, uint64_t frame) {
+  const uint64_t ack = una;
   auto take = [&](const SentSegment& s) {
     if (s.h < 0) return;
     acked_h = s.h;
@@ -26,7 +32,6 @@ bool Flow::acked(uint64_t ack, int64_t t, uint64_t frame) {
     last_small.ack_t = t;
     last_small.ack_frame = frame;
   }
-  return true;
 }
 
 void Flow::record_ack(const AckRecord& r, int64_t horizon) {

@@ -155,6 +155,14 @@ public:
 
   // The peer acknowledged up to `ack`: trims unacked segments; returns true if una advanced.
   bool acked(uint64_t ack, int64_t t, uint64_t frame);
+  // Trims the unacked segments una covers (a segment captured after the ACK that covers it);
+  // t and frame: that ACK's.
+  void trim_acked(int64_t t, uint64_t frame);
+  // Bytes the peer acknowledged that the capture has not shown yet: declared missing only once
+  // they are still absent rules::reorder_wait_ms after that ACK (tracker.cpp).
+  uint64_t unseen_upto = 0;  // pending while > next
+  int64_t unseen_t = 0;
+  uint64_t unseen_frame = 0;
   // Records an ACK that moved the edge; forgets records older than `horizon` (capture time),
   // keeping at most kMaxAckRecords.
   void record_ack(const AckRecord& r, int64_t horizon);

@@ -8,8 +8,17 @@
 
 namespace iscsi_doctor::tcp {
 
+namespace {
+constexpr const char* kUnseen = "acknowledged by the receiver but missing from the capture";
+}  // namespace
+
 SegmentStatus Tracker::on_segment(const Segment& seg, int dir, Receiver& r) {
   status_ = SegmentStatus::pure_ack;
+  for (int d = 0; d < 2; ++d) {
+    Flow& f = flow_[d];
+    if (f.unseen_upto > f.next && seg.time_ns - f.unseen_t > rules::ns(rules::reorder_wait_ms))
+      declare_unseen(d, r);
+  }
   uint64_t una_before = flow_[dir ^ 1].una;
   if (seg.flags & tcp_flag::syn) {
     status_ = SegmentStatus::syn;
@@ -95,11 +104,27 @@ void Tracker::ack(const Segment& seg, int dir, Receiver& r) {
     if (it != peer.unacked.end() && it->end == ack) rtt_[dir].sample(seg.time_ns - it->t);
   }
   if (ack > peer.next && peer.started) {
-    // The receiver has bytes the capture never showed: lost at the capture point.
-    declare_gap(dir ^ 1, std::min(ack, peer.max_end > peer.next ? peer.max_end : ack), seg.frame,
-                "acknowledged by the receiver but missing from the capture", r);
+    // The receiver has bytes the capture has not shown: missing at the capture point. Unless they
+    // come soon after: a capture can show a segment just after the ACK that covers it. (Not when
+    // later data is already held: the receiver acknowledged past a hole the capture skipped.)
+    const uint64_t upto = std::min(ack, peer.max_end > peer.next ? peer.max_end : ack);
+    if (!peer.out_of_order.empty()) {
+      declare_gap(dir ^ 1, upto, seg.frame, kUnseen, r);
+    } else {
+      if (peer.unseen_upto <= peer.next) {
+        peer.unseen_t = seg.time_ns;
+        peer.unseen_frame = seg.frame;
+      }
+      peer.unseen_upto = std::max(peer.unseen_upto, upto);
+    }
   }
   peer.acked(ack, seg.time_ns, seg.frame);
+}
+
+void Tracker::declare_unseen(int dir, Receiver& r) {
+  Flow& f = flow_[dir];
+  declare_gap(dir, f.unseen_upto, f.unseen_frame, kUnseen, r);
+  f.unseen_upto = 0;
 }
 
 void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
@@ -113,6 +138,8 @@ void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
   if (seg.options_len) f.data_options_len = seg.options_len;
   uint64_t start = f.unwrap(seg.seq);
   uint64_t end = start + len;
+  // Acknowledged bytes still unseen when the sender's next data comes past them: they are missing.
+  if (start > f.next && f.unseen_upto > f.next) declare_unseen(dir, r);
   if (end <= f.next) {
     bool keepalive = len <= 1 && start + 1 >= f.next;
     status_ = keepalive ? SegmentStatus::keepalive : SegmentStatus::retransmission;
@@ -159,6 +186,7 @@ void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
     f.unacked.push_back(rec);
   else
     r.unacked_cap_hit(dir, seg.frame, kMaxUnackedRecords);
+  if (f.una_known && f.una >= end) f.trim_acked(f.unseen_t, f.unseen_frame);  // its ACK came first
   if (rec.small) {
     f.has_small = true;
     f.last_small = {end, seg.time_ns, seg.frame, rec.h, rec.cmd, false, 0, 0};
@@ -168,6 +196,7 @@ void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
   f.last_data_t = seg.time_ns;
   f.last_data_frame = seg.frame;
   drain_out_of_order(dir, seg, r);
+  if (f.unseen_upto && f.next >= f.unseen_upto) f.unseen_upto = 0;  // all came
 }
 
 // Without both SYNs the peer's window scale is unknown: the data in flight must have fitted the
@@ -247,6 +276,7 @@ void Tracker::resend(int dir, const Segment& seg, uint64_t start, uint64_t end, 
 void Tracker::finish(Receiver& r) {
   for (int d = 0; d < 2; ++d) {
     Flow& f = flow_[d];
+    if (f.unseen_upto > f.next) declare_unseen(d, r);
     if (!f.out_of_order.empty())
       declare_gap(d, f.max_end, f.out_of_order.begin()->second.frame,
                   "the capture ended before the hole was filled", r);

@@ -70,6 +70,7 @@ private:
   void drain_out_of_order(int dir, const Segment& seg, Receiver& r);
   static void infer_window_scale(Flow& f);
   void declare_gap(int dir, uint64_t upto, uint64_t frame, const char* why, Receiver& r);
+  void declare_unseen(int dir, Receiver& r);  // the bytes an ACK covered never came
   void resend(int dir, const Segment& seg, uint64_t start, uint64_t end, Receiver& r);
 
   size_t max_out_of_order_bytes_;

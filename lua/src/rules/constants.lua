@@ -2,7 +2,7 @@
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "cf6eef190cc29f45adb29e8246c9c49a90a200ef7c65293eca9b96ca9a0d3d83",
+  doc_sha256 = "443381be2fc659eaade4f15712dd5d9bd177ab716e5f5bee544ba944393d0fe8",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -22,6 +22,7 @@ local RULES = {
   mss_full_segments_min = 3,
   ack_record_keep_rtts = 2,
   ack_record_keep_ms = 10,
+  reorder_wait_ms = 2,
   rwnd_edge_window_divisor = 4,
   near_initiator_rtt_factor = 5,
   settle_max_ms = 1000,

@@ -205,6 +205,12 @@ function Connection:complete(c, seg, ev)
   -- A status captured before its command cannot be timed: it counts as seen with the command.
   c.status_frame = max(c.status_frame, c.first_frame)
   c.status_t = max(c.status_t, c.first_t)
+  -- Its PDU in progress in a stream whose acknowledged bytes the capture has not shown (their gap
+  -- is declared later: tcp/tracker.lua): that data is missing.
+  for d = 0, 1 do
+    local f = self.flow[d]
+    if self.current_slot[d] == c and f.unseen_upto > f.next then c.data_incomplete = true end
+  end
   -- Answered; reported once the initiator acknowledges the status (settle), in status order.
   self:retire(c)
   c.settling = true
@@ -337,6 +343,7 @@ end
 function Connection:finish()
   for d = 0, 1 do
     local f = self.flow[d]
+    if f.unseen_upto > f.next then self:declare_unseen(d) end
     if f.ooo_count > 0 then
       self:declare_gap(d, f.max_end, f.ooo[f:ooo_first()].frame)
     end

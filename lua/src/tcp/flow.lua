@@ -12,7 +12,7 @@ function Flow.new()
     last_data_t = 0, last_data_frame = 0, has_last_data = false,
     unacked = {}, ua_head = 1, ua_tail = 0, ooo = {}, ooo_count = 0, ooo_bytes = 0,
     hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0, acked_data_t = 0,
-    acked_data_frame = 0,
+    acked_data_frame = 0, unseen_upto = 0, unseen_t = 0, unseen_frame = 0,
     acks = {}, ak_head = 1, ak_tail = 0 }, Flow)
 end
 
@@ -92,6 +92,14 @@ function Flow:acked(ack, t, frame)
   if self.una_known and ack <= self.una then return false end
   self.una = ack
   self.una_known = true
+  self:trim_acked(t, frame)
+  return true
+end
+
+-- Trims the unacked records una covers (also a segment captured after the ACK that covers it;
+-- t and frame: that ACK's).
+function Flow:trim_acked(t, frame)
+  local ack = self.una
   local u = self.unacked
   local function take(r)
     if r.h and r.h >= 0 then self.acked_h, self.acked_cmd = r.h, r.cmd end
@@ -109,7 +117,6 @@ function Flow:acked(ack, t, frame)
     s.ack_t = t
     s.ack_frame = frame
   end
-  return true
 end
 
 -- An ACK from the peer that moved the edge of what this side may send (acknowledged more or

@@ -3,8 +3,14 @@
 -- trips, the byte streams put back in order. Methods of Connection: the port keeps one object per
 -- connection where the engine has a tcp::Tracker and its receiver.
 
+local REORDER_WAIT_NS = RULES.reorder_wait_ms * 1e6
+
 function Connection:on_segment(seg, dir)
   self.frames = self.frames + 1
+  for d = 0, 1 do
+    local f = self.flow[d]
+    if f.unseen_upto > f.next and seg.t - f.unseen_t > REORDER_WAIT_NS then self:declare_unseen(d) end
+  end
   local fl = seg.flags
   local una_before = self.flow[1 - dir].una
   if hasbit(fl, 0x02) then self:handle_handshake(seg, dir) end
@@ -85,10 +91,23 @@ function Connection:handle_ack(seg, dir)
     if s and s.e == ack then rtt_sample(self.rtt[dir], seg.t - s.t) end
   end
   if ack > peer.next and peer.started then
+    -- Missing at the capture point, unless they come soon after: a capture can show a segment
+    -- just after the ACK that covers it (not when later data is already held).
     local upto = min(ack, peer.max_end > peer.next and peer.max_end or ack)
-    self:declare_gap(1 - dir, upto, seg.frame)
+    if peer.ooo_count > 0 then
+      self:declare_gap(1 - dir, upto, seg.frame)
+    else
+      if peer.unseen_upto <= peer.next then peer.unseen_t, peer.unseen_frame = seg.t, seg.frame end
+      peer.unseen_upto = max(peer.unseen_upto, upto)
+    end
   end
   peer:acked(ack, seg.t, seg.frame)
+end
+
+function Connection:declare_unseen(dir)
+  local f = self.flow[dir]
+  self:declare_gap(dir, f.unseen_upto, f.unseen_frame)
+  f.unseen_upto = 0
 end
 
 function Connection:handle_payload(seg, dir)
@@ -111,6 +130,8 @@ function Connection:handle_payload(seg, dir)
   if seg.options_len and seg.options_len ~= 0 then f.data_options_len = seg.options_len end
   local start = f:unwrap(seg.seq)
   local e = start + len
+  -- Acknowledged bytes still unseen when the sender's next data comes past them: missing.
+  if start > f.next and f.unseen_upto > f.next then self:declare_unseen(dir) end
   if e <= f.next then
     local keepalive = len <= 1 and start + 1 >= f.next
     if not keepalive then self:note_retransmission(dir, seg, start, e) end
@@ -163,6 +184,7 @@ function Connection:handle_payload(seg, dir)
   rec.owner_cmd = self.current_slot[dir] and self.current_slot[dir].first_frame or 0
   rec.h, rec.cmd, rec.itt = self.seg_h, self.seg_cmd, self.seg_itt
   f:push_unacked(rec)
+  if f.una_known and f.una >= e then f:trim_acked(f.unseen_t, f.unseen_frame) end  -- its ACK came first
   if rec.small then
     f.has_small = true
     f.last_small = { e = e, t = seg.t, frame = seg.frame, h = rec.h, cmd = rec.cmd, acked = false,
@@ -174,6 +196,7 @@ function Connection:handle_payload(seg, dir)
   f.last_data_t = seg.t
   f.last_data_frame = seg.frame
   self:drain_out_of_order(dir, seg)
+  if f.unseen_upto ~= 0 and f.next >= f.unseen_upto then f.unseen_upto = 0 end  -- all came
 end
 
 function Connection:drain_out_of_order(dir, seg)
