@@ -151,6 +151,8 @@ nlohmann::json summary_json(const Summary& s) {
   j["commands"] = s.commands();
   j["completed"] = s.completed();
   j["excess_round_trips"] = s.excess_round_trips();
+  j["latency_total_ms"] = round_ns(s.latency_total_ms());
+  j["exclusive_total_ms"] = round_ns(s.exclusive_total_ms());
   j["finding_counts"] = counts_json(s);
   nlohmann::json advice = nlohmann::json::array();
   for (const Advice& a : s.advice()) {
@@ -159,6 +161,7 @@ nlohmann::json summary_json(const Summary& s) {
                       {"commands", a.commands},
                       {"occurrences", a.occurrences},
                       {"lost_ms", round_ns(a.lost_ms)},
+                      {"exclusive_ms", round_ns(a.exclusive_ms)},
                       {"median_latency_ms", round_us(a.median_latency_ms)},
                       {"median_fixed_ms", round_us(a.median_fixed_ms)},
                       {"fix", a.fix},

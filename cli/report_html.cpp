@@ -600,8 +600,13 @@ void advice_table(Out& o, const Summary& s, bool evidence, const std::string& an
     put(o, "<p>{}</p>\n", s.commands() ? "No findings." : "No findings (no SCSI commands).");
     return;
   }
+  put(o,
+      "<p class=\"note\">Time lost: {} of the {} the completed commands took, each millisecond counted once, "
+      "to the cause that held it. Touched: the findings' own time, which overlaps (a Nagle hold's includes "
+      "the delayed ACK that ended it).</p>\n",
+      ms_text(s.exclusive_total_ms()), ms_text(s.latency_total_ms()));
   o += "<table class=\"findings\"><tr><th>#</th><th>finding</th><th>side</th><th>commands</th><th>time "
-       "lost</th>"
+       "lost</th><th>touched</th>"
        "<th>median latency now → after fix</th><th>fix</th>";
   if (evidence) o += "<th>e.g. frames</th>";
   o += "</tr>\n";
@@ -614,10 +619,11 @@ void advice_table(Out& o, const Summary& s, bool evidence, const std::string& an
     put(o,
         "<tr data-kind=\"{}\"><td class=\"n\">{}</td><td class=\"kind\">{}</td><td>{}</td><td "
         "class=\"n\">{}</td>"
-        "<td class=\"n\">{}</td><td>{}</td><td class=\"fix\">{}</td>",
-        name, ++rank, cell, side_name(a.side), count_text(a.commands), ms_text(a.lost_ms),
+        "<td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td class=\"fix\">{}</td>",
+        name, ++rank, cell, side_name(a.side), count_text(a.commands),
+        a.commands ? ms_text(a.exclusive_ms) : std::string("–"), ms_text(a.lost_ms),
         a.commands ? fmt::format("{} → {}", ms_text(a.median_latency_ms), ms_text(a.median_fixed_ms))
-                   : std::string("– (not tied to single commands)"),
+                   : std::string("– (the link idle between commands: not in their latency)"),
         esc(a.fix));
     if (evidence) put(o, "<td>{}</td>", frames_text(a.example_frames));
     o += "</tr>\n";

@@ -47,16 +47,23 @@ void write_advice(std::string& o, const Summary& s, bool evidence) {
     o += s.commands() ? "No findings.\n" : "No findings (no SCSI commands).\n";
     return;
   }
-  o += "Findings, ranked by time lost\n";
-  o += fmt::format("  {:>2}  {:<16} {:<9} {:>9} {:>10}   {}\n", "#", "finding", "side", "commands",
-                   "time lost", "median latency now -> after fix");
+  // Time lost: each millisecond of a command's latency counted once, to the cause that held it;
+  // "touched" is the findings' own time, which overlaps (a hold's includes the delayed ACK that
+  // ended it) and, for a connection-level verdict, is not command latency at all.
+  o += fmt::format(
+      "Findings, ranked by time lost ({} of the {} the completed commands took; each millisecond "
+      "counted once)\n",
+      ms_text(s.exclusive_total_ms()), ms_text(s.latency_total_ms()));
+  o += fmt::format("  {:>2}  {:<16} {:<9} {:>9} {:>10} {:>10}   {}\n", "#", "finding", "side", "commands",
+                   "time lost", "touched", "median latency now -> after fix");
   size_t rank = 0;
   for (const Advice& a : advice) {
     const std::string medians =
         a.commands ? fmt::format("{} -> {}", ms_text(a.median_latency_ms), ms_text(a.median_fixed_ms))
-                   : std::string("- (not tied to single commands)");
-    o += fmt::format("  {:>2}  {:<16} {:<9} {:>9} {:>10}   {}\n", ++rank, finding_name(a.kind),
-                     side_name(a.side), count_text(a.commands), ms_text(a.lost_ms), medians);
+                   : std::string("- (the link idle between commands: not in their latency)");
+    o += fmt::format("  {:>2}  {:<16} {:<9} {:>9} {:>10} {:>10}   {}\n", ++rank, finding_name(a.kind),
+                     side_name(a.side), count_text(a.commands), a.commands ? ms_text(a.exclusive_ms) : "-",
+                     ms_text(a.lost_ms), medians);
     if (!a.fix.empty()) o += fmt::format("      fix: {}\n", a.fix);
     if (evidence && !a.example_frames.empty())
       o += fmt::format("      e.g. frames {}\n", frames_text(a.example_frames));
@@ -110,8 +117,10 @@ void write_sessions(std::string& o, const CaptureResult& r) {
         const ConnectionInfo& c = *cp;
         o += fmt::format("  connection {}  initiator {} <-> target {}  (capture point {})\n", c.id,
                          c.initiator.str(), c.target.str(), vantage_words(c.vantage));
-        o += fmt::format("    RTT {} (capture point to initiator {}, to target {})   {}\n", ms_text(c.rtt_ms),
-                         ms_text(c.rtt_initiator_ms), ms_text(c.rtt_target_ms), mss_words(c));
+        // An RTT no segment measured is unknown, not 0.
+        auto rtt = [](double ms) { return ms < 0 ? std::string("unknown") : ms_text(ms); };
+        o += fmt::format("    RTT {} (capture point to initiator {}, to target {})   {}\n", rtt(c.rtt_ms),
+                         rtt(c.rtt_initiator_ms), rtt(c.rtt_target_ms), mss_words(c));
         std::vector<std::string> keys;
         for (const auto& [k, v] : c.keys)
           keys.push_back(k + "=" + v);

@@ -415,8 +415,10 @@ void add_command(proto_tree* tree, tvbuff_t* tvb, const CommandResult& c, uint64
   auto it = g_state->connections.find(c.connection);
   if (it == g_state->connections.end()) return;
   const ConnectionInfo& k = it->second;
+  char rtt[32] = "unknown";  // no segment measured it
+  if (k.rtt_ms >= 0) std::snprintf(rtt, sizeof rtt, "%.3f ms", k.rtt_ms);
   proto_item* ki = proto_tree_add_none_format(
-      ct, hf_conn, tvb, 0, 0, "Connection %u: RTT %.3f ms, capture point %s%s", k.id, k.rtt_ms,
+      ct, hf_conn, tvb, 0, 0, "Connection %u: RTT %s, capture point %s%s", k.id, rtt,
       vantage_name(k.vantage).data(), k.mid_session_start ? ", joined mid-session" : "");
   gen(ki);
   proto_tree* kt = proto_item_add_subtree(ki, ett_conn);

@@ -2150,7 +2150,7 @@ end
 
 local function new_breakdown()
   return { request = 0, think = 0, data = 0, nagle = 0, delayed_ack = 0, r2t = 0, window = 0,
-           loss = 0, response = 0 }
+           loss = 0, response = 0, cwnd = 0, rwnd = 0 }  -- cwnd + rwnd: window's parts
 end
 
 function Connection:touch_for_start(dir, ev, seg)
@@ -2305,6 +2305,8 @@ function Connection:analyse_touch(dir, seg, t, verdict)
         bd.nagle = bd.nagle + held_ms - dack
       else
         bd.window = bd.window + held_ms - dack
+        local part = verdict.kind == "cwnd_limited" and "cwnd" or "rwnd"
+        bd[part] = bd[part] + held_ms - dack
       end
       c.hold_ms = c.hold_ms + held_ms
       self:add_kind(c, verdict.kind)
@@ -2778,6 +2780,12 @@ end
 
 local function fmt_ms(v) return string.format("%.3f", v or 0) end
 
+-- The breakdown part that is each kind's own (finding_kinds.hpp exclusive_ms): over all kinds a
+-- command's parts add up to at most its latency, where the findings' lost_ms overlap.
+local OWN_PART = { nagle_hold = "nagle", delayed_ack = "delayed_ack", r2t_round_trip = "r2t",
+                   cwnd_limited = "cwnd", rwnd_limited = "rwnd", retransmission = "loss",
+                   target_think = "think" }
+
 function Analyzer:report()
   local out = {}
   local function p(s) out[#out + 1] = s end
@@ -2806,13 +2814,26 @@ function Analyzer:report()
         k.frames[#k.frames + 1] = f.frame
       end
     end
-    table.sort(order, function(a, b) return a.lost > b.lost end)
+    for _, c in ipairs(self.commands) do
+      if c.session == s.id and c.completed then
+        for _, kind in ipairs(c.findings or {}) do
+          local part = OWN_PART[kind]
+          for _, k in ipairs(order) do
+            if k.kind == kind and part then k.own = (k.own or 0) + (c.breakdown[part] or 0) end
+          end
+        end
+      end
+    end
+    table.sort(order, function(a, b)
+      if (a.own or 0) ~= (b.own or 0) then return (a.own or 0) > (b.own or 0) end
+      return a.lost > b.lost
+    end)
     if #order == 0 then p("  no findings") end
     for _, k in ipairs(order) do
       local ex = {}
       for i = 1, min(5, #k.frames) do ex[i] = tostring(k.frames[i]) end
-      p(string.format("  %s (%s): %d occurrence(s), %s ms lost; frames %s", k.kind, k.side, k.n,
-        fmt_ms(k.lost), table.concat(ex, ", ")))
+      p(string.format("  %s (%s): %d occurrence(s), %s ms lost (its own), %s ms touched; frames %s",
+        k.kind, k.side, k.n, fmt_ms(k.own), fmt_ms(k.lost), table.concat(ex, ", ")))
       p("    fix: " .. fix_for(k.kind, k.side))
     end
   end
@@ -3032,8 +3053,9 @@ local function add_command(root, c)
   -- The connection's facts are final once it is finished (second pass, or after its FIN).
   if c.conn and c.conn.finished then
     local k = c.conn:facts()
-    local kt = t:add(pf.conn):set_text(string.format("Connection %d: RTT %.3f ms, capture point %s%s", c.conn.id,
-      k.rtt_ms or -1, k.vantage, k.mid_session_start and ", joined mid-session" or ""))
+    local rtt = k.rtt_ms and string.format("%.3f ms", k.rtt_ms) or "unknown"  -- no segment measured it
+    local kt = t:add(pf.conn):set_text(string.format("Connection %d: RTT %s, capture point %s%s", c.conn.id,
+      rtt, k.vantage, k.mid_session_start and ", joined mid-session" or ""))
     if k.rtt_ms then kt:add(pf.conn_rtt_ms, k.rtt_ms) end
     kt:add(pf.conn_vantage, k.vantage)
     kt:add(pf.conn_joined, k.mid_session_start and true or false)

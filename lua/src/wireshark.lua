@@ -195,8 +195,9 @@ local function add_command(root, c)
   -- The connection's facts are final once it is finished (second pass, or after its FIN).
   if c.conn and c.conn.finished then
     local k = c.conn:facts()
-    local kt = t:add(pf.conn):set_text(string.format("Connection %d: RTT %.3f ms, capture point %s%s", c.conn.id,
-      k.rtt_ms or -1, k.vantage, k.mid_session_start and ", joined mid-session" or ""))
+    local rtt = k.rtt_ms and string.format("%.3f ms", k.rtt_ms) or "unknown"  -- no segment measured it
+    local kt = t:add(pf.conn):set_text(string.format("Connection %d: RTT %s, capture point %s%s", c.conn.id,
+      rtt, k.vantage, k.mid_session_start and ", joined mid-session" or ""))
     if k.rtt_ms then kt:add(pf.conn_rtt_ms, k.rtt_ms) end
     kt:add(pf.conn_vantage, k.vantage)
     kt:add(pf.conn_joined, k.mid_session_start and true or false)

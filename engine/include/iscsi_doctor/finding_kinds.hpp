@@ -21,7 +21,8 @@ struct FindingKindInfo {
   std::string_view label;  // a few words, for drawings ("" : not drawn on a ladder)
   std::string_view title;  // one line, Wireshark's expert info
   Severity severity;
-  // The breakdown parts whose time the finding explains (null: none, a connection-level verdict).
+  // The breakdown part whose time the finding explains, its own (null: none, a connection-level
+  // verdict), and one more its fix removes too (a Nagle hold's wait for a delayed ACK).
   double Breakdown::*part = nullptr;
   double Breakdown::*part2 = nullptr;
   // What the side that should change does; fix_initiator empty: the same as fix_target.
@@ -48,13 +49,13 @@ inline constexpr std::array<FindingKindInfo, finding_kind_count> kFindingKinds{{
      "data travels with the command",
      ""},
     {FindingKind::cwnd_limited, "cwnd_limited", "cwnd wait", "Sender stalled on its congestion window",
-     Severity::warning, &Breakdown::window_ms, nullptr,
+     Severity::warning, &Breakdown::cwnd_ms, nullptr,
      "keep the congestion window open between bursts: net.ipv4.tcp_slow_start_after_idle=0 on the sender, "
      "and "
      "a larger initial window (ip route ... initcwnd)",
      ""},
     {FindingKind::rwnd_limited, "rwnd_limited", "rwnd wait", "Sender stalled on the receive window",
-     Severity::warning, &Breakdown::window_ms, nullptr,
+     Severity::warning, &Breakdown::rwnd_ms, nullptr,
      "raise the initiator's receive buffer (net.ipv4.tcp_rmem, window scaling)",
      "raise the target's receive buffer (net.ipv4.tcp_rmem, window scaling)"},
     {FindingKind::retransmission, "retransmission", "loss recovery", "Retransmission delayed a command",
@@ -90,6 +91,13 @@ constexpr const FindingKindInfo& finding_kind(FindingKind k) { return kFindingKi
 inline double explained_ms(FindingKind k, const Breakdown& b) {
   const FindingKindInfo& i = finding_kind(k);
   return (i.part ? b.*i.part : 0) + (i.part2 ? b.*i.part2 : 0);
+}
+
+// The milliseconds of a command's latency that are the kind's own: no two kinds share one, so
+// over all kinds they add up to at most the latency (docs/cli.md "Time lost").
+inline double exclusive_ms(FindingKind k, const Breakdown& b) {
+  const FindingKindInfo& i = finding_kind(k);
+  return i.part ? b.*i.part : 0;
 }
 
 constexpr std::string_view fix_text(FindingKind k, Side side) {

@@ -37,15 +37,16 @@ std::string_view vantage_name(Vantage);
 
 // Where a command's latency went, in milliseconds (see docs/rules.md for each part).
 struct Breakdown {
-  double request_ms = 0;      // command PDU (and immediate/unsolicited data) crossing to the target
-  double think_ms = 0;        // target's own time between the complete request and its first reply
-  double data_ms = 0;         // data transfer (Data-In / Data-Out) not otherwise explained
-  double nagle_ms = 0;        // segments held by Nagle's algorithm
-  double delayed_ack_ms = 0;  // part of a Nagle hold spent waiting for a delayed ACK
-  double r2t_ms = 0;          // R2T round trips
-  double window_ms = 0;       // cwnd / rwnd stalls
-  double loss_ms = 0;         // loss recovery (retransmissions)
-  double response_ms = 0;     // status crossing back to the initiator
+  double request_ms = 0;            // command PDU (and immediate/unsolicited data) crossing to the target
+  double think_ms = 0;              // target's own time between the complete request and its first reply
+  double data_ms = 0;               // data transfer (Data-In / Data-Out) not otherwise explained
+  double nagle_ms = 0;              // segments held by Nagle's algorithm
+  double delayed_ack_ms = 0;        // part of a Nagle hold spent waiting for a delayed ACK
+  double r2t_ms = 0;                // R2T round trips
+  double window_ms = 0;             // cwnd / rwnd stalls
+  double cwnd_ms = 0, rwnd_ms = 0;  // window_ms's two parts (not in the reports' breakdown: window is)
+  double loss_ms = 0;               // loss recovery (retransmissions)
+  double response_ms = 0;           // status crossing back to the initiator
 };
 
 struct CommandResult {

@@ -18,7 +18,8 @@ struct Advice {
   Side side{};
   uint64_t commands = 0;                 // commands that carry this finding
   uint64_t occurrences = 0;              // findings of this kind
-  double lost_ms = 0;                    // sum of lost_ms
+  double lost_ms = 0;                    // sum of the findings' lost_ms (they overlap: "touched")
+  double exclusive_ms = 0;               // latency of its commands that is this kind's alone
   double median_latency_ms = 0;          // of the affected commands, as captured
   double median_fixed_ms = 0;            // of the same commands without the time this kind cost
   std::string fix;                       // what to change, for people
@@ -42,7 +43,7 @@ public:
   void on_finding(const Finding&) override;
   void on_notice(const Notice&) override;
 
-  std::vector<Advice> advice() const;  // ranked by time lost
+  std::vector<Advice> advice() const;  // ranked by exclusive time lost, then by time touched
   std::vector<ClassStats> classes() const;
   const std::vector<CommandResult>& worst() const {
     return worst_;
@@ -51,13 +52,15 @@ public:
   uint64_t commands() const { return commands_; }
   uint64_t completed() const { return completed_; }
   uint64_t excess_round_trips() const { return excess_round_trips_; }
+  double latency_total_ms() const { return latency_total_ms_; }  // of the completed commands
+  double exclusive_total_ms() const;                             // over all kinds: at most that
   std::array<uint64_t, finding_kind_count> finding_counts() const { return counts_; }
 
 private:
   struct PerKind {
     Side side{};
     uint64_t commands = 0, occurrences = 0;
-    double lost_ms = 0;
+    double lost_ms = 0, exclusive_ms = 0;
     std::vector<float> latency, fixed;
     std::vector<uint64_t> examples;
   };
@@ -73,6 +76,7 @@ private:
   std::vector<CommandResult> worst_;
   std::vector<Notice> notices_;
   uint64_t commands_ = 0, completed_ = 0, excess_round_trips_ = 0;
+  double latency_total_ms_ = 0;
   uint64_t notices_dropped_ = 0;
 };
 

@@ -34,6 +34,7 @@ void Summary::on_command(const CommandResult& c) {
   ++commands_;
   if (!c.completed) return;
   ++completed_;
+  latency_total_ms_ += c.latency_ms;
   if (c.round_trips > c.ideal_round_trips)
     excess_round_trips_ += uint64_t(c.round_trips - c.ideal_round_trips);
   auto& cls = classes_[{c.kind, c.bytes}];
@@ -43,6 +44,7 @@ void Summary::on_command(const CommandResult& c) {
   for (FindingKind k : c.findings) {
     auto& pk = kinds_[size_t(k)];
     ++pk.commands;
+    pk.exclusive_ms += exclusive_ms(k, c.breakdown);
     pk.latency.push_back(float(c.latency_ms));
     pk.fixed.push_back(float(std::max(0.0, c.latency_ms - explained_ms(k, c.breakdown))));
   }
@@ -84,14 +86,24 @@ std::vector<Advice> Summary::advice() const {
     a.commands = pk.commands;
     a.occurrences = pk.occurrences;
     a.lost_ms = pk.lost_ms;
+    a.exclusive_ms = pk.exclusive_ms;
     a.median_latency_ms = quantile(pk.latency, 0.5);
     a.median_fixed_ms = quantile(pk.fixed, 0.5);
     a.fix = fix_for(a.kind, a.side);
     a.example_frames = pk.examples;
     out.push_back(std::move(a));
   }
-  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.lost_ms > b.lost_ms; });
+  std::stable_sort(out.begin(), out.end(), [](auto& a, auto& b) {
+    return a.exclusive_ms != b.exclusive_ms ? a.exclusive_ms > b.exclusive_ms : a.lost_ms > b.lost_ms;
+  });
   return out;
+}
+
+double Summary::exclusive_total_ms() const {
+  double t = 0;
+  for (const auto& pk : kinds_)
+    t += pk.exclusive_ms;
+  return t;
 }
 
 std::vector<ClassStats> Summary::classes() const {

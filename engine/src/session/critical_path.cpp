@@ -210,6 +210,8 @@ void Connection::analyse_path_event(int dir, const Segment& seg, const PathEvent
       double dack = std::min(verdict.delayed_ack_ms, held_ms);
       bd.delayed_ack_ms += dack;
       (verdict.kind == FindingKind::nagle_hold ? bd.nagle_ms : bd.window_ms) += held_ms - dack;
+      if (verdict.kind != FindingKind::nagle_hold)
+        (verdict.kind == FindingKind::cwnd_limited ? bd.cwnd_ms : bd.rwnd_ms) += held_ms - dack;
       add_finding_kind(c, verdict.kind);
       if (dack > 0) add_finding_kind(c, FindingKind::delayed_ack);
       // Two crossings after the data the releasing ACK acknowledged: that ACK's, and this one's.

@@ -3,6 +3,12 @@
 
 local function fmt_ms(v) return string.format("%.3f", v or 0) end
 
+-- The breakdown part that is each kind's own (finding_kinds.hpp exclusive_ms): over all kinds a
+-- command's parts add up to at most its latency, where the findings' lost_ms overlap.
+local OWN_PART = { nagle_hold = "nagle", delayed_ack = "delayed_ack", r2t_round_trip = "r2t",
+                   cwnd_limited = "cwnd", rwnd_limited = "rwnd", retransmission = "loss",
+                   target_think = "think" }
+
 function Analyzer:report()
   local out = {}
   local function p(s) out[#out + 1] = s end
@@ -31,13 +37,26 @@ function Analyzer:report()
         k.frames[#k.frames + 1] = f.frame
       end
     end
-    table.sort(order, function(a, b) return a.lost > b.lost end)
+    for _, c in ipairs(self.commands) do
+      if c.session == s.id and c.completed then
+        for _, kind in ipairs(c.findings or {}) do
+          local part = OWN_PART[kind]
+          for _, k in ipairs(order) do
+            if k.kind == kind and part then k.own = (k.own or 0) + (c.breakdown[part] or 0) end
+          end
+        end
+      end
+    end
+    table.sort(order, function(a, b)
+      if (a.own or 0) ~= (b.own or 0) then return (a.own or 0) > (b.own or 0) end
+      return a.lost > b.lost
+    end)
     if #order == 0 then p("  no findings") end
     for _, k in ipairs(order) do
       local ex = {}
       for i = 1, min(5, #k.frames) do ex[i] = tostring(k.frames[i]) end
-      p(string.format("  %s (%s): %d occurrence(s), %s ms lost; frames %s", k.kind, k.side, k.n,
-        fmt_ms(k.lost), table.concat(ex, ", ")))
+      p(string.format("  %s (%s): %d occurrence(s), %s ms lost (its own), %s ms touched; frames %s",
+        k.kind, k.side, k.n, fmt_ms(k.own), fmt_ms(k.lost), table.concat(ex, ", ")))
       p("    fix: " .. fix_for(k.kind, k.side))
     end
   end

@@ -46,7 +46,7 @@ end
 
 local function new_breakdown()
   return { request = 0, think = 0, data = 0, nagle = 0, delayed_ack = 0, r2t = 0, window = 0,
-           loss = 0, response = 0 }
+           loss = 0, response = 0, cwnd = 0, rwnd = 0 }  -- cwnd + rwnd: window's parts
 end
 
 function Connection:touch_for_start(dir, ev, seg)
@@ -201,6 +201,8 @@ function Connection:analyse_touch(dir, seg, t, verdict)
         bd.nagle = bd.nagle + held_ms - dack
       else
         bd.window = bd.window + held_ms - dack
+        local part = verdict.kind == "cwnd_limited" and "cwnd" or "rwnd"
+        bd[part] = bd[part] + held_ms - dack
       end
       c.hold_ms = c.hold_ms + held_ms
       self:add_kind(c, verdict.kind)
