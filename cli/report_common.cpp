@@ -165,6 +165,7 @@ nlohmann::json summary_json(const Summary& s) {
                       {"median_latency_ms", round_us(a.median_latency_ms)},
                       {"median_fixed_ms", round_us(a.median_fixed_ms)},
                       {"fix", a.fix},
+                      {"detail", a.detail},
                       {"example_frames", a.example_frames}});
   }
   j["advice"] = std::move(advice);

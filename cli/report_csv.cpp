@@ -50,7 +50,10 @@ void write_row(ElementStream& s, const CommandResult& c, size_t capture, std::st
   if (c.status_frame) fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}"), c.status_frame);
   fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},"), c.first_ns);
   if (c.completed) ms_cell(o, c.latency_ms);
-  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{},"), c.round_trips, c.ideal_round_trips);
+  if (c.completed)  // never answered: no round trips to count (empty, as its latency)
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{},"), c.round_trips, c.ideal_round_trips);
+  else
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",,{},"), c.ideal_round_trips);
   for (size_t i = 0; i < c.findings.size(); ++i) {
     if (i) o += ';';
     o += finding_name(c.findings[i]);

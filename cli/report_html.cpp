@@ -623,7 +623,7 @@ void advice_table(Out& o, const Summary& s, bool evidence, const std::string& an
         name, ++rank, cell, side_name(a.side), count_text(a.commands),
         a.commands ? ms_text(a.exclusive_ms) : std::string("–"), ms_text(a.lost_ms),
         a.commands ? fmt::format("{} → {}", ms_text(a.median_latency_ms), ms_text(a.median_fixed_ms))
-                   : std::string("– (the link idle between commands: not in their latency)"),
+                   : "– (connection level: " + esc(a.detail) + ")",
         esc(a.fix));
     if (evidence) put(o, "<td>{}</td>", frames_text(a.example_frames));
     o += "</tr>\n";

@@ -124,8 +124,12 @@ void write_command(ElementStream& s, const CommandResult& c, size_t capture) {
     append_ms(o, c.latency_ms);
   else
     o += "null";
-  fmt::format_to(fmt::appender(o.b),
-                 FMT_COMPILE(",\"round_trips\":{},\"ideal_round_trips\":{},\"findings\":["), c.round_trips,
+  // A command never answered took no round trips that can be counted: null, as its latency.
+  if (c.completed)
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"round_trips\":{}"), c.round_trips);
+  else
+    o += ",\"round_trips\":null";
+  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"ideal_round_trips\":{},\"findings\":["),
                  c.ideal_round_trips);
   for (size_t i = 0; i < c.findings.size(); ++i) {
     if (i) o += ',';

@@ -60,7 +60,7 @@ void write_advice(std::string& o, const Summary& s, bool evidence) {
   for (const Advice& a : advice) {
     const std::string medians =
         a.commands ? fmt::format("{} -> {}", ms_text(a.median_latency_ms), ms_text(a.median_fixed_ms))
-                   : std::string("- (the link idle between commands: not in their latency)");
+                   : "- (connection level: " + a.detail + ")";
     o += fmt::format("  {:>2}  {:<16} {:<9} {:>9} {:>10} {:>10}   {}\n", ++rank, finding_name(a.kind),
                      side_name(a.side), count_text(a.commands), a.commands ? ms_text(a.exclusive_ms) : "-",
                      ms_text(a.lost_ms), medians);

@@ -569,7 +569,7 @@ void st_init(stats_tree* st) {
 
 void st_cleanup(stats_tree* st) { st_totals.erase(st); }
 
-void st_command(stats_tree* st, int parent, const CommandResult& c) {
+void st_command(stats_tree* st, int parent, const std::string& scope, const CommandResult& c) {
   int cmds = tick_stat_node(st, "commands", parent, TRUE);
   avg_stat_node_add_value_int(st, "round trips", cmds, FALSE, c.round_trips);
   avg_stat_node_add_value_int(st, "ideal round trips", cmds, FALSE, c.ideal_round_trips);
@@ -578,6 +578,11 @@ void st_command(stats_tree* st, int parent, const CommandResult& c) {
   for (FindingKind k : c.findings)
     if (k != FindingKind::serialized) {
       int kn = stats_tree_manip_node_int(MN_INCREASE, st, kind_name(k), parent, TRUE, 0);
+      // Its own part of the latency: over all kinds each millisecond counted once (docs/cli.md
+      // "Time lost"), where "time lost (ms, total)" sums the findings' overlapping lost_ms.
+      double& own = st_totals[st][scope + "/" + kind_name(k) + "/own"];
+      own += exclusive_ms(k, c.breakdown);
+      set_stat_node(st, "time lost (ms, own)", kn, FALSE, static_cast<gint>(std::lround(own)));
       int delayed = tick_stat_node(st, "commands delayed", kn, TRUE);
       // What this kind costs those commands: their round trips against the ideal.
       avg_stat_node_add_value_int(st, "round trips", delayed, FALSE, c.round_trips);
@@ -613,8 +618,8 @@ tap_packet_status st_packet(stats_tree* st, packet_info*, epan_dissect_t*, const
     const CommandResult& c = g_state->commands[i];
     std::string name = "Session " + std::to_string(c.session);
     int sn = stats_tree_manip_node_int(MN_INCREASE, st, name.c_str(), st_root_node, TRUE, 0);
-    st_command(st, sn, c);
-    st_command(st, all, c);
+    st_command(st, sn, name, c);
+    st_command(st, all, st_all, c);
   }
   for (uint32_t i : fr->tapped) {
     const FindingRec& r = g_state->findings[i];

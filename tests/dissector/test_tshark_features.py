@@ -96,6 +96,9 @@ def test_stats_tree(tshark, two_pass):
     assert int(m.group(1)) == len(held)
     assert float(m.group(2)) == pytest.approx(sum(c["round_trips"] for c in held) / len(held), abs=0.01)
     assert float(m.group(3)) == pytest.approx(sum(c["ideal_round_trips"] for c in held) / len(held), abs=0.01)
+    # Its own time lost (each millisecond counted once): the nagle breakdown part of those commands.
+    m = re.search(r"^\s*time lost \(ms, own\)\s+(\d+)", kind_part, re.M)
+    assert m and int(m.group(1)) == round(sum(c["breakdown_ms"]["nagle"] for c in held)), kind_part
 
 
 @needs_nagle

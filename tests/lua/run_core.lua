@@ -296,7 +296,7 @@ for _, c in ipairs(an.commands) do
     "iscsi_opcode", "1", "kind", jstr(c.kind), "lba", c.lba or "null", "bytes", jnum(c.bytes),
     "first_frame", jframe(c.first_frame), "status_frame", jframe(c.status_frame),
     "time_ns", jnum(c.first_t), "latency_ms", c.completed and jnum(c.latency_ms) or "null",
-    "round_trips", jnum(c.round_trips or 0), "ideal_round_trips", jnum(c.ideal_round_trips),
+    "round_trips", c.completed and jnum(c.round_trips or 0) or "null", "ideal_round_trips", jnum(c.ideal_round_trips),
     "findings", list(c.findings, jstr), "breakdown_ms", obj(bd), "status", status,
     "response", jnum(c.iscsi_response), "sense", sense, "completed", jbool(c.completed),
     "data_incomplete", jbool(c.data_incomplete) })

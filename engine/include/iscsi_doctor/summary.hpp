@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "iscsi_doctor/analyzer.hpp"
@@ -24,9 +25,11 @@ struct Advice {
   double median_fixed_ms = 0;            // of the same commands without the time this kind cost
   std::string fix;                       // what to change, for people
   std::vector<uint64_t> example_frames;  // a few evidence frames
+  std::string detail;                    // the first finding's sentence (a connection-level verdict's)
 };
 
-// Latency statistics of one command class (op kind + transfer size).
+// Latency statistics of one command class (op kind + transfer size + ideal round trips: writes of
+// one size may need one round trip or two, by the keys each connection negotiated).
 struct ClassStats {
   char kind = 'o';
   uint32_t bytes = 0;
@@ -63,6 +66,7 @@ private:
     double lost_ms = 0, exclusive_ms = 0;
     std::vector<float> latency, fixed;
     std::vector<uint64_t> examples;
+    std::string detail;
   };
   struct PerClass {
     std::vector<float> latency;
@@ -72,7 +76,7 @@ private:
   size_t worst_kept_;
   std::array<PerKind, finding_kind_count> kinds_{};
   std::array<uint64_t, finding_kind_count> counts_{};
-  std::map<std::pair<char, uint32_t>, PerClass> classes_;
+  std::map<std::tuple<char, uint32_t, int>, PerClass> classes_;
   std::vector<CommandResult> worst_;
   std::vector<Notice> notices_;
   uint64_t commands_ = 0, completed_ = 0, excess_round_trips_ = 0;

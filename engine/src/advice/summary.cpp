@@ -37,7 +37,7 @@ void Summary::on_command(const CommandResult& c) {
   latency_total_ms_ += c.latency_ms;
   if (c.round_trips > c.ideal_round_trips)
     excess_round_trips_ += uint64_t(c.round_trips - c.ideal_round_trips);
-  auto& cls = classes_[{c.kind, c.bytes}];
+  auto& cls = classes_[{c.kind, c.bytes, c.ideal_round_trips}];
   cls.latency.push_back(float(c.latency_ms));
   cls.round_trips.push_back(uint16_t(std::min(c.round_trips, 65535)));
   cls.ideal = c.ideal_round_trips;
@@ -62,7 +62,10 @@ void Summary::on_command(const CommandResult& c) {
 void Summary::on_finding(const Finding& f) {
   auto& pk = kinds_[size_t(f.kind)];
   ++counts_[size_t(f.kind)];
-  if (pk.occurrences == 0) pk.side = f.side;
+  if (pk.occurrences == 0) {
+    pk.side = f.side;
+    pk.detail = f.detail;
+  }
   ++pk.occurrences;
   pk.lost_ms += f.lost_ms;
   if (pk.examples.size() < kExamples) pk.examples.push_back(f.frame);
@@ -91,6 +94,7 @@ std::vector<Advice> Summary::advice() const {
     a.median_fixed_ms = quantile(pk.fixed, 0.5);
     a.fix = fix_for(a.kind, a.side);
     a.example_frames = pk.examples;
+    a.detail = pk.detail;
     out.push_back(std::move(a));
   }
   std::stable_sort(out.begin(), out.end(), [](auto& a, auto& b) {
@@ -110,8 +114,8 @@ std::vector<ClassStats> Summary::classes() const {
   std::vector<ClassStats> out;
   for (auto& [key, pc] : classes_) {
     ClassStats s;
-    s.kind = key.first;
-    s.bytes = key.second;
+    s.kind = std::get<0>(key);
+    s.bytes = std::get<1>(key);
     s.commands = pc.latency.size();
     s.median_ms = quantile(pc.latency, 0.5);
     s.p90_ms = quantile(pc.latency, 0.9);
