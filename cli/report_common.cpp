@@ -181,6 +181,24 @@ nlohmann::json summary_json(const Summary& s) {
                        {"ideal_round_trips", c.ideal_round_trips}});
   }
   j["classes"] = std::move(classes);
+  nlohmann::json luns = nlohmann::json::array();
+  for (const LunStats& l : s.luns())
+    luns.push_back({{"target", l.target},
+                    {"lun", l.lun == ~uint64_t(0) ? nlohmann::json(nullptr) : nlohmann::json(l.lun)},
+                    {"commands", l.commands},
+                    {"never_answered", l.incomplete},
+                    {"bytes_read", l.bytes_read},
+                    {"bytes_written", l.bytes_written},
+                    {"seconds", round_us(l.seconds * 1e3) / 1e3},
+                    {"iops", round_us(l.iops())},
+                    {"mb_per_s", round_us(l.mb_per_s())},
+                    {"p50_ms", round_us(l.p50_ms)},
+                    {"p90_ms", round_us(l.p90_ms)},
+                    {"p99_ms", round_us(l.p99_ms)},
+                    {"p999_ms", round_us(l.p999_ms)},
+                    {"max_ms", round_us(l.max_ms)},
+                    {"excess_round_trips", l.excess_round_trips}});
+  j["luns"] = std::move(luns);
   return j;
 }
 

@@ -648,6 +648,25 @@ void classes_table(Out& o, const Summary& s) {
   o += "</table>\n";
 }
 
+// Per target and LUN (Summary::luns): count, rates, latency percentiles, excess round trips.
+void luns_table(Out& o, const Summary& s) {
+  const auto luns = s.luns();
+  if (luns.empty()) return;
+  o += "<h3>Logical units</h3>\n<table class=\"luns\"><tr><th>target</th><th>LUN</th><th>commands</th>"
+       "<th>IOPS</th><th>MB/s</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th>"
+       "<th>excess round trips</th><th>never answered</th></tr>\n";
+  for (const LunStats& l : luns)
+    put(o,
+        "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.1f}</td>"
+        "<td class=\"n\">{:.2f}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
+        "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
+        esc(l.target), l.lun == ~uint64_t(0) ? std::string("–") : std::to_string(l.lun),
+        count_text(l.commands), l.iops(), l.mb_per_s(), ms_text(l.p50_ms), ms_text(l.p90_ms),
+        ms_text(l.p99_ms), ms_text(l.p999_ms), ms_text(l.max_ms), count_text(l.excess_round_trips),
+        count_text(l.incomplete));
+  o += "</table>\n";
+}
+
 void connections_table(Out& o, const CaptureResult& r) {
   if (r.connections.empty()) {
     o += "<p>No iSCSI connection found (ports other than 3260? see --port).</p>\n";
@@ -834,6 +853,7 @@ void capture_section(const CaptureResult& r, Aggregates& agg, const ReportOption
         rows.begin(), rows.begin() + long(std::min(rows.size(), kBreakdownRows)));
     breakdown_chart(o, cid + "-breakdown", top);
     classes_table(o, s);
+    luns_table(o, s);
     o += "<h3>Queue depth and throughput over time</h3>\n";
     timeline_chart(o, cid + "-timeline", agg.time);
   }

@@ -82,6 +82,24 @@ void write_classes(std::string& o, const Summary& s) {
                      ms_text(c.max_ms), c.median_round_trips, c.ideal_round_trips);
 }
 
+// Per target and LUN: what a storage engineer looks at first.
+void write_luns(std::string& o, const Summary& s) {
+  const auto luns = s.luns();
+  if (luns.empty()) return;
+  o += "\nLogical units (SCSI commands completed in the capture)\n";
+  o += fmt::format("  {:<28} {:>5} {:>9} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}\n", "target", "LUN",
+                   "commands", "IOPS", "MB/s", "p50", "p90", "p99", "p99.9", "max", "excess");
+  for (const LunStats& l : luns) {
+    o += fmt::format("  {:<28} {:>5} {:>9} {:>8.1f} {:>8.2f} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}{}\n",
+                     l.target, l.lun == ~uint64_t(0) ? std::string("-") : std::to_string(l.lun),
+                     count_text(l.commands), l.iops(), l.mb_per_s(), ms_text(l.p50_ms), ms_text(l.p90_ms),
+                     ms_text(l.p99_ms), ms_text(l.p999_ms), ms_text(l.max_ms),
+                     count_text(l.excess_round_trips),
+                     l.incomplete ? fmt::format("  ({} never answered)", count_text(l.incomplete)) : "");
+  }
+  o += "  (excess: round trips beyond the ideal, summed; percentiles of latency, nearest rank)\n";
+}
+
 void write_worst(std::string& o, const Summary& s) {
   const auto& worst = s.worst();
   if (worst.empty()) return;
@@ -181,6 +199,7 @@ public:
     }
     write_advice(o, s, true);
     write_classes(o, s);
+    write_luns(o, s);
     write_worst(o, s);
     const auto& notices = s.notices();
     if (!notices.empty()) {

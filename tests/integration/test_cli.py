@@ -268,6 +268,44 @@ def test_time_lost_adds_up(path):
     assert ranks == sorted(ranks, reverse=True)
 
 
+def nearest_rank(values, q):
+    v = sorted(values)
+    return v[int(q * (len(v) - 1) + 0.5)]
+
+
+@pytest.mark.parametrize("path", [wiki(n) for n in NAMES] + [
+    ROOT / "captures" / "fixtures" / f"{n}.pcap.gz" for n in (
+        "stock-qd8-read--initiator", "stock-write--target", "scripted-nagle-read-1k-joined--target")],
+    ids=lambda p: p.name.split(".")[0])
+def test_lun_table_from_the_commands(path):
+    """The per-target-and-LUN table, recomputed from the JSON commands and their connections'
+    targets: completed SCSI commands, never answered ones, bytes, excess round trips, percentiles."""
+    doc = report(path)
+    target = {k["connection"]: k["target"] for s in doc["sessions"] for k in s["connections"]}
+    want = {}
+    for c in doc["commands"]:
+        if c["iscsi_opcode"] != 1:
+            continue
+        row = want.setdefault((target[c["connection"]], c["lun"]), {"lat": [], "never": 0, "excess": 0, "r": 0, "w": 0})
+        if not c["completed"]:
+            row["never"] += 1
+            continue
+        row["lat"].append(c["latency_ms"])
+        row["excess"] += max(0, c["round_trips"] - c["ideal_round_trips"])
+        row["r" if c["kind"] == "read" else "w" if c["kind"] == "write" else "o"] = \
+            row.get("r" if c["kind"] == "read" else "w" if c["kind"] == "write" else "o", 0) + c["bytes"]
+    got = {(l["target"], l["lun"]): l for l in doc["captures"][0]["summary"]["luns"]}
+    assert set(got) == set(want)
+    for key, w in want.items():
+        g = got[key]
+        assert (g["commands"], g["never_answered"], g["excess_round_trips"]) == (len(w["lat"]), w["never"], w["excess"]), key
+        assert (g["bytes_read"], g["bytes_written"]) == (w["r"], w["w"]), key
+        if w["lat"]:
+            for q, k in ((0.5, "p50_ms"), (0.99, "p99_ms"), (0.999, "p999_ms")):
+                assert g[k] == pytest.approx(nearest_rank(w["lat"], q), rel=1e-5, abs=1e-3), (key, k)
+            assert g["max_ms"] == pytest.approx(max(w["lat"]), rel=1e-5, abs=1e-3), key
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_csv_has_one_row_per_json_command(name):
     path = wiki(name)

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "iscsi_doctor/analyzer.hpp"
@@ -39,15 +40,35 @@ struct ClassStats {
   int ideal_round_trips = 0;
 };
 
+// What a storage engineer looks at first, per logical unit: a target's LUN as the initiators used
+// it in this capture (its completed commands).
+struct LunStats {
+  std::string target;  // the target's address and port, "10.77.0.2:3260"
+  uint64_t lun = 0;
+  uint64_t commands = 0;    // completed ones
+  uint64_t incomplete = 0;  // never answered in the capture
+  uint64_t bytes_read = 0, bytes_written = 0;
+  double seconds = 0;  // from its first command to its last status
+  double p50_ms = 0, p90_ms = 0, p99_ms = 0, p999_ms = 0, max_ms = 0;
+  uint64_t excess_round_trips = 0;
+  double iops() const { return seconds > 0 ? double(commands) / seconds : 0; }
+  double mb_per_s() const { return seconds > 0 ? double(bytes_read + bytes_written) / 1e6 / seconds : 0; }
+};
+
 class Summary : public Sink {
 public:
   explicit Summary(size_t worst_kept = 10) : worst_kept_(worst_kept) {}
   void on_command(const CommandResult&) override;
   void on_finding(const Finding&) override;
   void on_notice(const Notice&) override;
+  // A connection's facts are final: its commands' LUN figures go under its target.
+  void on_connection(const ConnectionInfo&) override;
 
   std::vector<Advice> advice() const;  // ranked by exclusive time lost, then by time touched
   std::vector<ClassStats> classes() const;
+  // Per target and LUN, busiest first; at most kMaxLuns rows (the rest folded into the last).
+  std::vector<LunStats> luns() const;
+  static constexpr size_t kMaxLuns = 1024;
   const std::vector<CommandResult>& worst() const {
     return worst_;
   }  // slowest, by excess round trips then latency
@@ -68,6 +89,16 @@ private:
     std::vector<uint64_t> examples;
     std::string detail;
   };
+  struct PerLun {
+    std::vector<float> latency;
+    uint64_t incomplete = 0, bytes_read = 0, bytes_written = 0, excess = 0;
+    int64_t first_ns = 0, last_ns = 0;
+    void add(const PerLun& o);
+  };
+  // Open connections' LUNs (by connection, LUN) until the connection's target is known; then under
+  // (target, LUN), at most kMaxLuns keys (later ones fold into the last key, marked by lun ~0).
+  std::map<std::pair<uint32_t, uint64_t>, PerLun> open_luns_;
+  std::map<std::pair<std::string, uint64_t>, PerLun> luns_;
   struct PerClass {
     std::vector<float> latency;
     std::vector<uint16_t> round_trips;

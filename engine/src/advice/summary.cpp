@@ -32,6 +32,18 @@ std::string fix_for(FindingKind kind, Side side) { return std::string(fix_text(k
 
 void Summary::on_command(const CommandResult& c) {
   ++commands_;
+  if (c.iscsi_opcode == 0x01 && c.connection) {  // SCSI commands (not NOPs or task management)
+    PerLun& l = open_luns_[{c.connection, c.lun}];
+    if (!c.completed) {
+      ++l.incomplete;
+    } else {
+      l.latency.push_back(float(c.latency_ms));
+      (c.kind == 'w' ? l.bytes_written : l.bytes_read) += c.kind == 'o' ? 0 : c.bytes;
+      if (c.round_trips > c.ideal_round_trips) l.excess += uint64_t(c.round_trips - c.ideal_round_trips);
+      if (l.latency.size() == 1 || c.first_ns < l.first_ns) l.first_ns = c.first_ns;
+      l.last_ns = std::max(l.last_ns, c.status_ns);
+    }
+  }
   if (!c.completed) return;
   ++completed_;
   latency_total_ms_ += c.latency_ms;
@@ -71,6 +83,30 @@ void Summary::on_finding(const Finding& f) {
   if (pk.examples.size() < kExamples) pk.examples.push_back(f.frame);
 }
 
+void Summary::PerLun::add(const PerLun& o) {
+  if (o.latency.empty() && !o.incomplete) return;
+  if (!o.latency.empty()) {
+    first_ns = latency.empty() ? o.first_ns : std::min(first_ns, o.first_ns);
+    last_ns = std::max(last_ns, o.last_ns);
+  }
+  latency.insert(latency.end(), o.latency.begin(), o.latency.end());
+  incomplete += o.incomplete;
+  bytes_read += o.bytes_read;
+  bytes_written += o.bytes_written;
+  excess += o.excess;
+}
+
+void Summary::on_connection(const ConnectionInfo& k) {
+  auto it = open_luns_.lower_bound({k.id, 0});
+  const std::string target = k.target.str();
+  while (it != open_luns_.end() && it->first.first == k.id) {
+    std::pair<std::string, uint64_t> key{target, it->first.second};
+    if (!luns_.count(key) && luns_.size() >= kMaxLuns) key = {"(other targets and LUNs)", ~uint64_t(0)};
+    luns_[key].add(it->second);
+    it = open_luns_.erase(it);
+  }
+}
+
 void Summary::on_notice(const Notice& n) {
   if (notices_.size() < kMaxNotices)
     notices_.push_back(n);
@@ -108,6 +144,29 @@ double Summary::exclusive_total_ms() const {
   for (const auto& pk : kinds_)
     t += pk.exclusive_ms;
   return t;
+}
+
+std::vector<LunStats> Summary::luns() const {
+  std::vector<LunStats> out;
+  for (const auto& [key, l] : luns_) {
+    LunStats s;
+    s.target = key.first;
+    s.lun = key.second;
+    s.commands = l.latency.size();
+    s.incomplete = l.incomplete;
+    s.bytes_read = l.bytes_read;
+    s.bytes_written = l.bytes_written;
+    s.seconds = double(l.last_ns - l.first_ns) / 1e9;
+    s.p50_ms = quantile(l.latency, 0.5);
+    s.p90_ms = quantile(l.latency, 0.9);
+    s.p99_ms = quantile(l.latency, 0.99);
+    s.p999_ms = quantile(l.latency, 0.999);
+    s.max_ms = l.latency.empty() ? 0 : *std::max_element(l.latency.begin(), l.latency.end());
+    s.excess_round_trips = l.excess;
+    out.push_back(std::move(s));
+  }
+  std::stable_sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.commands > b.commands; });
+  return out;
 }
 
 std::vector<ClassStats> Summary::classes() const {
