@@ -441,7 +441,7 @@ int run_pipeline(const PipelineOptions& opt) {
   ro.ladder = opt.ladder;
   const std::unique_ptr<Report> report = make_report(opt.format, ro);
   std::unique_ptr<Summary> overall_owned;
-  if (inputs.size() > 1) overall_owned = std::make_unique<Summary>(opt.worst);
+  if (inputs.size() > 1) overall_owned = std::make_unique<Summary>(opt.worst, false);
   Shared sh{opt, *report, console};
 
   std::vector<FILE*> spools;  // closed at the end, whatever happens

@@ -57,7 +57,9 @@ struct LunStats {
 
 class Summary : public Sink {
 public:
-  explicit Summary(size_t worst_kept = 10) : worst_kept_(worst_kept) {}
+  // per_lun: keep the LUN table (needs on_connection; a summary over several captures gets none).
+  explicit Summary(size_t worst_kept = 10, bool per_lun = true)
+      : worst_kept_(worst_kept), per_lun_(per_lun) {}
   void on_command(const CommandResult&) override;
   void on_finding(const Finding&) override;
   void on_notice(const Notice&) override;
@@ -105,6 +107,7 @@ private:
     int ideal = 0;
   };
   size_t worst_kept_;
+  bool per_lun_;
   std::array<PerKind, finding_kind_count> kinds_{};
   std::array<uint64_t, finding_kind_count> counts_{};
   std::map<std::tuple<char, uint32_t, int>, PerClass> classes_;

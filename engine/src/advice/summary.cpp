@@ -32,7 +32,7 @@ std::string fix_for(FindingKind kind, Side side) { return std::string(fix_text(k
 
 void Summary::on_command(const CommandResult& c) {
   ++commands_;
-  if (c.iscsi_opcode == 0x01 && c.connection) {  // SCSI commands (not NOPs or task management)
+  if (per_lun_ && c.iscsi_opcode == 0x01 && c.connection) {  // SCSI commands (not NOPs or task management)
     PerLun& l = open_luns_[{c.connection, c.lun}];
     if (!c.completed) {
       ++l.incomplete;
