@@ -199,6 +199,25 @@ nlohmann::json summary_json(const Summary& s) {
                     {"max_ms", round_us(l.max_ms)},
                     {"excess_round_trips", l.excess_round_trips}});
   j["luns"] = std::move(luns);
+  nlohmann::json statuses = nlohmann::json::array();
+  auto opt = [](int v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  for (const StatusStats& st : s.statuses())
+    statuses.push_back(
+        {{"answered", st.answered},
+         {"status", st.status >= 0    ? nlohmann::json(scsi_status_name(uint8_t(st.status)))
+                    : st.status == -2 ? nlohmann::json("other")
+                                      : nlohmann::json(nullptr)},
+         {"iscsi_response", st.iscsi_response},
+         {"sense_key", st.sense_key >= 0 ? nlohmann::json(sense_key_name(uint8_t(st.sense_key)))
+                                         : nlohmann::json(nullptr)},
+         {"asc", opt(st.asc)},
+         {"ascq", opt(st.ascq)},
+         {"commands", st.commands},
+         {"example",
+          {{"itt", fmt::format("0x{:08x}", st.example_itt)},
+           {"op", st.example_op},
+           {"frame", st.example_frame}}}});
+  j["statuses"] = std::move(statuses);
   return j;
 }
 

@@ -667,6 +667,29 @@ void luns_table(Out& o, const Summary& s) {
   o += "</table>\n";
 }
 
+// How the SCSI commands ended (Summary::statuses).
+void statuses_table(Out& o, const Summary& s) {
+  const auto statuses = s.statuses();
+  if (statuses.empty()) return;
+  o += "<h3>How the SCSI commands ended</h3>\n<table class=\"statuses\"><tr><th>commands</th><th>status</th>"
+       "<th>sense key</th><th>ASC/ASCQ</th><th>iSCSI response</th><th>e.g.</th></tr>\n";
+  for (const StatusStats& st : statuses)
+    put(o,
+        "<tr><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td>"
+        "<td>ITT 0x{:08x} {}, frame {}</td></tr>\n",
+        count_text(st.commands),
+        !st.answered      ? std::string("never answered")
+        : st.status == -2 ? std::string("other")
+        : st.status >= 0  ? scsi_status_name(uint8_t(st.status))
+                          : std::string("–"),
+        st.sense_key >= 0 ? std::string(sense_key_name(uint8_t(st.sense_key))) : std::string("–"),
+        st.sense_key >= 0 ? fmt::format("0x{:02x}/0x{:02x}", std::max(st.asc, 0), std::max(st.ascq, 0))
+                          : std::string("–"),
+        st.iscsi_response ? fmt::format("0x{:02x}", st.iscsi_response) : std::string("–"), st.example_itt,
+        esc(st.example_op), st.example_frame);
+  o += "</table>\n";
+}
+
 void connections_table(Out& o, const CaptureResult& r) {
   if (r.connections.empty()) {
     o += "<p>No iSCSI connection found (ports other than 3260? see --port).</p>\n";
@@ -854,6 +877,7 @@ void capture_section(const CaptureResult& r, Aggregates& agg, const ReportOption
     breakdown_chart(o, cid + "-breakdown", top);
     classes_table(o, s);
     luns_table(o, s);
+    statuses_table(o, s);
     o += "<h3>Queue depth and throughput over time</h3>\n";
     timeline_chart(o, cid + "-timeline", agg.time);
   }

@@ -82,6 +82,33 @@ void write_classes(std::string& o, const Summary& s) {
                      ms_text(c.max_ms), c.median_round_trips, c.ideal_round_trips);
 }
 
+// How the SCSI commands ended: status, sense, iSCSI response, or no answer.
+std::string status_words(const StatusStats& st) {
+  if (!st.answered) return "never answered";
+  if (st.status == -2) return fmt::format("other statuses (over {})", Summary::kMaxStatuses);
+  return st.status >= 0 ? scsi_status_name(uint8_t(st.status)) : "no SCSI status";
+}
+
+std::string sense_words(const StatusStats& st) {
+  std::string w;
+  if (st.sense_key >= 0)
+    w = fmt::format("{}, ASC 0x{:02x} ASCQ 0x{:02x}", sense_key_name(uint8_t(st.sense_key)),
+                    std::max(st.asc, 0), std::max(st.ascq, 0));
+  if (st.iscsi_response)
+    w += fmt::format("{}iSCSI response 0x{:02x}", w.empty() ? "" : ", ", st.iscsi_response);
+  return w;
+}
+
+void write_statuses(std::string& o, const Summary& s) {
+  const auto statuses = s.statuses();
+  if (statuses.empty()) return;
+  o += "\nHow the SCSI commands ended\n";
+  o += fmt::format("  {:>9}  {:<16} {:<44} {}\n", "commands", "status", "sense / response", "e.g.");
+  for (const StatusStats& st : statuses)
+    o += fmt::format("  {:>9}  {:<16} {:<44} ITT 0x{:08x} {}, frame {}\n", count_text(st.commands),
+                     status_words(st), sense_words(st), st.example_itt, st.example_op, st.example_frame);
+}
+
 // Per target and LUN: what a storage engineer looks at first.
 void write_luns(std::string& o, const Summary& s) {
   const auto luns = s.luns();
@@ -200,6 +227,7 @@ public:
     write_advice(o, s, true);
     write_classes(o, s);
     write_luns(o, s);
+    write_statuses(o, s);
     write_worst(o, s);
     const auto& notices = s.notices();
     if (!notices.empty()) {

@@ -7,6 +7,7 @@ The binary is $ISCSI_DOCTOR (default build/cli/iscsi-doctor under the repository
 $ISCSI_DOCTOR_ROOT. The real captures are captures/wireshark-wiki/ in the repository, or
 ../shared/captures/wireshark-wiki/ beside it.
 """
+import collections
 import csv
 import functools
 import gzip
@@ -304,6 +305,23 @@ def test_lun_table_from_the_commands(path):
             for q, k in ((0.5, "p50_ms"), (0.99, "p99_ms"), (0.999, "p999_ms")):
                 assert g[k] == pytest.approx(nearest_rank(w["lat"], q), rel=1e-5, abs=1e-3), (key, k)
             assert g["max_ms"] == pytest.approx(max(w["lat"]), rel=1e-5, abs=1e-3), key
+
+
+@pytest.mark.parametrize("path", [wiki(n) for n in NAMES] + [ROOT / "tests" / "corpus" / "command-no-response.pcap.gz"],
+                         ids=lambda p: p.name.split(".")[0])
+def test_status_table_from_the_commands(path):
+    """How the SCSI commands ended, recounted from the JSON commands."""
+    doc = report(path)
+    want = collections.Counter()
+    for c in doc["commands"]:
+        if c["iscsi_opcode"] == 1:
+            sense = c["sense"] or {}
+            want[(c["completed"], c["status"], c["response"] or 0, sense.get("key_name"), sense.get("asc"),
+                  sense.get("ascq"))] += 1
+    got = collections.Counter()
+    for st in doc["captures"][0]["summary"]["statuses"]:
+        got[(st["answered"], st["status"], st["iscsi_response"], st["sense_key"], st["asc"], st["ascq"])] += st["commands"]
+    assert got == want
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -55,6 +55,19 @@ struct LunStats {
   double mb_per_s() const { return seconds > 0 ? double(bytes_read + bytes_written) / 1e6 / seconds : 0; }
 };
 
+// SCSI commands by how they ended: SCSI status, sense (key, ASC, ASCQ), iSCSI response, or no
+// answer in the capture; with the first one as an example.
+struct StatusStats {
+  int status = -1;  // SCSI status byte; -1: none (never answered, or an iSCSI-level failure); -2: other
+  int iscsi_response = 0;
+  int sense_key = -1, asc = -1, ascq = -1;
+  bool answered = true;
+  uint64_t commands = 0;
+  std::string example_op;
+  uint32_t example_itt = 0;
+  uint64_t example_frame = 0;  // its status frame, or its first frame when never answered
+};
+
 class Summary : public Sink {
 public:
   // per_lun: keep the LUN table (needs on_connection; a summary over several captures gets none).
@@ -68,6 +81,9 @@ public:
 
   std::vector<Advice> advice() const;  // ranked by exclusive time lost, then by time touched
   std::vector<ClassStats> classes() const;
+  // Most frequent first; at most kMaxStatuses rows (then one with status -2 holds the rest).
+  std::vector<StatusStats> statuses() const;
+  static constexpr size_t kMaxStatuses = 256;
   // Per target and LUN, busiest first; at most kMaxLuns rows (the rest folded into the last).
   std::vector<LunStats> luns() const;
   static constexpr size_t kMaxLuns = 1024;
@@ -101,6 +117,7 @@ private:
   // (target, LUN), at most kMaxLuns keys (later ones fold into the last key, marked by lun ~0).
   std::map<std::pair<uint32_t, uint64_t>, PerLun> open_luns_;
   std::map<std::pair<std::string, uint64_t>, PerLun> luns_;
+  std::map<std::tuple<bool, int, int, int, int, int>, StatusStats> statuses_;
   struct PerClass {
     std::vector<float> latency;
     std::vector<uint16_t> round_trips;

@@ -32,6 +32,25 @@ std::string fix_for(FindingKind kind, Side side) { return std::string(fix_text(k
 
 void Summary::on_command(const CommandResult& c) {
   ++commands_;
+  if (c.iscsi_opcode == 0x01) {
+    const std::tuple<bool, int, int, int, int, int> key{c.completed,
+                                                        c.scsi_status ? int(*c.scsi_status) : -1,
+                                                        c.iscsi_response ? int(*c.iscsi_response) : 0,
+                                                        c.sense_key ? int(*c.sense_key) : -1,
+                                                        c.asc ? int(*c.asc) : -1,
+                                                        c.ascq ? int(*c.ascq) : -1};
+    auto it = statuses_.find(key);
+    if (it == statuses_.end() && statuses_.size() >= kMaxStatuses)  // fuzzed statuses: one "other" row
+      it = statuses_.try_emplace({true, -2, 0, -1, -1, -1}).first;
+    if (it == statuses_.end()) it = statuses_.try_emplace(key).first;
+    StatusStats& st = it->second;
+    if (st.commands++ == 0) {
+      std::tie(st.answered, st.status, st.iscsi_response, st.sense_key, st.asc, st.ascq) = it->first;
+      st.example_op = c.op;
+      st.example_itt = c.itt;
+      st.example_frame = c.completed ? c.status_frame : c.first_frame;
+    }
+  }
   if (per_lun_ && c.iscsi_opcode == 0x01 && c.connection) {  // SCSI commands (not NOPs or task management)
     PerLun& l = open_luns_[{c.connection, c.lun}];
     if (!c.completed) {
@@ -165,6 +184,14 @@ std::vector<LunStats> Summary::luns() const {
     s.excess_round_trips = l.excess;
     out.push_back(std::move(s));
   }
+  std::stable_sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.commands > b.commands; });
+  return out;
+}
+
+std::vector<StatusStats> Summary::statuses() const {
+  std::vector<StatusStats> out;
+  for (const auto& [key, st] : statuses_)
+    out.push_back(st);
   std::stable_sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.commands > b.commands; });
   return out;
 }
