@@ -166,6 +166,7 @@ nlohmann::json summary_json(const Summary& s) {
                       {"median_fixed_ms", round_us(a.median_fixed_ms)},
                       {"fix", a.fix},
                       {"detail", a.detail},
+                      {"note", a.note},
                       {"example_frames", a.example_frames}});
   }
   j["advice"] = std::move(advice);

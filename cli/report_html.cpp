@@ -624,7 +624,7 @@ void advice_table(Out& o, const Summary& s, bool evidence, const std::string& an
         a.commands ? ms_text(a.exclusive_ms) : std::string("–"), ms_text(a.lost_ms),
         a.commands ? fmt::format("{} → {}", ms_text(a.median_latency_ms), ms_text(a.median_fixed_ms))
                    : "– (connection level: " + esc(a.detail) + ")",
-        esc(a.fix));
+        esc(a.fix) + (a.note.empty() ? std::string() : "<br/><i>note: " + esc(a.note) + "</i>"));
     if (evidence) put(o, "<td>{}</td>", frames_text(a.example_frames));
     o += "</tr>\n";
   }

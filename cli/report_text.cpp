@@ -65,6 +65,7 @@ void write_advice(std::string& o, const Summary& s, bool evidence) {
                      side_name(a.side), count_text(a.commands), a.commands ? ms_text(a.exclusive_ms) : "-",
                      ms_text(a.lost_ms), medians);
     if (!a.fix.empty()) o += fmt::format("      fix: {}\n", a.fix);
+    if (!a.note.empty()) o += fmt::format("      note: {}\n", a.note);
     if (evidence && !a.example_frames.empty())
       o += fmt::format("      e.g. frames {}\n", frames_text(a.example_frames));
   }

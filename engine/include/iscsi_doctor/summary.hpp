@@ -27,6 +27,9 @@ struct Advice {
   std::string fix;                       // what to change, for people
   std::vector<uint64_t> example_frames;  // a few evidence frames
   std::string detail;                    // the first finding's sentence (a connection-level verdict's)
+  // target_think on commands whose time is the device's own work (a media changer's robot, tape
+  // motion, FORMAT UNIT, SYNCHRONIZE CACHE, START STOP UNIT): how many, and what they were.
+  std::string note;
 };
 
 // Latency statistics of one command class (op kind + transfer size + ideal round trips: writes of
@@ -106,6 +109,8 @@ private:
     std::vector<float> latency, fixed;
     std::vector<uint64_t> examples;
     std::string detail;
+    uint64_t device_work = 0;
+    std::vector<std::string> device_ops;  // distinct, at most 4
   };
   struct PerLun {
     std::vector<float> latency;

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <string_view>
 
 namespace iscsi_doctor {
 
@@ -18,6 +20,28 @@ double quantile(std::vector<T> v, double q) {
   size_t k = size_t(std::floor(q * double(v.size() - 1) + 0.5));
   std::nth_element(v.begin(), v.begin() + long(k), v.end());
   return double(v[k]);
+}
+
+// Commands whose time is the device's own work, not a slow backing store: media changers, tapes,
+// formatting, cache flushes, spin-up.
+bool device_work(std::string_view op) {
+  static constexpr std::string_view kOps[] = {"MOVE MEDIUM",
+                                              "INITIALIZE ELEMENT STATUS",
+                                              "READ ELEMENT STATUS",
+                                              "POSITION TO ELEMENT",
+                                              "REWIND",
+                                              "LOAD UNLOAD",
+                                              "SPACE(6)",
+                                              "LOCATE(10)",
+                                              "ERASE(6)",
+                                              "WRITE FILEMARKS(6)",
+                                              "FORMAT UNIT",
+                                              "SYNCHRONIZE CACHE(10)",
+                                              "SYNCHRONIZE CACHE(16)",
+                                              "START STOP UNIT",
+                                              "REZERO UNIT",
+                                              "SEND DIAGNOSTIC"};
+  return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
 }
 
 // Slowest first: most round trips beyond the ideal, then latency.
@@ -76,6 +100,12 @@ void Summary::on_command(const CommandResult& c) {
     auto& pk = kinds_[size_t(k)];
     ++pk.commands;
     pk.exclusive_ms += exclusive_ms(k, c.breakdown);
+    if (k == FindingKind::target_think && device_work(c.op)) {
+      ++pk.device_work;
+      if (pk.device_ops.size() < 4 &&
+          std::find(pk.device_ops.begin(), pk.device_ops.end(), c.op) == pk.device_ops.end())
+        pk.device_ops.push_back(c.op);
+    }
     pk.latency.push_back(float(c.latency_ms));
     pk.fixed.push_back(float(std::max(0.0, c.latency_ms - explained_ms(k, c.breakdown))));
   }
@@ -150,6 +180,15 @@ std::vector<Advice> Summary::advice() const {
     a.fix = fix_for(a.kind, a.side);
     a.example_frames = pk.examples;
     a.detail = pk.detail;
+    if (pk.device_work) {
+      std::string ops;
+      for (const std::string& op : pk.device_ops)
+        ops += (ops.empty() ? "" : ", ") + op;
+      a.note = std::to_string(pk.device_work) + " of these " + std::to_string(pk.commands) +
+               " commands are " + ops +
+               ": their time is the device's own work (a changer's robot, tape motion, formatting, a cache "
+               "flush, spin-up), expected of it, not a slow disk";
+    }
     out.push_back(std::move(a));
   }
   std::stable_sort(out.begin(), out.end(), [](auto& a, auto& b) {
