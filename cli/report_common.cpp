@@ -167,6 +167,7 @@ nlohmann::json summary_json(const Summary& s) {
                       {"fix", a.fix},
                       {"detail", a.detail},
                       {"note", a.note},
+                      {"inferred", a.inferred},
                       {"example_frames", a.example_frames}});
   }
   j["advice"] = std::move(advice);

@@ -186,7 +186,12 @@ void write_finding(ElementStream& s, const Finding& f, size_t capture) {
   append_frame(o, f.command_first_frame);
   o += ",\"detail\":";
   write_json_string(o, f.detail);
-  o += '}';
+  o += ",\"inferred\":[";
+  for (size_t i = 0; i < f.inferred.size(); ++i) {
+    if (i) o += ',';
+    write_json_string(o, f.inferred[i]);
+  }
+  o += "]}";
   std::fwrite(o.data(), 1, o.size(), s.out);
 }
 

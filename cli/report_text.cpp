@@ -66,6 +66,17 @@ void write_advice(std::string& o, const Summary& s, bool evidence) {
                      ms_text(a.lost_ms), medians);
     if (!a.fix.empty()) o += fmt::format("      fix: {}\n", a.fix);
     if (!a.note.empty()) o += fmt::format("      note: {}\n", a.note);
+    if (!a.inferred.empty()) {
+      std::vector<std::string> words;
+      for (const std::string& f : a.inferred)
+        words.push_back(f == "mss"            ? "the MSS"
+                        : f == "window_scale" ? "the window scale"
+                                              : "the negotiated keys");
+      o += fmt::format(
+          "      inferred: {} (not in the capture: see each connection's facts); the verdict rests on "
+          "{}\n",
+          join(words, ", "), words.size() > 1 ? "them" : "it");
+    }
     if (evidence && !a.example_frames.empty())
       o += fmt::format("      e.g. frames {}\n", frames_text(a.example_frames));
   }

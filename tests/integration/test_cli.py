@@ -324,6 +324,32 @@ def test_status_table_from_the_commands(path):
     assert got == want
 
 
+@pytest.mark.parametrize("name", ["scripted-nagle-read-1k--initiator", "scripted-nagle-read-1k-joined--target",
+                                  "initiator-rcvbuf-read--target", "initiator-rcvbuf-read-joined--target",
+                                  "stock-write--initiator", "stock-write-joined--initiator"])
+def test_findings_say_what_they_inferred(name):
+    """Holds and window stalls found on a capture without the handshake rest on an inferred MSS
+    (and a receive-window stall on an inferred window scale), an avoidable R2T without the login on
+    inferred keys; with the handshake and login in the capture (tshark: a SYN, a Login), nothing is
+    inferred."""
+    path = ROOT / "captures" / "fixtures" / f"{name}.pcap.gz"
+    seen = subprocess.run(["tshark", "-r", str(path), "-Y", "tcp.flags.syn == 1 && tcp.flags.ack == 0"],
+                          capture_output=True, text=True, check=True).stdout.strip() != ""
+    login = subprocess.run(["tshark", "-r", str(path), "-Y", "iscsi.opcode == 0x03"],
+                           capture_output=True, text=True, check=True).stdout.strip() != ""
+    findings = report(path)["findings"]
+    assert findings
+    for f in findings:
+        want = []
+        if f["kind"] in ("nagle_hold", "delayed_ack", "cwnd_limited", "rwnd_limited") and not seen:
+            want.append("mss")
+        if f["kind"] == "rwnd_limited" and not seen:
+            want.append("window_scale")
+        if f["kind"] == "r2t_round_trip" and not login:
+            want.append("keys")
+        assert f["inferred"] == want, (f["kind"], f["frame"])
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_csv_has_one_row_per_json_command(name):
     path = wiki(name)

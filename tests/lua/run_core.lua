@@ -312,7 +312,7 @@ for _, fd in ipairs(an.findings) do
     "related", obj(rel), "lost_ms", jnum(fd.lost_ms or 0),
     "itt", fd.itt and jstr(string.format("0x%08x", fd.itt)) or "null",
     "command_first_frame", jframe(fd.command_first_frame), "detail", jstr(fd.detail or ""),
-    "fix", jstr(fd.fix) })
+    "inferred", list(fd.inferred or {}, jstr), "fix", jstr(fd.fix) })
 end
 -- Connection facts and sessions, as the CLI lists them (sessions[].connections[]).
 local function ms_or_null(r) if not r.known then return "null" end return jnum(r.min / 1e6) end

@@ -178,7 +178,7 @@ def command_diffs(cli, lua, base_ns):
 def finding_diffs(cli, lua):
     d = []
     for k in ("kind", "side", "session", "connection", "frame", "related", "itt",
-              "command_first_frame", "detail"):
+              "command_first_frame", "detail", "inferred"):
         if cli.get(k) != lua.get(k):
             d.append(k)
     if not close(cli["lost_ms"], lua["lost_ms"]):

@@ -87,6 +87,9 @@ struct Finding {
   std::optional<uint32_t> itt;                            // the command it delayed, if one
   uint64_t command_first_frame = 0;
   std::string detail;  // one line for people
+  // Facts this verdict rests on that the capture did not show, so were inferred (docs/rules.md
+  // "Inferred facts"): "mss", "window_scale", "keys". Empty: all seen.
+  std::vector<std::string> inferred;
 };
 
 struct Notice {

@@ -30,6 +30,7 @@ struct Advice {
   // target_think on commands whose time is the device's own work (a media changer's robot, tape
   // motion, FORMAT UNIT, SYNCHRONIZE CACHE, START STOP UNIT): how many, and what they were.
   std::string note;
+  std::vector<std::string> inferred;  // facts some of its findings rest on that were inferred
 };
 
 // Latency statistics of one command class (op kind + transfer size + ideal round trips: writes of
@@ -109,6 +110,7 @@ private:
     std::vector<float> latency, fixed;
     std::vector<uint64_t> examples;
     std::string detail;
+    std::vector<std::string> inferred;
     uint64_t device_work = 0;
     std::vector<std::string> device_ops;  // distinct, at most 4
   };

@@ -129,6 +129,9 @@ void Summary::on_finding(const Finding& f) {
   }
   ++pk.occurrences;
   pk.lost_ms += f.lost_ms;
+  for (const std::string& fact : f.inferred)
+    if (std::find(pk.inferred.begin(), pk.inferred.end(), fact) == pk.inferred.end())
+      pk.inferred.push_back(fact);
   if (pk.examples.size() < kExamples) pk.examples.push_back(f.frame);
 }
 
@@ -180,6 +183,7 @@ std::vector<Advice> Summary::advice() const {
     a.fix = fix_for(a.kind, a.side);
     a.example_frames = pk.examples;
     a.detail = pk.detail;
+    a.inferred = pk.inferred;
     if (pk.device_work) {
       std::string ops;
       for (const std::string& op : pk.device_ops)

@@ -417,7 +417,29 @@ Finding Connection::finding(FindingKind kind, Side side, uint64_t frame, double 
   return f;
 }
 
-void Connection::emit_finding(Finding f) { sink_.on_finding(f); }
+void Connection::emit_finding(Finding f) {
+  // What the verdict rests on that the capture may not have shown: a hold is told from a full
+  // segment by the sender's MSS, a receive-window stall by the window scale, and an avoidable R2T
+  // by the negotiated keys (docs/rules.md "Inferred facts").
+  const int sender = f.kind == FindingKind::delayed_ack ? (f.side == Side::initiator ? kT2I : kI2T)
+                                                        : (f.side == Side::initiator ? kI2T : kT2I);
+  switch (f.kind) {
+    case FindingKind::nagle_hold:
+    case FindingKind::delayed_ack:
+    case FindingKind::cwnd_limited:
+    case FindingKind::rwnd_limited:
+      if (!tcp_.flow(sender).mss_from_syn) f.inferred.emplace_back("mss");
+      if (f.kind == FindingKind::rwnd_limited && !tcp_.flow(sender).peer_wscale_known)
+        f.inferred.emplace_back("window_scale");
+      break;
+    case FindingKind::r2t_round_trip:
+      if (!keys_.from_login) f.inferred.emplace_back("keys");
+      break;
+    default:
+      break;
+  }
+  sink_.on_finding(f);
+}
 
 void Connection::notice(Notice::Level level, uint64_t frame, std::string message) {
   if (++notices_ > kMaxNoticesPerConnection) {

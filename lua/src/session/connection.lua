@@ -337,6 +337,20 @@ end
 function Connection:emit_finding(f)
   f.session = self:session_id()
   f.connection = self.id
+  -- What the verdict rests on that the capture may not have shown (engine: emit_finding).
+  local k = f.kind
+  local sender
+  if k == "delayed_ack" then sender = f.side == "initiator" and T2I or I2T
+  else sender = f.side == "initiator" and I2T or T2I end
+  f.inferred = {}
+  if k == "nagle_hold" or k == "delayed_ack" or k == "cwnd_limited" or k == "rwnd_limited" then
+    if not self.flow[sender].mss_from_syn then f.inferred[#f.inferred + 1] = "mss" end
+    if k == "rwnd_limited" and not self.flow[sender].peer_wscale_known then
+      f.inferred[#f.inferred + 1] = "window_scale"
+    end
+  elseif k == "r2t_round_trip" and not self.keys.from_login then
+    f.inferred[#f.inferred + 1] = "keys"
+  end
   self.an:on_finding(f)
 end
 
