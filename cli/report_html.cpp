@@ -593,6 +593,13 @@ details pre { font-size: 12px; background: #f6f7f9; padding: 8px; overflow-x: au
 nav a { margin-right: 12px; }
 )";
 
+std::string join_words(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words)
+    out += (out.empty() ? "" : ", ") + w;
+  return out;
+}
+
 void advice_table(Out& o, const Summary& s, bool evidence, const std::string& anchor_prefix,
                   const std::set<size_t>& with_ladders) {
   const auto advice = s.advice();
@@ -624,7 +631,10 @@ void advice_table(Out& o, const Summary& s, bool evidence, const std::string& an
         a.commands ? ms_text(a.exclusive_ms) : std::string("–"), ms_text(a.lost_ms),
         a.commands ? fmt::format("{} → {}", ms_text(a.median_latency_ms), ms_text(a.median_fixed_ms))
                    : "– (connection level: " + esc(a.detail) + ")",
-        esc(a.fix) + (a.note.empty() ? std::string() : "<br/><i>note: " + esc(a.note) + "</i>"));
+        esc(a.fix) + (a.note.empty() ? std::string() : "<br/><i>note: " + esc(a.note) + "</i>") +
+            (a.inferred.empty()
+                 ? std::string()
+                 : "<br/><i>inferred (not in the capture): " + esc(join_words(a.inferred)) + "</i>"));
     if (evidence) put(o, "<td>{}</td>", frames_text(a.example_frames));
     o += "</tr>\n";
   }

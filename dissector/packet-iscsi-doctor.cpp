@@ -85,7 +85,7 @@ std::array<int, bd_count> hf_bd{-1, -1, -1, -1, -1, -1, -1, -1, -1};
 
 int hf_finding_tree = -1, hf_finding = -1, hf_side = -1, hf_lost_ms = -1, hf_fix = -1, hf_detail = -1,
     hf_finding_itt = -1, hf_command_frame = -1, hf_decided_in = -1, hf_decided_at_end = -1,
-    hf_related_other = -1;
+    hf_related_other = -1, hf_inferred = -1;
 // Finding::related names the engine uses; anything else goes to iscsi_doctor.related.
 enum RelatedName {
   rel_released_by,
@@ -456,6 +456,8 @@ void add_finding(proto_tree* tree, tvbuff_t* tvb, packet_info* pinfo, const Find
   gen(proto_tree_add_double(ft, hf_lost_ms, tvb, 0, 0, f.lost_ms));
   gen(proto_tree_add_string(ft, hf_fix, tvb, 0, 0, r.fix.c_str()));
   if (!f.detail.empty()) gen(proto_tree_add_string(ft, hf_detail, tvb, 0, 0, f.detail.c_str()));
+  for (const std::string& fact : f.inferred)  // the verdict rests on it: not in the capture
+    gen(proto_tree_add_string(ft, hf_inferred, tvb, 0, 0, fact.c_str()));
   gen(proto_tree_add_uint(ft, hf_session, tvb, 0, 0, f.session));
   gen(proto_tree_add_uint(ft, hf_connection, tvb, 0, 0, f.connection));
   gen(proto_tree_add_uint(ft, hf_evidence_frame, tvb, 0, 0, static_cast<guint32>(f.frame)));
@@ -740,6 +742,9 @@ extern "C" void proto_register_iscsi_doctor(void) {
       {&hf_lost_ms, {"Time lost (ms)", "iscsi_doctor.lost_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0, NULL, HFILL}},
       {&hf_fix, {"Fix", "iscsi_doctor.fix", FT_STRING, BASE_NONE, NULL, 0x0, "What to change", HFILL}},
       {&hf_detail, {"Detail", "iscsi_doctor.detail", FT_STRING, BASE_NONE, NULL, 0x0, NULL, HFILL}},
+      {&hf_inferred,
+       {"Inferred", "iscsi_doctor.inferred", FT_STRING, BASE_NONE, NULL, 0x0,
+        "A fact this verdict rests on that the capture did not show: mss, window_scale, keys", HFILL}},
       {&hf_finding_itt,
        {"Delayed command ITT", "iscsi_doctor.finding_itt", FT_UINT32, BASE_HEX, NULL, 0x0, NULL, HFILL}},
       {&hf_command_frame,

@@ -2905,6 +2905,8 @@ local pf = {
   lost_ms = ProtoField.double("iscsi_doctor_lua.lost_ms", "Time lost (ms)"),
   fix = ProtoField.string("iscsi_doctor_lua.fix", "Fix"),
   detail = ProtoField.string("iscsi_doctor_lua.detail", "Detail"),
+  inferred = ProtoField.string("iscsi_doctor_lua.inferred", "Inferred",
+    "A fact this verdict rests on that the capture did not show: mss, window_scale, keys"),
   evidence_frame = ProtoField.framenum("iscsi_doctor_lua.evidence_frame", "Evidence frame"),
   finding_itt = ProtoField.uint32("iscsi_doctor_lua.finding_itt", "Delayed command ITT", base.HEX),
   command_first_frame = ProtoField.framenum("iscsi_doctor_lua.command_first_frame",
@@ -3093,6 +3095,7 @@ local function add_finding(root, f)
   t:add(pf.lost_ms, f.lost_ms or 0)
   t:add(pf.fix, f.fix)
   if f.detail then t:add(pf.detail, f.detail) end
+  for _, fact in ipairs(f.inferred or {}) do t:add(pf.inferred, fact) end
   if f.session then t:add(pf.session, f.session) end
   if f.connection then t:add(pf.connection, f.connection) end
   t:add(pf.evidence_frame, f.frame)
