@@ -53,6 +53,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json", "csv"}));
   auto* output_opt =
       app.add_option("-o,--output", opt.output, "write the report to FILE instead of standard output");
+  app.add_option("--findings-csv", opt.findings_csv,
+                 "with --format csv: also write one row per finding to FILE (kind, side, frames, time lost, "
+                 "command, inferred facts, detail)");
   std::string html;
   app.add_option("--html", html,
                  "write a self-contained HTML report (ladder diagrams, latency plots) to FILE instead of "
@@ -129,6 +132,10 @@ int main(int argc, char** argv) {
       }
       opt.fail_on.push_back(*kind);
     }
+  }
+  if (!opt.findings_csv.empty() && format != "csv") {
+    std::fprintf(stderr, "iscsi-doctor: --findings-csv goes with --format csv\n");
+    return kExitUnusable;
   }
   if (!html.empty()) {
     if (format != "text") {

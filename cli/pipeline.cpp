@@ -439,6 +439,7 @@ int run_pipeline(const PipelineOptions& opt) {
   ro.decoder = opt.decoder;
   ro.engine = opt.engine;
   ro.ladder = opt.ladder;
+  ro.findings_csv = opt.findings_csv;
   const std::unique_ptr<Report> report = make_report(opt.format, ro);
   std::unique_ptr<Summary> overall_owned;
   if (inputs.size() > 1) overall_owned = std::make_unique<Summary>(opt.worst, false);

@@ -32,7 +32,8 @@ struct PipelineOptions {
   DecoderChoice decoder = DecoderChoice::fast;
   std::vector<FindingKind> fail_on;
   std::optional<uint64_t> max_excess_round_trips;
-  LadderSpec ladder;  // Format::ladder
+  LadderSpec ladder;         // Format::ladder
+  std::string findings_csv;  // Format::csv: the findings' CSV file, when asked for
 };
 
 // Runs the whole pipeline; messages go to stderr. Returns the exit code.

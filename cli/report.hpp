@@ -125,6 +125,7 @@ struct ReportOptions {
   DecoderChoice decoder = DecoderChoice::fast;  // the HTML report's second pass reads as the first
   Options engine;                               // and analyses as the first
   LadderSpec ladder;
+  std::string findings_csv;  // --format csv: also one row per finding into this file
 };
 std::unique_ptr<Report> make_text_report(const ReportOptions&);
 std::unique_ptr<Report> make_json_report(const ReportOptions&);

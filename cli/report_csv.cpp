@@ -2,7 +2,10 @@
 // `--format csv`: one row per command with the fields of the JSON `commands` items (RFC 4180
 // quoting; findings joined by ';'; breakdown parts as breakdown_<part>_ms columns; empty cell for
 // null). Rows are written as commands arrive.
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 
 #include <fmt/compile.h>
 #include <fmt/format.h>
@@ -79,27 +82,79 @@ void write_row(ElementStream& s, const CommandResult& c, size_t capture, std::st
   s.empty = false;
 }
 
-// One row per command, into the direct stream.
+// One row per finding (--findings-csv): the fields of the JSON `findings` items; related frames as
+// name=frame joined by ';', inferred facts joined by ';'.
+constexpr std::string_view kFindingsHeader =
+    "capture,file,kind,side,session,connection,frame,related,lost_ms,itt,command_first_frame,inferred,"
+    "detail\n";
+
+void write_finding_row(ElementStream& s, const Finding& f, size_t capture, std::string_view path) {
+  OutBuf o;
+  fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{},"), capture);
+  cell(o, path);
+  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{},{},{},{},"), finding_name(f.kind), side_name(f.side),
+                 f.session, f.connection, f.frame);
+  std::string related;
+  for (const auto& [name, frame] : f.related)
+    related += fmt::format("{}{}={}", related.empty() ? "" : ";", name, frame);
+  cell(o, related);
+  o += ',';
+  ms_cell(o, f.lost_ms);
+  o += ',';
+  if (f.itt) fmt::format_to(fmt::appender(o.b), FMT_COMPILE("0x{:08x}"), *f.itt);
+  o += ',';
+  if (f.command_first_frame) fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}"), f.command_first_frame);
+  o += ',';
+  std::string inferred;
+  for (const std::string& fact : f.inferred)
+    inferred += (inferred.empty() ? "" : ";") + fact;
+  cell(o, inferred);
+  o += ',';
+  cell(o, f.detail);
+  o += '\n';
+  std::fwrite(o.data(), 1, o.size(), s.out);
+  s.empty = false;
+}
+
+// One row per command, into the direct stream; one per finding into the deferred one, if asked.
 class CsvCaptureReport final : public CaptureReport {
 public:
-  CsvCaptureReport(size_t index, std::string_view path, ElementStream& s)
+  CsvCaptureReport(size_t index, std::string_view path, CaptureStreams s)
       : index_(index), path_(path), s_(s) {}
-  void command(const CommandResult& c) override { write_row(s_, c, index_, path_); }
+  void command(const CommandResult& c) override { write_row(*s_.direct, c, index_, path_); }
+  void finding(const Finding& f) override {
+    if (s_.deferred) write_finding_row(*s_.deferred, f, index_, path_);
+  }
 
 private:
   size_t index_;
   std::string_view path_;
-  ElementStream& s_;
+  CaptureStreams s_;
 };
 
 class CsvReport final : public Report {
 public:
   explicit CsvReport(const ReportOptions& o) : opt_(o) {}
   bool writes_direct() const override { return true; }
+  bool writes_deferred() const override { return !opt_.findings_csv.empty(); }
 
   std::unique_ptr<CaptureReport> capture_report(size_t index, CaptureStreams streams, Sink&) override {
-    return std::make_unique<CsvCaptureReport>(index, path_of(index), *streams.direct);
+    return std::make_unique<CsvCaptureReport>(index, path_of(index), streams);
   }
+
+  // The findings' rows, gathered over every capture in argument order, into their own file.
+  void end(FILE*, const Overall&, FILE* deferred) override {
+    if (opt_.findings_csv.empty()) return;
+    FILE* f = std::fopen(opt_.findings_csv.c_str(), "w");
+    if (!f) {
+      failure_ = fmt::format("{}: cannot write: {}", opt_.findings_csv, std::strerror(errno));
+      return;
+    }
+    std::fwrite(kFindingsHeader.data(), 1, kFindingsHeader.size(), f);
+    if (deferred) copy_file(deferred, f);
+    if (std::fclose(f) != 0) failure_ = fmt::format("{}: write error", opt_.findings_csv);
+  }
+  std::string failure() const override { return failure_; }
 
   void begin(FILE* out) override {
     std::string h =
@@ -116,6 +171,7 @@ private:
     return capture < opt_.paths.size() ? std::string_view(opt_.paths[capture]) : std::string_view();
   }
   ReportOptions opt_;
+  std::string failure_;
 };
 
 }  // namespace

@@ -350,6 +350,22 @@ def test_findings_say_what_they_inferred(name):
         assert f["inferred"] == want, (f["kind"], f["frame"])
 
 
+def test_findings_csv_has_one_row_per_json_finding(tmp_path):
+    paths = [wiki("iscsi-tapel"), ROOT / "captures" / "fixtures" / "scripted-nagle-read-1k-joined--target.pcap.gz"]
+    doc = json.loads(run("--format", "json", "-q", *paths, check_rc=0).stdout)
+    out = tmp_path / "f.csv"
+    run("--format", "csv", "--findings-csv", out, "-q", "-j", "2", *paths, check_rc=0)
+    rows = list(csv.DictReader(io.StringIO(out.read_text())))
+    assert len(rows) == len(doc["findings"]) > 0
+    for row, f in zip(rows, doc["findings"]):
+        assert (row["kind"], row["side"], int(row["frame"]), int(row["capture"])) == \
+            (f["kind"], f["side"], f["frame"], f["capture"])
+        assert float(row["lost_ms"]) == pytest.approx(f["lost_ms"], abs=1e-6)
+        assert row["inferred"] == ";".join(f["inferred"]) and row["detail"] == f["detail"]
+        assert row["itt"] == (f["itt"] or "")
+    assert run("--findings-csv", out, paths[0], check_rc=2)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_csv_has_one_row_per_json_command(name):
     path = wiki(name)
