@@ -49,8 +49,11 @@ int main(int argc, char** argv) {
   app.add_option("CAPTURE", opt.inputs,
                  "pcap or pcapng files, gzip-compressed or not, or directories (searched recursively)")
       ->required();
-  app.add_option("--format", format, "report format: text (default), json or csv")
-      ->check(CLI::IsMember({"text", "json", "csv"}));
+  app.add_option(
+         "--format", format,
+         "report format: text (default), json, csv, or verdict (one line per capture and the gate's, for "
+         "CI logs)")
+      ->check(CLI::IsMember({"text", "json", "csv", "verdict"}));
   auto* output_opt =
       app.add_option("-o,--output", opt.output, "write the report to FILE instead of standard output");
   app.add_option("--findings-csv", opt.findings_csv,
@@ -116,7 +119,10 @@ int main(int argc, char** argv) {
     return kExitUnusable;
   }
 
-  opt.format = format == "json" ? Format::json : format == "csv" ? Format::csv : Format::text;
+  opt.format = format == "json"      ? Format::json
+               : format == "csv"     ? Format::csv
+               : format == "verdict" ? Format::verdict
+                                     : Format::text;
   opt.decoder = decoder == "libtins" ? DecoderChoice::libtins : DecoderChoice::fast;
   if (!ports.empty()) opt.engine.ports = ports;
   opt.engine.detect_ports = !no_detect;

@@ -379,6 +379,8 @@ std::unique_ptr<Report> make_report(Format format, const ReportOptions& ro) {
       return make_html_report(ro);
     case Format::ladder:
       return make_ladder_report(ro);
+    case Format::verdict:
+      return make_verdict_report(ro);
     default:
       return make_text_report(ro);
   }

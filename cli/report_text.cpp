@@ -284,8 +284,45 @@ private:
   ReportOptions opt_;
 };
 
+// `--format verdict`: for CI logs, one line per capture (its commands, excess round trips and each
+// finding kind with its side and time lost) and the gate's line.
+class VerdictReport final : public Report {
+public:
+  void capture_done(FILE* out, const CaptureResult& r) override {
+    if (!r.usable) {
+      std::fputs(fmt::format("unusable: {}\n", r.error).c_str(), out);  // the error names the file
+      return;
+    }
+    const Summary& s = *r.summary;
+    std::vector<std::string> kinds;
+    for (const Advice& a : s.advice())
+      kinds.push_back(fmt::format("{} {} {}", finding_name(a.kind), side_name(a.side),
+                                  a.commands ? ms_text(a.exclusive_ms) : ms_text(a.lost_ms) + " touched"));
+    std::fputs(
+        fmt::format("{}: {} commands, {} excess round trips; {}\n", r.path, count_text(s.commands()),
+                    count_text(s.excess_round_trips()), kinds.empty() ? "no findings" : join(kinds, ", "))
+            .c_str(),
+        out);
+  }
+  void end(FILE* out, const Overall& all, FILE*) override {
+    std::string o;
+    if (!all.gate.requested)
+      o = "Gate: none asked (--fail-on, --max-excess-round-trips)\n";
+    else if (all.gate.unevaluable)
+      o = "Gate: not evaluated, no SCSI command found\n";
+    else if (all.gate.tripped)
+      o = fmt::format("Gate: TRIPPED ({})\n", join(all.gate.reasons, "; "));
+    else
+      o = "Gate: passed\n";
+    std::fputs(o.c_str(), out);
+  }
+};
+
 }  // namespace
 
 std::unique_ptr<Report> make_text_report(const ReportOptions& o) { return std::make_unique<TextReport>(o); }
+std::unique_ptr<Report> make_verdict_report(const ReportOptions&) {
+  return std::make_unique<VerdictReport>();
+}
 
 }  // namespace iscsi_doctor::cli

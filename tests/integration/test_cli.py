@@ -350,6 +350,20 @@ def test_findings_say_what_they_inferred(name):
         assert f["inferred"] == want, (f["kind"], f["frame"])
 
 
+def test_verdict_format_one_line_per_capture_and_the_gate():
+    paths = [ROOT / "captures" / "fixtures" / f"{n}.pcap.gz" for n in
+             ("scripted-nagle-read-1k-joined--target", "stock-read--target")]
+    docs = [report(p) for p in paths]
+    p = run("--format", "verdict", "--fail-on", "nagle_hold", "-q", "-j", "2", *paths, check_rc=1)
+    lines = p.stdout.splitlines()
+    assert len(lines) == 3 and lines[2].startswith("Gate: TRIPPED")
+    for line, path, doc in zip(lines, paths, docs):
+        s = doc["summary"]
+        assert line.startswith(f"{path}: {s['commands']} commands, {s['excess_round_trips']} excess round trips")
+        for a in s["advice"]:
+            assert f"{a['kind']} {a['side']}" in line
+
+
 def test_findings_csv_has_one_row_per_json_finding(tmp_path):
     paths = [wiki("iscsi-tapel"), ROOT / "captures" / "fixtures" / "scripted-nagle-read-1k-joined--target.pcap.gz"]
     doc = json.loads(run("--format", "json", "-q", *paths, check_rc=0).stdout)
