@@ -201,6 +201,23 @@ nlohmann::json summary_json(const Summary& s) {
                     {"max_ms", round_us(l.max_ms)},
                     {"excess_round_trips", l.excess_round_trips}});
   j["luns"] = std::move(luns);
+  nlohmann::json initiators = nlohmann::json::array();
+  for (const LunStats& l : s.initiators())
+    initiators.push_back({{"initiator", l.target},
+                          {"commands", l.commands},
+                          {"never_answered", l.incomplete},
+                          {"bytes_read", l.bytes_read},
+                          {"bytes_written", l.bytes_written},
+                          {"seconds", round_us(l.seconds * 1e3) / 1e3},
+                          {"iops", round_us(l.iops())},
+                          {"mb_per_s", round_us(l.mb_per_s())},
+                          {"p50_ms", round_us(l.p50_ms)},
+                          {"p90_ms", round_us(l.p90_ms)},
+                          {"p99_ms", round_us(l.p99_ms)},
+                          {"p999_ms", round_us(l.p999_ms)},
+                          {"max_ms", round_us(l.max_ms)},
+                          {"excess_round_trips", l.excess_round_trips}});
+  j["initiators"] = std::move(initiators);
   nlohmann::json statuses = nlohmann::json::array();
   auto opt = [](int v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
   for (const StatusStats& st : s.statuses())

@@ -658,23 +658,36 @@ void classes_table(Out& o, const Summary& s) {
   o += "</table>\n";
 }
 
-// Per target and LUN (Summary::luns): count, rates, latency percentiles, excess round trips.
-void luns_table(Out& o, const Summary& s) {
-  const auto luns = s.luns();
-  if (luns.empty()) return;
-  o += "<h3>Logical units</h3>\n<table class=\"luns\"><tr><th>target</th><th>LUN</th><th>commands</th>"
-       "<th>IOPS</th><th>MB/s</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th>"
-       "<th>excess round trips</th><th>never answered</th></tr>\n";
-  for (const LunStats& l : luns)
+// Per target and LUN (Summary::luns), and per initiator when there are several: count, rates,
+// latency percentiles, excess round trips.
+void scope_table(Out& o, const std::vector<LunStats>& rows, std::string_view title, std::string_view cls,
+                 std::string_view who, bool lun) {
+  if (rows.empty()) return;
+  put(o,
+      "<h3>{}</h3>\n<table "
+      "class=\"{}\"><tr><th>{}</th>{}<th>commands</th><th>IOPS</th><th>MB/s</th><th>p50</th>"
+      "<th>p90</th><th>p99</th><th>p99.9</th><th>max</th><th>excess round trips</th><th>never "
+      "answered</th></tr>\n",
+      title, cls, who, lun ? "<th>LUN</th>" : "");
+  for (const LunStats& l : rows)
     put(o,
-        "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.1f}</td>"
+        "<tr><td>{}</td>{}<td class=\"n\">{}</td><td class=\"n\">{:.1f}</td>"
         "<td class=\"n\">{:.2f}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>"
         "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
-        esc(l.target), l.lun == ~uint64_t(0) ? std::string("–") : std::to_string(l.lun),
+        esc(l.target),
+        lun ? fmt::format("<td class=\"n\">{}</td>",
+                          l.lun == ~uint64_t(0) ? std::string("–") : std::to_string(l.lun))
+            : std::string(),
         count_text(l.commands), l.iops(), l.mb_per_s(), ms_text(l.p50_ms), ms_text(l.p90_ms),
         ms_text(l.p99_ms), ms_text(l.p999_ms), ms_text(l.max_ms), count_text(l.excess_round_trips),
         count_text(l.incomplete));
   o += "</table>\n";
+}
+
+void luns_table(Out& o, const Summary& s) {
+  scope_table(o, s.luns(), "Logical units", "luns", "target", true);
+  const auto initiators = s.initiators();
+  if (initiators.size() > 1) scope_table(o, initiators, "Initiators", "initiators", "initiator", false);
 }
 
 // How the SCSI commands ended (Summary::statuses).

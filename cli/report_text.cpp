@@ -121,22 +121,30 @@ void write_statuses(std::string& o, const Summary& s) {
                      status_words(st), sense_words(st), st.example_itt, st.example_op, st.example_frame);
 }
 
-// Per target and LUN: what a storage engineer looks at first.
-void write_luns(std::string& o, const Summary& s) {
-  const auto luns = s.luns();
-  if (luns.empty()) return;
-  o += "\nLogical units (SCSI commands completed in the capture)\n";
-  o += fmt::format("  {:<28} {:>5} {:>9} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}\n", "target", "LUN",
-                   "commands", "IOPS", "MB/s", "p50", "p90", "p99", "p99.9", "max", "excess");
-  for (const LunStats& l : luns) {
-    o += fmt::format("  {:<28} {:>5} {:>9} {:>8.1f} {:>8.2f} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}{}\n",
-                     l.target, l.lun == ~uint64_t(0) ? std::string("-") : std::to_string(l.lun),
-                     count_text(l.commands), l.iops(), l.mb_per_s(), ms_text(l.p50_ms), ms_text(l.p90_ms),
-                     ms_text(l.p99_ms), ms_text(l.p999_ms), ms_text(l.max_ms),
-                     count_text(l.excess_round_trips),
-                     l.incomplete ? fmt::format("  ({} never answered)", count_text(l.incomplete)) : "");
+// Per target and LUN, and per initiator: what a storage engineer looks at first.
+void write_scopes(std::string& o, const std::vector<LunStats>& rows, std::string_view title,
+                  std::string_view who, bool lun) {
+  if (rows.empty()) return;
+  o += fmt::format("\n{} (SCSI commands completed in the capture)\n", title);
+  o += fmt::format("  {:<28} {:>5} {:>9} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}\n", who,
+                   lun ? "LUN" : "", "commands", "IOPS", "MB/s", "p50", "p90", "p99", "p99.9", "max",
+                   "excess");
+  for (const LunStats& l : rows) {
+    o += fmt::format(
+        "  {:<28} {:>5} {:>9} {:>8.1f} {:>8.2f} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}{}\n", l.target,
+        !lun || l.lun == ~uint64_t(0) ? std::string(lun ? "-" : "") : std::to_string(l.lun),
+        count_text(l.commands), l.iops(), l.mb_per_s(), ms_text(l.p50_ms), ms_text(l.p90_ms),
+        ms_text(l.p99_ms), ms_text(l.p999_ms), ms_text(l.max_ms), count_text(l.excess_round_trips),
+        l.incomplete ? fmt::format("  ({} never answered)", count_text(l.incomplete)) : "");
   }
-  o += "  (excess: round trips beyond the ideal, summed; percentiles of latency, nearest rank)\n";
+}
+
+void write_luns(std::string& o, const Summary& s) {
+  write_scopes(o, s.luns(), "Logical units", "target", true);
+  const auto initiators = s.initiators();
+  if (initiators.size() > 1) write_scopes(o, initiators, "Initiators", "initiator", false);
+  if (!s.luns().empty())
+    o += "  (excess: round trips beyond the ideal, summed; percentiles of latency, nearest rank)\n";
 }
 
 void write_worst(std::string& o, const Summary& s) {

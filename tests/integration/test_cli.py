@@ -297,6 +297,13 @@ def test_lun_table_from_the_commands(path):
             row.get("r" if c["kind"] == "read" else "w" if c["kind"] == "write" else "o", 0) + c["bytes"]
     got = {(l["target"], l["lun"]): l for l in doc["captures"][0]["summary"]["luns"]}
     assert set(got) == set(want)
+    # Per initiator (its address): the same commands, grouped by the connections' initiators.
+    initiator = {k["connection"]: k["initiator"].rsplit(":", 1)[0].strip("[]")
+                 for s in doc["sessions"] for k in s["connections"]}
+    by_ini = collections.Counter(initiator[c["connection"]] for c in doc["commands"]
+                                 if c["iscsi_opcode"] == 1 and c["completed"])
+    assert {i["initiator"]: i["commands"] for i in doc["captures"][0]["summary"]["initiators"]} == \
+        {k: v for k, v in by_ini.items()} or not by_ini
     for key, w in want.items():
         g = got[key]
         assert (g["commands"], g["never_answered"], g["excess_round_trips"]) == (len(w["lat"]), w["never"], w["excess"]), key

@@ -90,6 +90,8 @@ public:
   static constexpr size_t kMaxStatuses = 256;
   // Per target and LUN, busiest first; at most kMaxLuns rows (the rest folded into the last).
   std::vector<LunStats> luns() const;
+  // The same figures per initiator (its address; `target` holds it, `lun` is ~0), busiest first.
+  std::vector<LunStats> initiators() const;
   static constexpr size_t kMaxLuns = 1024;
   const std::vector<CommandResult>& worst() const {
     return worst_;
@@ -124,6 +126,8 @@ private:
   // (target, LUN), at most kMaxLuns keys (later ones fold into the last key, marked by lun ~0).
   std::map<std::pair<uint32_t, uint64_t>, PerLun> open_luns_;
   std::map<std::pair<std::string, uint64_t>, PerLun> luns_;
+  std::map<std::pair<std::string, uint64_t>, PerLun> initiators_;
+  static std::vector<LunStats> rows(const std::map<std::pair<std::string, uint64_t>, PerLun>&);
   std::map<std::tuple<bool, int, int, int, int, int>, StatusStats> statuses_;
   struct PerClass {
     std::vector<float> latency;

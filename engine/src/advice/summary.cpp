@@ -151,10 +151,13 @@ void Summary::PerLun::add(const PerLun& o) {
 void Summary::on_connection(const ConnectionInfo& k) {
   auto it = open_luns_.lower_bound({k.id, 0});
   const std::string target = k.target.str();
+  std::pair<std::string, uint64_t> ini{k.initiator.addr.str(), ~uint64_t(0)};
+  if (!initiators_.count(ini) && initiators_.size() >= kMaxLuns) ini.first = "(other initiators)";
   while (it != open_luns_.end() && it->first.first == k.id) {
     std::pair<std::string, uint64_t> key{target, it->first.second};
     if (!luns_.count(key) && luns_.size() >= kMaxLuns) key = {"(other targets and LUNs)", ~uint64_t(0)};
     luns_[key].add(it->second);
+    initiators_[ini].add(it->second);
     it = open_luns_.erase(it);
   }
 }
@@ -208,9 +211,12 @@ double Summary::exclusive_total_ms() const {
   return t;
 }
 
-std::vector<LunStats> Summary::luns() const {
+std::vector<LunStats> Summary::luns() const { return rows(luns_); }
+std::vector<LunStats> Summary::initiators() const { return rows(initiators_); }
+
+std::vector<LunStats> Summary::rows(const std::map<std::pair<std::string, uint64_t>, PerLun>& m) {
   std::vector<LunStats> out;
-  for (const auto& [key, l] : luns_) {
+  for (const auto& [key, l] : m) {
     LunStats s;
     s.target = key.first;
     s.lun = key.second;
