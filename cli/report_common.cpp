@@ -183,28 +183,9 @@ nlohmann::json summary_json(const Summary& s) {
                        {"ideal_round_trips", c.ideal_round_trips}});
   }
   j["classes"] = std::move(classes);
-  nlohmann::json luns = nlohmann::json::array();
-  for (const LunStats& l : s.luns())
-    luns.push_back({{"target", l.target},
-                    {"lun", l.lun == ~uint64_t(0) ? nlohmann::json(nullptr) : nlohmann::json(l.lun)},
-                    {"commands", l.commands},
-                    {"never_answered", l.incomplete},
-                    {"bytes_read", l.bytes_read},
-                    {"bytes_written", l.bytes_written},
-                    {"seconds", round_us(l.seconds * 1e3) / 1e3},
-                    {"iops", round_us(l.iops())},
-                    {"mb_per_s", round_us(l.mb_per_s())},
-                    {"p50_ms", round_us(l.p50_ms)},
-                    {"p90_ms", round_us(l.p90_ms)},
-                    {"p99_ms", round_us(l.p99_ms)},
-                    {"p999_ms", round_us(l.p999_ms)},
-                    {"max_ms", round_us(l.max_ms)},
-                    {"excess_round_trips", l.excess_round_trips}});
-  j["luns"] = std::move(luns);
-  nlohmann::json initiators = nlohmann::json::array();
-  for (const LunStats& l : s.initiators())
-    initiators.push_back({{"initiator", l.target},
-                          {"commands", l.commands},
+  // A logical unit's or an initiator's figures (Summary::luns, Summary::initiators).
+  auto scope = [](const LunStats& l) {
+    return nlohmann::json{{"commands", l.commands},
                           {"never_answered", l.incomplete},
                           {"bytes_read", l.bytes_read},
                           {"bytes_written", l.bytes_written},
@@ -216,7 +197,22 @@ nlohmann::json summary_json(const Summary& s) {
                           {"p99_ms", round_us(l.p99_ms)},
                           {"p999_ms", round_us(l.p999_ms)},
                           {"max_ms", round_us(l.max_ms)},
-                          {"excess_round_trips", l.excess_round_trips}});
+                          {"excess_round_trips", l.excess_round_trips}};
+  };
+  nlohmann::json luns = nlohmann::json::array();
+  for (const LunStats& l : s.luns()) {
+    nlohmann::json row = scope(l);
+    row["target"] = l.target;
+    row["lun"] = l.lun == ~uint64_t(0) ? nlohmann::json(nullptr) : nlohmann::json(l.lun);
+    luns.push_back(std::move(row));
+  }
+  j["luns"] = std::move(luns);
+  nlohmann::json initiators = nlohmann::json::array();
+  for (const LunStats& l : s.initiators()) {
+    nlohmann::json row = scope(l);
+    row["initiator"] = l.target;
+    initiators.push_back(std::move(row));
+  }
   j["initiators"] = std::move(initiators);
   nlohmann::json statuses = nlohmann::json::array();
   auto opt = [](int v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
