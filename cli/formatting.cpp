@@ -60,4 +60,13 @@ std::string_view vantage_words(Vantage v) {
   }
 }
 
+std::string join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i) out += sep;
+    out += parts[i];
+  }
+  return out;
+}
+
 }  // namespace iscsi_doctor::cli

@@ -18,6 +18,7 @@ std::string file_size_text(uint64_t bytes);  // file sizes, in decimal units: "1
 std::string count_text(uint64_t n);          // "1,234,567"
 std::string frames_text(const std::vector<uint64_t>& frames);  // "12, 15, 40"
 std::string hex32(uint32_t);  // "0x0000002a" (ITTs, as every output prints them)
+std::string join(const std::vector<std::string>& parts, std::string_view sep);
 // Where the capture point sat: "near the initiator", "near the target", "mid-path", "unknown".
 std::string_view vantage_words(Vantage);
 

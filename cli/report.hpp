@@ -139,7 +139,12 @@ std::string_view command_kind_name(char kind);  // "read", "write", "other"
 std::string scsi_status_name(uint8_t status);   // "GOOD", "CHECK_CONDITION", ..., "0x1c"
 std::string_view sense_key_name(uint8_t key);   // "NOT_READY", ...
 std::string_view notice_level_name(Notice::Level);
-double round_ns(double ms);  // milliseconds rounded to the nanosecond
+// The gate's verdict, as every report words it: "Gate: passed", "Gate: TRIPPED (reasons)", ...
+std::string gate_words(const GateResult&);
+// How a row of the status table ended: "GOOD", "never answered", ...; and its sense and response.
+std::string status_words(const StatusStats&);
+std::string sense_words(const StatusStats&);  // "UNIT_ATTENTION, ASC 0x29 ASCQ 0x00", "" if none
+double round_ns(double ms);                   // milliseconds rounded to the nanosecond
 // Milliseconds rounded to the microsecond: for the summary's medians, kept as floats (7 digits), whose
 // last digits are noise (59.825001).
 double round_us(double ms);

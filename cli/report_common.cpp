@@ -146,6 +146,29 @@ nlohmann::json counts_json(const Summary& s) {
 
 }  // namespace
 
+std::string gate_words(const GateResult& g) {
+  if (!g.requested) return "Gate: none asked (--fail-on, --max-excess-round-trips)";
+  if (g.unevaluable) return "Gate: not evaluated, no SCSI command found";
+  if (g.tripped) return fmt::format("Gate: TRIPPED ({})", join(g.reasons, "; "));
+  return "Gate: passed";
+}
+
+std::string status_words(const StatusStats& st) {
+  if (!st.answered) return "never answered";
+  if (st.status == -2) return fmt::format("other statuses (over {})", Summary::kMaxStatuses);
+  return st.status >= 0 ? scsi_status_name(uint8_t(st.status)) : "no SCSI status";
+}
+
+std::string sense_words(const StatusStats& st) {
+  std::string w;
+  if (st.sense_key >= 0)
+    w = fmt::format("{}, ASC 0x{:02x} ASCQ 0x{:02x}", sense_key_name(uint8_t(st.sense_key)),
+                    std::max(st.asc, 0), std::max(st.ascq, 0));
+  if (st.iscsi_response)
+    w += fmt::format("{}iSCSI response 0x{:02x}", w.empty() ? "" : ", ", st.iscsi_response);
+  return w;
+}
+
 nlohmann::json summary_json(const Summary& s) {
   nlohmann::json j;
   j["commands"] = s.commands();

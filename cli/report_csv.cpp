@@ -105,10 +105,7 @@ void write_finding_row(ElementStream& s, const Finding& f, size_t capture, std::
   o += ',';
   if (f.command_first_frame) fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}"), f.command_first_frame);
   o += ',';
-  std::string inferred;
-  for (const std::string& fact : f.inferred)
-    inferred += (inferred.empty() ? "" : ";") + fact;
-  cell(o, inferred);
+  cell(o, join(f.inferred, ";"));
   o += ',';
   cell(o, f.detail);
   o += '\n';

@@ -593,13 +593,6 @@ details pre { font-size: 12px; background: #f6f7f9; padding: 8px; overflow-x: au
 nav a { margin-right: 12px; }
 )";
 
-std::string join_words(const std::vector<std::string>& words) {
-  std::string out;
-  for (const std::string& w : words)
-    out += (out.empty() ? "" : ", ") + w;
-  return out;
-}
-
 void advice_table(Out& o, const Summary& s, bool evidence, const std::string& anchor_prefix,
                   const std::set<size_t>& with_ladders) {
   const auto advice = s.advice();
@@ -634,7 +627,7 @@ void advice_table(Out& o, const Summary& s, bool evidence, const std::string& an
         esc(a.fix) + (a.note.empty() ? std::string() : "<br/><i>note: " + esc(a.note) + "</i>") +
             (a.inferred.empty()
                  ? std::string()
-                 : "<br/><i>inferred (not in the capture): " + esc(join_words(a.inferred)) + "</i>"));
+                 : "<br/><i>inferred (not in the capture): " + esc(join(a.inferred, ", ")) + "</i>"));
     if (evidence) put(o, "<td>{}</td>", frames_text(a.example_frames));
     o += "</tr>\n";
   }
@@ -700,11 +693,7 @@ void statuses_table(Out& o, const Summary& s) {
     put(o,
         "<tr><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td>"
         "<td>ITT 0x{:08x} {}, frame {}</td></tr>\n",
-        count_text(st.commands),
-        !st.answered      ? std::string("never answered")
-        : st.status == -2 ? std::string("other")
-        : st.status >= 0  ? scsi_status_name(uint8_t(st.status))
-                          : std::string("–"),
+        count_text(st.commands), status_words(st),
         st.sense_key >= 0 ? std::string(sense_key_name(uint8_t(st.sense_key))) : std::string("–"),
         st.sense_key >= 0 ? fmt::format("0x{:02x}/0x{:02x}", std::max(st.asc, 0), std::max(st.ascq, 0))
                           : std::string("–"),
@@ -1003,18 +992,9 @@ public:
         count_text(overall.commands()), count_text(overall.completed()),
         count_text(overall.excess_round_trips()), ISCSI_DOCTOR_VERSION);
     const GateResult& gate = all.gate;
-    if (gate.requested) {
-      if (gate.unevaluable) {
-        h += "<p class=\"gate-bad\" id=\"gate\">Gate: not evaluated, no SCSI command found</p>\n";
-      } else if (gate.tripped) {
-        std::string reasons;
-        for (const auto& x : gate.reasons)
-          reasons += (reasons.empty() ? "" : "; ") + x;
-        put(h, "<p class=\"gate-bad\" id=\"gate\">Gate: TRIPPED ({})</p>\n", esc(reasons));
-      } else {
-        h += "<p class=\"gate-ok\" id=\"gate\">Gate: passed</p>\n";
-      }
-    }
+    if (gate.requested)
+      put(h, "<p class=\"{}\" id=\"gate\">{}</p>\n",
+          gate.unevaluable || gate.tripped ? "gate-bad" : "gate-ok", esc(gate_words(gate)));
     if (opt_.several) {
       std::string nav;
       for (size_t i = 0; i < opt_.paths.size(); ++i)

@@ -15,15 +15,6 @@ namespace {
 constexpr size_t kNoticesShown = 20;
 constexpr size_t kLineWidth = 100;
 
-std::string join(const std::vector<std::string>& parts, std::string_view sep) {
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (i) out += sep;
-    out += parts[i];
-  }
-  return out;
-}
-
 // Words laid out in lines of at most kLineWidth columns, each line starting with `indent`.
 void wrap(std::string& out, const std::vector<std::string>& words, std::string_view indent) {
   std::string line(indent);
@@ -94,23 +85,6 @@ void write_classes(std::string& o, const Summary& s) {
                      ms_text(c.max_ms), c.median_round_trips, c.ideal_round_trips);
 }
 
-// How the SCSI commands ended: status, sense, iSCSI response, or no answer.
-std::string status_words(const StatusStats& st) {
-  if (!st.answered) return "never answered";
-  if (st.status == -2) return fmt::format("other statuses (over {})", Summary::kMaxStatuses);
-  return st.status >= 0 ? scsi_status_name(uint8_t(st.status)) : "no SCSI status";
-}
-
-std::string sense_words(const StatusStats& st) {
-  std::string w;
-  if (st.sense_key >= 0)
-    w = fmt::format("{}, ASC 0x{:02x} ASCQ 0x{:02x}", sense_key_name(uint8_t(st.sense_key)),
-                    std::max(st.asc, 0), std::max(st.ascq, 0));
-  if (st.iscsi_response)
-    w += fmt::format("{}iSCSI response 0x{:02x}", w.empty() ? "" : ", ", st.iscsi_response);
-  return w;
-}
-
 void write_statuses(std::string& o, const Summary& s) {
   const auto statuses = s.statuses();
   if (statuses.empty()) return;
@@ -140,10 +114,11 @@ void write_scopes(std::string& o, const std::vector<LunStats>& rows, std::string
 }
 
 void write_luns(std::string& o, const Summary& s) {
-  write_scopes(o, s.luns(), "Logical units", "target", true);
+  const auto luns = s.luns();
+  write_scopes(o, luns, "Logical units", "target", true);
   const auto initiators = s.initiators();
   if (initiators.size() > 1) write_scopes(o, initiators, "Initiators", "initiator", false);
-  if (!s.luns().empty())
+  if (!luns.empty())
     o += "  (excess: round trips beyond the ideal, summed; percentiles of latency, nearest rank)\n";
 }
 
@@ -277,14 +252,7 @@ public:
       write_classes(o, s);
       o += "\n";
     }
-    if (all.gate.requested) {
-      if (all.gate.unevaluable)
-        o += "Gate: not evaluated, no SCSI command found\n";
-      else if (all.gate.tripped)
-        o += fmt::format("Gate: TRIPPED ({})\n", join(all.gate.reasons, "; "));
-      else
-        o += "Gate: passed\n";
-    }
+    if (all.gate.requested) o += gate_words(all.gate) + "\n";
     std::fputs(o.c_str(), out);
   }
 
@@ -313,16 +281,7 @@ public:
         out);
   }
   void end(FILE* out, const Overall& all, FILE*) override {
-    std::string o;
-    if (!all.gate.requested)
-      o = "Gate: none asked (--fail-on, --max-excess-round-trips)\n";
-    else if (all.gate.unevaluable)
-      o = "Gate: not evaluated, no SCSI command found\n";
-    else if (all.gate.tripped)
-      o = fmt::format("Gate: TRIPPED ({})\n", join(all.gate.reasons, "; "));
-    else
-      o = "Gate: passed\n";
-    std::fputs(o.c_str(), out);
+    std::fputs((gate_words(all.gate) + "\n").c_str(), out);
   }
 };
 

@@ -1957,8 +1957,7 @@ end
 
 function Connection:declare_unseen(dir)
   local f = self.flow[dir]
-  self:declare_gap(dir, f.unseen_upto, f.unseen_frame)
-  f.unseen_upto = 0
+  self:declare_gap(dir, f.unseen_upto, f.unseen_frame)  -- then next >= unseen_upto: none pending
 end
 
 function Connection:handle_payload(seg, dir)
@@ -2047,7 +2046,6 @@ function Connection:handle_payload(seg, dir)
   f.last_data_t = seg.t
   f.last_data_frame = seg.frame
   self:drain_out_of_order(dir, seg)
-  if f.unseen_upto ~= 0 and f.next >= f.unseen_upto then f.unseen_upto = 0 end  -- all came
 end
 
 function Connection:drain_out_of_order(dir, seg)
@@ -2808,6 +2806,18 @@ function Analyzer:report()
   for _, c in ipairs(self.commands) do if c.completed then completed = completed + 1 end end
   p(string.format("%d commands (%d completed), %d findings, %d connections",
     #self.commands, completed, #self.findings, #self.connections))
+  -- Each kind's own time per session, in one pass over the commands.
+  local own_by_session = {}
+  for _, c in ipairs(self.commands) do
+    if c.completed then
+      local own = own_by_session[c.session] or {}
+      own_by_session[c.session] = own
+      for _, kind in ipairs(c.findings or {}) do
+        local part = OWN_PART[kind]
+        if part then own[kind] = (own[kind] or 0) + (c.breakdown[part] or 0) end
+      end
+    end
+  end
   for _, s in ipairs(self.sessions) do
     p("")
     local name = (s.initiator_name and s.initiator_name ~= "") and
@@ -2828,18 +2838,10 @@ function Analyzer:report()
         k.frames[#k.frames + 1] = f.frame
       end
     end
-    for _, c in ipairs(self.commands) do
-      if c.session == s.id and c.completed then
-        for _, kind in ipairs(c.findings or {}) do
-          local part = OWN_PART[kind]
-          for _, k in ipairs(order) do
-            if k.kind == kind and part then k.own = (k.own or 0) + (c.breakdown[part] or 0) end
-          end
-        end
-      end
-    end
+    local own = own_by_session[s.id] or {}
+    for _, k in ipairs(order) do k.own = own[k.kind] or 0 end
     table.sort(order, function(a, b)
-      if (a.own or 0) ~= (b.own or 0) then return (a.own or 0) > (b.own or 0) end
+      if a.own ~= b.own then return a.own > b.own end
       return a.lost > b.lost
     end)
     if #order == 0 then p("  no findings") end

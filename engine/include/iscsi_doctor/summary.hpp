@@ -132,7 +132,6 @@ private:
   struct PerClass {
     std::vector<float> latency;
     std::vector<uint16_t> round_trips;
-    int ideal = 0;
   };
   size_t worst_kept_;
   bool per_lun_;

@@ -123,8 +123,7 @@ void Tracker::ack(const Segment& seg, int dir, Receiver& r) {
 
 void Tracker::declare_unseen(int dir, Receiver& r) {
   Flow& f = flow_[dir];
-  declare_gap(dir, f.unseen_upto, f.unseen_frame, kUnseen, r);
-  f.unseen_upto = 0;
+  declare_gap(dir, f.unseen_upto, f.unseen_frame, kUnseen, r);  // then next >= unseen_upto: none pending
 }
 
 void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
@@ -196,7 +195,6 @@ void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
   f.last_data_t = seg.time_ns;
   f.last_data_frame = seg.frame;
   drain_out_of_order(dir, seg, r);
-  if (f.unseen_upto && f.next >= f.unseen_upto) f.unseen_upto = 0;  // all came
 }
 
 // Without both SYNs the peer's window scale is unknown: the data in flight must have fitted the

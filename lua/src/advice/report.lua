@@ -17,6 +17,18 @@ function Analyzer:report()
   for _, c in ipairs(self.commands) do if c.completed then completed = completed + 1 end end
   p(string.format("%d commands (%d completed), %d findings, %d connections",
     #self.commands, completed, #self.findings, #self.connections))
+  -- Each kind's own time per session, in one pass over the commands.
+  local own_by_session = {}
+  for _, c in ipairs(self.commands) do
+    if c.completed then
+      local own = own_by_session[c.session] or {}
+      own_by_session[c.session] = own
+      for _, kind in ipairs(c.findings or {}) do
+        local part = OWN_PART[kind]
+        if part then own[kind] = (own[kind] or 0) + (c.breakdown[part] or 0) end
+      end
+    end
+  end
   for _, s in ipairs(self.sessions) do
     p("")
     local name = (s.initiator_name and s.initiator_name ~= "") and
@@ -37,18 +49,10 @@ function Analyzer:report()
         k.frames[#k.frames + 1] = f.frame
       end
     end
-    for _, c in ipairs(self.commands) do
-      if c.session == s.id and c.completed then
-        for _, kind in ipairs(c.findings or {}) do
-          local part = OWN_PART[kind]
-          for _, k in ipairs(order) do
-            if k.kind == kind and part then k.own = (k.own or 0) + (c.breakdown[part] or 0) end
-          end
-        end
-      end
-    end
+    local own = own_by_session[s.id] or {}
+    for _, k in ipairs(order) do k.own = own[k.kind] or 0 end
     table.sort(order, function(a, b)
-      if (a.own or 0) ~= (b.own or 0) then return (a.own or 0) > (b.own or 0) end
+      if a.own ~= b.own then return a.own > b.own end
       return a.lost > b.lost
     end)
     if #order == 0 then p("  no findings") end

@@ -106,8 +106,7 @@ end
 
 function Connection:declare_unseen(dir)
   local f = self.flow[dir]
-  self:declare_gap(dir, f.unseen_upto, f.unseen_frame)
-  f.unseen_upto = 0
+  self:declare_gap(dir, f.unseen_upto, f.unseen_frame)  -- then next >= unseen_upto: none pending
 end
 
 function Connection:handle_payload(seg, dir)
@@ -196,7 +195,6 @@ function Connection:handle_payload(seg, dir)
   f.last_data_t = seg.t
   f.last_data_frame = seg.frame
   self:drain_out_of_order(dir, seg)
-  if f.unseen_upto ~= 0 and f.next >= f.unseen_upto then f.unseen_upto = 0 end  -- all came
 end
 
 function Connection:drain_out_of_order(dir, seg)
