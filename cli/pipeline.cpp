@@ -31,6 +31,7 @@ namespace fs = std::filesystem;
 
 constexpr size_t kNoticesEchoed = 10;  // per capture on stderr; the report has them all
 constexpr size_t kReadAhead = 4;       // captures finished ahead of the output, per job
+constexpr size_t kOutputBuffer = size_t(1) << 20;  // stdio buffer of the report and its spools
 
 // ---- Replay spool: the overall summary is fed in argument order, whatever the jobs ---------------
 // With several jobs, each worker records its capture's commands and findings in a spool; the main
@@ -335,6 +336,7 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
 FILE* spool(std::vector<FILE*>& owned) {
   FILE* f = std::tmpfile();
   if (!f) throw std::runtime_error(fmt::format("cannot create a temporary file: {}", std::strerror(errno)));
+  std::setvbuf(f, nullptr, _IOFBF, kOutputBuffer);
   owned.push_back(f);
   return f;
 }
@@ -432,6 +434,9 @@ int run_pipeline(const PipelineOptions& opt) {
       return kExitUnusable;
     }
   }
+  // Reports run to tens of MB: write them in large blocks, not stdio's 4 KiB (a terminal keeps
+  // its line buffering).
+  if (!::isatty(::fileno(out))) std::setvbuf(out, nullptr, _IOFBF, kOutputBuffer);
 
   ReportOptions ro;
   ro.worst = opt.worst;
