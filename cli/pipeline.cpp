@@ -29,8 +29,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr size_t kNoticesEchoed = 10;  // per capture on stderr; the report has them all
-constexpr size_t kReadAhead = 4;       // captures finished ahead of the output, per job
+constexpr size_t kNoticesEchoed = 10;              // per capture on stderr; the report has them all
+constexpr size_t kReadAhead = 4;                   // captures finished ahead of the output, per job
 constexpr size_t kOutputBuffer = size_t(1) << 20;  // stdio buffer of the report and its spools
 
 // ---- Replay spool: the overall summary is fed in argument order, whatever the jobs ---------------
