@@ -13,6 +13,8 @@ states what the captures do not show.
   manifest.py --made RAW/made.json --captures captures/ [--only a,b]   (after a lab run)
   manifest.py --captures captures/              (rebuild from the fixtures present, 'made' from lab.py)
   manifest.py --captures captures/ --check      (re-measure the committed fixtures, check only)
+  manifest.py --captures captures/ --refresh    (re-measure the committed fixtures and rewrite the manifest,
+                                                 keeping each one's 'made' block: no lab needed)
 """
 
 import argparse
@@ -273,15 +275,84 @@ def expect_for(scenario, vantage):
     return exp
 
 
-def check_expectations(scenario, m, delay_ms):
-    """Check each expectation against per-command latencies measured at the initiator vantage."""
+def _timing_ok(e, c, rtt, think, jitter_ms):
+    """Whether a command's latency at the initiator (tshark) fits expectation e's round trips."""
+    k = e["round_trips"]
+    lat = c["latency_ms"] - think.get(c["bytes"], 0)   # the target's configured wait is not a round trip
+    with_delack = lat >= (k - 1) * rtt + 25          # a ~40 ms delayed ACK on top
+    # the data's own transmission at the link rate (1000 Mbit/s, 1538 bytes on the wire per 1448 of
+    # payload) comes on top of the round trips: ~0.5 ms for 64 KiB, ~4.5 ms for 512 KiB
+    wire = c["bytes"] * 8 / 1e6 * 1538 / 1448
+    plain = (k - 0.5) * rtt <= lat <= (k + 0.5) * rtt + wire + jitter_ms
+    if "delayed_ack" in e.get("findings", {}):
+        return with_delack
+    if "delayed_ack" in e.get("absent", []):
+        return plain
+    return lat >= (k - 0.5) * rtt     # delayed ACK not stated either way: at least k round trips
+
+
+def _between_round_trips(e, c, rtt, think, jitter_ms):
+    """A command timed as e's k round trips (no delayed ACK) whose latency lies well past k whole
+    round trips: a partial wait (a window, the target) that tshark's timing alone cannot count."""
+    if "delayed_ack" not in e.get("absent", []):
+        return False
+    lat = c["latency_ms"] - think.get(c["bytes"], 0)
+    wire = c["bytes"] * 8 / 1e6 * 1538 / 1448
+    return lat > e["round_trips"] * rtt + wire + 0.25 * rtt + jitter_ms
+
+
+def _measured_otherwise(e, c, others, rtt, think, jitter_ms, first_reply_ms=None):
+    """How to judge a command whose timing does not fit its expectation e, from tshark's timing alone:
+    as another expectation of the scenario whose timing it fits (a batch answered in the other order),
+    or, when its latency is a whole number n > k of round trips with no delayed ACK and the target's
+    first reply left within a round trip (first_reply_ms: tshark's time from the command to it), as n
+    round trips (slow start, a window: the configuration's waits that the expectation does not count);
+    None when the timing says neither (the command is then not judged)."""
+    for o in others:
+        if o is not e and "round_trips" in o and o["select"].get("op") == e["select"].get("op") \
+                and _timing_ok(o, c, rtt, think, jitter_ms):
+            return {"round_trips": o["round_trips"], "findings": dict(o.get("findings", {})),
+                    "absent": list(o.get("absent", [])),
+                    "why": "tshark: timed as %s %s (%.2f ms), not as %s %s" % (
+                        o["select"].get("op"), o["select"].get("bytes", ""), c["latency_ms"],
+                        e["select"].get("op"), e["select"].get("bytes", ""))}
+    if "delayed_ack" not in e.get("absent", []):
+        return None       # a delayed ACK may be in the latency: it says nothing of round trips
+    lat = c["latency_ms"] - think.get(c["bytes"], 0)
+    wire = c["bytes"] * 8 / 1e6 * 1538 / 1448
+    n = round((lat - wire / 2) / rtt)
+    # between whole round trips (a partial wait on a window, the target) the count is open
+    if n <= e["round_trips"] or abs(lat - wire / 2 - n * rtt) > 0.25 * rtt + jitter_ms:
+        return None
+    # the target's first reply left late: its own wait, not a window's round trips
+    first = first_reply_ms() if first_reply_ms else None
+    if first is None or first > rtt * 1.25 + think.get(c["bytes"], 0) + jitter_ms:
+        return None
+    return {"round_trips": n, "findings": {},
+            "absent": [a for a in e.get("absent", []) if a not in ("cwnd_limited", "rwnd_limited")],
+            "why": "tshark: %.2f ms, %d round trips of %.2f ms with no delayed ACK (a window: slow start or "
+                   "the receiver's)" % (c["latency_ms"], n, rtt)}
+
+
+def check_expectations(scenario, m, delay_ms, path=None):
+    """Check each expectation against per-command latencies measured at the initiator vantage.
+    Also returns, per expectation (keyed by its select and round trips), the commands whose timing
+    does not fit it and how tshark's timing says to judge them (see _measured_otherwise)."""
     rtt = m["rtt_ms"] or (2 * delay_ms + 0.2)   # no handshake (mid-session): the configured RTT
     problems = []
     checks = []
+    otherwise = {}
     think = (lab.SCENARIOS.get(scenario, {}).get("think_ms") or {})   # configured target think time per size
     # jitter delays (never advances) a frame, the command's and the answer's: up to twice its maximum more
     jitter_ms = 2 * (lab.SCENARIOS.get(scenario, {}).get("jitter") or {}).get("max_us", 0) / 1000
-    for e in expect_for(scenario, "initiator")["commands"]:
+    exps = expect_for(scenario, "initiator")["commands"]
+    detail = {}
+
+    def first_reply(c):
+        if path and not detail:
+            detail.update({d["itt"]: d for d in measure.tcp_detail(path, m["per_command"], rtt)})
+        return (detail.get(c["itt"]) or {}).get("first_reply_ms")
+    for e in exps:
         sel = [c for c in m["per_command"] if c["op"] == e["select"]["op"]
                and ("bytes" not in e["select"] or c["bytes"] == e["select"]["bytes"])
                and c["latency_ms"] is not None]
@@ -292,22 +363,15 @@ def check_expectations(scenario, m, delay_ms):
             continue
         k = e["round_trips"]
         delayed = "delayed_ack" in e.get("findings", {})
-        no_delay = "delayed_ack" in e.get("absent", [])
         ok = 0
         for c in sel:
-            lat = c["latency_ms"] - think.get(c["bytes"], 0)   # the target's configured wait is not a round trip
-            with_delack = lat >= (k - 1) * rtt + 25          # a ~40 ms delayed ACK on top
-            # the data's own transmission at the link rate (1000 Mbit/s, 1538 bytes on the wire per 1448 of
-            # payload) comes on top of the round trips: ~0.5 ms for 64 KiB, ~4.5 ms for 512 KiB
-            wire = c["bytes"] * 8 / 1e6 * 1538 / 1448
-            plain = (k - 0.5) * rtt <= lat <= (k + 0.5) * rtt + wire + jitter_ms
-            if delayed:
-                good = with_delack
-            elif no_delay:
-                good = plain
-            else:                # delayed ACK not stated either way: at least k round trips
-                good = lat >= (k - 0.5) * rtt
+            good = _timing_ok(e, c, rtt, think, jitter_ms)
             ok += good
+            if good and _between_round_trips(e, c, rtt, think, jitter_ms):
+                otherwise.setdefault(_exp_key(e), {})[c["itt"]] = None
+            elif not good:
+                otherwise.setdefault(_exp_key(e), {})[c["itt"]] = _measured_otherwise(
+                    e, c, exps, rtt, think, jitter_ms, lambda c=c: first_reply(c))
         frac = ok / len(sel)
         checks.append({"select": e["select"], "round_trips": k, "fraction_ok": round(frac, 3), "n": len(sel)})
         if frac < e["min_fraction"]:
@@ -315,7 +379,11 @@ def check_expectations(scenario, m, delay_ms):
                             "RTT %.1f ms)" % (scenario, e["select"], k, " + delayed ACK" if delayed else "",
                                               100 * e["min_fraction"], 100 * frac, len(sel),
                                               statistics.median(c["latency_ms"] for c in sel), rtt))
-    return problems, checks
+    return problems, checks, otherwise
+
+
+def _exp_key(e):
+    return json.dumps([e["select"], e.get("round_trips")], sort_keys=True)
 
 
 # ---- the configured causes, checked with tshark's TCP analysis (measure.tcp_detail) at every vantage ------------
@@ -519,12 +587,13 @@ def main():
     ap.add_argument("--captures", required=True)
     ap.add_argument("--only")
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--refresh", action="store_true")
     args = ap.parse_args()
     cap = os.path.abspath(args.captures)
     mpath = os.path.join(cap, "MANIFEST.json")
     old = json.load(open(mpath)) if os.path.exists(mpath) else {"schema": 1, "captures": []}
 
-    if args.check:
+    if args.check or args.refresh:
         made = [{"scenario": c["scenario"], "vantage": c["made"]["vantage"], "file": c["file"], "made": c["made"]}
                 for c in old["captures"] if c["made"].get("lab", True)]
     elif args.made:
@@ -547,14 +616,25 @@ def main():
     problems = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         measured = list(pool.map(lambda m: measure.measure(os.path.join(cap, m["file"])), made))
+    # Timed at the initiator; every vantage of a scenario is one run (the same commands), so the
+    # commands measured otherwise there are judged so at each vantage.
+    initiator_checks = {}
+    for m, meas in zip(made, measured):
+        if m["vantage"] == "initiator":
+            initiator_checks[m["scenario"]] = check_expectations(m["scenario"], meas, m["made"]["one_way_delay_ms"],
+                                                                 os.path.join(cap, m["file"]))
     for m, meas in zip(made, measured):
         path = os.path.join(cap, m["file"])
         sc = m["scenario"]
         exp = expect_for(sc, m["vantage"])
         checks = None
         if m["vantage"] == "initiator":
-            pr, checks = check_expectations(sc, meas, m["made"]["one_way_delay_ms"])
+            pr, checks, _ = initiator_checks[sc]
             problems += pr
+        otherwise = initiator_checks.get(sc, (None, None, {}))[2]
+        for e in exp["commands"]:
+            if otherwise.get(_exp_key(e)):
+                e["measured_otherwise"] = otherwise[_exp_key(e)]
         pr, causes = run_cause_checks(sc, m["vantage"], path, meas)
         problems += pr
         session = dict(exp["session"])
@@ -610,6 +690,9 @@ def main():
             allc = sorted(merged + added, key=lambda c: c["file"])
         else:
             allc = merged + added
+    elif args.refresh:    # the manifest's own order
+        place = {c["file"]: i for i, c in enumerate(old["captures"])}
+        allc = sorted(entries, key=lambda c: place.get(c["file"], len(place)))
     else:
         allc = sorted(entries, key=by_scenario)
     allc += wiki_entries(cap, old)
@@ -618,7 +701,8 @@ def main():
                     "captures. 'made' says how each was made, 'measured' what tshark measured, 'expect' what iscsi-doctor "
                     "must find per command (select.op by CDB: read/write/other; select.bytes = expected data transfer "
                     "length; min_fraction of the selected commands must satisfy round_trips/ideal_round_trips/"
-                    "findings (kind -> side)/absent), 'session' what the session-level report must say, 'tshark' what "
+                    "findings (kind -> side)/absent; measured_otherwise: commands tshark timed otherwise at the initiator, "
+                    "each judged as given there or, when null, not judged), 'session' what the session-level report must say, 'tshark' what "
                     "Wireshark's iSCSI dissector sees (default preferences).",
            "captures": allc}
     with open(mpath, "w") as f:

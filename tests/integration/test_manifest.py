@@ -66,6 +66,32 @@ def selected(report, select):
 ENTRIES = [e for e in manifest_entries() if e.get("expect")]
 
 
+def judge(exp, c, by_command):
+    """Problems of command c under expectation exp ([] when it holds). A command that tshark timed
+    otherwise (the manifest's measured_otherwise, from the capture's timings at the initiator) is
+    judged as that says; None when tshark's timing says nothing either way (not judged)."""
+    otherwise = exp.get("measured_otherwise", {})
+    if c["itt"] in otherwise:
+        if otherwise[c["itt"]] is None:
+            return None
+        exp = dict(exp, **{k: v for k, v in otherwise[c["itt"]].items() if k != "why"})
+    kinds = by_command.get((c["connection"], c["itt"], c["first_frame"]), set())
+    problems = []
+    if "round_trips" in exp and c["round_trips"] != exp["round_trips"]:
+        problems.append(f"round_trips {c['round_trips']} != {exp['round_trips']}")
+    if "ideal_round_trips" in exp and c["ideal_round_trips"] != exp["ideal_round_trips"]:
+        problems.append(f"ideal {c['ideal_round_trips']} != {exp['ideal_round_trips']}")
+    for kind, side in exp.get("findings", {}).items():
+        if kind not in c["findings"]:
+            problems.append(f"missing {kind}")
+        elif (kind, side) not in kinds:
+            problems.append(f"{kind} not on the {side} side ({sorted(kinds)})")
+    for kind in exp.get("absent", []):
+        if kind in c["findings"]:
+            problems.append(f"unexpected {kind}")
+    return problems
+
+
 @pytest.mark.skipif(not ENTRIES, reason="no manifest expectations (captures/MANIFEST.json)")
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e["file"])
 def test_manifest_expectations(entry):
@@ -77,29 +103,19 @@ def test_manifest_expectations(entry):
         if not cmds:
             failures.append(f"expect[{i}] {exp['select']}: no such completed command")
             continue
-        ok = 0
+        ok = judged = 0
         bad_examples = []
         for c in cmds:
-            kinds = {(k, s) for (k, s) in by_command.get((c["connection"], c["itt"], c["first_frame"]), set())}
-            problems = []
-            if "round_trips" in exp and c["round_trips"] != exp["round_trips"]:
-                problems.append(f"round_trips {c['round_trips']} != {exp['round_trips']}")
-            if "ideal_round_trips" in exp and c["ideal_round_trips"] != exp["ideal_round_trips"]:
-                problems.append(f"ideal {c['ideal_round_trips']} != {exp['ideal_round_trips']}")
-            for kind, side in exp.get("findings", {}).items():
-                if kind not in c["findings"]:
-                    problems.append(f"missing {kind}")
-                elif (kind, side) not in kinds:
-                    problems.append(f"{kind} not on the {side} side ({sorted(kinds)})")
-            for kind in exp.get("absent", []):
-                if kind in c["findings"]:
-                    problems.append(f"unexpected {kind}")
+            problems = judge(exp, c, by_command)
+            if problems is None:
+                continue
+            judged += 1
             if problems:
                 if len(bad_examples) < 3:
                     bad_examples.append(f"itt {c['itt']} frame {c['first_frame']}: {', '.join(problems)}")
             else:
                 ok += 1
-        fraction = ok / len(cmds)
+        fraction = ok / judged if judged else 1.0
         need = exp.get("min_fraction", 1.0)
         if exp.get("known_gap"):
             # A documented limit: it must still fail, so that fixing it shows here.
@@ -109,7 +125,7 @@ def test_manifest_expectations(entry):
                 known.append(f"expect[{i}] {exp['select']}: {exp['known_gap']}")
             continue
         if fraction < need:
-            failures.append(f"expect[{i}] {exp['select']}: {ok}/{len(cmds)} = {fraction:.2f} < {need}; "
+            failures.append(f"expect[{i}] {exp['select']}: {ok}/{judged} = {fraction:.2f} < {need}; "
                             + "; ".join(bad_examples))
     session = entry.get("session", {})
     want_vantage = session.get("vantage")
@@ -128,6 +144,40 @@ def test_manifest_expectations(entry):
     assert not failures, "\n".join(failures)
     if known:
         pytest.xfail("; ".join(known))
+
+
+# Per command over every lab fixture (known gaps aside): the share that gets the round trips and
+# findings its configuration and tshark's timing say. The field-capture issue asks >= 99.9%; this is the
+# floor reached so far (captures/README.md "Accuracy" lists what is still missed): raise it as they are fixed.
+ACCURACY_NEEDED = float(os.environ.get("ISCSI_DOCTOR_ACCURACY", "0.997"))
+
+
+@pytest.mark.skipif(not ENTRIES, reason="no manifest expectations (captures/MANIFEST.json)")
+def test_accuracy_over_all_fixtures():
+    ok = judged = unjudged = 0
+    worst = {}
+    for entry in ENTRIES:
+        if not entry["made"].get("lab", True):
+            continue
+        report = report_for(entry)
+        by_command = findings_by_command(report)
+        for exp in entry["expect"]:
+            if exp.get("known_gap"):
+                continue
+            for c in selected(report, exp["select"]):
+                problems = judge(exp, c, by_command)
+                if problems is None:
+                    unjudged += 1
+                    continue
+                judged += 1
+                ok += not problems
+                if problems:
+                    worst.setdefault(entry["file"], []).append(f"{c['itt']}: {', '.join(problems)}")
+    assert judged, "no command judged"
+    share = ok / judged
+    detail = "; ".join(f"{f} ({len(v)}: {v[0]})" for f, v in sorted(worst.items(), key=lambda kv: -len(kv[1]))[:20])
+    print(f"accuracy {ok}/{judged} = {share:.4f} ({unjudged} commands tshark's timing leaves open)")
+    assert share >= ACCURACY_NEEDED, f"{ok}/{judged} = {share:.4f} < {ACCURACY_NEEDED}: {detail}"
 
 
 def tshark_pairs(path):
