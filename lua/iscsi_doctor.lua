@@ -69,16 +69,16 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "c976ec6d7bf583c99f045599428ee67cdca047493ada6cde36743442f8b0f038",
+  doc_sha256 = "e5657f7d682ebc18ef19efea70caa9067a5340ec007bf6bd04682c5499fb8251",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
   release_tolerance_ms = 0.3,
   release_tolerance_rtt_divisor = 10,
   jitter_window = 32,
-  jitter_samples_min = 8,
+  jitter_samples_min = 4,
   jitter_excess_max_ms = 8,
-  jitter_percentile = 90,
+  jitter_percentile = 95,
   jitter_rtt_divisor = 2,
   wait_min_ms = 0.5,
   wait_min_rtt_divisor = 4,
@@ -2379,10 +2379,11 @@ function Connection:classify_hold(dir, seg, ready)
   -- Jitter only delays: a release may come later than rtt(S) by the path's measured jitter.
   local tol = self:tolerance_ns()
   local late = tol + math.min(self:jitter_ns(dir), floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor))
-  local function released_by(ack_t)
+  local function released_within(ack_t, upto)
     local d = seg.t - (ack_t + rtt_side)
-    return d >= -tol and d <= late and ack_t + rtt_side > ready
+    return d >= -tol and d <= upto and ack_t + rtt_side > ready
   end
+  local function released_by(ack_t) return released_within(ack_t, late) end
   local len = seg.wire_len
   local small = f.last_small
   if f.has_small and small.acked and small.frame ~= seg.frame and f:is_small(len) and
@@ -2398,11 +2399,17 @@ function Connection:classify_hold(dir, seg, ready)
     return v
   end
   -- Window holds: released by the first ACK that could have reached the sender when this segment
-  -- left, not always the latest one captured.
+  -- left, not always the latest one captured; one that fits a steady path first, only without
+  -- one a later ACK within the path's jitter.
   local a = f.acks
-  local i = f.ak_tail + 1
-  while i > f.ak_head and a[i - 1].t + rtt_side + late >= seg.t do i = i - 1 end
-  while i <= f.ak_tail and not released_by(a[i].t) do i = i + 1 end
+  local function first_release(upto)
+    local i = f.ak_tail + 1
+    while i > f.ak_head and a[i - 1].t + rtt_side + upto >= seg.t do i = i - 1 end
+    while i <= f.ak_tail and not released_within(a[i].t, upto) do i = i + 1 end
+    return i
+  end
+  local i = first_release(tol)
+  if i > f.ak_tail and late > tol then i = first_release(late) end
   if i > f.ak_tail then return v end
   local rel = a[i]
   v.held = true

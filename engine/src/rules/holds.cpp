@@ -21,10 +21,11 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   // Jitter only delays: a release may come later than rtt(S) by the path's measured jitter.
   const int64_t tol = tolerance_ns(),
                 late = tol + std::min(tcp_.rtt(dir).jitter_ns(), full_rtt_ns() / rules::jitter_rtt_divisor);
-  auto released_by = [&](int64_t ack_t) {
+  auto released_within = [&](int64_t ack_t, int64_t upto) {
     const int64_t d = seg.time_ns - (ack_t + rtt_side);
-    return d >= -tol && d <= late && ack_t + rtt_side > ready;
+    return d >= -tol && d <= upto && ack_t + rtt_side > ready;
   };
+  auto released_by = [&](int64_t ack_t) { return released_within(ack_t, late); };
   uint32_t len = seg.payload_wire_len;
   const tcp::SmallSegment& small = f.last_small;
   if (f.has_small && small.acked && small.frame != seg.frame && f.is_small(len) && released_by(small.ack_t)) {
@@ -43,12 +44,19 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   }
   // Window holds: released by the first ACK that could have reached the sender when this segment
   // left, not always the latest one captured (near the receiver, later ACKs of the same flight
-  // pass the capture point before the released data comes back).
-  size_t i = f.acks.size();
-  while (i > 0 && f.acks[i - 1].t + rtt_side + late >= seg.time_ns)
-    --i;
-  for (; i < f.acks.size() && !released_by(f.acks[i].t); ++i) {
-  }
+  // pass the capture point before the released data comes back). An ACK that fits a steady path
+  // first; only without one a later ACK within the path's jitter (else jitter would hand the
+  // release to an earlier ACK of the flight).
+  auto first_release = [&](int64_t upto) {
+    size_t i = f.acks.size();
+    while (i > 0 && f.acks[i - 1].t + rtt_side + upto >= seg.time_ns)
+      --i;
+    for (; i < f.acks.size() && !released_within(f.acks[i].t, upto); ++i) {
+    }
+    return i;
+  };
+  size_t i = first_release(tol);
+  if (i == f.acks.size() && late > tol) i = first_release(late);
   if (i == f.acks.size()) return v;
   const tcp::AckRecord& rel = f.acks[i];
   v.held = true;

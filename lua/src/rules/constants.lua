@@ -2,16 +2,16 @@
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "c976ec6d7bf583c99f045599428ee67cdca047493ada6cde36743442f8b0f038",
+  doc_sha256 = "e5657f7d682ebc18ef19efea70caa9067a5340ec007bf6bd04682c5499fb8251",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
   release_tolerance_ms = 0.3,
   release_tolerance_rtt_divisor = 10,
   jitter_window = 32,
-  jitter_samples_min = 8,
+  jitter_samples_min = 4,
   jitter_excess_max_ms = 8,
-  jitter_percentile = 90,
+  jitter_percentile = 95,
   jitter_rtt_divisor = 2,
   wait_min_ms = 0.5,
   wait_min_rtt_divisor = 4,
