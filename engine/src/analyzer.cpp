@@ -111,7 +111,7 @@ struct Analyzer::Impl {
       auto it = live.find(c.key);
       if (it == live.end() || it->second->id() != c.id) continue;  // already replaced
       finish_connection(it->first, *it->second);
-      live.erase(it);
+      forget(it);
     }
   }
   // At the connection cap: connections idle past the timeout are finished and freed. Scanned at
@@ -133,7 +133,7 @@ struct Analyzer::Impl {
     for (auto& [id, key] : idle) {
       auto it = live.find(key);
       finish_connection(key, *it->second);
-      live.erase(it);
+      forget(it);
     }
   }
   ConnectionTotals unlisted;
@@ -143,6 +143,22 @@ struct Analyzer::Impl {
   Tracer* tracer = nullptr;
   Sink& sink;
   std::map<Key, std::unique_ptr<Connection>> live;
+  // The connection of the previous segment: most segments follow one of the same connection.
+  using Live = std::map<Key, std::unique_ptr<Connection>>::iterator;
+  bool last_valid = false;
+  Live last;
+  Live find_live(const Key& key) {
+    if (last_valid && last->first == key) return last;
+    return live.find(key);
+  }
+  void remember(Live it) {
+    last = it;
+    last_valid = true;
+  }
+  void forget(Live it) {
+    if (last_valid && last == it) last_valid = false;
+    live.erase(it);
+  }
   // Handshakes on ports not known to be iSCSI, kept until a Login Request shows the connection is
   // (then replayed into it: MSS, window scale and round trips come from them).
   static constexpr size_t kMaxPendingHandshakes = 4096;
@@ -191,12 +207,12 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
   Impl::Key key = seg.src < seg.dst ? Impl::Key{seg.src, seg.dst} : Impl::Key{seg.dst, seg.src};
   ++m.segments;
   if (!m.closing.empty()) m.finish_closed(seg.time_ns);
-  auto it = m.live.find(key);
+  auto it = m.find_live(key);
   bool syn = (seg.flags & tcp_flag::syn) && !(seg.flags & tcp_flag::ack);
   if (it != m.live.end() && syn && it->second->closed()) {
     // The 4-tuple is reused by a new connection.
     m.finish_connection(key, *it->second);
-    m.live.erase(it);
+    m.forget(it);
     it = m.live.end();
   }
   if (it == m.live.end()) {
@@ -245,6 +261,7 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
       m.probation.emplace(key, std::move(pr));
     }
   }
+  m.remember(it);
   Connection& c = *it->second;
   int dir = seg.src == c.info_initiator() ? session::kI2T : session::kT2I;
   if (!m.probation.empty()) {
@@ -271,6 +288,7 @@ void Analyzer::finish() {
   for (auto& [key, conn] : m.live)
     m.finish_connection(key, *conn);
   m.live.clear();
+  m.last_valid = false;
   m.closing.clear();
   if (m.refused)
     m.sink.on_notice({Notice::Level::error, 0, 0,

@@ -92,6 +92,7 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
 void Connection::report_hold(int dir, const Segment& seg, const OpenCommand& c, const HoldVerdict& verdict,
                              double held_ms) {
   Finding fd = finding(verdict.kind, side_of(dir), seg.frame, held_ms, &c);
+  fd.related.reserve(2);
   fd.related.emplace_back("released_by", verdict.release_frame);
   if (verdict.acked_frame) fd.related.emplace_back("previous_small", verdict.acked_frame);
   fd.detail = verdict.kind == FindingKind::nagle_hold
@@ -103,6 +104,7 @@ void Connection::report_hold(int dir, const Segment& seg, const OpenCommand& c, 
   if (verdict.delayed_ack_ms > 0) {
     Finding da = finding(FindingKind::delayed_ack, side_of(dir ^ 1), verdict.release_frame,
                          std::min(verdict.delayed_ack_ms, held_ms), &c);
+    da.related.reserve(2);
     da.related.emplace_back("acks", verdict.acked_frame);
     da.related.emplace_back("released", seg.frame);
     da.detail = "ACK sent " + whole_ms(verdict.delayed_ack_ms) +

@@ -105,13 +105,13 @@ uint32_t Connection::path_event_for_start(int dir, const PduEvent& ev, const Seg
     const bool w = b.write_bit();
     c.write = w;
     if (auto cdb = scsi::decode_cdb(std::span<const uint8_t>(b.cdb.data(), b.cdb.size()))) {
-      c.r.op = std::string(cdb->name);
+      c.r.op.assign(cdb->name);
       c.r.lba = cdb->is_read_write() ? cdb->lba : std::nullopt;
       c.r.kind = cdb->dir == scsi::Direction::read && cdb->lba    ? 'r'
                  : cdb->dir == scsi::Direction::write && cdb->lba ? 'w'
                                                                   : 'o';
     } else {
-      c.r.op = "?";
+      c.r.op.assign("?");
     }
     if (keys_.from_login == false && w && b.data_length > 0) keys_.immediate_data = true;
     c.r.ideal_round_trips = keys_.ideal_round_trips(w, w ? b.expected_length() : 0);
