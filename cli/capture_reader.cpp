@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <pcap/pcap.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <tins/sniffer.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 
@@ -71,6 +73,134 @@ int gz_close(void* cookie) {
   const int rc = gzclose(c->gz);
   delete c;
   return rc == Z_OK ? 0 : EOF;
+}
+
+volatile sig_atomic_t g_stream_signal = 0;
+
+void on_stream_signal(int sig) {
+  g_stream_signal = sig;
+  std::signal(sig, SIG_DFL);  // a second one kills
+}
+
+// A stream (standard input, a pipe, a FIFO) behind a stdio FILE*: the bytes read ahead to
+// recognise it are handed back first, then the rest as it comes from the file descriptor, or from
+// another FILE* (the decompressed side of a gzip stream).
+struct StreamCookie {
+  int fd = -1;          // read from this (owned) ...
+  FILE* src = nullptr;  // ... or this (owned)
+  std::vector<uint8_t> head;
+  size_t head_pos = 0;
+  uint64_t* consumed = nullptr;  // bytes taken from fd, for progress and the size read
+};
+
+ssize_t stream_read(void* cookie, char* buf, size_t size) {
+  auto* c = static_cast<StreamCookie*>(cookie);
+  if (c->head_pos < c->head.size()) {
+    const size_t n = std::min(size, c->head.size() - c->head_pos);
+    std::memcpy(buf, c->head.data() + c->head_pos, n);
+    c->head_pos += n;
+    return ssize_t(n);
+  }
+  if (c->src) {
+    const size_t n = std::fread(buf, 1, size, c->src);
+    if (n == 0 && std::ferror(c->src)) {
+      errno = EIO;
+      return -1;
+    }
+    return ssize_t(n);
+  }
+  for (;;) {
+    if (g_stream_signal) return 0;
+    const ssize_t n = ::read(c->fd, buf, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n > 0 && c->consumed) *c->consumed += uint64_t(n);
+    return n;
+  }
+}
+
+int stream_close(void* cookie) {
+  auto* c = static_cast<StreamCookie*>(cookie);
+  int rc = 0;
+  if (c->src) rc = std::fclose(c->src);
+  if (c->fd > 0) ::close(c->fd);  // standard input (0) stays open
+  delete c;
+  return rc;
+}
+
+FILE* stream_file(StreamCookie* c) {
+  FILE* f = fopencookie(c, "r", cookie_io_functions_t{stream_read, nullptr, nullptr, stream_close});
+  if (!f) {
+    stream_close(c);
+    return nullptr;
+  }
+  setvbuf(f, nullptr, _IOFBF, kGzipBuffer);
+  return f;
+}
+
+// Up to n bytes from f (fewer only at its end).
+size_t read_head(FILE* f, uint8_t* out, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    const size_t k = std::fread(out + got, 1, n - got, f);
+    if (k == 0) break;
+    got += k;
+  }
+  return got;
+}
+
+// gzip (RFC 1952, members one after another, as gzip writes them) decompressed by zlib's inflate
+// from a FILE*: zlib's own gzdopen would read the descriptor past the bytes already looked at.
+struct InflateCookie {
+  FILE* src = nullptr;  // owned
+  z_stream z{};
+  std::vector<unsigned char> in = std::vector<unsigned char>(kGzipBuffer);
+  bool member_done = false;  // the last member ended: more bytes may start another
+  bool finished = false;
+  GzCookie* report = nullptr;  // where a decompression error is told (its gz stays null)
+};
+
+ssize_t inflate_read(void* cookie, char* buf, size_t size) {
+  auto* c = static_cast<InflateCookie*>(cookie);
+  c->z.next_out = reinterpret_cast<unsigned char*>(buf);
+  c->z.avail_out = unsigned(std::min<size_t>(size, 1u << 30));
+  const unsigned want = c->z.avail_out;
+  while (!c->finished && c->z.avail_out == want) {
+    if (c->z.avail_in == 0) {
+      const size_t n = std::fread(c->in.data(), 1, c->in.size(), c->src);
+      if (n == 0) {
+        if (!c->member_done) c->report->error = "gzip stream truncated (unexpected end of file)";
+        c->finished = true;
+        break;
+      }
+      c->z.next_in = c->in.data();
+      c->z.avail_in = unsigned(n);
+    }
+    if (c->member_done) {  // another member follows
+      inflateReset(&c->z);
+      c->member_done = false;
+    }
+    const int rc = inflate(&c->z, Z_NO_FLUSH);
+    if (rc == Z_STREAM_END) {
+      c->member_done = true;
+    } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+      c->report->error = fmt::format("corrupt gzip data ({})", c->z.msg ? c->z.msg : "inflate failed");
+      c->finished = true;
+      if (c->z.avail_out == want) {
+        errno = EIO;
+        return -1;
+      }
+    }
+  }
+  return ssize_t(want - c->z.avail_out);
+}
+
+int inflate_close(void* cookie) {
+  auto* c = static_cast<InflateCookie*>(cookie);
+  inflateEnd(&c->z);
+  const int rc = std::fclose(c->src);
+  delete c->report;
+  delete c;
+  return rc;
 }
 
 // Owns the pcap_t (BaseSniffer's destructor closes it, and with it the FILE* and the gzFile).
@@ -143,11 +273,63 @@ FileProbe probe_file(const std::string& path) {
   return p;
 }
 
+void end_streams_on_signal() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stream_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: a blocked read() returns, and the stream ends there
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+bool stream_ended_by_signal() { return g_stream_signal != 0; }
+
+bool is_stream(const std::string& path) {
+  if (path == "-") return true;
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
+std::string copy_stream_to_temporary(const std::string& path) {
+  const int in = path == "-" ? 0 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) throw CaptureError(describe_errno(path, errno));
+  const char* dir = std::getenv("TMPDIR");
+  std::string tmp = fmt::format("{}/iscsi-doctor-XXXXXX", dir && *dir ? dir : "/tmp");
+  const int out = ::mkstemp(tmp.data());
+  if (out < 0) {
+    if (in > 0) ::close(in);
+    throw CaptureError(fmt::format("{}: cannot make a temporary copy: {}", path, std::strerror(errno)));
+  }
+  std::vector<char> buf(kFileBuffer);
+  std::string error;
+  for (;;) {
+    const ssize_t n = ::read(in, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) error = fmt::format("{}: cannot read: {}", path, std::strerror(errno));
+    if (n <= 0) break;
+    for (ssize_t done = 0; done < n && error.empty();) {
+      const ssize_t w = ::write(out, buf.data() + done, size_t(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) error = fmt::format("{}: cannot make a temporary copy: {}", path, std::strerror(errno));
+      done += std::max<ssize_t>(w, 0);
+    }
+    if (!error.empty()) break;
+  }
+  if (in > 0) ::close(in);
+  ::close(out);
+  if (!error.empty()) {
+    ::unlink(tmp.c_str());
+    throw CaptureError(error);
+  }
+  return tmp;
+}
+
 struct CaptureReader::Impl {
   std::string path;
   FileProbe probe;
   std::unique_ptr<OfflineHandle> handle;
   GzCookie* gz = nullptr;  // owned by the FILE* (gz_close), which pcap_close closes
+  uint64_t consumed = 0;   // of a stream: bytes read from it
   DecodeFn decode = nullptr;
   std::string_view decoder;
   // Uncompressed pcap 2.4: the records walked in place in a window of the file read with read()
@@ -230,7 +412,80 @@ struct CaptureReader::Impl {
     return swapped ? __builtin_bswap16(v) : v;
   }
 
+  // A stream: its first bytes say what it is (through gzip when compressed), then libpcap reads
+  // it, those bytes handed back first. Throws CaptureError as probe_file's messages say.
+  pcap_t* open_stream(char* errbuf) {
+    probe.stream = true;
+    const int in = path == "-" ? 0 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (in < 0) throw CaptureError(describe_errno(path, errno));
+    auto* raw = new StreamCookie;
+    raw->fd = in;
+    raw->consumed = &consumed;
+    FILE* f = stream_file(raw);
+    if (!f) throw CaptureError(describe_errno(path, errno));
+    std::array<uint8_t, 4> head{};
+    size_t n = read_head(f, head.data(), head.size());
+    auto give_back = [&](FILE* from, size_t k) {
+      auto* c = new StreamCookie;
+      c->src = from;
+      c->head.assign(head.begin(), head.begin() + ptrdiff_t(k));
+      FILE* g = stream_file(c);
+      if (!g) throw CaptureError(describe_errno(path, errno));
+      return g;
+    };
+    if (n == 0) {
+      std::fclose(f);
+      throw CaptureError(fmt::format("{}: empty input", path));
+    }
+    if (n >= 2 && head[0] == 0x1f && head[1] == 0x8b) {
+      probe.gzip = true;
+      auto* z = new InflateCookie;
+      z->src = give_back(f, n);
+      z->report = new GzCookie;
+      if (inflateInit2(&z->z, 16 + MAX_WBITS) != Z_OK) {
+        std::fclose(z->src);
+        delete z->report;
+        delete z;
+        throw CaptureError(fmt::format("{}: cannot decompress: zlib failed to start", path));
+      }
+      gz = z->report;
+      f = fopencookie(z, "r", cookie_io_functions_t{inflate_read, nullptr, nullptr, inflate_close});
+      if (!f) {
+        gz = nullptr;
+        inflate_close(z);
+        throw CaptureError(describe_errno(path, errno));
+      }
+      setvbuf(f, nullptr, _IOFBF, kGzipBuffer);
+      n = read_head(f, head.data(), head.size());
+      if (n < 4) {
+        const std::string why = gz->error;
+        std::fclose(f);
+        gz = nullptr;
+        throw CaptureError(!why.empty() ? fmt::format("{}: {}", path, why)
+                                        : fmt::format("{}: gzip stream holds no capture (too short)", path));
+      }
+    }
+    probe.format = format_of(head.data(), n);
+    if (probe.format == FileFormat::unknown) {
+      std::fclose(f);
+      gz = nullptr;
+      throw CaptureError(probe.gzip
+                             ? fmt::format("{}: gzip stream does not hold a pcap or pcapng capture", path)
+                             : fmt::format("{}: not a pcap, pcapng or gzip-compressed capture", path));
+    }
+    probe.is_capture = true;
+    f = give_back(f, n);
+    pcap_t* p = pcap_fopen_offline_with_tstamp_precision(f, PCAP_TSTAMP_PRECISION_NANO, errbuf);
+    if (!p) {
+      std::fclose(f);
+      gz = nullptr;
+      throw CaptureError(fmt::format("{}: not a readable capture: {}", path, errbuf));
+    }
+    return p;
+  }
+
   uint64_t bytes_done() {
+    if (probe.stream) return consumed;
     if (fd >= 0) return win_offset + win_pos;
     if (gz) return uint64_t(std::max<z_off_t>(0, gzoffset(gz->gz)));
     FILE* f = pcap_file(handle->get_pcap_handle());
@@ -247,12 +502,16 @@ CaptureReader::CaptureReader(const std::string& path, DecoderChoice decoder)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.path = path;
-  m.probe = probe_file(path);
-  if (!m.probe.is_capture) throw CaptureError(m.probe.error);
-
   char errbuf[PCAP_ERRBUF_SIZE] = {};
   pcap_t* p = nullptr;
-  if (m.probe.gzip) {
+  if (is_stream(path)) {
+    p = m.open_stream(errbuf);
+  } else {
+    m.probe = probe_file(path);
+    if (!m.probe.is_capture) throw CaptureError(m.probe.error);
+  }
+  if (p) {
+  } else if (m.probe.gzip) {
     auto* cookie = new GzCookie;
     cookie->gz = gzopen(path.c_str(), "rb");
     if (!cookie->gz) {
@@ -286,7 +545,7 @@ CaptureReader::CaptureReader(const std::string& path, DecoderChoice decoder)
     }
   }
   m.handle = std::make_unique<OfflineHandle>(p);
-  if (!m.probe.gzip && m.probe.format == FileFormat::pcap) m.try_direct(path);
+  if (!m.probe.stream && !m.probe.gzip && m.probe.format == FileFormat::pcap) m.try_direct(path);
 
   // The chosen decoder if it knows the link type, else the other one.
   const int dlt = pcap_datalink(p);
@@ -454,6 +713,11 @@ ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* onl
         break;
     }
   }
+  if (m.probe.stream) m.probe.size = m.consumed;
+  if (m.probe.stream && g_stream_signal)
+    events.on_notice(Notice::Level::warning, 0,
+                     fmt::format("reading stopped by {} after frame {}: the report covers what came before",
+                                 g_stream_signal == SIGINT ? "Ctrl-C (SIGINT)" : "SIGTERM", st.packets));
   if (m.gz && !st.damaged && !m.gz->error.empty()) {
     st.damaged = true;
     events.on_notice(Notice::Level::error, st.packets,

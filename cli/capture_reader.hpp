@@ -23,11 +23,23 @@ enum class FileFormat : uint8_t { unknown, pcap, pcapng };
 struct FileProbe {
   bool is_capture = false;  // pcap or pcapng, possibly gzip-compressed
   bool gzip = false;
+  bool stream = false;  // standard input ("-"), a pipe, a FIFO: read once, as it comes
   FileFormat format = FileFormat::unknown;
-  uint64_t size = 0;  // on disk
+  uint64_t size = 0;  // on disk; of a stream, the bytes read from it (once read)
   std::string error;  // set when !is_capture: "cannot open: ...", "empty file", ...
 };
+// Of a regular file only (a stream's first bytes can be looked at once: CaptureReader does).
 FileProbe probe_file(const std::string& path);
+// "-" (standard input) or anything that is neither a regular file nor a directory: a pipe, a
+// FIFO, /dev/stdin. Read as a stream: once, front to back, nothing seeked.
+bool is_stream(const std::string& path);
+// While a stream is read: Ctrl-C (SIGINT) or SIGTERM ends it as if it had ended there, so that
+// `tcpdump ... | iscsi-doctor -` stopped with Ctrl-C still reports; a second signal kills as usual.
+void end_streams_on_signal();
+bool stream_ended_by_signal();
+// Copies a stream to a new temporary file (for reports that read a capture twice) and returns
+// its path; the caller removes it. Throws CaptureError naming `path` when it cannot.
+std::string copy_stream_to_temporary(const std::string& path);
 std::string_view format_name(FileFormat);
 
 // A file that cannot be read as a capture at all (missing, not a capture, unknown link type).

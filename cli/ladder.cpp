@@ -334,6 +334,7 @@ namespace {
 // second pass gathers its segments and it is drawn.
 class LadderReport final : public Report {
 public:
+  bool reads_twice() const override { return true; }
   explicit LadderReport(const ReportOptions& ro) : ro_(ro), svg_(ro.paths.size()) {}
   std::unique_ptr<CaptureReport> capture_report(size_t index, CaptureStreams, Sink&) override {
     return std::make_unique<Part>(*this, index);
@@ -376,7 +377,7 @@ private:
           req.findings.push_back(f);
       if (const ConnectionInfo* ci = r.connection(best_.connection)) req.conn = *ci;
       try {
-        collect_ladders(r.path, o_.ro_.decoder, o_.ro_.engine, {&req});
+        collect_ladders(r.read_path, o_.ro_.decoder, o_.ro_.engine, {&req});
       } catch (const CaptureError&) {  // read once already: drawn from what was gathered
       }
       o_.svg_[index_] = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" +

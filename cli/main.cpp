@@ -47,8 +47,14 @@ int main(int argc, char** argv) {
   uint64_t max_excess = 0;
 
   app.add_option("CAPTURE", opt.inputs,
-                 "pcap or pcapng files, gzip-compressed or not, or directories (searched recursively)")
-      ->required();
+                 "pcap or pcapng files, gzip-compressed or not, directories (searched recursively), or - "
+                 "for standard input (a pipe: tcpdump -U -w - ... | iscsi-doctor -)");
+  std::vector<std::string> read_opt;
+  app.add_option("-r,--read", read_opt,
+                 "a capture to read, as tshark's -r (the same as naming it; repeatable)")
+      ->allow_extra_args(false);
+  std::string live_iface;
+  app.add_option("-i", live_iface, "not built in: capture with tcpdump and pipe it in (see the message)");
   app.add_option(
          "--format", format,
          "report format: text (default), json, csv, or verdict (one line per capture and the gate's, for "
@@ -56,6 +62,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json", "csv", "verdict"}));
   auto* output_opt =
       app.add_option("-o,--output", opt.output, "write the report to FILE instead of standard output");
+  app.add_option(
+      "--junit", opt.junit,
+      "also write the run as JUnit XML to FILE, for CI systems: a test case per gate check and, per "
+      "capture, per finding kind and side (its failure text: the fix and evidence frames)");
   app.add_option("--findings-csv", opt.findings_csv,
                  "with --format csv: also write one row per finding to FILE (kind, side, frames, time lost, "
                  "command, inferred facts, detail)");
@@ -119,6 +129,21 @@ int main(int argc, char** argv) {
     return kExitUnusable;
   }
 
+  if (!live_iface.empty()) {
+    std::fprintf(stderr,
+                 "iscsi-doctor: -i: live capture is not built in; capture with tcpdump and pipe it in:\n"
+                 "  tcpdump -i %s -U -s 0 -w - 'tcp port 3260' | iscsi-doctor -\n"
+                 "(the report comes when tcpdump stops, e.g. on Ctrl-C or with -c COUNT)\n",
+                 live_iface.c_str());
+    return kExitUnusable;
+  }
+  opt.inputs.insert(opt.inputs.begin(), read_opt.begin(), read_opt.end());
+  if (opt.inputs.empty()) {
+    std::fprintf(stderr,
+                 "iscsi-doctor: no capture given: name a file, a directory, or - for standard input\n"
+                 "Run with --help for more information.\n");
+    return kExitUnusable;
+  }
   opt.format = format == "json"      ? Format::json
                : format == "csv"     ? Format::csv
                : format == "verdict" ? Format::verdict

@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "iscsi_doctor/summary.hpp"
+#include "report_junit.hpp"
 
 namespace iscsi_doctor::cli {
 namespace {
@@ -281,9 +282,17 @@ private:
 };
 
 struct Shared {
+  Shared(const PipelineOptions& o, Report& r, Console& c) : opt(o), report(r), console(c) {}
   const PipelineOptions& opt;
   Report& report;
   Console& console;
+  // Temporary copies of piped captures (reports that read them twice), removed at the end.
+  std::mutex temporaries_mu;
+  std::vector<std::string> temporaries;
+  ~Shared() {
+    for (const std::string& t : temporaries)
+      ::unlink(t.c_str());
+  }
 };
 
 // Reads and analyses one capture into its summary, the overall summary (or its replay spool) and
@@ -295,11 +304,17 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
   CaptureSink sink(r, outlets, sh.console);
   const std::unique_ptr<CaptureReport> part = sh.report.capture_report(index, outlets.streams, sink);
   sink.set_part(part.get());
+  r.read_path = in.path;
   if (!in.error.empty()) {
     r.error = in.error;
   } else {
     try {
-      CaptureReader reader(in.path, sh.opt.decoder);
+      if (sh.report.reads_twice() && is_stream(in.path)) {
+        r.read_path = copy_stream_to_temporary(in.path);
+        std::lock_guard lock(sh.temporaries_mu);
+        sh.temporaries.push_back(r.read_path);
+      }
+      CaptureReader reader(r.read_path, sh.opt.decoder);
       r.probe = reader.probe();
       r.link_type = reader.link_type_name();
       r.link_description = reader.link_type_description();
@@ -308,6 +323,8 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
       Analyzer analyzer(sh.opt.engine, sink);
       Bridge bridge(analyzer, sink, part.get(), sh.console, index);
       r.stats = reader.read_all(bridge);
+      r.probe.size = reader.probe().size;  // a stream's: what was read
+      if (r.read_path != in.path) r.probe.stream = true;
       analyzer.finish();
       r.connections = analyzer.connections();
       r.unlisted = analyzer.unlisted_connections();
@@ -392,8 +409,14 @@ std::unique_ptr<Report> make_report(Format format, const ReportOptions& ro) {
 
 std::vector<Input> expand_inputs(const std::vector<std::string>& args) {
   std::vector<Input> out;
+  bool stdin_named = false;
   for (const std::string& arg : args) {
     std::error_code ec;
+    if (arg == "-") {  // standard input can be read once
+      out.push_back({arg, stdin_named ? "-: standard input named twice (it can be read once)" : ""});
+      stdin_named = true;
+      continue;
+    }
     if (!fs::is_directory(arg, ec)) {
       out.push_back({arg, {}});
       continue;
@@ -419,6 +442,9 @@ std::vector<Input> expand_inputs(const std::vector<std::string>& args) {
 
 int run_pipeline(const PipelineOptions& opt) {
   const std::vector<Input> inputs = expand_inputs(opt.inputs);
+  if (std::any_of(inputs.begin(), inputs.end(),
+                  [](const Input& in) { return in.error.empty() && is_stream(in.path); }))
+    end_streams_on_signal();
   uint64_t total_bytes = 0;
   for (const Input& in : inputs) {
     std::error_code ec;
@@ -450,19 +476,21 @@ int run_pipeline(const PipelineOptions& opt) {
   const std::unique_ptr<Report> report = make_report(opt.format, ro);
   std::unique_ptr<Summary> overall_owned;
   if (inputs.size() > 1) overall_owned = std::make_unique<Summary>(opt.worst, false);
-  Shared sh{opt, *report, console};
+  Shared sh(opt, *report, console);
 
   std::vector<FILE*> spools;  // closed at the end, whatever happens
   int code = kExitClean;
   size_t usable = 0;
   uint64_t packets = 0;
   std::unique_ptr<Summary> single;  // the one input's summary, when there is one input
+  std::vector<JunitCapture> junit;  // --junit: what it needs of each capture, in argument order
   try {
     ElementStream direct_out{out, true};
     ElementStream deferred_all{report->writes_deferred() ? spool(spools) : nullptr, true};
     report->begin(out);
 
     auto consume = [&](CaptureResult& r) {
+      if (!opt.junit.empty()) junit.push_back(junit_capture(r));
       if (!r.usable) {
         console.message(fmt::format("iscsi-doctor: error: {}", r.error));
         code = kExitUnusable;
@@ -572,6 +600,10 @@ int run_pipeline(const PipelineOptions& opt) {
     console.finish();
     report->end(out, all, deferred_all.out);
     if (const std::string why = report->failure(); !why.empty()) {
+      console.message(fmt::format("iscsi-doctor: error: {}", why));
+      code = kExitUnusable;
+    }
+    if (std::string why; !opt.junit.empty() && !write_junit(opt.junit, junit, all.gate, all.summary, why)) {
       console.message(fmt::format("iscsi-doctor: error: {}", why));
       code = kExitUnusable;
     }

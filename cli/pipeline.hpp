@@ -34,6 +34,7 @@ struct PipelineOptions {
   std::optional<uint64_t> max_excess_round_trips;
   LadderSpec ladder;         // Format::ladder
   std::string findings_csv;  // Format::csv: the findings' CSV file, when asked for
+  std::string junit;         // --junit: the JUnit XML file, when asked for
 };
 
 // Runs the whole pipeline; messages go to stderr. Returns the exit code.

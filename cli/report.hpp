@@ -44,6 +44,7 @@ struct ElementStream {
 struct CaptureResult {
   size_t index = 0;
   std::string path;
+  std::string read_path;  // the file read: path, or a temporary copy of a piped capture
   bool usable = false;
   std::string error;  // why the input could not be read at all (!usable)
   FileProbe probe;
@@ -100,6 +101,9 @@ public:
   virtual ~Report() = default;
   virtual bool writes_direct() const { return false; }
   virtual bool writes_deferred() const { return false; }
+  // Reads each capture a second time (ladders: collect_ladders on CaptureResult::read_path): a
+  // piped capture is then copied to a temporary file first.
+  virtual bool reads_twice() const { return false; }
   // Written between two streamed elements when chunks of different captures are joined.
   virtual std::string_view separator() const { return {}; }
 

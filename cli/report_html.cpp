@@ -793,7 +793,7 @@ void capture_section(const CaptureResult& r, Aggregates& agg, const ReportOption
   for (auto& [key, req] : unique)
     reqs.push_back(&req);
   try {
-    collect_ladders(r.path, ro.decoder, ro.engine, reqs);
+    collect_ladders(r.read_path, ro.decoder, ro.engine, reqs);
   } catch (const CaptureError&) {
   }
 
@@ -965,6 +965,7 @@ private:
 
 class HtmlReport final : public Report {
 public:
+  bool reads_twice() const override { return true; }
   explicit HtmlReport(const ReportOptions& o) : opt_(o) {}
   bool writes_deferred() const override { return true; }
 

@@ -356,6 +356,7 @@ public:
     c["error"] = r.usable ? nlohmann::json(nullptr) : nlohmann::json(r.error);
     c["format"] = r.probe.is_capture ? nlohmann::json(format_name(r.probe.format)) : nlohmann::json(nullptr);
     c["gzip"] = r.probe.gzip;
+    c["stream"] = r.probe.stream;
     c["size_bytes"] = r.probe.size;
     c["link_type"] = r.link_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.link_type);
     c["decoder"] = r.decoder.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.decoder);

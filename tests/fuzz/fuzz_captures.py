@@ -3,7 +3,8 @@
 """Whole-capture fuzzing of every front-end with structure-aware mutants (capture_mutator.py).
 
 For --seconds, each mutant goes through the CLI (--format json/text/csv, json with --decoder
-libtins, --html, `ladder` on one ITT of the JSON's commands) and the Lua plugin's core without Wireshark (lua5.4 run_core.lua);
+libtins, --html, `ladder` on one ITT of the JSON's commands, json from standard input) and the
+Lua plugin's core without Wireshark (lua5.4 run_core.lua);
 with --plugins N, N of them (spread over the run) also go through tshark with the C plugin and
 with the Lua plugin (two passes with -V, one pass with -V, one pass with -T fields), each timed
 against plain tshark on the same file.
@@ -59,12 +60,13 @@ class Run:
         self.raw = raw  # stdout as written: JSON must be valid UTF-8 too
 
 
-def run(cmd, timeout, env=None):
-    """Runs cmd in its own process group, killed whole on timeout."""
+def run(cmd, timeout, env=None, stdin_path=None):
+    """Runs cmd in its own process group, killed whole on timeout; stdin_path: a file piped into it."""
     t = time.monotonic()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE if stdin_path else subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env, start_new_session=True)
     try:
-        out, err = p.communicate(timeout=timeout)
+        out, err = p.communicate(Path(stdin_path).read_bytes() if stdin_path else None, timeout=timeout)
         timed_out = False
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
@@ -125,7 +127,7 @@ def xml_error(path):
 # --- front-ends ------------------------------------------------------------------------------
 # Each check returns a Failure or None; `only` restricts a run to one front-end (minimization).
 
-CLI_FRONTENDS = ["json", "libtins", "text", "csv", "html", "ladder"]
+CLI_FRONTENDS = ["json", "libtins", "text", "csv", "html", "ladder", "stdin"]
 
 
 def check_cli(cli, path, work, timeout, counts, only=None, frontends=CLI_FRONTENDS):
@@ -146,14 +148,16 @@ def check_cli(cli, path, work, timeout, counts, only=None, frontends=CLI_FRONTEN
             cmd = [cli, "--html", str(out_file), str(path)]
         elif fe == "libtins":  # the second packet decoder
             cmd = [cli, "--decoder", "libtins", "--format", "json", str(path)]
+        elif fe == "stdin":  # the capture piped in: read as a stream
+            cmd = [cli, "--format", "json", "-"]
         else:
             cmd = [cli, "--format", fe, str(path)]
-        r = run(cmd, timeout, env)
+        r = run(cmd, timeout, env, stdin_path=path if fe == "stdin" else None)
         tally(counts, fe, r.secs)
         f = process_failure(fe, r)
         if f:
             return f
-        if fe in ("json", "libtins"):
+        if fe in ("json", "libtins", "stdin"):
             try:
                 doc = json.loads(r.raw)
                 report = doc if fe == "json" else report  # the ladder draws a command of the default decoder's
