@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "diff.hpp"
 #include "ladder.hpp"
 #include "pipeline.hpp"
 
@@ -28,6 +29,8 @@ std::string kind_list() {
 int main(int argc, char** argv) {
   // `iscsi-doctor ladder ...`: one command's diagram (ladder.cpp has its own options).
   if (argc > 1 && std::string_view(argv[1]) == "ladder") return ladder_main(argc - 1, argv + 1);
+  // `iscsi-doctor diff BEFORE AFTER`: two captures or reports compared (diff.cpp).
+  if (argc > 1 && std::string_view(argv[1]) == "diff") return diff_main(argc - 1, argv + 1);
 
   CLI::App app{
       "iscsi-doctor: explains, per SCSI command in an iSCSI capture, why it was slow\n"
@@ -35,7 +38,9 @@ int main(int argc, char** argv) {
       "iscsi-doctor"};
   app.footer(
       "One command's exchange as a ladder diagram (SVG): iscsi-doctor ladder --itt 0x... CAPTURE -o out.svg\n"
-      "(iscsi-doctor ladder --help). Documentation: docs/cli.md.");
+      "(iscsi-doctor ladder --help). Before/after: iscsi-doctor diff BEFORE AFTER (iscsi-doctor diff "
+      "--help).\n"
+      "Documentation: docs/cli.md.");
   app.get_formatter()->column_width(34);
 
   PipelineOptions opt;
