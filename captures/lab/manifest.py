@@ -279,7 +279,7 @@ def _timing_ok(e, c, rtt, think, jitter_ms):
     """Whether a command's latency at the initiator (tshark) fits expectation e's round trips."""
     k = e["round_trips"]
     lat = c["latency_ms"] - think.get(c["bytes"], 0)   # the target's configured wait is not a round trip
-    with_delack = lat >= (k - 1) * rtt + 25          # a ~40 ms delayed ACK on top
+    with_delack = lat >= k * rtt + 20                # a ~40 ms delayed ACK on top of the k round trips
     # the data's own transmission at the link rate (1000 Mbit/s, 1538 bytes on the wire per 1448 of
     # payload) comes on top of the round trips: ~0.5 ms for 64 KiB, ~4.5 ms for 512 KiB
     wire = c["bytes"] * 8 / 1e6 * 1538 / 1448
@@ -307,7 +307,8 @@ def _measured_otherwise(e, c, others, rtt, think, jitter_ms, first_reply_ms=None
     or, when its latency is a whole number n > k of round trips with no delayed ACK and the target's
     first reply left within a round trip (first_reply_ms: tshark's time from the command to it), as n
     round trips (slow start, a window: the configuration's waits that the expectation does not count);
-    None when the timing says neither (the command is then not judged)."""
+    when the expectation has a delayed ACK but the latency is its round trips without one, as the
+    hold alone; None when the timing says neither (the command is then not judged)."""
     for o in others:
         if o is not e and "round_trips" in o and o["select"].get("op") == e["select"].get("op") \
                 and _timing_ok(o, c, rtt, think, jitter_ms):
@@ -316,10 +317,19 @@ def _measured_otherwise(e, c, others, rtt, think, jitter_ms, first_reply_ms=None
                     "why": "tshark: timed as %s %s (%.2f ms), not as %s %s" % (
                         o["select"].get("op"), o["select"].get("bytes", ""), c["latency_ms"],
                         e["select"].get("op"), e["select"].get("bytes", ""))}
-    if "delayed_ack" not in e.get("absent", []):
-        return None       # a delayed ACK may be in the latency: it says nothing of round trips
     lat = c["latency_ms"] - think.get(c["bytes"], 0)
     wire = c["bytes"] * 8 / 1e6 * 1538 / 1448
+    if "delayed_ack" in e.get("findings", {}):
+        # k round trips and no delayed ACK: the receiver ACKed at once this time (Linux quick-ACKs
+        # after an idle period): the hold without the delayed ACK
+        k = e["round_trips"]
+        if (k - 0.5) * rtt <= lat <= (k + 0.5) * rtt + wire + jitter_ms:
+            return {"round_trips": k, "findings": {f: s for f, s in e["findings"].items() if f != "delayed_ack"},
+                    "absent": list(e.get("absent", [])) + ["delayed_ack"],
+                    "why": "tshark: %.2f ms, %d round trips of %.2f ms with no delayed ACK" % (c["latency_ms"], k, rtt)}
+        return None
+    if "delayed_ack" not in e.get("absent", []):
+        return None       # a delayed ACK may be in the latency: it says nothing of round trips
     n = round((lat - wire / 2) / rtt)
     # between whole round trips (a partial wait on a window, the target) the count is open
     if n <= e["round_trips"] or abs(lat - wire / 2 - n * rtt) > 0.25 * rtt + jitter_ms:
