@@ -69,7 +69,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "e5657f7d682ebc18ef19efea70caa9067a5340ec007bf6bd04682c5499fb8251",
+  doc_sha256 = "395ef56f64ba0d4ad1ed4cc8ec0d1878fc25f982e13b900b0a1837b05dce1c58",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -1243,7 +1243,7 @@ function Flow.new()
   return setmetatable({ started = false, syn_seen = false, fin_seen = false, next = 0, max_end = 0,
     una = 0, una_known = false, peer_window = 0, peer_window_known = false,
     peer_wscale_known = false, peer_wscale_min = 0, peer_window_raw = 0, wscale_offered = -1, mss = 0,
-    mss_from_syn = false, largest_payload = 0, full_min = 0, full_count = 0, aggregates = 0, data_options_len = 0, has_small = false, last_small = nil,
+    mss_from_syn = false, largest_payload = 0, full_min = 0, full_count = 0, aggregates = 0, aggregates_whole = 0, data_options_len = 0, has_small = false, last_small = nil,
     last_data_t = 0, last_data_frame = 0, has_last_data = false,
     unacked = {}, ua_head = 1, ua_tail = 0, ooo = {}, ooo_count = 0, ooo_bytes = 0,
     hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0, acked_data_t = 0,
@@ -2007,7 +2007,11 @@ function Connection:handle_payload(seg, dir)
     return
   end
   if not hasbit(seg.flags, 0x08) then f:saw_full(len) end  -- no PSH: more data was queued
-  if len > f:effective_mss() then f.aggregates = f.aggregates + 1 end  -- TSO/GRO at the capture point
+  local m = f:effective_mss()
+  if len > m then  -- TSO/GRO at the capture point; a whole multiple of the MSS proves it
+    f.aggregates = f.aggregates + 1
+    if len % m == 0 then f.aggregates_whole = f.aggregates_whole + 1 end
+  end
   if f.ooo_count > 0 then
     self.retransmissions = self.retransmissions + 1
     local fd = { kind = "retransmission", side = side_of(dir), frame = seg.frame,
@@ -2386,7 +2390,11 @@ function Connection:classify_hold(dir, seg, ready)
   local function released_by(ack_t) return released_within(ack_t, late) end
   local len = seg.wire_len
   local small = f.last_small
-  if f.has_small and small.acked and small.frame ~= seg.frame and f:is_small(len) and
+  -- Nagle holds one partial segment: a TSO/GRO aggregate carries full segments that Nagle would
+  -- have sent, so its wait is the window's. A segment longer than the MSS is such an aggregate once
+  -- the flow has shown whole-multiple ones; before, it may be one jumbo frame, judged by its tail.
+  local nagle_candidate = len < f:effective_mss() or (f.aggregates_whole == 0 and f:is_small(len))
+  if f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
      released_by(small.ack_t) then
     v.held = true
     v.kind = "nagle_hold"

@@ -28,7 +28,12 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   auto released_by = [&](int64_t ack_t) { return released_within(ack_t, late); };
   uint32_t len = seg.payload_wire_len;
   const tcp::SmallSegment& small = f.last_small;
-  if (f.has_small && small.acked && small.frame != seg.frame && f.is_small(len) && released_by(small.ack_t)) {
+  // Nagle holds one partial segment: a TSO/GRO aggregate carries full segments that Nagle would
+  // have sent, so its wait is the window's (Linux defers TSO sends). A segment longer than the
+  // MSS is such an aggregate once the flow has shown whole-multiple ones; before, it may be one
+  // jumbo frame of a larger MSS than the one inferred, and is judged by its tail.
+  const bool nagle_candidate = len < f.effective_mss() || (f.aggregates_whole == 0 && f.is_small(len));
+  if (f.has_small && small.acked && small.frame != seg.frame && nagle_candidate && released_by(small.ack_t)) {
     // Nagle (Minshall's variant, as in Linux): a partial segment waits while the previous
     // partial segment is unacknowledged.
     v.held = true;

@@ -143,6 +143,9 @@ public:
     return peer_offered >= 0 && own_offered >= 0 ? std::min<int>(peer_offered, 14) : 0;
   }
   uint64_t aggregates = 0;  // segments longer than the MSS (TSO/GRO at the capture point)
+  // Of those, whole multiples of the MSS: TSO/GRO proven at that MSS (a longer segment with a
+  // partial tail may else be one jumbo frame of an MSS the capture never showed).
+  uint64_t aggregates_whole = 0;
   // A new-data segment without PSH: its sender had more data queued, so it was full.
   void saw_full(uint32_t len) {
     if (!full_min || len < full_min) {

@@ -168,7 +168,10 @@ void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
   }
   status_ = SegmentStatus::new_data;
   if (!(seg.flags & tcp_flag::psh)) f.saw_full(len);
-  if (len > f.effective_mss()) ++f.aggregates;
+  if (const uint32_t m = f.effective_mss(); len > m) {
+    ++f.aggregates;
+    if (len % m == 0) ++f.aggregates_whole;
+  }
   if (!f.out_of_order.empty()) r.hole_filled(dir, seg, f.hole_since);
   // Overlap with bytes already delivered is trimmed; the rest is new, in order.
   size_t skip = size_t(f.next - start);

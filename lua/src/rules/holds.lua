@@ -18,7 +18,11 @@ function Connection:classify_hold(dir, seg, ready)
   local function released_by(ack_t) return released_within(ack_t, late) end
   local len = seg.wire_len
   local small = f.last_small
-  if f.has_small and small.acked and small.frame ~= seg.frame and f:is_small(len) and
+  -- Nagle holds one partial segment: a TSO/GRO aggregate carries full segments that Nagle would
+  -- have sent, so its wait is the window's. A segment longer than the MSS is such an aggregate once
+  -- the flow has shown whole-multiple ones; before, it may be one jumbo frame, judged by its tail.
+  local nagle_candidate = len < f:effective_mss() or (f.aggregates_whole == 0 and f:is_small(len))
+  if f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
      released_by(small.ack_t) then
     v.held = true
     v.kind = "nagle_hold"

@@ -156,7 +156,11 @@ function Connection:handle_payload(seg, dir)
     return
   end
   if not hasbit(seg.flags, 0x08) then f:saw_full(len) end  -- no PSH: more data was queued
-  if len > f:effective_mss() then f.aggregates = f.aggregates + 1 end  -- TSO/GRO at the capture point
+  local m = f:effective_mss()
+  if len > m then  -- TSO/GRO at the capture point; a whole multiple of the MSS proves it
+    f.aggregates = f.aggregates + 1
+    if len % m == 0 then f.aggregates_whole = f.aggregates_whole + 1 end
+  end
   if f.ooo_count > 0 then
     self.retransmissions = self.retransmissions + 1
     local fd = { kind = "retransmission", side = side_of(dir), frame = seg.frame,
