@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // iscsi-doctor: explains, per SCSI command in an iSCSI capture, why it was slow.
 // This file only turns the command line into PipelineOptions (docs/cli.md); pipeline.cpp does the rest.
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -71,6 +73,36 @@ int main(int argc, char** argv) {
       "--junit", opt.junit,
       "also write the run as JUnit XML to FILE, for CI systems: a test case per gate check and, per "
       "capture, per finding kind and side (its failure text: the fix and evidence frames)");
+  std::vector<uint64_t> luns;
+  std::vector<std::string> itts;
+  double min_latency = 0;
+  app.add_option("--lun", luns, "only commands to these LUNs (repeatable or comma-separated)")
+      ->delimiter(',')
+      ->allow_extra_args(false)
+      ->group("Filters");
+  app.add_option("--initiator", opt.filter.initiators,
+                 "only commands of connections from this initiator: ADDR or ADDR:PORT (repeatable)")
+      ->allow_extra_args(false)
+      ->group("Filters");
+  app.add_option("--target", opt.filter.targets,
+                 "only commands of connections to this target: ADDR or ADDR:PORT (repeatable)")
+      ->allow_extra_args(false)
+      ->group("Filters");
+  app.add_option("--op", opt.filter.ops,
+                 "only these commands: read, write, other, or a SCSI operation as the reports name it "
+                 "(READ(10), INQUIRY; any case); repeatable or comma-separated")
+      ->delimiter(',')
+      ->allow_extra_args(false)
+      ->group("Filters");
+  auto* min_latency_opt =
+      app.add_option("--min-latency", min_latency, "only completed commands at least MS slow")
+          ->check(CLI::Range(0.0, 1e12))
+          ->group("Filters");
+  app.add_option("--itt", itts,
+                 "only the commands with this Initiator Task Tag (0x-prefixed hex; repeatable)")
+      ->delimiter(',')
+      ->allow_extra_args(false)
+      ->group("Filters");
   app.add_option("--findings-csv", opt.findings_csv,
                  "with --format csv: also write one row per finding to FILE (kind, side, frames, time lost, "
                  "command, inferred facts, detail)");
@@ -143,6 +175,18 @@ int main(int argc, char** argv) {
     return kExitUnusable;
   }
   opt.inputs.insert(opt.inputs.begin(), read_opt.begin(), read_opt.end());
+  opt.filter.luns.insert(luns.begin(), luns.end());
+  if (*min_latency_opt) opt.filter.min_latency_ms = min_latency;
+  for (const std::string& t : itts) {
+    errno = 0;
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(t.c_str(), &end, 0);
+    if (t.empty() || *end || errno || v > 0xffffffffull) {
+      std::fprintf(stderr, "iscsi-doctor: --itt: not a 32-bit number: '%s'\n", t.c_str());
+      return kExitUnusable;
+    }
+    opt.filter.itts.insert(uint32_t(v));
+  }
   if (opt.inputs.empty()) {
     std::fprintf(stderr,
                  "iscsi-doctor: no capture given: name a file, a directory, or - for standard input\n"

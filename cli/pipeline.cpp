@@ -320,12 +320,17 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
       r.link_description = reader.link_type_description();
       r.decoder = reader.decoder_name();
       r.summary = std::make_unique<Summary>(sh.opt.worst);
-      Analyzer analyzer(sh.opt.engine, sink);
+      FilterSink filtered(sh.opt.filter, sink);
+      r.filtered = sh.opt.filter.active();
+      Analyzer analyzer(sh.opt.engine, r.filtered ? static_cast<Sink&>(filtered) : sink);
+      filtered.set_analyzer(&analyzer);
       Bridge bridge(analyzer, sink, part.get(), sh.console, index);
       r.stats = reader.read_all(bridge);
       r.probe.size = reader.probe().size;  // a stream's: what was read
       if (r.read_path != in.path) r.probe.stream = true;
       analyzer.finish();
+      r.commands_seen = filtered.seen();
+      r.commands_kept = filtered.kept();
       r.connections = analyzer.connections();
       r.unlisted = analyzer.unlisted_connections();
       r.sessions = analyzer.sessions();
@@ -473,6 +478,7 @@ int run_pipeline(const PipelineOptions& opt) {
   ro.engine = opt.engine;
   ro.ladder = opt.ladder;
   ro.findings_csv = opt.findings_csv;
+  ro.filter = opt.filter.words();
   const std::unique_ptr<Report> report = make_report(opt.format, ro);
   std::unique_ptr<Summary> overall_owned;
   if (inputs.size() > 1) overall_owned = std::make_unique<Summary>(opt.worst, false);

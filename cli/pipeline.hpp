@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "capture_reader.hpp"
+#include "filter.hpp"
 #include "iscsi_doctor/analyzer.hpp"
 #include "report.hpp"
 
@@ -35,6 +36,7 @@ struct PipelineOptions {
   LadderSpec ladder;         // Format::ladder
   std::string findings_csv;  // Format::csv: the findings' CSV file, when asked for
   std::string junit;         // --junit: the JUnit XML file, when asked for
+  CommandFilter filter;      // --lun, --op, ...: the commands the reports cover
 };
 
 // Runs the whole pipeline; messages go to stderr. Returns the exit code.

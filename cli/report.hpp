@@ -45,6 +45,9 @@ struct CaptureResult {
   size_t index = 0;
   std::string path;
   std::string read_path;  // the file read: path, or a temporary copy of a piped capture
+  // With a command filter: the commands the engine reported, and those the filter kept.
+  bool filtered = false;
+  uint64_t commands_seen = 0, commands_kept = 0;
   bool usable = false;
   std::string error;  // why the input could not be read at all (!usable)
   FileProbe probe;
@@ -130,6 +133,7 @@ struct ReportOptions {
   Options engine;                               // and analyses as the first
   LadderSpec ladder;
   std::string findings_csv;  // --format csv: also one row per finding into this file
+  std::string filter;        // the command filter as given ("--lun 1 --op read"), or empty
 };
 std::unique_ptr<Report> make_text_report(const ReportOptions&);
 std::unique_ptr<Report> make_verdict_report(const ReportOptions&);  // report_text.cpp

@@ -357,6 +357,10 @@ public:
     c["format"] = r.probe.is_capture ? nlohmann::json(format_name(r.probe.format)) : nlohmann::json(nullptr);
     c["gzip"] = r.probe.gzip;
     c["stream"] = r.probe.stream;
+    c["filter"] = r.filtered ? nlohmann::json{{"given", opt_.filter},
+                                              {"commands_seen", r.commands_seen},
+                                              {"commands_kept", r.commands_kept}}
+                             : nlohmann::json(nullptr);
     c["size_bytes"] = r.probe.size;
     c["link_type"] = r.link_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.link_type);
     c["decoder"] = r.decoder.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.decoder);

@@ -211,8 +211,14 @@ public:
                      r.probe.gzip ? " (gzip)" : "", r.link_description, file_size_text(r.probe.size),
                      count_text(r.stats.packets), secs);
     const Summary& s = *r.summary;
-    o += fmt::format("{} SCSI commands, {} completed, {} excess round trips\n\n", count_text(s.commands()),
+    o += fmt::format("{} SCSI commands, {} completed, {} excess round trips\n", count_text(s.commands()),
                      count_text(s.completed()), count_text(s.excess_round_trips()));
+    if (r.filtered)
+      o += fmt::format(
+          "filtered ({}): {} of the {} commands reported; findings, tables and figures cover "
+          "these only\n",
+          opt_.filter, count_text(r.commands_kept), count_text(r.commands_seen));
+    o += "\n";
     if (r.connections.empty() && r.sessions.empty())
       o += "No iSCSI connection found (ports other than 3260? see --port).\n\n";
     else {

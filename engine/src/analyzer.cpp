@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <unordered_map>
 #include <vector>
 
 #include "iscsi/pdu.hpp"
@@ -157,8 +158,10 @@ struct Analyzer::Impl {
   }
   void forget(Live it) {
     if (last_valid && last == it) last_valid = false;
+    by_id.erase(it->second->id());
     live.erase(it);
   }
+  std::unordered_map<uint32_t, Connection*> by_id;  // the live connections by number
   // Handshakes on ports not known to be iSCSI, kept until a Login Request shows the connection is
   // (then replayed into it: MSS, window scale and round trips come from them).
   static constexpr size_t kMaxPendingHandshakes = 4096;
@@ -250,6 +253,7 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
     auto conn = std::make_unique<Connection>(m.next_id++, *initiator, *target, m.options, m.sink, m.sessions);
     conn->set_tracer(m.tracer);  // not the scout's: its findings are a first look, replayed later
     it = m.live.emplace(key, std::move(conn)).first;
+    m.by_id[it->second->id()] = it->second.get();
     if (auto p = m.pending.find(key); p != m.pending.end()) {
       for (const Segment& h : p->second)
         it->second->on_segment(h, h.src == *initiator ? session::kI2T : session::kT2I);
@@ -288,6 +292,7 @@ void Analyzer::finish() {
   for (auto& [key, conn] : m.live)
     m.finish_connection(key, *conn);
   m.live.clear();
+  m.by_id.clear();
   m.last_valid = false;
   m.closing.clear();
   if (m.refused)
@@ -308,5 +313,13 @@ std::vector<ConnectionInfo> Analyzer::connections() const {
 const ConnectionTotals& Analyzer::unlisted_connections() const { return impl_->unlisted; }
 
 std::vector<SessionInfo> Analyzer::sessions() const { return impl_->sessions.all(); }
+
+bool Analyzer::endpoints(uint32_t connection, Endpoint& initiator, Endpoint& target) const {
+  const auto it = impl_->by_id.find(connection);
+  if (it == impl_->by_id.end()) return false;
+  initiator = it->second->info_initiator();
+  target = it->second->info_target();
+  return true;
+}
 
 }  // namespace iscsi_doctor

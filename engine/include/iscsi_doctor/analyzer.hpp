@@ -55,6 +55,9 @@ public:
   // Finished connections beyond max_connections_listed: analysed, counted here, not listed.
   const ConnectionTotals& unlisted_connections() const;
   std::vector<SessionInfo> sessions() const;
+  // The endpoints of a connection still open (its commands are reported while it is, from a Sink's
+  // on_command too): false when there is none by that number.
+  bool endpoints(uint32_t connection, Endpoint& initiator, Endpoint& target) const;
 
 private:
   struct Impl;

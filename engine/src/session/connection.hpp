@@ -46,6 +46,7 @@ public:
   uint16_t tsih() const { return tsih_; }
   uint32_t id() const { return id_; }
   const Endpoint& info_initiator() const { return initiator_; }
+  const Endpoint& info_target() const { return target_; }
   bool closed() const { return tcp_.closed(); }
   int64_t last_t() const { return last_t_; }  // capture time of its latest segment
   // What a first look at a joined connection found (Analyzer), given before its first segment:
