@@ -667,7 +667,10 @@ ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* onl
     constexpr int64_t kMaxSec = (int64_t(1) << 62) / 1'000'000'000;
     const int64_t t = std::clamp<int64_t>(int64_t(h->ts.tv_sec), -kMaxSec, kMaxSec) * 1'000'000'000 +
                       int64_t(h->ts.tv_usec);
-    if (frame == 1) st.first_ns = t;
+    if (frame == 1) {
+      st.first_ns = t;
+      events.on_start(t);
+    }
     st.last_ns = t;
     if (only) {
       while (range < only->size() && frame > (*only)[range].second)

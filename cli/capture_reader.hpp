@@ -59,6 +59,8 @@ public:
   virtual void on_notice(Notice::Level, uint64_t frame, std::string message) = 0;
   // Called every few thousand packets: bytes of the file consumed so far (compressed bytes for gzip).
   virtual void on_progress(uint64_t /*packets*/, uint64_t /*bytes_done*/) {}
+  // The first packet's time (nanoseconds), before any segment: where the capture starts.
+  virtual void on_start(int64_t /*time_ns*/) {}
   // Asked after each segment: true stops the read there (a second pass that has all it needs).
   virtual bool finished() const { return false; }
 };

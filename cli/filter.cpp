@@ -3,6 +3,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <ctime>
 
 #include <fmt/format.h>
 
@@ -26,10 +30,43 @@ std::string_view kind_word(char k) { return k == 'r' ? "read" : k == 'w' ? "writ
 
 bool CommandFilter::active() const {
   return !luns.empty() || !initiators.empty() || !targets.empty() || !ops.empty() || min_latency_ms ||
-         !itts.empty();
+         !itts.empty() || from || to;
 }
 
-bool CommandFilter::matches(const CommandResult& c, const Endpoint* initiator, const Endpoint* target) const {
+bool parse_time_bound(const std::string& text, CommandFilter::Bound& out) {
+  out = {};
+  out.text = text;
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (!text.empty() && *end == '\0' && errno == 0 && std::isfinite(v) && v >= 0) {
+    out.seconds = v;
+    return true;
+  }
+  std::tm tm{};
+  const char* rest = strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (!rest) return false;
+  double frac = 0;
+  if (*rest == '.') {
+    char* e = nullptr;
+    frac = std::strtod(rest, &e);  // ".25"
+    rest = e;
+  }
+  if (*rest == 'Z') ++rest;
+  if (*rest) return false;
+  const time_t secs = timegm(&tm);
+  out.absolute = true;
+  out.epoch_ns = int64_t(secs) * 1'000'000'000 + int64_t(std::llround(frac * 1e9));
+  return true;
+}
+
+bool CommandFilter::matches(const CommandResult& c, const Endpoint* initiator, const Endpoint* target,
+                            int64_t start_ns) const {
+  auto at = [&](const Bound& b) {
+    return b.absolute ? b.epoch_ns : start_ns + int64_t(std::llround(b.seconds * 1e9));
+  };
+  if (from && c.first_ns < at(*from)) return false;
+  if (to && c.first_ns >= at(*to)) return false;
   if (!luns.empty() && !luns.count(c.lun)) return false;
   if (!itts.empty() && !itts.count(c.itt)) return false;
   if (min_latency_ms && (!c.completed || c.latency_ms < *min_latency_ms)) return false;
@@ -62,6 +99,8 @@ std::string CommandFilter::words() const {
   if (min_latency_ms) add("--min-latency", fmt::format("{:g}", *min_latency_ms));
   for (uint32_t i : itts)
     add("--itt", fmt::format("0x{:08x}", i));
+  if (from) add("--from", from->text);
+  if (to) add("--to", to->text);
   return w;
 }
 
@@ -77,7 +116,7 @@ void FilterSink::on_command(const CommandResult& c) {
   ++seen_;
   Endpoint ini, tgt;
   const bool known = analyzer_ && analyzer_->endpoints(c.connection, ini, tgt);
-  const bool keep = f_.matches(c, known ? &ini : nullptr, known ? &tgt : nullptr);
+  const bool keep = f_.matches(c, known ? &ini : nullptr, known ? &tgt : nullptr, start_ns_);
   const auto it = held_.find({c.connection, c.itt, c.first_frame});
   if (it != held_.end()) {
     if (keep)

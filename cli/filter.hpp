@@ -22,12 +22,26 @@ struct CommandFilter {
   std::vector<std::string> ops;                  // "read", "write", "other", or a SCSI op ("READ(10)")
   std::optional<double> min_latency_ms;          // completed commands at least this slow
   std::set<uint32_t> itts;
+  // Time window: commands that began at or after `from` and before `to`, each either seconds from
+  // the capture's first packet (relative) or nanoseconds since the epoch (absolute).
+  struct Bound {
+    bool absolute = false;
+    double seconds = 0;    // relative
+    int64_t epoch_ns = 0;  // absolute
+    std::string text;      // as given
+  };
+  std::optional<Bound> from, to;
 
   bool active() const;
-  // Endpoints null: unknown (then --initiator/--target do not match).
-  bool matches(const CommandResult& c, const Endpoint* initiator, const Endpoint* target) const;
+  // Endpoints null: unknown (then --initiator/--target do not match). start_ns: the capture's
+  // first packet, for a relative window.
+  bool matches(const CommandResult& c, const Endpoint* initiator, const Endpoint* target,
+               int64_t start_ns) const;
   std::string words() const;  // "--lun 1 --op read", as given
 };
+
+// "12.5" (seconds from the capture's start) or "2026-11-24T14:02:00[.25][Z]" (UTC); false when neither.
+bool parse_time_bound(const std::string& text, CommandFilter::Bound& out);
 
 // Passes on the commands the filter matches, with their findings (held until their command is
 // reported, then passed on before it or dropped with it); a connection-level finding when its
@@ -36,6 +50,7 @@ class FilterSink final : public Sink {
 public:
   FilterSink(const CommandFilter& f, Sink& next) : f_(f), next_(next) {}
   void set_analyzer(const Analyzer* a) { analyzer_ = a; }
+  void set_start(int64_t t) { start_ns_ = t; }
   void on_command(const CommandResult&) override;
   void on_finding(const Finding&) override;
   void on_notice(const Notice& n) override { next_.on_notice(n); }
@@ -51,6 +66,7 @@ private:
   std::map<uint32_t, std::vector<Finding>> held_connection_;  // connection level, until its end
   std::map<uint32_t, uint64_t> kept_by_connection_;
   uint64_t seen_ = 0, kept_ = 0;
+  int64_t start_ns_ = 0;
 };
 
 }  // namespace iscsi_doctor::cli

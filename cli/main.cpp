@@ -98,6 +98,12 @@ int main(int argc, char** argv) {
       app.add_option("--min-latency", min_latency, "only completed commands at least MS slow")
           ->check(CLI::Range(0.0, 1e12))
           ->group("Filters");
+  std::string from_text, to_text;
+  app.add_option("--from", from_text,
+                 "only commands that began at or after T: seconds from the capture's first packet, or "
+                 "YYYY-MM-DDTHH:MM:SS[.frac][Z] (UTC)")
+      ->group("Filters");
+  app.add_option("--to", to_text, "only commands that began before T (as --from)")->group("Filters");
   app.add_option("--itt", itts,
                  "only the commands with this Initiator Task Tag (0x-prefixed hex; repeatable)")
       ->delimiter(',')
@@ -176,6 +182,18 @@ int main(int argc, char** argv) {
   }
   opt.inputs.insert(opt.inputs.begin(), read_opt.begin(), read_opt.end());
   opt.filter.luns.insert(luns.begin(), luns.end());
+  for (auto [text, bound] : {std::pair{&from_text, &opt.filter.from}, std::pair{&to_text, &opt.filter.to}}) {
+    if (text->empty()) continue;
+    CommandFilter::Bound b;
+    if (!parse_time_bound(*text, b)) {
+      std::fprintf(stderr,
+                   "iscsi-doctor: --from/--to: '%s' is neither seconds from the capture's start nor "
+                   "YYYY-MM-DDTHH:MM:SS[.frac][Z]\n",
+                   text->c_str());
+      return kExitUnusable;
+    }
+    *bound = b;
+  }
   if (*min_latency_opt) opt.filter.min_latency_ms = min_latency;
   for (const std::string& t : itts) {
     errno = 0;

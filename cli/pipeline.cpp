@@ -254,8 +254,11 @@ private:
 
 class Bridge final : public ReaderEvents {
 public:
-  Bridge(Analyzer& a, Sink& s, CaptureReport* part, Console& c, size_t index)
-      : a_(a), s_(s), part_(part), c_(c), index_(index) {}
+  Bridge(Analyzer& a, Sink& s, CaptureReport* part, Console& c, size_t index, FilterSink* filter)
+      : a_(a), s_(s), part_(part), c_(c), index_(index), filter_(filter) {}
+  void on_start(int64_t t) override {
+    if (filter_) filter_->set_start(t);
+  }
   void on_segment(const Segment& seg) override {
     if (!started_) {
       started_ = true;
@@ -278,6 +281,7 @@ private:
   CaptureReport* part_;
   Console& c_;
   size_t index_;
+  FilterSink* filter_;
   bool started_ = false;
 };
 
@@ -324,7 +328,7 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
       r.filtered = sh.opt.filter.active();
       Analyzer analyzer(sh.opt.engine, r.filtered ? static_cast<Sink&>(filtered) : sink);
       filtered.set_analyzer(&analyzer);
-      Bridge bridge(analyzer, sink, part.get(), sh.console, index);
+      Bridge bridge(analyzer, sink, part.get(), sh.console, index, r.filtered ? &filtered : nullptr);
       r.stats = reader.read_all(bridge);
       r.probe.size = reader.probe().size;  // a stream's: what was read
       if (r.read_path != in.path) r.probe.stream = true;

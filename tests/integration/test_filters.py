@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""Command filters (--lun, --op, --min-latency, --itt, --initiator, --target): a filtered report
-holds exactly the matching commands, their findings and nothing else, and its summary covers them.
+"""Command filters (--lun, --op, --min-latency, --itt, --initiator, --target, --from/--to): a
+filtered report holds exactly the matching commands, their findings and nothing else, and its
+summary covers them.
 Which commands match comes from Wireshark's dissector where it says (the LUN of each SCSI Command
 PDU) and otherwise from the unfiltered report's own fields (a filter selects; it does not judge)."""
 import collections
@@ -115,6 +116,20 @@ def test_itt_and_endpoints():
         check_subset(full, report(NAGLE, *args), lambda c: True)
     nobody = report(NAGLE, "--initiator", "192.0.2.1")
     assert nobody["commands"] == [] and nobody["findings"] == []  # connection-level ones too
+
+
+def test_time_window_relative_and_absolute():
+    import datetime
+    full = report(NAGLE)
+    t0 = full["captures"][0]["first_time_ns"]
+    part = report(NAGLE, "--from", "0.5", "--to", "2.8")
+    check_subset(full, part, lambda c: t0 + 0.5e9 <= c["time_ns"] < t0 + 2.8e9)
+    at = datetime.datetime.fromtimestamp((t0 + 1_250_000_000) // 1000 / 1e6, datetime.timezone.utc)
+    text = at.strftime("%Y-%m-%dT%H:%M:%S.%f") + "Z"
+    cut = (t0 + 1_250_000_000) // 1000 * 1000  # microseconds, as written
+    check_subset(full, report(NAGLE, "--from", text), lambda c: c["time_ns"] >= cut)
+    r = subprocess.run([BIN, "--to", "yesterday", str(NAGLE)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "--from/--to" in r.stderr
 
 
 def test_text_report_says_it_is_filtered():
