@@ -64,9 +64,11 @@ int main(int argc, char** argv) {
   app.add_option("-i", live_iface, "not built in: capture with tcpdump and pipe it in (see the message)");
   app.add_option(
          "--format", format,
-         "report format: text (default), json, csv, or verdict (one line per capture and the gate's, for "
+         "report format: text (default), json, jsonl (JSON Lines: a record per command and finding as they "
+         "come, then per session, capture and run), csv, or verdict (one line per capture and the gate's, "
+         "for "
          "CI logs)")
-      ->check(CLI::IsMember({"text", "json", "csv", "verdict"}));
+      ->check(CLI::IsMember({"text", "json", "jsonl", "csv", "verdict"}));
   auto* output_opt =
       app.add_option("-o,--output", opt.output, "write the report to FILE instead of standard output");
   app.add_option(
@@ -212,6 +214,7 @@ int main(int argc, char** argv) {
     return kExitUnusable;
   }
   opt.format = format == "json"      ? Format::json
+               : format == "jsonl"   ? Format::jsonl
                : format == "csv"     ? Format::csv
                : format == "verdict" ? Format::verdict
                                      : Format::text;

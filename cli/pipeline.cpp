@@ -401,6 +401,8 @@ std::unique_ptr<Report> make_report(Format format, const ReportOptions& ro) {
   switch (format) {
     case Format::json:
       return make_json_report(ro);
+    case Format::jsonl:
+      return make_jsonl_report(ro);
     case Format::csv:
       return make_csv_report(ro);
     case Format::html:

@@ -26,7 +26,7 @@
 
 namespace iscsi_doctor::cli {
 
-enum class Format : uint8_t { text, json, csv, html, ladder, verdict };
+enum class Format : uint8_t { text, json, csv, html, ladder, verdict, jsonl };
 
 // `iscsi-doctor ladder`: the command to draw.
 struct LadderSpec {
@@ -138,6 +138,7 @@ struct ReportOptions {
 std::unique_ptr<Report> make_text_report(const ReportOptions&);
 std::unique_ptr<Report> make_verdict_report(const ReportOptions&);  // report_text.cpp
 std::unique_ptr<Report> make_json_report(const ReportOptions&);
+std::unique_ptr<Report> make_jsonl_report(const ReportOptions&);
 std::unique_ptr<Report> make_csv_report(const ReportOptions&);
 std::unique_ptr<Report> make_html_report(const ReportOptions&);
 std::unique_ptr<Report> make_ladder_report(const ReportOptions&);  // ladder.cpp

@@ -6,9 +6,11 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <system_error>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <fmt/compile.h>
@@ -101,10 +103,22 @@ void append_related(OutBuf& o, const Finding& f) {
   o += '}';
 }
 
-void write_command(ElementStream& s, const CommandResult& c, size_t capture) {
-  OutBuf& o = buf();
+// An element of the array (line == null), or a JSON Lines record: `line` (its first members,
+// "type":... ready written) after the brace, a newline after the object.
+void open_element(OutBuf& o, ElementStream& s, const std::string* line) {
+  if (line) {
+    o += '{';
+    o += *line;
+    return;
+  }
   o += s.empty ? "\n{" : ",\n{";
   s.empty = false;
+}
+
+void write_command(ElementStream& s, const CommandResult& c, size_t capture,
+                   const std::string* line = nullptr) {
+  OutBuf& o = buf();
+  open_element(o, s, line);
   fmt::format_to(
       fmt::appender(o.b),
       FMT_COMPILE(
@@ -160,13 +174,13 @@ void write_command(ElementStream& s, const CommandResult& c, size_t capture) {
   }
   fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"completed\":{},\"data_incomplete\":{}}}"), c.completed,
                  c.data_incomplete);
+  if (line) o += '\n';
   std::fwrite(o.data(), 1, o.size(), s.out);
 }
 
-void write_finding(ElementStream& s, const Finding& f, size_t capture) {
+void write_finding(ElementStream& s, const Finding& f, size_t capture, const std::string* line = nullptr) {
   OutBuf& o = buf();
-  o += s.empty ? "\n{" : ",\n{";
-  s.empty = false;
+  open_element(o, s, line);
   fmt::format_to(
       fmt::appender(o.b),
       FMT_COMPILE("\"capture\":{},\"kind\":\"{}\",\"side\":\"{}\",\"session\":{},\"connection\":{},"
@@ -192,7 +206,55 @@ void write_finding(ElementStream& s, const Finding& f, size_t capture) {
     write_json_string(o, f.inferred[i]);
   }
   o += "]}";
+  if (line) o += '\n';
   std::fwrite(o.data(), 1, o.size(), s.out);
+}
+
+nlohmann::json gate_json(const GateResult& g) {
+  nlohmann::json gate;
+  gate["requested"] = g.requested;
+  gate["tripped"] = g.tripped;
+  gate["unevaluable"] = g.unevaluable;
+  gate["fail_on"] = g.fail_on;
+  gate["max_excess_round_trips"] =
+      g.max_excess_round_trips ? nlohmann::json(*g.max_excess_round_trips) : nlohmann::json(nullptr);
+  gate["reasons"] = g.reasons;
+  return gate;
+}
+
+// A capture as the reports describe it (its summary included): captures[] of --format json, the
+// "capture" record of --format jsonl.
+nlohmann::json capture_json(const CaptureResult& r, const std::string& filter) {
+  nlohmann::json c;
+  c["index"] = r.index;
+  c["path"] = r.path;
+  c["usable"] = r.usable;
+  c["error"] = r.usable ? nlohmann::json(nullptr) : nlohmann::json(r.error);
+  c["format"] = r.probe.is_capture ? nlohmann::json(format_name(r.probe.format)) : nlohmann::json(nullptr);
+  c["gzip"] = r.probe.gzip;
+  c["stream"] = r.probe.stream;
+  c["filter"] = r.filtered ? nlohmann::json{{"given", filter},
+                                            {"commands_seen", r.commands_seen},
+                                            {"commands_kept", r.commands_kept}}
+                           : nlohmann::json(nullptr);
+  c["size_bytes"] = r.probe.size;
+  c["link_type"] = r.link_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.link_type);
+  c["decoder"] = r.decoder.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.decoder);
+  c["packets"] = r.stats.packets;
+  c["tcp_segments"] = r.stats.tcp_segments;
+  c["damaged"] = r.stats.damaged;
+  c["first_time_ns"] = r.stats.packets ? nlohmann::json(r.stats.first_ns) : nlohmann::json(nullptr);
+  c["duration_s"] = r.stats.packets ? (r.stats.last_ns - r.stats.first_ns) / 1e9 : 0.0;
+  const ConnectionTotals& u = r.unlisted;
+  c["connections_unlisted"] = totals_json(u);
+  if (r.summary) {
+    c["commands"] = r.summary->commands();
+    c["summary"] = summary_json(*r.summary);
+  } else {
+    c["commands"] = 0;
+    c["summary"] = nullptr;
+  }
+  return c;
 }
 
 // Commands and findings written on a thread of their own: a small-block capture has a command
@@ -349,35 +411,7 @@ public:
   }
 
   void capture_done(FILE*, const CaptureResult& r) override {
-    nlohmann::json c;
-    c["index"] = r.index;
-    c["path"] = r.path;
-    c["usable"] = r.usable;
-    c["error"] = r.usable ? nlohmann::json(nullptr) : nlohmann::json(r.error);
-    c["format"] = r.probe.is_capture ? nlohmann::json(format_name(r.probe.format)) : nlohmann::json(nullptr);
-    c["gzip"] = r.probe.gzip;
-    c["stream"] = r.probe.stream;
-    c["filter"] = r.filtered ? nlohmann::json{{"given", opt_.filter},
-                                              {"commands_seen", r.commands_seen},
-                                              {"commands_kept", r.commands_kept}}
-                             : nlohmann::json(nullptr);
-    c["size_bytes"] = r.probe.size;
-    c["link_type"] = r.link_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.link_type);
-    c["decoder"] = r.decoder.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.decoder);
-    c["packets"] = r.stats.packets;
-    c["tcp_segments"] = r.stats.tcp_segments;
-    c["damaged"] = r.stats.damaged;
-    c["first_time_ns"] = r.stats.packets ? nlohmann::json(r.stats.first_ns) : nlohmann::json(nullptr);
-    c["duration_s"] = r.stats.packets ? (r.stats.last_ns - r.stats.first_ns) / 1e9 : 0.0;
-    const ConnectionTotals& u = r.unlisted;
-    c["connections_unlisted"] = totals_json(u);
-    if (r.summary) {
-      c["commands"] = r.summary->commands();
-      c["summary"] = summary_json(*r.summary);
-    } else {
-      c["commands"] = 0;
-      c["summary"] = nullptr;
-    }
+    nlohmann::json c = capture_json(r, opt_.filter);
     captures_.push_back(std::move(c));
     if (r.summary) {
       advice_examples_.emplace_back();
@@ -436,16 +470,7 @@ public:
         if (!a.contains("example_capture")) a["example_capture"] = nullptr;
       }
     }
-    nlohmann::json gate;
-    gate["requested"] = all.gate.requested;
-    gate["tripped"] = all.gate.tripped;
-    gate["unevaluable"] = all.gate.unevaluable;
-    gate["fail_on"] = all.gate.fail_on;
-    gate["max_excess_round_trips"] = all.gate.max_excess_round_trips
-                                         ? nlohmann::json(*all.gate.max_excess_round_trips)
-                                         : nlohmann::json(nullptr);
-    gate["reasons"] = all.gate.reasons;
-    summary["gate"] = std::move(gate);
+    summary["gate"] = gate_json(all.gate);
 
     const auto tail = [&](std::string_view key, const nlohmann::json& v, bool last) {
       std::fputs(
@@ -475,8 +500,122 @@ private:
   std::vector<std::vector<Example>> advice_examples_;
 };
 
+// --format jsonl: one JSON object per line, written as the capture is read: a "command" record
+// per command and after it a "finding" record per finding of it (held until then, so that it
+// carries the command's LUN), per capture its "session", "notice" and "capture" records (the
+// capture's summary), and a closing "run" record (the run's summary and gate). Each record carries
+// its capture's index and path; memory stays flat (docs/json-schema.md, "JSON Lines").
+class JsonlCaptureReport final : public CaptureReport {
+public:
+  JsonlCaptureReport(size_t index, CaptureStreams s, const std::string& path)
+      : s_(s), index_(index), path_(json_text(path)) {
+    set_prefixes(0);
+  }
+  void first_segment(int64_t t) override { set_prefixes(t); }
+  void command(const CommandResult& c) override {
+    write_command(*s_.direct, c, index_, &command_line_);
+    const auto it = held_.find({c.connection, c.itt, c.first_frame});
+    if (it == held_.end()) return;
+    const std::string line = finding_line_ + fmt::format("\"lun\":{},", c.lun);
+    for (const Finding& f : it->second)
+      write_finding(*s_.direct, f, index_, &line);
+    held_.erase(it);
+  }
+  void finding(const Finding& f) override {
+    if (!f.itt) {  // connection level
+      write_finding(*s_.direct, f, index_, &no_lun_line_);
+      return;
+    }
+    held_[{f.connection, *f.itt, f.command_first_frame}].push_back(f);
+  }
+  void analysed(const CaptureResult&) override {
+    for (const auto& [key, list] : held_)  // of no reported command (none, in practice)
+      for (const Finding& f : list)
+        write_finding(*s_.direct, f, index_, &no_lun_line_);
+    held_.clear();
+  }
+
+private:
+  static std::string json_text(const std::string& v) {
+    return nlohmann::json(v).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+  void set_prefixes(int64_t start) {
+    const std::string common = fmt::format("\"path\":{},\"capture_start_ns\":{},", path_,
+                                           start ? std::to_string(start) : std::string("null"));
+    command_line_ = "\"type\":\"command\"," + common;
+    finding_line_ = "\"type\":\"finding\"," + common;
+    no_lun_line_ = finding_line_ + "\"lun\":null,";
+  }
+  CaptureStreams s_;
+  size_t index_;
+  std::string path_;  // as a JSON string
+  std::string command_line_, finding_line_, no_lun_line_;
+  std::map<std::tuple<uint32_t, uint32_t, uint64_t>, std::vector<Finding>> held_;
+};
+
+class JsonlReport final : public Report {
+public:
+  explicit JsonlReport(const ReportOptions& o) : opt_(o) {}
+  bool writes_direct() const override { return true; }
+
+  std::unique_ptr<CaptureReport> capture_report(size_t index, CaptureStreams streams, Sink&) override {
+    return std::make_unique<JsonlCaptureReport>(index, streams, opt_.paths[index]);
+  }
+
+  void capture_done(FILE* out, const CaptureResult& r) override {
+    auto line = [&](nlohmann::json j) {
+      std::fputs(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str(), out);
+      std::fputc('\n', out);
+    };
+    auto record = [&](const char* type) {
+      nlohmann::json j;
+      j["type"] = type;
+      j["capture"] = r.index;
+      j["path"] = r.path;
+      return j;
+    };
+    if (r.summary) {
+      for (auto& session : sessions_json(r, false)) {
+        nlohmann::json j = record("session");
+        j.update(session);
+        line(std::move(j));
+      }
+      for (const Notice& n : r.summary->notices()) {
+        nlohmann::json j = record("notice");
+        j["level"] = notice_level_name(n.level);
+        j["frame"] = n.frame ? nlohmann::json(n.frame) : nlohmann::json(nullptr);
+        j["connection"] = n.connection ? nlohmann::json(n.connection) : nlohmann::json(nullptr);
+        j["message"] = n.message;
+        line(std::move(j));
+      }
+    }
+    nlohmann::json j = record("capture");
+    j.update(capture_json(r, opt_.filter));
+    line(std::move(j));
+  }
+
+  void end(FILE* out, const Overall& all, FILE*) override {
+    nlohmann::json j;
+    j["type"] = "run";
+    j["schema"] = kSchemaVersion;
+    j["tool"] = {{"name", "iscsi-doctor"}, {"version", ISCSI_DOCTOR_VERSION}};
+    j["captures"] = all.captures;
+    j["usable_captures"] = all.usable;
+    j["packets"] = all.packets;
+    j["summary"] = all.summary ? summary_json(*all.summary) : nlohmann::json(nullptr);
+    j["gate"] = gate_json(all.gate);
+    std::fputs(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str(), out);
+    std::fputc('\n', out);
+  }
+
+private:
+  ReportOptions opt_;
+};
+
 }  // namespace
 
 std::unique_ptr<Report> make_json_report(const ReportOptions& o) { return std::make_unique<JsonReport>(o); }
+
+std::unique_ptr<Report> make_jsonl_report(const ReportOptions& o) { return std::make_unique<JsonlReport>(o); }
 
 }  // namespace iscsi_doctor::cli

@@ -3,7 +3,7 @@
 """Whole-capture fuzzing of every front-end with structure-aware mutants (capture_mutator.py).
 
 For --seconds, each mutant goes through the CLI (--format json/text/csv, json with --decoder
-libtins, --html, `ladder` on one ITT of the JSON's commands, json from standard input) and the
+libtins, --html, `ladder` on one ITT of the JSON's commands, json from standard input, jsonl) and the
 Lua plugin's core without Wireshark (lua5.4 run_core.lua);
 with --plugins N, N of them (spread over the run) also go through tshark with the C plugin and
 with the Lua plugin (two passes with -V, one pass with -V, one pass with -T fields), each timed
@@ -127,7 +127,7 @@ def xml_error(path):
 # --- front-ends ------------------------------------------------------------------------------
 # Each check returns a Failure or None; `only` restricts a run to one front-end (minimization).
 
-CLI_FRONTENDS = ["json", "libtins", "text", "csv", "html", "ladder", "stdin"]
+CLI_FRONTENDS = ["json", "libtins", "text", "csv", "html", "ladder", "stdin", "jsonl"]
 
 
 def check_cli(cli, path, work, timeout, counts, only=None, frontends=CLI_FRONTENDS):
@@ -163,6 +163,13 @@ def check_cli(cli, path, work, timeout, counts, only=None, frontends=CLI_FRONTEN
                 report = doc if fe == "json" else report  # the ladder draws a command of the default decoder's
             except ValueError as e:
                 return Failure(fe, "json", "", Run(cmd, r.rc, r.out, f"unparseable JSON: {e}", r.secs, False))
+        elif fe == "jsonl":
+            try:
+                lines = [json.loads(x) for x in r.out.splitlines()]
+                if r.rc in (0, 1) and (not lines or lines[-1].get("type") != "run"):
+                    raise ValueError("no closing run record")
+            except ValueError as e:
+                return Failure(fe, "jsonl", "", Run(cmd, r.rc, r.out, f"unparseable JSON Lines: {e}", r.secs, False))
         elif fe == "csv":
             rows = list(csv.reader(io.StringIO(r.out)))
             if not rows or any(len(row) != len(rows[0]) for row in rows):

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """The captures kept by whole-capture fuzzing (tests/fuzz/regressions/captures/) through every
 front-end: the CLI (json, json with the libtins decoder, text, csv, --html, ladder, json piped into
-standard input), the Lua core without Wireshark (lua5.4, lua5.1), tshark with the C plugin and with the Lua plugin (one pass, two passes, fields). Each
+standard input, jsonl), the Lua core without Wireshark (lua5.4, lua5.1), tshark with the C plugin and with the Lua plugin (one pass, two passes, fields). Each
 run must finish within TIMEOUT without a crash, a sanitizer report, unparseable output, a
 "Dissector bug" or a Lua error (the checks of fuzz_captures.py). And the mutator itself: its
 mutants are valid pcap files and the same for the same seed.

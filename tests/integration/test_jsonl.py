@@ -1,0 +1,75 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""--format jsonl (JSON Lines): the same analysis as --format json, one record per line: every
+command, every finding (with its command's LUN), sessions, notices, each capture and the run; lines
+of several captures (-j) never mixed."""
+import collections
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(os.environ.get("ISCSI_DOCTOR_ROOT", Path(__file__).resolve().parents[2]))
+BIN = str(Path(os.environ.get("ISCSI_DOCTOR", ROOT / "build" / "cli" / "iscsi-doctor")))
+FIXTURES = ROOT / "captures" / "fixtures"
+FILES = [FIXTURES / "scripted-nagle-read-1k--initiator.pcap.gz", FIXTURES / "stock-loss-read--target.pcap.gz",
+         FIXTURES / "test-cu--initiator.pcap.gz"]
+META = {"type", "path", "capture_start_ns"}
+
+
+def run(fmt, *args):
+    r = subprocess.run([BIN, "--format", fmt, *map(str, args)], capture_output=True, text=True, timeout=300)
+    assert r.returncode in (0, 1), r.stderr
+    return r.stdout
+
+
+def records(*args):
+    return [json.loads(line) for line in run("jsonl", *args).splitlines()]
+
+
+def strip(r, *more):
+    return {k: v for k, v in r.items() if k not in META and k not in more}
+
+
+def canon(x):
+    return json.dumps(x, sort_keys=True)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name.split(".")[0])
+def test_same_analysis_as_json(path):
+    doc = json.loads(run("json", path))
+    recs = records(path)
+    by_type = collections.defaultdict(list)
+    for r in recs:
+        by_type[r["type"]].append(r)
+        assert r["type"] == "run" or r["path"] == str(path)
+    assert set(by_type) <= {"command", "finding", "session", "notice", "capture", "run"}
+    assert [strip(r) for r in by_type["command"]] == doc["commands"]
+    assert sorted(canon(strip(r, "lun")) for r in by_type["finding"]) == sorted(map(canon, doc["findings"]))
+    lun = {(c["connection"], c["itt"], c["first_frame"]): c["lun"] for c in doc["commands"]}
+    for f in by_type["finding"]:
+        want = lun.get((f["connection"], f["itt"], f["command_first_frame"])) if f["itt"] else None
+        assert f["lun"] == want
+    # a command's findings follow it
+    seen = set()
+    for r in recs:
+        if r["type"] == "command":
+            seen.add((r["connection"], r["itt"], r["first_frame"]))
+        elif r["type"] == "finding" and r["itt"]:
+            assert (r["connection"], r["itt"], r["command_first_frame"]) in seen
+    (cap,) = by_type["capture"]
+    assert strip(cap, "capture") == {k: v for k, v in doc["captures"][0].items() if k != "path"}
+    assert [strip(s, "capture") for s in by_type["session"]] == [
+        {k: v for k, v in s.items() if k != "capture"} for s in doc["sessions"]]
+    (end,) = by_type["run"]
+    assert recs[-1] is end and end["summary"]["commands"] == doc["summary"]["commands"]
+    assert end["gate"] == doc["summary"]["gate"]
+
+
+def test_jobs_keep_each_capture_together():
+    recs = records("-j", "2", *FILES)
+    order = [r["capture"] for r in recs if r["type"] != "run"]
+    assert order == sorted(order) and set(order) == {0, 1, 2}
+    paths = {r["capture"]: r["path"] for r in recs if r["type"] == "capture"}
+    assert paths == {i: str(f) for i, f in enumerate(FILES)}
