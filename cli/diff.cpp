@@ -25,6 +25,7 @@
 
 #include "capture_reader.hpp"
 #include "formatting.hpp"
+#include "options.hpp"
 #include "pipeline.hpp"
 
 namespace iscsi_doctor::cli {
@@ -112,10 +113,6 @@ std::vector<std::pair<std::string, std::pair<json, json>>> paired(const json& a,
   return out;
 }
 
-struct Regression {
-  std::string what;
-};
-
 std::string signed_ms(double v) { return v < 0 ? "-" + ms_text(-v) : ms_text(v); }
 
 std::string change(double before, double after) {
@@ -131,8 +128,8 @@ int diff_main(int argc, char** argv) {
       "iscsi-doctor diff: two captures (or two JSON reports of iscsi-doctor) compared, BEFORE -> AFTER",
       "iscsi-doctor diff"};
   std::string before, after, output, format = "text";
-  std::vector<uint16_t> ports;
-  bool no_detect = false, gate = false;
+  PortOptions port_options;
+  bool gate = false;
   double tolerance = 10, min_commands = 5;
   app.add_option("BEFORE", before, "capture or JSON report (--format json) of the baseline")->required();
   app.add_option("AFTER", after, "capture or JSON report of the change")->required();
@@ -150,24 +147,11 @@ int diff_main(int argc, char** argv) {
          "--min-commands", min_commands,
          "classes and LUNs with fewer commands on either side are shown but never a regression (default 5)")
       ->check(CLI::Range(0.0, 1e12));
-  app.add_option("--port", ports,
-                 "iSCSI target port, for captures (repeatable or comma-separated; default 3260)")
-      ->delimiter(',')
-      ->allow_extra_args(false)
-      ->check(CLI::Range(1, 65535));
-  app.add_flag("--no-detect-ports", no_detect, "only follow the --port ports");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return kExitUnusable;
-  }
+  port_options.add_to(app);
+  if (const auto code = parse_command_line(app, argc, argv)) return *code;
   PipelineOptions base;
   base.quiet = true;
-  if (!ports.empty()) base.engine.ports = ports;
-  base.engine.detect_ports = !no_detect;
+  port_options.apply(base.engine);
 
   std::string error;
   const std::optional<json> a = summary_of(before, base, error);
@@ -181,7 +165,7 @@ int diff_main(int argc, char** argv) {
     return kExitUnusable;
   }
 
-  std::vector<Regression> regressions;
+  std::vector<std::string> regressions;  // one line each
   const double tol = tolerance / 100.0;
   auto worse = [&](double x, double y) { return y > x * (1 + tol) && y - x > 0.5; };
   auto enough = [&](const json& x, const json& y) {
@@ -198,7 +182,7 @@ int diff_main(int argc, char** argv) {
                eb = cb ? num(*b, "excess_round_trips") / cb : 0;
   out["excess_round_trips_per_command"] = {{"before", ea}, {"after", eb}};
   if (ca >= min_commands && cb >= min_commands && eb > ea + 0.05)
-    regressions.push_back({fmt::format("excess round trips per command {:.2f} -> {:.2f}", ea, eb)});
+    regressions.push_back(fmt::format("excess round trips per command {:.2f} -> {:.2f}", ea, eb));
 
   json classes = json::array();
   for (const auto& [k, rows] : paired((*a)["classes"], (*b)["classes"], class_key)) {
@@ -206,11 +190,11 @@ int diff_main(int argc, char** argv) {
     json row{{"class", k}, {"before", x}, {"after", y}};
     if (enough(x, y)) {
       if (worse(num(x, "median_ms"), num(y, "median_ms")))
-        regressions.push_back({fmt::format("{}: median {} -> {}", k, ms_text(num(x, "median_ms")),
-                                           ms_text(num(y, "median_ms")))});
+        regressions.push_back(fmt::format("{}: median {} -> {}", k, ms_text(num(x, "median_ms")),
+                                          ms_text(num(y, "median_ms"))));
       else if (worse(num(x, "p90_ms"), num(y, "p90_ms")))
         regressions.push_back(
-            {fmt::format("{}: p90 {} -> {}", k, ms_text(num(x, "p90_ms")), ms_text(num(y, "p90_ms")))});
+            fmt::format("{}: p90 {} -> {}", k, ms_text(num(x, "p90_ms")), ms_text(num(y, "p90_ms"))));
     }
     classes.push_back(std::move(row));
   }
@@ -222,10 +206,10 @@ int diff_main(int argc, char** argv) {
     if (enough(x, y)) {
       if (worse(num(x, "p50_ms"), num(y, "p50_ms")))
         regressions.push_back(
-            {fmt::format("{}: p50 {} -> {}", k, ms_text(num(x, "p50_ms")), ms_text(num(y, "p50_ms")))});
+            fmt::format("{}: p50 {} -> {}", k, ms_text(num(x, "p50_ms")), ms_text(num(y, "p50_ms"))));
       else if (worse(num(x, "p99_ms"), num(y, "p99_ms")))
         regressions.push_back(
-            {fmt::format("{}: p99 {} -> {}", k, ms_text(num(x, "p99_ms")), ms_text(num(y, "p99_ms")))});
+            fmt::format("{}: p99 {} -> {}", k, ms_text(num(x, "p99_ms")), ms_text(num(y, "p99_ms"))));
     }
     luns.push_back({{"lun", k}, {"before", x}, {"after", y}});
   }
@@ -249,7 +233,7 @@ int diff_main(int argc, char** argv) {
     // a few commands that crossed a threshold; connection-level kinds (serialized) are told only.
     if (status == "new" && num(y, "commands") >= std::max(min_commands, 0.1 * cb) && num(y, "commands") > 0)
       regressions.push_back(
-          {fmt::format("{}: new ({} commands, {} lost)", k, num(y, "commands"), ms_text(num(y, "lost_ms")))});
+          fmt::format("{}: new ({} commands, {} lost)", k, num(y, "commands"), ms_text(num(y, "lost_ms"))));
     findings.push_back({{"finding", k}, {"status", status}, {"before", x}, {"after", y}});
   }
   out["findings"] = findings;
@@ -269,10 +253,7 @@ int diff_main(int argc, char** argv) {
                               : 0.0}};
   }
   out["prediction"] = prediction;
-  json reg = json::array();
-  for (const Regression& r : regressions)
-    reg.push_back(r.what);
-  out["regressions"] = reg;
+  out["regressions"] = regressions;
   out["gate"] = {{"requested", gate}, {"tripped", gate && !regressions.empty()}};
 
   std::string o;
@@ -329,8 +310,8 @@ int diff_main(int argc, char** argv) {
           signed_ms(prediction["predicted_gain_ms"].get<double>()),
           signed_ms(prediction["measured_gain_ms"].get<double>()), prediction["error_percent"].get<double>());
     o += regressions.empty() ? "\nregressions: none\n" : "\nregressions:\n";
-    for (const Regression& r : regressions)
-      o += "  " + r.what + "\n";
+    for (const std::string& r : regressions)
+      o += "  " + r + "\n";
   }
   FILE* f = output.empty() ? stdout : std::fopen(output.c_str(), "w");
   if (!f) {

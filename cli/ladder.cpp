@@ -16,6 +16,7 @@
 #include <CLI/CLI.hpp>
 
 #include "iscsi_doctor/analyzer.hpp"
+#include "options.hpp"
 #include "pipeline.hpp"
 
 namespace iscsi_doctor::cli {
@@ -409,8 +410,8 @@ int ladder_main(int argc, char** argv) {
                "iscsi-doctor ladder"};
   std::string capture, itt_text, output, decoder = "fast";
   uint64_t frame = 0;
-  std::vector<uint16_t> ports;
-  bool no_detect = false, quiet = false;
+  PortOptions port_options;
+  bool quiet = false;
   Options engine;
   app.add_option("CAPTURE", capture, "pcap or pcapng file, gzip-compressed or not")->required();
   app.add_option("--itt", itt_text,
@@ -420,38 +421,20 @@ int ladder_main(int argc, char** argv) {
       "--frame", frame,
       "when the ITT repeats: the command whose frames span N (default: the first command with the ITT)");
   app.add_option("-o,--output", output, "write the SVG to FILE instead of standard output");
-  app.add_option("--port", ports, "iSCSI target port (repeatable or comma-separated; default 3260)")
-      ->delimiter(',')
-      ->allow_extra_args(false)
-      ->check(CLI::Range(1, 65535));
-  app.add_flag("--no-detect-ports", no_detect, "only follow the --port ports");
+  port_options.add_to(app);
   app.add_option("--delayed-ack-ms", engine.delayed_ack_min_ms,
                  "an ACK later than this beyond the RTT counts as delayed")
       ->check(CLI::PositiveNumber);
   app.add_option("--decoder", decoder, "packet decoder: fast (default) or libtins")
       ->check(CLI::IsMember({"fast", "libtins"}));
   app.add_flag("-q,--quiet", quiet, "no notices on standard error");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
+  if (const auto code = parse_command_line(app, argc, argv)) return *code;
+  const auto itt = parse_itt(itt_text);
+  if (!itt) {
+    std::fprintf(stderr, "iscsi-doctor ladder: --itt: not a 32-bit number: '%s'\n", itt_text.c_str());
     return kExitUnusable;
   }
-  uint32_t itt = 0;
-  {
-    errno = 0;
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(itt_text.c_str(), &end, 0);
-    if (itt_text.empty() || *end || errno || v > 0xffffffffull) {
-      std::fprintf(stderr, "iscsi-doctor ladder: --itt: not a 32-bit number: '%s'\n", itt_text.c_str());
-      return kExitUnusable;
-    }
-    itt = uint32_t(v);
-  }
-  if (!ports.empty()) engine.ports = ports;
-  engine.detect_ports = !no_detect;
+  port_options.apply(engine);
   PipelineOptions opt;
   opt.inputs = {capture};
   opt.engine = engine;
@@ -459,7 +442,7 @@ int ladder_main(int argc, char** argv) {
   opt.output = output;
   opt.quiet = quiet;
   opt.decoder = decoder == "libtins" ? DecoderChoice::libtins : DecoderChoice::fast;
-  opt.ladder = {itt, frame};
+  opt.ladder = {*itt, frame};
   return run_pipeline(opt);
 }
 

@@ -12,6 +12,7 @@
 
 #include "diff.hpp"
 #include "ladder.hpp"
+#include "options.hpp"
 #include "pipeline.hpp"
 
 using namespace iscsi_doctor;
@@ -48,8 +49,7 @@ int main(int argc, char** argv) {
   PipelineOptions opt;
   std::string format = "text", decoder = "fast";
   std::vector<std::string> fail_on;
-  std::vector<uint16_t> ports;
-  bool no_detect = false;
+  PortOptions port_options;
   double delayed_ack_ms = opt.engine.delayed_ack_min_ms;
   uint64_t max_excess = 0;
 
@@ -119,12 +119,7 @@ int main(int argc, char** argv) {
                  "write a self-contained HTML report (ladder diagrams, latency plots) to FILE instead of "
                  "the text/JSON/CSV report")
       ->excludes(output_opt);
-  app.add_option("--port", ports, "iSCSI target port (repeatable or comma-separated; default 3260)")
-      ->delimiter(',')
-      ->allow_extra_args(false)
-      ->check(CLI::Range(1, 65535));
-  app.add_flag("--no-detect-ports", no_detect,
-               "only follow the --port ports; do not detect iSCSI on other ports");
+  port_options.add_to(app);
   auto* fail_on_opt =
       app.add_option("--fail-on", fail_on,
                      "exit 1 if any finding of these kinds occurs (comma-separated: " + kind_list() + ")")
@@ -161,18 +156,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"fast", "libtins"}));
   app.set_version_flag("--version", std::string("iscsi-doctor ") + ISCSI_DOCTOR_VERSION);
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);  // prints the message and the usage hint
-    return kExitUnusable;
-  }
+  if (const auto code = parse_command_line(app, argc, argv)) return *code;
 
   if (!live_iface.empty()) {
     std::fprintf(stderr,
@@ -198,14 +182,12 @@ int main(int argc, char** argv) {
   }
   if (*min_latency_opt) opt.filter.min_latency_ms = min_latency;
   for (const std::string& t : itts) {
-    errno = 0;
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(t.c_str(), &end, 0);
-    if (t.empty() || *end || errno || v > 0xffffffffull) {
+    const auto itt = parse_itt(t);
+    if (!itt) {
       std::fprintf(stderr, "iscsi-doctor: --itt: not a 32-bit number: '%s'\n", t.c_str());
       return kExitUnusable;
     }
-    opt.filter.itts.insert(uint32_t(v));
+    opt.filter.itts.insert(*itt);
   }
   if (opt.inputs.empty()) {
     std::fprintf(stderr,
@@ -219,8 +201,7 @@ int main(int argc, char** argv) {
                : format == "verdict" ? Format::verdict
                                      : Format::text;
   opt.decoder = decoder == "libtins" ? DecoderChoice::libtins : DecoderChoice::fast;
-  if (!ports.empty()) opt.engine.ports = ports;
-  opt.engine.detect_ports = !no_detect;
+  port_options.apply(opt.engine);
   opt.engine.delayed_ack_min_ms = delayed_ack_ms;
   if (*excess_opt) opt.max_excess_round_trips = max_excess;
   if (*fail_on_opt) {

@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// Command-line pieces the main command and its subcommands (ladder, diff) share.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "iscsi_doctor/analyzer.hpp"
+
+namespace iscsi_doctor::cli {
+
+// --port and --no-detect-ports.
+struct PortOptions {
+  std::vector<uint16_t> ports;
+  bool no_detect = false;
+  void add_to(CLI::App& app);
+  void apply(Options& engine) const;
+};
+
+// Parses; nullopt to go on, else the exit code: 0 after --help or --version, kExitUnusable (with
+// the message and the usage hint printed) on an error.
+std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv);
+
+// An Initiator Task Tag as the reports print it ("0x0000002a"; any base strtoull reads).
+std::optional<uint32_t> parse_itt(std::string_view text);
+
+}  // namespace iscsi_doctor::cli
