@@ -392,6 +392,44 @@ def check_expectations(scenario, m, delay_ms, path=None):
     return problems, checks, otherwise
 
 
+def congestion_window_waits(path, cmds, mss=1448):
+    """ITTs of the commands whose reply waited on the target's congestion window, from tshark at
+    the target vantage (the sender's own timing): an ACK of the initiator left room in its advertised
+    window for at least a segment of reply data still to send, yet the target sent nothing until a
+    later ACK (a window read with tshark's scaling, so only where the capture holds the SYNs)."""
+    frames = measure.tcp_frames(path)
+    by_n = {fr["n"]: i for i, fr in enumerate(frames)}
+    waits = set()
+    for c in cmds:
+        if c.get("status_frame") is None or c["first_frame"] not in by_n or c["status_frame"] not in by_n:
+            continue
+        i0, i1 = by_n[c["first_frame"]], by_n[c["status_frame"]]
+        stream = frames[i0]["stream"]
+        span = [fr for fr in frames[i0:i1 + 1] if fr["stream"] == stream]
+        data = [fr for fr in span if fr["from_target"] and fr["len"] > 0]
+        if not data:
+            continue
+        reply_end = max(fr["seq"] + fr["len"] for fr in data)
+        sent, edge = 0, None  # reply data sent so far; the right edge of the latest ACK's window
+        for k, fr in enumerate(span):
+            if not fr["from_target"]:
+                if fr["win"] is not None:
+                    edge = fr["ack"] + fr["win"]
+                continue
+            if not fr["len"]:
+                continue
+            sent = max(sent, fr["seq"] + fr["len"])
+            nxt = next((j for j in range(k + 1, len(span)) if span[j]["from_target"] and span[j]["len"]), None)
+            if nxt is None or sent >= reply_end or edge is None:
+                continue
+            # the target stopped here with room for a segment more, and went on only after an ACK
+            acked_between = any(not x["from_target"] for x in span[k + 1:nxt])
+            if edge - sent >= mss and acked_between and span[nxt]["t"] - fr["t"] > 0.0005:
+                waits.add(c["itt"])
+                break
+    return waits
+
+
 def _exp_key(e):
     return json.dumps([e["select"], e.get("round_trips")], sort_keys=True)
 
@@ -633,6 +671,33 @@ def main():
         if m["vantage"] == "initiator":
             initiator_checks[m["scenario"]] = check_expectations(m["scenario"], meas, m["made"]["one_way_delay_ms"],
                                                                  os.path.join(cap, m["file"]))
+    # Replies held by the target's congestion window, where an expectation rules cwnd_limited out:
+    # tshark at the target vantage, which sees the sender's own timing (each vantage is one run).
+    for m, meas in zip(made, measured):
+        sc = m["scenario"]
+        if m["vantage"] != "target" or sc not in initiator_checks:
+            continue
+        exps = [e for e in expect_for(sc, "initiator")["commands"] if "cwnd_limited" in e.get("absent", [])]
+        if not exps:
+            continue
+        waits = congestion_window_waits(os.path.join(cap, m["file"]), meas["per_command"])
+        otherwise = initiator_checks[sc][2]
+        for e in exps:
+            sel = {c["itt"] for c in meas["per_command"] if c["op"] == e["select"]["op"]
+                   and ("bytes" not in e["select"] or c["bytes"] == e["select"]["bytes"])}
+            for itt in sorted(waits & sel):
+                entry = otherwise.setdefault(_exp_key(e), {})
+                if itt in entry and entry[itt] is None:
+                    continue
+                j = entry.get(itt) or {"round_trips": e.get("round_trips"), "findings": dict(e.get("findings", {})),
+                                       "absent": list(e.get("absent", []))}
+                if j["round_trips"] is None:
+                    del j["round_trips"]
+                j["absent"] = [a for a in j["absent"] if a != "cwnd_limited"]
+                j["why"] = (j.get("why", "") + "; " if j.get("why") else "") + (
+                    "tshark at the target: an ACK left window room for more reply data, yet the target sent "
+                    "only after a later ACK (its congestion window)")
+                entry[itt] = j
     for m, meas in zip(made, measured):
         path = os.path.join(cap, m["file"])
         sc = m["scenario"]
