@@ -150,6 +150,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(size_t(1), size_t(1024)));
   app.add_option("--worst", opt.worst, "how many of the worst commands the text report lists (default 10)")
       ->check(CLI::Range(size_t(0), size_t(1000000)));
+  std::string sort = "excess";
+  app.add_option("--sort", sort,
+                 "order of the worst commands the reports list: excess (round trips beyond the ideal, then "
+                 "latency; default) or latency")
+      ->check(CLI::IsMember({"excess", "latency"}));
   app.add_flag("-q,--quiet", opt.quiet, "no progress and no notices on standard error, only errors");
   app.add_option("--decoder", decoder,
                  "packet decoder: fast (default) or libtins (slower; for cross-checking)")
@@ -202,6 +207,7 @@ int main(int argc, char** argv) {
                                      : Format::text;
   opt.decoder = decoder == "libtins" ? DecoderChoice::libtins : DecoderChoice::fast;
   port_options.apply(opt.engine);
+  opt.worst_order = sort == "latency" ? WorstOrder::latency : WorstOrder::excess;
   opt.engine.delayed_ack_min_ms = delayed_ack_ms;
   if (*excess_opt) opt.max_excess_round_trips = max_excess;
   if (*fail_on_opt) {

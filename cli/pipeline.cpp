@@ -323,7 +323,7 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
       r.link_type = reader.link_type_name();
       r.link_description = reader.link_type_description();
       r.decoder = reader.decoder_name();
-      r.summary = std::make_unique<Summary>(sh.opt.worst);
+      r.summary = std::make_unique<Summary>(sh.opt.worst, true, sh.opt.worst_order);
       FilterSink filtered(sh.opt.filter, sink);
       r.filtered = sh.opt.filter.active();
       Analyzer analyzer(sh.opt.engine, r.filtered ? static_cast<Sink&>(filtered) : sink);
@@ -487,7 +487,7 @@ int run_pipeline(const PipelineOptions& opt) {
   ro.filter = opt.filter.words();
   const std::unique_ptr<Report> report = make_report(opt.format, ro);
   std::unique_ptr<Summary> overall_owned;
-  if (inputs.size() > 1) overall_owned = std::make_unique<Summary>(opt.worst, false);
+  if (inputs.size() > 1) overall_owned = std::make_unique<Summary>(opt.worst, false, opt.worst_order);
   Shared sh(opt, *report, console);
 
   std::vector<FILE*> spools;  // closed at the end, whatever happens

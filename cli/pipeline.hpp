@@ -13,6 +13,7 @@
 #include "capture_reader.hpp"
 #include "filter.hpp"
 #include "iscsi_doctor/analyzer.hpp"
+#include "iscsi_doctor/summary.hpp"
 #include "report.hpp"
 
 namespace iscsi_doctor::cli {
@@ -29,6 +30,7 @@ struct PipelineOptions {
   std::string output;  // empty: standard output (--html: the page's file)
   size_t jobs = 1;
   size_t worst = 10;
+  WorstOrder worst_order = WorstOrder::excess;  // --sort
   bool quiet = false;
   DecoderChoice decoder = DecoderChoice::fast;
   std::vector<FindingKind> fail_on;

@@ -905,7 +905,8 @@ void capture_section(const CaptureResult& r, Aggregates& agg, const ReportOption
   // Worst commands, linked to their diagram when there is one.
   const auto& worst = s.worst();
   if (!worst.empty()) {
-    o += "<h3>Worst commands (by excess round trips, then latency)</h3>\n<table "
+    o += "<h3>Worst commands (" + std::string(worst_order_words(s.worst_order())) +
+         ")</h3>\n<table "
          "class=\"worst\"><tr><th>ITT</th>"
          "<th>op</th><th>LBA</th><th>bytes</th><th>frames</th><th>latency</th><th>RT/ideal</th><th>findings</"
          "th></tr>\n";

@@ -125,7 +125,7 @@ void write_luns(std::string& o, const Summary& s) {
 void write_worst(std::string& o, const Summary& s) {
   const auto& worst = s.worst();
   if (worst.empty()) return;
-  o += fmt::format("\nWorst {} commands (by excess round trips, then latency)\n", worst.size());
+  o += fmt::format("\nWorst {} commands ({})\n", worst.size(), worst_order_words(s.worst_order()));
   o += fmt::format("  {:<10}  {:<22} {:>4} {:>12} {:>9}  {:<17} {:>10} {:>8}  {}\n", "ITT", "op", "LUN",
                    "LBA", "bytes", "frames", "latency", "RT/ideal", "findings");
   for (const CommandResult& c : worst) {

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """Command filters (--lun, --op, --min-latency, --itt, --initiator, --target, --from/--to): a
 filtered report holds exactly the matching commands, their findings and nothing else, and its
-summary covers them.
+summary covers them. And --sort, the order of the worst commands listed.
 Which commands match comes from Wireshark's dissector where it says (the LUN of each SCSI Command
 PDU) and otherwise from the unfiltered report's own fields (a filter selects; it does not judge)."""
 import collections
@@ -140,3 +140,15 @@ def test_text_report_says_it_is_filtered():
 def test_bad_itt_is_a_usage_error():
     r = subprocess.run([BIN, "--itt", "0xnope", str(NAGLE)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "--itt: not a 32-bit number" in r.stderr
+
+
+def test_sort_latency_lists_the_slowest():
+    path = tapel()
+    full = report(path)
+    done = sorted((c for c in full["commands"] if c["completed"]), key=lambda c: -c["latency_ms"])
+    r = subprocess.run([BIN, "--sort", "latency", "--worst", "3", str(path)], capture_output=True, text=True,
+                       timeout=300)
+    lines = r.stdout[r.stdout.index("Worst 3 commands (by latency)"):].splitlines()[2:5]
+    assert [line.split()[0] for line in lines] == [c["itt"] for c in done[:3]]
+    default = subprocess.run([BIN, "--worst", "3", str(path)], capture_output=True, text=True, timeout=300)
+    assert "Worst 3 commands (by excess round trips, then latency)" in default.stdout

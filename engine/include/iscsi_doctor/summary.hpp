@@ -72,11 +72,17 @@ struct StatusStats {
   uint64_t example_frame = 0;  // its status frame, or its first frame when never answered
 };
 
+// What makes a command one of the worst kept: most round trips beyond the ideal, then latency
+// (the default); or latency alone.
+enum class WorstOrder : uint8_t { excess, latency };
+std::string_view worst_order_words(WorstOrder);  // "by excess round trips, then latency", ...
+
 class Summary : public Sink {
 public:
   // per_lun: keep the LUN table (needs on_connection; a summary over several captures gets none).
-  explicit Summary(size_t worst_kept = 10, bool per_lun = true)
-      : worst_kept_(worst_kept), per_lun_(per_lun) {}
+  explicit Summary(size_t worst_kept = 10, bool per_lun = true, WorstOrder order = WorstOrder::excess)
+      : worst_kept_(worst_kept), per_lun_(per_lun), order_(order) {}
+  WorstOrder worst_order() const { return order_; }
   void on_command(const CommandResult&) override;
   void on_finding(const Finding&) override;
   void on_notice(const Notice&) override;
@@ -135,6 +141,7 @@ private:
   };
   size_t worst_kept_;
   bool per_lun_;
+  WorstOrder order_;
   std::array<PerKind, finding_kind_count> kinds_{};
   std::array<uint64_t, finding_kind_count> counts_{};
   std::map<std::tuple<char, uint32_t, int>, PerClass> classes_;

@@ -44,13 +44,17 @@ bool device_work(std::string_view op) {
   return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
 }
 
-// Slowest first: most round trips beyond the ideal, then latency.
-bool worse(const CommandResult& a, const CommandResult& b) {
+// Worst first: by excess round trips, then latency; or by latency alone.
+bool worse(WorstOrder order, const CommandResult& a, const CommandResult& b) {
   int ea = a.round_trips - a.ideal_round_trips, eb = b.round_trips - b.ideal_round_trips;
-  if (ea != eb) return ea > eb;
+  if (order == WorstOrder::excess && ea != eb) return ea > eb;
   return a.latency_ms > b.latency_ms;
 }
 }  // namespace
+
+std::string_view worst_order_words(WorstOrder o) {
+  return o == WorstOrder::latency ? "by latency" : "by excess round trips, then latency";
+}
 
 std::string fix_for(FindingKind kind, Side side) { return std::string(fix_text(kind, side)); }
 
@@ -110,12 +114,13 @@ void Summary::on_command(const CommandResult& c) {
     pk.fixed.push_back(float(std::max(0.0, c.latency_ms - explained_ms(k, c.breakdown))));
   }
   if (worst_kept_) {
+    const auto by = [this](const CommandResult& a, const CommandResult& b) { return worse(order_, a, b); };
     if (worst_.size() < worst_kept_) {
       worst_.push_back(c);
-      std::sort(worst_.begin(), worst_.end(), worse);
-    } else if (worse(c, worst_.back())) {
+      std::sort(worst_.begin(), worst_.end(), by);
+    } else if (by(c, worst_.back())) {
       worst_.back() = c;
-      std::sort(worst_.begin(), worst_.end(), worse);
+      std::sort(worst_.begin(), worst_.end(), by);
     }
   }
 }
