@@ -282,8 +282,6 @@ void end_streams_on_signal() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
-bool stream_ended_by_signal() { return g_stream_signal != 0; }
-
 bool is_stream(const std::string& path) {
   if (path == "-") return true;
   struct stat st {};
@@ -504,13 +502,13 @@ CaptureReader::CaptureReader(const std::string& path, DecoderChoice decoder)
   m.path = path;
   char errbuf[PCAP_ERRBUF_SIZE] = {};
   pcap_t* p = nullptr;
-  if (is_stream(path)) {
-    p = m.open_stream(errbuf);
-  } else {
+  const bool stream = is_stream(path);
+  if (!stream) {
     m.probe = probe_file(path);
     if (!m.probe.is_capture) throw CaptureError(m.probe.error);
   }
-  if (p) {
+  if (stream) {
+    p = m.open_stream(errbuf);
   } else if (m.probe.gzip) {
     auto* cookie = new GzCookie;
     cookie->gz = gzopen(path.c_str(), "rb");

@@ -36,7 +36,6 @@ bool is_stream(const std::string& path);
 // While a stream is read: Ctrl-C (SIGINT) or SIGTERM ends it as if it had ended there, so that
 // `tcpdump ... | iscsi-doctor -` stopped with Ctrl-C still reports; a second signal kills as usual.
 void end_streams_on_signal();
-bool stream_ended_by_signal();
 // Copies a stream to a new temporary file (for reports that read a capture twice) and returns
 // its path; the caller removes it. Throws CaptureError naming `path` when it cannot.
 std::string copy_stream_to_temporary(const std::string& path);

@@ -115,7 +115,8 @@ void FilterSink::on_finding(const Finding& f) {
 void FilterSink::on_command(const CommandResult& c) {
   ++seen_;
   Endpoint ini, tgt;
-  const bool known = analyzer_ && analyzer_->endpoints(c.connection, ini, tgt);
+  const bool by_endpoint = !f_.initiators.empty() || !f_.targets.empty();
+  const bool known = by_endpoint && analyzer_ && analyzer_->endpoints(c.connection, ini, tgt);
   const bool keep = f_.matches(c, known ? &ini : nullptr, known ? &tgt : nullptr, start_ns_);
   const auto it = held_.find({c.connection, c.itt, c.first_frame});
   if (it != held_.end()) {

@@ -11,39 +11,12 @@
 #include <fmt/format.h>
 
 #include "formatting.hpp"
+#include "svg.hpp"
 
 namespace iscsi_doctor::cli {
 namespace {
 
-// Text for an XML attribute or element: the five special characters escaped, and the characters
-// XML 1.0 cannot carry at all (C0 controls but tab and newline, from a capture's path) replaced.
-std::string xml(std::string_view s) {
-  std::string o;
-  o.reserve(s.size());
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '&':
-        o += "&amp;";
-        break;
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      case '\'':
-        o += "&apos;";
-        break;
-      default:
-        o += c < 0x20 && c != '\t' && c != '\n' ? '?' : ch;
-    }
-  }
-  return o;
-}
+using svg::esc;  // XML text and attribute values, as the HTML report and the ladders write them
 
 struct Case {
   Case(std::string c, std::string n) : classname(std::move(c)), name(std::move(n)) {}
@@ -60,9 +33,9 @@ void write_suite(std::string& o, std::string_view name, const std::vector<Case>&
     errors += c.outcome == Case::Outcome::error;
   }
   o += fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"0\">\n",
-                   xml(name), cases.size(), failures, errors);
+                   esc(name), cases.size(), failures, errors);
   for (const Case& c : cases) {
-    o += fmt::format("    <testcase classname=\"{}\" name=\"{}\"", xml(c.classname), xml(c.name));
+    o += fmt::format("    <testcase classname=\"{}\" name=\"{}\"", esc(c.classname), esc(c.name));
     if (c.outcome == Case::Outcome::pass && c.out.empty()) {
       o += "/>\n";
       continue;
@@ -70,9 +43,9 @@ void write_suite(std::string& o, std::string_view name, const std::vector<Case>&
     o += ">\n";
     if (c.outcome != Case::Outcome::pass)
       o += fmt::format("      <{} type=\"{}\" message=\"{}\">{}</{}>\n",
-                       c.outcome == Case::Outcome::failure ? "failure" : "error", xml(c.type), xml(c.message),
-                       xml(c.text), c.outcome == Case::Outcome::failure ? "failure" : "error");
-    if (!c.out.empty()) o += fmt::format("      <system-out>{}</system-out>\n", xml(c.out));
+                       c.outcome == Case::Outcome::failure ? "failure" : "error", esc(c.type), esc(c.message),
+                       esc(c.text), c.outcome == Case::Outcome::failure ? "failure" : "error");
+    if (!c.out.empty()) o += fmt::format("      <system-out>{}</system-out>\n", esc(c.out));
     o += "    </testcase>\n";
   }
   o += "  </testsuite>\n";

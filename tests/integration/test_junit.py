@@ -22,8 +22,9 @@ KINDS = ["nagle_hold", "delayed_ack", "r2t_round_trip", "cwnd_limited", "rwnd_li
 
 def junit(tmp_path, *args):
     out = tmp_path / "junit.xml"
-    r = subprocess.run([BIN, "-q", "--junit", str(out), *args], capture_output=True, text=True, timeout=300)
-    plain = subprocess.run([BIN, "-q", *args], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([BIN, "-q", "--junit", str(out), *args], capture_output=True, text=True, errors="replace",
+                       timeout=300)
+    plain = subprocess.run([BIN, "-q", *args], capture_output=True, text=True, errors="replace", timeout=300)
     assert r.returncode == plain.returncode, "--junit changed the exit code"
     root = ET.parse(out).getroot()
     check_counts(root)
@@ -123,3 +124,10 @@ def test_unwritable_file_is_an_error(tmp_path):
     r = subprocess.run([BIN, "-q", "--junit", str(tmp_path / "no" / "such" / "dir.xml"), str(ROOT / "captures" / STOCK)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "cannot write the JUnit report" in r.stderr
+
+
+def test_path_not_utf8_still_well_formed(tmp_path):
+    odd = Path(os.fsdecode(bytes(tmp_path) + b"/bad\xff\x01name.pcap.gz"))
+    shutil.copy(ROOT / "captures" / STOCK, odd)
+    _, root = junit(tmp_path, str(odd))  # ET.parse fails on an ill-formed file
+    assert [s.get("name") for s in root.findall("testsuite")] == [str(tmp_path) + "/bad\ufffd?name.pcap.gz"]
