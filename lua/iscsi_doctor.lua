@@ -69,7 +69,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "395ef56f64ba0d4ad1ed4cc8ec0d1878fc25f982e13b900b0a1837b05dce1c58",
+  doc_sha256 = "430315d8df4f63fc3abe342edd00c38a16d59963f9e1252bff6cc7a491f2e544",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -1360,7 +1360,8 @@ end
 local MAX_ACK_RECORDS = 4096
 function Flow:record_ack(r, horizon)
   local a = self.acks
-  while self.ak_head <= self.ak_tail and (a[self.ak_head].t < horizon or
+  -- the newest record older than the horizon stays: the edge in force until the next one
+  while self.ak_head <= self.ak_tail and ((self.ak_head < self.ak_tail and a[self.ak_head + 1].t < horizon) or
         self.ak_tail - self.ak_head + 1 >= MAX_ACK_RECORDS) do
     a[self.ak_head] = nil
     self.ak_head = self.ak_head + 1
@@ -1900,7 +1901,7 @@ function Connection:on_segment(seg, dir)
     -- (what classify_hold may need)
     other:record_ack({ ack = other.una, t = seg.t, frame = seg.frame, window = win, h = other.acked_h,
                        cmd = other.acked_cmd, data_t = other.acked_data_t,
-                       data_frame = other.acked_data_frame }, seg.t - RULES.ack_record_keep_rtts * self:full_rtt_ns() - RULES.ack_record_keep_ms * 1e6)
+                       data_frame = other.acked_data_frame, raw = raw }, seg.t - RULES.ack_record_keep_rtts * self:full_rtt_ns() - RULES.ack_record_keep_ms * 1e6)
   end
   if self.settling.head <= self.settling.tail then self:settle(seg.t) end
 end
@@ -2068,7 +2069,7 @@ function Connection:drain_out_of_order(dir, seg)
     if e > f.next then
       local skip = f.next - start
       local bytes = held.bytes:sub(skip + 1)
-      local s = { frame = held.frame, t = held.t, wire_len = #bytes, flags = seg.flags }
+      local s = { frame = held.frame, t = held.t, wire_len = #bytes, flags = seg.flags, seq = f.next % TWO32 }
       self:deliver(dir, bytes, #bytes, s)
     end
   end
@@ -2437,8 +2438,11 @@ function Connection:classify_hold(dir, seg, ready)
   -- The edge in force until the release: data that came within a quarter window (at least one
   -- segment) of it means the receiver's window held the sender, not the congestion window.
   local before = i > f.ak_head and a[i - 1] or nil
-  -- (With the window scale unknown, no SYNs, the edge is the lower bound the data in flight proves.)
-  if before and f.max_end + max(f:effective_mss(), floor(before.window / RULES.rwnd_edge_window_divisor)) > before.ack + before.window then
+  -- (With the window scale unknown, no SYNs, the edge is the lower bound the data in flight proves
+  -- by now.)
+  local window = before and (f.peer_wscale_known and before.window or before.raw * 2 ^ f.peer_wscale_min)
+  -- (Data sent past that edge before this segment proves it was not in force.)
+  if before and f:unwrap(seg.seq) <= before.ack + window and f.max_end + max(f:effective_mss(), floor(window / RULES.rwnd_edge_window_divisor)) > before.ack + window then
     v.kind = "rwnd_limited"
   else
     v.kind = "cwnd_limited"

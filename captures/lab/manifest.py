@@ -301,12 +301,14 @@ def _between_round_trips(e, c, rtt, think, jitter_ms):
     return lat > e["round_trips"] * rtt + wire + 0.25 * rtt + jitter_ms
 
 
-def _measured_otherwise(e, c, others, rtt, think, jitter_ms, first_reply_ms=None):
+def _measured_otherwise(e, c, others, rtt, think, jitter_ms, tcp_detail=None):
     """How to judge a command whose timing does not fit its expectation e, from tshark's timing alone:
     as another expectation of the scenario whose timing it fits (a batch answered in the other order),
     or, when its latency is a whole number n > k of round trips with no delayed ACK and the target's
-    first reply left within a round trip (first_reply_ms: tshark's time from the command to it), as n
-    round trips (slow start, a window: the configuration's waits that the expectation does not count);
+    first reply left within a round trip (tcp_detail: tshark's measure.tcp_detail of the command), as n
+    round trips (slow start, a window: the configuration's waits that the expectation does not count)
+    unless tshark counts e's k flights of Data-In: then as e itself (the time past k round trips is a
+    wait between flights, an ACK late to open the window, not a round trip);
     when the expectation has a delayed ACK but the latency is its round trips without one, as the
     hold alone; None when the timing says neither (the command is then not judged)."""
     for o in others:
@@ -335,9 +337,17 @@ def _measured_otherwise(e, c, others, rtt, think, jitter_ms, first_reply_ms=None
     if n <= e["round_trips"] or abs(lat - wire / 2 - n * rtt) > 0.25 * rtt + jitter_ms:
         return None
     # the target's first reply left late: its own wait, not a window's round trips
-    first = first_reply_ms() if first_reply_ms else None
+    d = tcp_detail() if tcp_detail else None
+    first = d and d["first_reply_ms"]
     if first is None or first > rtt * 1.25 + think.get(c["bytes"], 0) + jitter_ms:
         return None
+    if e["select"].get("op") == "read" and len(d["flights"]) == e["round_trips"]:
+        flights = len(d["flights"])
+        return {"round_trips": e["round_trips"], "findings": dict(e.get("findings", {})),
+                "absent": list(e.get("absent", [])),
+                "why": "tshark: %.2f ms, but %d flights of reply data as configured: the time past %d round trips "
+                       "of %.2f ms is a wait between flights (an ACK late to open the window), not a round trip" % (
+                           c["latency_ms"], flights, flights, rtt)}
     return {"round_trips": n, "findings": {},
             "absent": [a for a in e.get("absent", []) if a not in ("cwnd_limited", "rwnd_limited")],
             "why": "tshark: %.2f ms, %d round trips of %.2f ms with no delayed ACK (a window: slow start or "
@@ -358,10 +368,10 @@ def check_expectations(scenario, m, delay_ms, path=None):
     exps = expect_for(scenario, "initiator")["commands"]
     detail = {}
 
-    def first_reply(c):
+    def tcp_detail(c):
         if path and not detail:
             detail.update({d["itt"]: d for d in measure.tcp_detail(path, m["per_command"], rtt)})
-        return (detail.get(c["itt"]) or {}).get("first_reply_ms")
+        return detail.get(c["itt"])
     for e in exps:
         sel = [c for c in m["per_command"] if c["op"] == e["select"]["op"]
                and ("bytes" not in e["select"] or c["bytes"] == e["select"]["bytes"])
@@ -381,7 +391,7 @@ def check_expectations(scenario, m, delay_ms, path=None):
                 otherwise.setdefault(_exp_key(e), {})[c["itt"]] = None
             elif not good:
                 otherwise.setdefault(_exp_key(e), {})[c["itt"]] = _measured_otherwise(
-                    e, c, exps, rtt, think, jitter_ms, lambda c=c: first_reply(c))
+                    e, c, exps, rtt, think, jitter_ms, lambda c=c: tcp_detail(c))
         frac = ok / len(sel)
         checks.append({"select": e["select"], "round_trips": k, "fraction_ok": round(frac, 3), "n": len(sel)})
         if frac < e["min_fraction"]:

@@ -287,6 +287,29 @@ TEST(SessionRules, RwndLimitedWhenTheReceiverWindowIsFull) {
   EXPECT_NEAR(rec.commands[0].breakdown.window_ms, 8.05, 0.01);
 }
 
+// The same read answered after 60 ms of the target's think time: the window the command's
+// segment advertised is older than the ACK records kept for matching releases (2 x RTT + 10 ms),
+// yet it is the edge in force until the release, so the stall is still the receiver's window.
+TEST(SessionRules, RwndLimitedAfterALongThink) {
+  Recorder rec;
+  Analyzer an(Options{}, rec);
+  Wire w(an);
+  w.window = 8 * 1448;
+  w.handshake(0, 8 * kMs, 50'000);
+  w.data(true, 10 * kMs, read10(4, 16 * 1448 - 48));
+  std::vector<uint8_t> pdu = data_in(4, 16 * 1448 - 48, true);
+  const size_t flight = 8 * 1448;
+  const int64_t think = 60 * kMs;
+  w.data(false, think + 18 * kMs + 100'000, std::vector<uint8_t>(pdu.begin(), pdu.begin() + long(flight)));
+  w.ack(true, think + 18 * kMs + 150'000);
+  w.data(false, think + 26 * kMs + 150'000, std::vector<uint8_t>(pdu.begin() + long(flight), pdu.end()));
+  an.finish();
+
+  ASSERT_EQ(rec.commands.size(), 1u);
+  EXPECT_TRUE(rec.has(FindingKind::rwnd_limited, Side::target));
+  EXPECT_FALSE(rec.has(FindingKind::cwnd_limited, Side::target));
+}
+
 // A target that takes 20 ms to answer a read (1 ms round trip each side of the capture point):
 // target_think with the think time; the same read answered after 1 ms is no finding.
 TEST(SessionRules, TargetThinkWhenTheTargetIsSlow) {

@@ -81,11 +81,15 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   // The edge in force until the release: data that came within a quarter window (at least one
   // segment) of it means the receiver's window held the sender, not the congestion window
   // (senders do not split their bursts to fill a nearly full window: Linux defers TSO then). With
-  // the window scale unknown (no SYNs) the edge is the lower bound the data in flight proves.
+  // the window scale unknown (no SYNs) the edge is the lower bound the data in flight proves by
+  // now (an ACK recorded before the bound rose would understate its window). Data sent past that
+  // edge before this segment proves it was not in force: no receive-window stall is proven.
   const tcp::AckRecord* before = i > 0 ? &f.acks[i - 1] : nullptr;
-  if (before &&
-      f.max_end + std::max<uint64_t>(f.effective_mss(), before->window / rules::rwnd_edge_window_divisor) >
-          before->edge())
+  const uint64_t window =
+      !before ? 0 : f.peer_wscale_known ? before->window : uint64_t(before->raw_window) << f.peer_wscale_min;
+  if (before && f.unwrap(seg.seq) <= before->ack + window &&
+      f.max_end + std::max<uint64_t>(f.effective_mss(), window / rules::rwnd_edge_window_divisor) >
+          before->ack + window)
     v.kind = FindingKind::rwnd_limited;
   else
     v.kind = FindingKind::cwnd_limited;

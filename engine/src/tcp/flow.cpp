@@ -35,7 +35,9 @@ void Flow::trim_acked(int64_t t, uint64_t frame) {
 }
 
 void Flow::record_ack(const AckRecord& r, int64_t horizon) {
-  while (!acks.empty() && (acks.front().t < horizon || acks.size() >= kMaxAckRecords))
+  // The newest record older than the horizon stays: it is the edge in force until the next one
+  // (a hold after a long wait, e.g. the target's think time, is judged against it).
+  while (!acks.empty() && ((acks.size() > 1 && acks[1].t < horizon) || acks.size() >= kMaxAckRecords))
     acks.pop_front();
   acks.push_back(r);
 }

@@ -41,6 +41,7 @@ struct AckRecord {
   uint64_t cmd = 0;     // the first frame of that data's command
   int64_t data_t = 0;   // capture time and frame of the latest segment it acknowledged in full
   uint64_t data_frame = 0;
+  uint32_t raw_window = 0;  // as sent (without both SYNs, rescaled by the bound proven later)
   uint64_t edge() const { return ack + window; }
 };
 
@@ -166,8 +167,8 @@ public:
   uint64_t unseen_upto = 0;  // pending while > next
   int64_t unseen_t = 0;
   uint64_t unseen_frame = 0;
-  // Records an ACK that moved the edge; forgets records older than `horizon` (capture time),
-  // keeping at most kMaxAckRecords.
+  // Records an ACK that moved the edge; forgets records older than `horizon` (capture time) but
+  // the newest of those (the edge in force), keeping at most kMaxAckRecords.
   void record_ack(const AckRecord& r, int64_t horizon);
   int32_t acked_h = -1;  // half trips of the latest data acknowledged, and its command
   uint64_t acked_cmd = 0;

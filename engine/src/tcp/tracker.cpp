@@ -57,7 +57,7 @@ SegmentStatus Tracker::on_segment(const Segment& seg, int dir, Receiver& r) {
   if (other.una_known && (other.una != una_before || window_changed || other.acks.empty()))
     other.record_ack(
         {other.una, seg.time_ns, seg.frame, win, other.acked_h, other.acked_cmd, other.acked_data_t,
-         other.acked_data_frame},
+         other.acked_data_frame, raw},
         // what a hold's release may be matched against (rules/holds.cpp)
         seg.time_ns - rules::ack_record_keep_rtts * full_rtt_ns() - rules::ns(rules::ack_record_keep_ms));
   if (status_ == SegmentStatus::pure_ack && window_changed && flow_[dir ^ 1].una == una_before)
@@ -229,6 +229,7 @@ void Tracker::drain_out_of_order(int dir, const Segment& seg, Receiver& r) {
     s.time_ns = held.t;
     auto bytes = std::span<const uint8_t>(held.bytes).subspan(skip);
     s.payload_wire_len = uint32_t(bytes.size());
+    s.seq = uint32_t(f.next);  // where the delivered bytes start (holds compare it with an edge)
     f.next += bytes.size();
     f.move_ref(f.next);
     r.deliver(dir, bytes, uint32_t(bytes.size()), s, filling_);

@@ -65,8 +65,11 @@ function Connection:classify_hold(dir, seg, ready)
   -- The edge in force until the release: data that came within a quarter window (at least one
   -- segment) of it means the receiver's window held the sender, not the congestion window.
   local before = i > f.ak_head and a[i - 1] or nil
-  -- (With the window scale unknown, no SYNs, the edge is the lower bound the data in flight proves.)
-  if before and f.max_end + max(f:effective_mss(), floor(before.window / RULES.rwnd_edge_window_divisor)) > before.ack + before.window then
+  -- (With the window scale unknown, no SYNs, the edge is the lower bound the data in flight proves
+  -- by now.)
+  local window = before and (f.peer_wscale_known and before.window or before.raw * 2 ^ f.peer_wscale_min)
+  -- (Data sent past that edge before this segment proves it was not in force.)
+  if before and f:unwrap(seg.seq) <= before.ack + window and f.max_end + max(f:effective_mss(), floor(window / RULES.rwnd_edge_window_divisor)) > before.ack + window then
     v.kind = "rwnd_limited"
   else
     v.kind = "cwnd_limited"

@@ -125,7 +125,8 @@ end
 local MAX_ACK_RECORDS = 4096
 function Flow:record_ack(r, horizon)
   local a = self.acks
-  while self.ak_head <= self.ak_tail and (a[self.ak_head].t < horizon or
+  -- the newest record older than the horizon stays: the edge in force until the next one
+  while self.ak_head <= self.ak_tail and ((self.ak_head < self.ak_tail and a[self.ak_head + 1].t < horizon) or
         self.ak_tail - self.ak_head + 1 >= MAX_ACK_RECORDS) do
     a[self.ak_head] = nil
     self.ak_head = self.ak_head + 1

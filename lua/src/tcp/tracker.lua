@@ -49,7 +49,7 @@ function Connection:on_segment(seg, dir)
     -- (what classify_hold may need)
     other:record_ack({ ack = other.una, t = seg.t, frame = seg.frame, window = win, h = other.acked_h,
                        cmd = other.acked_cmd, data_t = other.acked_data_t,
-                       data_frame = other.acked_data_frame }, seg.t - RULES.ack_record_keep_rtts * self:full_rtt_ns() - RULES.ack_record_keep_ms * 1e6)
+                       data_frame = other.acked_data_frame, raw = raw }, seg.t - RULES.ack_record_keep_rtts * self:full_rtt_ns() - RULES.ack_record_keep_ms * 1e6)
   end
   if self.settling.head <= self.settling.tail then self:settle(seg.t) end
 end
@@ -217,7 +217,7 @@ function Connection:drain_out_of_order(dir, seg)
     if e > f.next then
       local skip = f.next - start
       local bytes = held.bytes:sub(skip + 1)
-      local s = { frame = held.frame, t = held.t, wire_len = #bytes, flags = seg.flags }
+      local s = { frame = held.frame, t = held.t, wire_len = #bytes, flags = seg.flags, seq = f.next % TWO32 }
       self:deliver(dir, bytes, #bytes, s)
     end
   end
