@@ -40,7 +40,7 @@ inline constexpr double rtt_max_ms = 120000;
 inline constexpr uint64_t probation_rtt_samples = 4;
 inline constexpr size_t probation_segments_max = 256;
 inline constexpr size_t probation_bytes_max = 1048576;
-inline constexpr double probation_ms = 2000;
+inline constexpr double probation_ms = 10000;
 inline constexpr size_t probation_bytes_all_max = 67108864;
 inline constexpr size_t probation_connections_max = 4096;
 

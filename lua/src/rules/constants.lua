@@ -2,7 +2,7 @@
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "430315d8df4f63fc3abe342edd00c38a16d59963f9e1252bff6cc7a491f2e544",
+  doc_sha256 = "81d96c471cfe1cffe2057a384693458a11a9105b67de1496b0f9d7a4b3cb3405",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -35,7 +35,7 @@ local RULES = {
   probation_rtt_samples = 4,
   probation_segments_max = 256,
   probation_bytes_max = 1048576,
-  probation_ms = 2000,
+  probation_ms = 10000,
   probation_bytes_all_max = 67108864,
   probation_connections_max = 4096,
 }
