@@ -406,7 +406,8 @@ def congestion_window_waits(path, cmds, mss=1448):
     """ITTs of the commands whose reply waited on the target's congestion window, from tshark at
     the target vantage (the sender's own timing): an ACK of the initiator left room in its advertised
     window for at least a segment of reply data still to send, yet the target sent nothing until a
-    later ACK (a window read with tshark's scaling, so only where the capture holds the SYNs)."""
+    later ACK. Without the SYNs tshark reads the window unscaled: a lower bound, so the room it
+    shows is there."""
     frames = measure.tcp_frames(path)
     by_n = {fr["n"]: i for i, fr in enumerate(frames)}
     waits = set()
@@ -432,9 +433,12 @@ def congestion_window_waits(path, cmds, mss=1448):
             nxt = next((j for j in range(k + 1, len(span)) if span[j]["from_target"] and span[j]["len"]), None)
             if nxt is None or sent >= reply_end or edge is None:
                 continue
-            # the target stopped here with room for a segment more, and went on only after an ACK
-            acked_between = any(not x["from_target"] for x in span[k + 1:nxt])
-            if edge - sent >= mss and acked_between and span[nxt]["t"] - fr["t"] > 0.0005:
+            # the target stopped here with room for a segment more, or an ACK during the pause gave it
+            # that room, and it went on only after a later ACK
+            acks = [x for x in span[k + 1:nxt] if not x["from_target"]]
+            edges = [edge] + [x["ack"] + x["win"] for x in acks[:-1] if x["win"] is not None]
+            times = [fr["t"]] + [x["t"] for x in acks[:-1] if x["win"] is not None]
+            if acks and any(e - sent >= mss and span[nxt]["t"] - t > 0.0005 for e, t in zip(edges, times)):
                 waits.add(c["itt"])
                 break
     return waits
