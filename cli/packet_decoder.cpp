@@ -54,6 +54,7 @@ Decoded decode_tcp(Bytes tcp, uint32_t wire_len, Segment& s, std::string_view& w
   s.window = load_be16(tcp, 14);
   s.mss_option = 0;
   s.wscale_option = -1;
+  s.sack_left = s.sack_right = 0;
   if (header_len < 20 || header_len > wire_len) {
     why = header_len < 20 ? "TCP data offset < 5" : "TCP header longer than the IP payload";
     return Decoded::malformed;
@@ -61,25 +62,7 @@ Decoded decode_tcp(Bytes tcp, uint32_t wire_len, Segment& s, std::string_view& w
   s.payload_wire_len = wire_len - uint32_t(header_len);
   s.options_len = uint8_t(header_len - 20);
   s.payload = tcp.size() > header_len ? tcp.subspan(header_len) : Bytes{};
-  // MSS and window scale only mean something on a SYN (RFC 9293 3.7.1, RFC 7323 2.2).
-  if ((s.flags & tcp_flag::syn) && header_len > 20) {
-    Bytes opts = tcp.subspan(20, std::min(tcp.size(), header_len) - 20);
-    size_t i = 0;
-    while (i < opts.size()) {
-      const uint8_t kind = opts[i];
-      if (kind == 0) break;  // end of option list
-      if (kind == 1) {       // no-operation
-        ++i;
-        continue;
-      }
-      if (i + 1 >= opts.size()) break;
-      const uint8_t len = opts[i + 1];
-      if (len < 2 || i + len > opts.size()) break;  // malformed options: keep what we have
-      if (kind == 2 && len == 4) s.mss_option = load_be16(opts, i + 2);
-      if (kind == 3 && len == 3) s.wscale_option = int8_t(std::min<uint8_t>(opts[i + 2], 14));
-      i += len;
-    }
-  }
+  if (header_len > 20) read_tcp_options(tcp.subspan(20, std::min(tcp.size(), header_len) - 20), s);
   return Decoded::tcp;
 }
 

@@ -62,6 +62,7 @@ template <Factory F>
 Decoded decode_with(Frame f, Segment& s, std::string_view& why) {
   s.mss_option = 0;
   s.wscale_option = -1;
+  s.sack_left = s.sack_right = 0;
   try {
     held_pdu.reset(F(f.bytes.data(), uint32_t(f.bytes.size())));
     if (!held_pdu) return Decoded::not_tcp;
@@ -119,6 +120,11 @@ Decoded decode_with(Frame f, Segment& s, std::string_view& why) {
         s.mss_option = uint16_t((o->data_ptr()[0] << 8) | o->data_ptr()[1]);
       if (const auto* o = tcp->search_option(Tins::TCP::WSCALE); o && o->data_size() == 1)
         s.wscale_option = int8_t(std::min<uint8_t>(o->data_ptr()[0], 14));
+    }
+    if (const auto* o = tcp->search_option(Tins::TCP::SACK); o && o->data_size() >= 8) {
+      const uint8_t* d = o->data_ptr();  // the first block
+      s.sack_left = uint32_t(d[0]) << 24 | uint32_t(d[1]) << 16 | uint32_t(d[2]) << 8 | d[3];
+      s.sack_right = uint32_t(d[4]) << 24 | uint32_t(d[5]) << 16 | uint32_t(d[6]) << 8 | d[7];
     }
     return Decoded::tcp;
   } catch (const std::exception& e) {  // Tins::malformed_packet and friends

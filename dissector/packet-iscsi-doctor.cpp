@@ -348,7 +348,17 @@ void feed_frame(packet_info* pinfo, proto_tree* tree) {
   if (!uint_field(tree, w_hdr_len, hdr_len)) return;
   if (!uint_field(tree, w_len, payload_len)) payload_len = 0;
   s.payload_wire_len = payload_len;
-  if (hdr_len > 20 && hdr_len <= 60) s.options_len = static_cast<uint8_t>(hdr_len - 20);
+  if (hdr_len > 20 && hdr_len <= 60) {
+    s.options_len = static_cast<uint8_t>(hdr_len - 20);
+    // SACK blocks as on the wire (Wireshark's fields are relative to the stream's start).
+    const gint off = tcp->start + 20;
+    if (tvb_bytes_exist(tcp->ds_tvb, off, s.options_len)) {
+      Segment opts;
+      read_tcp_options(std::span<const uint8_t>(tvb_get_ptr(tcp->ds_tvb, off, s.options_len), s.options_len), opts);
+      s.sack_left = opts.sack_left;
+      s.sack_right = opts.sack_right;
+    }
+  }
   const guint8* payload = nullptr;
   uint32_t captured = 0;
   if (payload_len > 0) {

@@ -69,7 +69,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "81d96c471cfe1cffe2057a384693458a11a9105b67de1496b0f9d7a4b3cb3405",
+  doc_sha256 = "4aec9c9b5bf5aba77a3ba4458c8694f18741fa640c979f4882f9a40f298bd1c6",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -1422,7 +1422,8 @@ function Connection.new(an, id, initiator, target)
     slots = {}, slot_count = 0, free_slots = {},
     frames = 0, commands = 0, completed = 0, outstanding = 0, max_outstanding = 0,
     serial_commands = 0, serial_wait_ms = 0, serial_cycle_ms = 0, serial_crossing_ms = 0, first_command_frame = 0,
-    retransmissions = 0, digest_errors = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 } }, Connection)
+    retransmissions = 0, digest_errors = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 },
+    pending_resends = {} }, Connection)
   return c
 end
 
@@ -1750,6 +1751,7 @@ function Connection:emit_finding(f)
 end
 
 function Connection:finish()
+  if #self.pending_resends > 0 then self:settle_resends(nil, 0, true) end
   for d = 0, 1 do
     local f = self.flow[d]
     if f.unseen_upto > f.next then self:declare_unseen(d) end
@@ -1859,6 +1861,7 @@ local REORDER_WAIT_NS = RULES.reorder_wait_ms * 1e6
 
 function Connection:on_segment(seg, dir)
   self.frames = self.frames + 1
+  if #self.pending_resends > 0 then self:settle_resends(seg, dir) end
   for d = 0, 1 do
     local f = self.flow[d]
     if f.unseen_upto > f.next and seg.t - f.unseen_t > REORDER_WAIT_NS then self:declare_unseen(d) end
@@ -2460,6 +2463,8 @@ function Connection:near(side)
          self:rtt_ns(side) * RULES.near_initiator_rtt_factor < full
 end
 
+local MAX_PENDING_RESENDS = 64
+
 function Connection:note_retransmission(dir, seg, start, e)
   local f = self.flow[dir]
   self.retransmissions = self.retransmissions + 1
@@ -2477,10 +2482,52 @@ function Connection:note_retransmission(dir, seg, start, e)
   -- Captured near the receiver, the original was seen arriving: the receiver had it, so the resend
   -- is spurious (a tail-loss probe, an early timeout), no loss (engine: Connection::resent).
   if orig and self:near(1 - dir) then return end
-  local fd = { kind = "retransmission", side = side_of(dir), frame = seg.frame, lost_ms = 0 }
+  -- Elsewhere a resend of the sender's latest bytes waits for the receiver's ACK that covers it: a
+  -- D-SACK for it says the original had arrived.
+  local p = self.pending_resends
+  if orig and e >= f.max_end and #p < MAX_PENDING_RESENDS then
+    p[#p + 1] = { dir = dir, frame = seg.frame, t = seg.t, s = start, e = e, orig = orig }
+    return
+  end
+  self:report_resend(dir, seg.frame, seg.t, orig)
+end
+
+-- seg from dir: its ACK settles the other direction's pending resends it covers, as spurious when
+-- it carries a D-SACK of them or left the receiver before the resend could have reached it; all:
+-- the rest (the capture ended) are reported as resends (engine: Connection::settle_resends).
+function Connection:settle_resends(seg, dir, all)
+  local p, keep = self.pending_resends, {}
+  for _, r in ipairs(p) do
+    local settled, spurious = all, false
+    if not all and r.dir == 1 - dir and hasbit(seg.flags, 0x10) then
+      local f = self.flow[r.dir]
+      local ack = f:unwrap(seg.ack)
+      local sl, sr = seg.sack_left or 0, seg.sack_right or 0
+      if sl ~= sr then
+        local l, rr = f:unwrap(sl), f:unwrap(sr)
+        spurious = l < ack and l < r.e and rr > r.s  -- a D-SACK of these bytes (RFC 2883)
+      end
+      settled = not spurious and ack >= r.e
+      -- (an ACK that left the receiver before the resend could have reached it: the original had arrived)
+      local rtt = self:rtt_ns(dir)
+      if settled and rtt > 0 and seg.t - r.t + floor(RULES.release_tolerance_ms * 1e6 + 0.5) < rtt then
+        settled, spurious = false, true
+      end
+    end
+    if settled then
+      self:report_resend(r.dir, r.frame, r.t, r.orig)
+    elseif not spurious then
+      keep[#keep + 1] = r
+    end
+  end
+  self.pending_resends = keep
+end
+
+function Connection:report_resend(dir, frame, t, orig)
+  local fd = { kind = "retransmission", side = side_of(dir), frame = frame, lost_ms = 0 }
   if orig then
     fd.related = { { "original", orig.frame } }
-    fd.lost_ms = ms(seg.t - orig.t)
+    fd.lost_ms = ms(t - orig.t)
     if orig.cmd and orig.cmd ~= 0 then  -- named even when the command completed before the resend
       fd.itt, fd.command_first_frame = orig.itt, orig.cmd
     end
@@ -2992,7 +3039,7 @@ end
 for _, n in ipairs({ "frame.time_epoch", "ip.src", "ip.dst", "ipv6.src", "ipv6.dst", "tcp.srcport",
   "tcp.dstport", "tcp.seq_raw", "tcp.ack_raw", "tcp.flags", "tcp.window_size_value",
   "tcp.options.mss_val", "tcp.options.wscale.shift", "tcp.len", "tcp.hdr_len", "tcp.payload",
-  "tcp.segment_data" }) do
+  "tcp.segment_data", "tcp.options.sack" }) do
   fld(n)
 end
 
@@ -3018,6 +3065,12 @@ local function first(name)
   if not f then return nil end
   local v = f()
   return v
+end
+
+-- The first SACK block as on the wire (the option's bytes: Wireshark's edge fields are relative).
+local function sack_edges(fi)
+  local r = fi.range
+  return r:range(2, 4):uint(), r:range(6, 4):uint()
 end
 
 local function feed_frame(pinfo)
@@ -3046,12 +3099,18 @@ local function feed_frame(pinfo)
   local hl = first("tcp.hdr_len")
   local options_len = hl and max(0, hl.value - 20) or 0
   local sp, dp = srcport.value, dstport.value
+  local sl, sr = 0, 0
+  local sk = first("tcp.options.sack")
+  if sk and sk.len >= 10 then
+    local ok, l, r = pcall(sack_edges, sk)
+    if ok then sl, sr = l, r end
+  end
   state:feed({ frame = pinfo.number, t = t, src = tostring(src.value) .. ":" .. sp,
     dst = tostring(dst.value) .. ":" .. dp, sport = sp, dport = dp, seq = seq.value,
     ack = ack and ack.value or 0, flags = flags.value % 256,
     window = (first("tcp.window_size_value") or { value = 0 }).value,
     mss = mss and mss.value or 0, wscale = ws and ws.value or -1, options_len = options_len,
-    payload = payload, wire_len = wire_len })
+    payload = payload, wire_len = wire_len, sack_left = sl, sack_right = sr })
 end
 
 -- A decimal string (the core keeps 64-bit LBAs exact as text) as a UInt64.

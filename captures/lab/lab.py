@@ -299,7 +299,8 @@ scenario("test-cu",
                        "SCSI.ModeSense6.{AllPages,Residuals}, SCSI.ReportSupportedOpcodes.Simple")
 
 
-# 10. causes set by configuration: congestion window, receive window, target think time, loss
+# 10. causes set by configuration: congestion window, receive window, target think time (also with
+#     tail-loss probes of the initiator: spurious retransmissions), loss
 scenario("stock-idle-read",
          cc_at_listen=True,
          doc="Stock peers; after two 1 MiB warm-up reads, 20 cycles of: 2 s idle (longer than the RTO; "
@@ -331,6 +332,17 @@ scenario("scripted-think-read",
          workload=[("qemu-io", qio_seq("read", 1 * KIB, 40) + qio_seq("read", 8 * KIB, 40, 1 * MIB))],
          workload_text="40 x READ 1 KiB (target think time 5 ms), 40 x READ 8 KiB (target think time 20 ms), "
                        "sequential")
+scenario("scripted-think-read-batch2",
+         cc_at_listen=True,
+         doc="Scripted target with TCP_NODELAY, status coalesced with the Data-In, and a slow back end: it waits "
+             "30 ms before answering each 1 KiB READ; qemu-io issues them in batches of two. The target's kernel "
+             "delays its ACK of the two small commands (up to 40 ms), so the initiator's TCP sends a tail-loss "
+             "probe of the second command (2 x RTT + 2 ms after it): a spurious retransmission, the original "
+             "having arrived (the target's ACK carries a D-SACK).",
+         target="scripted", target_nagle=False, scripted_status="coalesced", think_ms={1024: 30}, queue_depth=2,
+         workload=[("qemu-io", qio_pairs("read", [1 * KIB, 1 * KIB], 40))],
+         workload_text="40 batches of {READ 1 KiB, READ 1 KiB} issued together (aio), sequential; target think "
+                       "time 30 ms per READ")
 scenario("stock-loss-read",
          cc_at_listen=True,
          doc="Stock peers; the wire (delayfwd) drops frames from the target: of the target's frames carrying new "

@@ -201,6 +201,18 @@ EXPECT["scripted-think-read"] = {
          "why": "the scripted target waits 20 ms before answering an 8 KiB READ: more than half the latency at "
                 "either vantage (20 ms + ~1.5 ms at the target, + the 8.3 ms round trip at the initiator)"}],
     "session": {"findings": ["serialized"]}}
+EXPECT["scripted-think-read-batch2"] = {
+    "commands": [
+        {"select": {"op": "read", "bytes": 1024}, "min_fraction": 0.9,
+         "findings": {"target_think": "target"}, "absent": NO_WAITS + ["retransmission"],
+         "why": "the scripted target waits 30 ms before answering each 1 KiB READ, one command after the other: the "
+                "first of a batch of two is answered after 30 ms, the second after 60 ms, more than half the latency "
+                "at either vantage (round trips not stated: tshark's timing alone cannot tell the second's wait "
+                "behind the first from round trips). When the target's kernel delays its ACK of the two commands, the initiator's "
+                "TCP resends the second (a tail-loss probe, 2 x RTT + 2 ms after it): the target had it (its ACK "
+                "carries a D-SACK, or left before the probe could arrive), so the resend is spurious, no "
+                "retransmission (docs/rules.md), and the wait is the target's"}],
+    "session": {"absent": ["serialized"]}}
 _LOSS_ABSENT = ["nagle_hold", "delayed_ack", "r2t_round_trip", "rwnd_limited"]
 EXPECT["stock-loss-read"] = {
     "commands": [
@@ -536,13 +548,32 @@ def cause_checks(scenario, vantage, meas, detail, rtt):
     return out
 
 
+def tail_loss_probes(path):
+    """(probes, dsacks): the initiator's 48-byte segments tshark flags as resent (the original was
+    captured before: a SCSI Command sent again), and the target's ACKs tshark reads a D-SACK in."""
+    out = measure.tshark(["-r", path, "-Y", "tcp", "-T", "fields", "-e", "tcp.srcport", "-e", "tcp.len",
+                          "-e", "tcp.analysis.retransmission", "-e", "tcp.options.sack.dsack_le"])
+    rows = [line.split("\t") for line in out.splitlines() if line]
+    probes = sum(1 for r in rows if len(r) >= 3 and r[0] != str(measure.TARGET_PORT) and r[1] == "48" and r[2])
+    dsacks = sum(1 for r in rows if len(r) >= 4 and r[0] == str(measure.TARGET_PORT) and r[3])
+    return probes, dsacks
+
+
 def run_cause_checks(scenario, vantage, path, meas):
-    if scenario not in ("stock-idle-read", "initiator-rcvbuf-read", "scripted-think-read", "stock-loss-read"):
+    if scenario not in ("stock-idle-read", "initiator-rcvbuf-read", "scripted-think-read", "stock-loss-read",
+                        "scripted-think-read-batch2"):
         return [], None
     rtt = meas["rtt_ms"] or 8.2
     detail = measure.tcp_detail(path, meas["per_command"], rtt)
     problems, block = [], []
-    for what, select, ok, n, need, figures in cause_checks(scenario, vantage, meas, detail, rtt):
+    checks = cause_checks(scenario, vantage, meas, detail, rtt)
+    if scenario == "scripted-think-read-batch2":
+        probes, dsacks = tail_loss_probes(path)
+        checks.append(("the initiator resends a 48-byte SCSI Command segment whose original was captured (a "
+                       "tail-loss probe; tshark: retransmission) at least once, and the target's ACK carries a "
+                       "D-SACK at least once", {"op": "read", "bytes": 1024}, 1 if probes and dsacks else 0, 1, 1.0,
+                       {"resent_command_segments": probes, "dsack_acks": dsacks}))
+    for what, select, ok, n, need, figures in checks:
         frac = ok / n if n else 0.0
         entry = {"check": what, "select": select, "n": n, "fraction_ok": round(frac, 3), "min_fraction": need}
         entry.update({k: v for k, v in figures.items() if v is not None})

@@ -99,7 +99,7 @@ end
 for _, n in ipairs({ "frame.time_epoch", "ip.src", "ip.dst", "ipv6.src", "ipv6.dst", "tcp.srcport",
   "tcp.dstport", "tcp.seq_raw", "tcp.ack_raw", "tcp.flags", "tcp.window_size_value",
   "tcp.options.mss_val", "tcp.options.wscale.shift", "tcp.len", "tcp.hdr_len", "tcp.payload",
-  "tcp.segment_data" }) do
+  "tcp.segment_data", "tcp.options.sack" }) do
   fld(n)
 end
 
@@ -125,6 +125,12 @@ local function first(name)
   if not f then return nil end
   local v = f()
   return v
+end
+
+-- The first SACK block as on the wire (the option's bytes: Wireshark's edge fields are relative).
+local function sack_edges(fi)
+  local r = fi.range
+  return r:range(2, 4):uint(), r:range(6, 4):uint()
 end
 
 local function feed_frame(pinfo)
@@ -153,12 +159,18 @@ local function feed_frame(pinfo)
   local hl = first("tcp.hdr_len")
   local options_len = hl and max(0, hl.value - 20) or 0
   local sp, dp = srcport.value, dstport.value
+  local sl, sr = 0, 0
+  local sk = first("tcp.options.sack")
+  if sk and sk.len >= 10 then
+    local ok, l, r = pcall(sack_edges, sk)
+    if ok then sl, sr = l, r end
+  end
   state:feed({ frame = pinfo.number, t = t, src = tostring(src.value) .. ":" .. sp,
     dst = tostring(dst.value) .. ":" .. dp, sport = sp, dport = dp, seq = seq.value,
     ack = ack and ack.value or 0, flags = flags.value % 256,
     window = (first("tcp.window_size_value") or { value = 0 }).value,
     mss = mss and mss.value or 0, wscale = ws and ws.value or -1, options_len = options_len,
-    payload = payload, wire_len = wire_len })
+    payload = payload, wire_len = wire_len, sack_left = sl, sack_right = sr })
 end
 
 -- A decimal string (the core keeps 64-bit LBAs exact as text) as a UInt64.

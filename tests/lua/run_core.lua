@@ -63,8 +63,9 @@ local function decode_tcp(pkt, p, cap_end, wire_len, src, dst, t)
   local flags = u8(pkt, p + 13) % 64
   local win = be16(pkt, p + 14)
   if hl < 20 or hl > wire_len then return end
-  local mss, ws = 0, -1
-  if flags % 4 >= 2 and hl > 20 then  -- options mean something on a SYN only
+  local mss, ws, sl, sr = 0, -1, 0, 0
+  if hl > 20 then  -- MSS and window scale mean something on a SYN only; the first SACK block anywhere
+    local syn = flags % 4 >= 2
     local o, oe = p + 20, math.min(p + hl, cap_end)
     while o < oe do
       local kind = u8(pkt, o)
@@ -73,8 +74,9 @@ local function decode_tcp(pkt, p, cap_end, wire_len, src, dst, t)
         if o + 1 >= oe then break end
         local len = u8(pkt, o + 1)
         if len < 2 or o + len > oe then break end
-        if kind == 2 and len == 4 then mss = be16(pkt, o + 2) end
-        if kind == 3 and len == 3 then ws = math.min(u8(pkt, o + 2), 14) end
+        if syn and kind == 2 and len == 4 then mss = be16(pkt, o + 2) end
+        if syn and kind == 3 and len == 3 then ws = math.min(u8(pkt, o + 2), 14) end
+        if kind == 5 and len >= 10 and sl == sr then sl, sr = be32(pkt, o + 2), be32(pkt, o + 6) end
         o = o + len
       end
     end
@@ -82,7 +84,7 @@ local function decode_tcp(pkt, p, cap_end, wire_len, src, dst, t)
   local payload = cap_end > p + hl and pkt:sub(p + hl, cap_end - 1) or ""
   an:feed({ frame = frame, t = t, src = src .. ":" .. sport, dst = dst .. ":" .. dport,
     sport = sport, dport = dport, seq = seq, ack = ack, flags = flags, window = win, mss = mss,
-    wscale = ws, options_len = hl - 20, payload = payload, wire_len = wire_len - hl })
+    wscale = ws, options_len = hl - 20, payload = payload, wire_len = wire_len - hl, sack_left = sl, sack_right = sr })
 end
 
 -- IP from p to the frame's captured end n (inclusive); extra: bytes the wire had beyond it.

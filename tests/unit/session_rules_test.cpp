@@ -490,9 +490,12 @@ TEST(SessionRules, JoinedConnectionIsJudgedWithItsMeasuredRoundTrips) {
 
 // A resend of a segment the capture saw arrive at the receiver (capture point near it) is a
 // spurious retransmission (a tail-loss probe while the ACK is late): not a loss. The same exchange
-// captured near the sender cannot tell, and stays a retransmission.
+// captured near the sender, with a plain ACK one round trip after the probe, cannot tell, and
+// stays a retransmission.
 namespace {
-std::vector<FindingKind> probed_read(bool near_initiator) {
+// how: 0 a plain ACK one round trip after the probe, 1 the same ACK with a D-SACK of the probe,
+// 2 a plain ACK that left the receiver before the probe could have reached it.
+std::vector<FindingKind> probed_read(bool near_initiator, int how = 0) {
   Recorder rec;
   Analyzer an(Options{}, rec);
   Wire w(an);
@@ -505,7 +508,11 @@ std::vector<FindingKind> probed_read(bool near_initiator) {
   w.data(false, t + rtt_t + rtt_i + 100'000, data);
   // The initiator's ACK is late; the target probes with its last segment, then the ACK comes.
   w.at(false, t + 3 * (rtt_t + rtt_i), start + 1448, std::vector<uint8_t>(data.begin() + 1448, data.end()));
-  w.ack(true, t + 3 * (rtt_t + rtt_i) + rtt_i + rtt_t);
+  const int64_t probe_t = t + 3 * (rtt_t + rtt_i);
+  if (how == 1)
+    w.ack_sack(true, probe_t + rtt_i + rtt_t, start + 1448, start + uint32_t(data.size()));
+  else
+    w.ack(true, probe_t + (how == 2 ? (rtt_i + rtt_t) / 2 : rtt_i + rtt_t));
   an.finish();
   std::vector<FindingKind> kinds;
   for (const auto& f : rec.findings)
@@ -520,4 +527,11 @@ bool has(const std::vector<FindingKind>& v, FindingKind k) {
 TEST(SessionRules, ResendOfDataSeenArrivingIsSpurious) {
   EXPECT_FALSE(has(probed_read(true), FindingKind::retransmission));  // near the receiver
   EXPECT_TRUE(has(probed_read(false), FindingKind::retransmission));  // near the sender
+}
+
+// Near the sender, the receiver's ACK tells: a D-SACK of the probe, or an ACK that left before
+// the probe could have arrived, says the original had arrived (no loss).
+TEST(SessionRules, ResendTheReceiverHadIsSpuriousNearTheSender) {
+  EXPECT_FALSE(has(probed_read(false, 1), FindingKind::retransmission));
+  EXPECT_FALSE(has(probed_read(false, 2), FindingKind::retransmission));
 }

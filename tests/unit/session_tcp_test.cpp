@@ -87,7 +87,7 @@ TEST(SessionTcp, RetransmissionIsFoundAndCosts) {
   uint64_t original = w.frame();
   w.at(false, 218 * kMs, seq, reply);  // RTO: the initiator never got it
   uint64_t again = w.frame();
-  w.ack(true, 218 * kMs + 50'000);
+  w.ack(true, 221 * kMs + 50'000);  // the resend's ACK: a round trip to the initiator (3 ms) later
   an.finish();
   bool found = false;
   for (auto& f : rec.findings)

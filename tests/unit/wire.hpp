@@ -89,6 +89,13 @@ public:
     at(from_initiator, t, seq, payload);
     their = keep;
   }
+  // A pure ACK carrying a SACK block [left, right) (a D-SACK when below the ACK: RFC 2883).
+  void ack_sack(bool from_initiator, int64_t t, uint32_t left, uint32_t right) {
+    sack_left_ = left;
+    sack_right_ = right;
+    send(from_initiator, t, tcp_flag::ack, {});
+    sack_left_ = sack_right_ = 0;
+  }
   // Bytes the sender sent that the capture never saw.
   void skip(bool from_initiator, uint32_t n) { (from_initiator ? iseq_ : tseq_) += n; }
   // A segment at an explicit sequence number (reordering, overlap, retransmission); the
@@ -116,6 +123,8 @@ public:
     s.window = window;
     s.mss_option = mss;
     s.options_len = options_len_;
+    s.sack_left = sack_left_;
+    s.sack_right = sack_right_;
     s.payload = payload;
     s.payload_wire_len = uint32_t(payload.size());
     status_ = a_.feed(s);
@@ -128,6 +137,7 @@ private:
   uint32_t iseq_ = 0xfffff000u, tseq_ = 1000;  // initiator's sequence wraps mid-test
   uint64_t frame_ = 0;
   uint8_t options_len_ = 0;
+  uint32_t sack_left_ = 0, sack_right_ = 0;
   SegmentStatus status_ = SegmentStatus::ignored;
 };
 

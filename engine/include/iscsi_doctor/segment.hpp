@@ -82,11 +82,17 @@ struct Segment {
   uint16_t window = 0;               // as on the wire (unscaled)
   uint16_t mss_option = 0;           // 0 when absent
   int8_t wscale_option = -1;         // -1 when absent
+  uint32_t sack_left = 0;            // the first SACK block (RFC 2018) as on the wire, equal when
+  uint32_t sack_right = 0;           // absent: a D-SACK (RFC 2883) when it lies below the ACK
   uint8_t options_len = 0;           // TCP header bytes beyond the fixed 20 (0 when unknown): data
                                      // segments carry them inside the MSS (timestamps: 1460 -> 1448)
   std::span<const uint8_t> payload;  // valid only during Analyzer::feed
   uint32_t payload_wire_len = 0;     // TCP payload length on the wire; > payload.size() when the
                                      // capture's snaplen cut the packet short
 };
+
+// Reads a TCP header's options (the bytes after its fixed 20) into s: the MSS and window scale of
+// a SYN (s.flags set first), the first SACK block of any segment (tcp/options.cpp).
+void read_tcp_options(std::span<const uint8_t> options, Segment& s);
 
 }  // namespace iscsi_doctor

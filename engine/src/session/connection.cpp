@@ -63,6 +63,7 @@ uint32_t Connection::session_id() const {
 SegmentStatus Connection::on_segment(const Segment& seg, int dir) {
   ++frames_;
   last_t_ = seg.time_ns;
+  if (!pending_resends_.empty()) settle_resends(seg, dir);
   SegmentStatus status = tcp_.on_segment(seg, dir, *this);
   if (!settling_.empty()) settle(seg.time_ns);
   return status;
@@ -457,6 +458,7 @@ void Connection::cap_notice(uint8_t cap, uint64_t frame, std::string message, No
 }
 
 void Connection::finish() {
+  if (!pending_resends_.empty()) settle_resends(Segment{}, 0, true);
   tcp_.finish(*this);
   for (int d = 0; d < 2; ++d) {
     Segment s{};
@@ -498,6 +500,13 @@ void Connection::finish() {
                " resent although the capture point, near the receiver, saw the original arrive (first at "
                "frame " +
                std::to_string(first_spurious_frame_) +
+               "): spurious retransmissions (tail-loss probes, early timeouts), not counted as loss");
+  if (dsack_resends_)
+    notice(Notice::Level::info, first_dsack_frame_,
+           std::to_string(dsack_resends_) + (dsack_resends_ == 1 ? " segment" : " segments") +
+               " resent although the receiver had the original (its ACK carried a D-SACK, or left it before "
+               "the resend could have arrived; first at frame " +
+               std::to_string(first_dsack_frame_) +
                "): spurious retransmissions (tail-loss probes, early timeouts), not counted as loss");
   sink_.on_connection(info());
 }

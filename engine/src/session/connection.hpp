@@ -150,6 +150,21 @@ private:
   int64_t last_t_ = 0;
   bool mid_session_ = false;
   uint64_t spurious_resends_ = 0, first_spurious_frame_ = 0;
+  uint64_t dsack_resends_ = 0, first_dsack_frame_ = 0;  // spurious by the receiver's D-SACK
+  // Tail resends seen near the sender or midpath, waiting for the receiver's ACK that covers them
+  // (rules/retransmission.cpp): a D-SACK makes one spurious.
+  struct PendingResend {
+    int dir = 0;
+    uint64_t frame = 0;
+    int64_t t = 0;
+    uint64_t start = 0, end = 0;
+    tcp::SentSegment orig;
+  };
+  std::vector<PendingResend> pending_resends_;
+  static constexpr size_t kMaxPendingResends = 64;
+  void settle_resends(const Segment& seg, int dir, bool all = false);
+  void spurious_resend(uint64_t frame, bool dsack);
+  void report_resend(int dir, uint64_t frame, int64_t t, const tcp::SentSegment* orig);
   // The capture point is near this side (its round trip a small part of the path's).
   bool near(int side_dir) const;
   std::pair<std::optional<bool>, std::optional<bool>> digest_seed_[2];

@@ -8,6 +8,8 @@ function Connection:near(side)
          self:rtt_ns(side) * RULES.near_initiator_rtt_factor < full
 end
 
+local MAX_PENDING_RESENDS = 64
+
 function Connection:note_retransmission(dir, seg, start, e)
   local f = self.flow[dir]
   self.retransmissions = self.retransmissions + 1
@@ -25,10 +27,52 @@ function Connection:note_retransmission(dir, seg, start, e)
   -- Captured near the receiver, the original was seen arriving: the receiver had it, so the resend
   -- is spurious (a tail-loss probe, an early timeout), no loss (engine: Connection::resent).
   if orig and self:near(1 - dir) then return end
-  local fd = { kind = "retransmission", side = side_of(dir), frame = seg.frame, lost_ms = 0 }
+  -- Elsewhere a resend of the sender's latest bytes waits for the receiver's ACK that covers it: a
+  -- D-SACK for it says the original had arrived.
+  local p = self.pending_resends
+  if orig and e >= f.max_end and #p < MAX_PENDING_RESENDS then
+    p[#p + 1] = { dir = dir, frame = seg.frame, t = seg.t, s = start, e = e, orig = orig }
+    return
+  end
+  self:report_resend(dir, seg.frame, seg.t, orig)
+end
+
+-- seg from dir: its ACK settles the other direction's pending resends it covers, as spurious when
+-- it carries a D-SACK of them or left the receiver before the resend could have reached it; all:
+-- the rest (the capture ended) are reported as resends (engine: Connection::settle_resends).
+function Connection:settle_resends(seg, dir, all)
+  local p, keep = self.pending_resends, {}
+  for _, r in ipairs(p) do
+    local settled, spurious = all, false
+    if not all and r.dir == 1 - dir and hasbit(seg.flags, 0x10) then
+      local f = self.flow[r.dir]
+      local ack = f:unwrap(seg.ack)
+      local sl, sr = seg.sack_left or 0, seg.sack_right or 0
+      if sl ~= sr then
+        local l, rr = f:unwrap(sl), f:unwrap(sr)
+        spurious = l < ack and l < r.e and rr > r.s  -- a D-SACK of these bytes (RFC 2883)
+      end
+      settled = not spurious and ack >= r.e
+      -- (an ACK that left the receiver before the resend could have reached it: the original had arrived)
+      local rtt = self:rtt_ns(dir)
+      if settled and rtt > 0 and seg.t - r.t + floor(RULES.release_tolerance_ms * 1e6 + 0.5) < rtt then
+        settled, spurious = false, true
+      end
+    end
+    if settled then
+      self:report_resend(r.dir, r.frame, r.t, r.orig)
+    elseif not spurious then
+      keep[#keep + 1] = r
+    end
+  end
+  self.pending_resends = keep
+end
+
+function Connection:report_resend(dir, frame, t, orig)
+  local fd = { kind = "retransmission", side = side_of(dir), frame = frame, lost_ms = 0 }
   if orig then
     fd.related = { { "original", orig.frame } }
-    fd.lost_ms = ms(seg.t - orig.t)
+    fd.lost_ms = ms(t - orig.t)
     if orig.cmd and orig.cmd ~= 0 then  -- named even when the command completed before the resend
       fd.itt, fd.command_first_frame = orig.itt, orig.cmd
     end

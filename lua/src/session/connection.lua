@@ -27,7 +27,8 @@ function Connection.new(an, id, initiator, target)
     slots = {}, slot_count = 0, free_slots = {},
     frames = 0, commands = 0, completed = 0, outstanding = 0, max_outstanding = 0,
     serial_commands = 0, serial_wait_ms = 0, serial_cycle_ms = 0, serial_crossing_ms = 0, first_command_frame = 0,
-    retransmissions = 0, digest_errors = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 } }, Connection)
+    retransmissions = 0, digest_errors = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 },
+    pending_resends = {} }, Connection)
   return c
 end
 
@@ -355,6 +356,7 @@ function Connection:emit_finding(f)
 end
 
 function Connection:finish()
+  if #self.pending_resends > 0 then self:settle_resends(nil, 0, true) end
   for d = 0, 1 do
     local f = self.flow[d]
     if f.unseen_upto > f.next then self:declare_unseen(d) end

@@ -7,6 +7,7 @@ local REORDER_WAIT_NS = RULES.reorder_wait_ms * 1e6
 
 function Connection:on_segment(seg, dir)
   self.frames = self.frames + 1
+  if #self.pending_resends > 0 then self:settle_resends(seg, dir) end
   for d = 0, 1 do
     local f = self.flow[d]
     if f.unseen_upto > f.next and seg.t - f.unseen_t > REORDER_WAIT_NS then self:declare_unseen(d) end
