@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <pcap/pcap.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <tins/sniffer.h>
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -342,9 +344,25 @@ struct CaptureReader::Impl {
   int read_errno = 0;
   bool swapped = false, nanosecond = false;
   uint32_t snaplen = 0;
+  // A live capture: its settings, when it began, and the pcap file -w writes.
+  const LiveCapture* live = nullptr;
+  std::chrono::steady_clock::time_point live_start;
+  pcap_dumper_t* dump = nullptr;
+  std::string live_warning;  // pcap_activate's, if any
+  bool live_usec = false;    // the interface stamps microseconds only
+  int live_fd = -1;          // polled between packets
 
   ~Impl() {
     if (fd >= 0) ::close(fd);
+    if (dump) pcap_dump_close(dump);
+  }
+
+  // A live capture ends on Ctrl-C/SIGTERM, after --duration or --count.
+  bool live_done(uint64_t packets) const {
+    if (g_stream_signal) return true;
+    if (live->count && packets >= live->count) return true;
+    return live->duration_s > 0 &&
+           std::chrono::steady_clock::now() - live_start >= std::chrono::duration<double>(live->duration_s);
   }
 
   void try_direct(const std::string& file) {
@@ -557,6 +575,79 @@ CaptureReader::CaptureReader(const std::string& path, DecoderChoice decoder)
     throw CaptureError(fmt::format("{}: link type {} ({}) is not supported", path, dlt, link_type_name()));
 }
 
+std::string live_filter(const LiveCapture& live) {
+  if (live.detect_ports || live.ports.empty()) return "tcp";
+  std::string f = "tcp and (";
+  for (size_t i = 0; i < live.ports.size(); ++i)
+    f += fmt::format("{}port {}", i ? " or " : "", live.ports[i]);
+  return f + ")";
+}
+
+CaptureReader::CaptureReader(const LiveCapture& live, DecoderChoice decoder)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.path = "live:" + live.iface;
+  m.live = &live;
+  char errbuf[PCAP_ERRBUF_SIZE] = {};
+  pcap_t* p = pcap_create(live.iface.c_str(), errbuf);
+  if (!p) throw CaptureError(fmt::format("-i {}: cannot capture: {}", live.iface, errbuf));
+  // Every byte of every packet (a BHS can sit anywhere in a segment), a buffer that holds bursts,
+  // nanosecond stamps where the interface has them, packets handed on within 100 ms.
+  pcap_set_snaplen(p, 262144);
+  pcap_set_promisc(p, 1);
+  pcap_set_timeout(p, 100);
+  pcap_set_buffer_size(p, live.buffer_mib * 1024 * 1024);
+  pcap_set_tstamp_precision(p, PCAP_TSTAMP_PRECISION_NANO);
+  const int rc = pcap_activate(p);
+  if (rc < 0) {
+    const std::string why = rc == PCAP_ERROR ? pcap_geterr(p) : pcap_statustostr(rc);
+    pcap_close(p);
+    throw CaptureError(fmt::format("-i {}: cannot capture: {}{}", live.iface, why,
+                                   rc == PCAP_ERROR_PERM_DENIED ? " (run as root or with CAP_NET_RAW)" : ""));
+  }
+  m.live_warning = rc > 0 ? pcap_statustostr(rc) : "";
+  bpf_program prog{};
+  const std::string filter = live_filter(live);
+  if (pcap_compile(p, &prog, filter.c_str(), 1, PCAP_NETMASK_UNKNOWN) != 0 || pcap_setfilter(p, &prog) != 0) {
+    const std::string why = pcap_geterr(p);
+    pcap_freecode(&prog);
+    pcap_close(p);
+    throw CaptureError(fmt::format("-i {}: filter '{}': {}", live.iface, filter, why));
+  }
+  pcap_freecode(&prog);
+  if (!live.write_path.empty()) {
+    m.dump = pcap_dump_open(p, live.write_path.c_str());
+    if (!m.dump) {
+      const std::string why = pcap_geterr(p);
+      pcap_close(p);
+      throw CaptureError(fmt::format("-w {}: {}", live.write_path, why));
+    }
+  }
+  m.probe.is_capture = true;
+  m.probe.stream = true;
+  m.probe.format = FileFormat::pcap;
+  m.live_usec = pcap_get_tstamp_precision(p) != PCAP_TSTAMP_PRECISION_NANO;
+  // Non-blocking, waited on with poll(): libpcap's timeout need not fire while no packet comes,
+  // and --duration, --count and Ctrl-C must end the capture anyway.
+  m.live_fd = pcap_get_selectable_fd(p);
+  if (m.live_fd < 0 || pcap_setnonblock(p, 1, errbuf) != 0) {
+    pcap_close(p);
+    throw CaptureError(fmt::format("-i {}: cannot wait for packets: {}", live.iface, errbuf));
+  }
+  m.handle = std::make_unique<OfflineHandle>(p);
+  const int dlt = pcap_datalink(p);
+  const bool tins_first = decoder == DecoderChoice::libtins;
+  for (int pass = 0; pass < 2 && !m.decode; ++pass) {
+    const bool tins = (pass == 0) == tins_first;
+    m.decode = tins ? tins_decoder(dlt) : fast_decoder(dlt);
+    m.decoder = tins ? "libtins" : "fast";
+  }
+  if (!m.decode)
+    throw CaptureError(
+        fmt::format("-i {}: link type {} ({}) is not supported", live.iface, dlt, link_type_name()));
+  m.live_start = std::chrono::steady_clock::now();
+}
+
 CaptureReader::~CaptureReader() = default;
 
 const FileProbe& CaptureReader::probe() const { return impl_->probe; }
@@ -644,7 +735,13 @@ ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* onl
   for (;;) {
     pcap_pkthdr* h = nullptr;
     const u_char* data = nullptr;
+    if (m.live && m.live_done(st.packets)) break;
     const int rc = m.fd >= 0 ? next_record(&h, &data) : pcap_next_ex(p, &h, &data);
+    if (m.live && rc == 0) {  // nothing yet: wait a while for the next packet
+      pollfd pfd{m.live_fd, POLLIN, 0};
+      ::poll(&pfd, 1, 100);
+      continue;
+    }
     if (rc != 1) {
       if (rc == PCAP_ERROR_BREAK) break;  // end of file
       st.damaged = true;
@@ -659,6 +756,11 @@ ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* onl
       break;
     }
     const uint64_t frame = ++st.packets;
+    if (m.live) {
+      if (m.dump) pcap_dump(reinterpret_cast<u_char*>(m.dump), h, data);
+      if (m.live_usec) h->ts.tv_usec *= 1000;
+      m.consumed += h->caplen;
+    }
     if (frame % kProgressEvery == 0) events.on_progress(frame, m.bytes_done());
     // A corrupt pcapng timestamp can exceed int64 nanoseconds: clamp to +-2^62 (year 2116), which
     // keeps every difference the engine takes in range.
@@ -715,6 +817,24 @@ ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* onl
     }
   }
   if (m.probe.stream) m.probe.size = m.consumed;
+  if (m.live) {
+    if (m.dump) pcap_dump_flush(m.dump);
+    if (!m.live_warning.empty()) events.on_notice(Notice::Level::warning, 0, m.live_warning);
+    pcap_stat ps{};
+    if (pcap_stats(p, &ps) == 0 && (ps.ps_drop || ps.ps_ifdrop))
+      events.on_notice(Notice::Level::warning, 0,
+                       fmt::format("{} packets dropped by the kernel (its capture buffer was full), {} by "
+                                   "the interface: the analysis misses them (a larger --buffer, a narrower "
+                                   "--port list, or -w and a later read help)",
+                                   ps.ps_drop, ps.ps_ifdrop));
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - m.live_start).count();
+    events.on_notice(
+        Notice::Level::info, 0,
+        fmt::format("{} packets captured live in {:.1f} s (filter '{}'){}", st.packets, secs,
+                    live_filter(*m.live),
+                    m.live->write_path.empty() ? "" : fmt::format(", written to {}", m.live->write_path)));
+  }
   if (m.probe.stream && g_stream_signal)
     events.on_notice(Notice::Level::warning, 0,
                      fmt::format("reading stopped by {} after frame {}: the report covers what came before",

@@ -49,6 +49,20 @@ public:
 
 enum class DecoderChoice : uint8_t { fast, libtins };
 
+// A live capture with libpcap (-i): what to capture and when to stop (Ctrl-C or SIGTERM always).
+struct LiveCapture {
+  std::string iface;
+  std::vector<uint16_t> ports{3260};  // the BPF filter's (every TCP port when detect_ports)
+  bool detect_ports = true;
+  double duration_s = 0;   // 0: until stopped
+  uint64_t count = 0;      // packets; 0: until stopped
+  std::string write_path;  // -w: every packet captured is kept in this pcap file too
+  int buffer_mib = 64;     // the kernel's capture buffer: too small a one drops packets
+};
+// The BPF filter a live capture uses: TCP on the iSCSI ports, or all TCP when other ports are
+// detected (a connection's port is known only from its traffic).
+std::string live_filter(const LiveCapture&);
+
 class ReaderEvents {
 public:
   virtual ~ReaderEvents() = default;
@@ -79,6 +93,8 @@ class CaptureReader {
 public:
   // Opens the file; throws CaptureError (whose message names the file) when it is unusable.
   CaptureReader(const std::string& path, DecoderChoice decoder);
+  // Opens a live capture; throws CaptureError (naming the interface) when it cannot start.
+  CaptureReader(const LiveCapture& live, DecoderChoice decoder);
   ~CaptureReader();
   CaptureReader(const CaptureReader&) = delete;
   CaptureReader& operator=(const CaptureReader&) = delete;

@@ -60,8 +60,27 @@ int main(int argc, char** argv) {
   app.add_option("-r,--read", read_opt,
                  "a capture to read, as tshark's -r (the same as naming it; repeatable)")
       ->allow_extra_args(false);
-  std::string live_iface;
-  app.add_option("-i", live_iface, "not built in: capture with tcpdump and pipe it in (see the message)");
+  auto* live_opt = app.add_option("-i,--interface", opt.live.iface,
+                                  "capture live on this interface with libpcap (root or CAP_NET_RAW) until "
+                                  "Ctrl-C, --duration or --count, then report")
+                       ->group("Live capture");
+  app.add_option("--duration", opt.live.duration_s, "with -i: stop after this many seconds")
+      ->check(CLI::Range(0.001, 1e9))
+      ->needs(live_opt)
+      ->group("Live capture");
+  app.add_option("-c,--count", opt.live.count, "with -i: stop after this many packets")
+      ->check(CLI::PositiveNumber)
+      ->needs(live_opt)
+      ->group("Live capture");
+  app.add_option("-w,--write", opt.live.write_path,
+                 "with -i: also keep every packet captured in this pcap file")
+      ->needs(live_opt)
+      ->group("Live capture");
+  app.add_option("--buffer", opt.live.buffer_mib,
+                 "with -i: the kernel's capture buffer in MiB (default 64; drops are reported)")
+      ->check(CLI::Range(1, 4096))
+      ->needs(live_opt)
+      ->group("Live capture");
   app.add_option(
          "--format", format,
          "report format: text (default), json, jsonl (JSON Lines: a record per command and finding as they "
@@ -163,15 +182,11 @@ int main(int argc, char** argv) {
 
   if (const auto code = parse_command_line(app, argc, argv)) return *code;
 
-  if (!live_iface.empty()) {
-    std::fprintf(stderr,
-                 "iscsi-doctor: -i: live capture is not built in; capture with tcpdump and pipe it in:\n"
-                 "  tcpdump -i %s -U -s 0 -w - 'tcp port 3260' | iscsi-doctor -\n"
-                 "(the report comes when tcpdump stops, e.g. on Ctrl-C or with -c COUNT)\n",
-                 live_iface.c_str());
+  opt.inputs.insert(opt.inputs.begin(), read_opt.begin(), read_opt.end());
+  if (!opt.live.iface.empty() && !opt.inputs.empty()) {
+    std::fprintf(stderr, "iscsi-doctor: -i captures live: name no capture file with it\n");
     return kExitUnusable;
   }
-  opt.inputs.insert(opt.inputs.begin(), read_opt.begin(), read_opt.end());
   opt.filter.luns.insert(luns.begin(), luns.end());
   for (auto [text, bound] : {std::pair{&from_text, &opt.filter.from}, std::pair{&to_text, &opt.filter.to}}) {
     if (text->empty()) continue;
@@ -194,9 +209,10 @@ int main(int argc, char** argv) {
     }
     opt.filter.itts.insert(*itt);
   }
-  if (opt.inputs.empty()) {
+  if (opt.inputs.empty() && opt.live.iface.empty()) {
     std::fprintf(stderr,
-                 "iscsi-doctor: no capture given: name a file, a directory, or - for standard input\n"
+                 "iscsi-doctor: no capture given: name a file, a directory, - for standard input, or -i "
+                 "IFACE\n"
                  "Run with --help for more information.\n");
     return kExitUnusable;
   }
@@ -207,6 +223,8 @@ int main(int argc, char** argv) {
                                      : Format::text;
   opt.decoder = decoder == "libtins" ? DecoderChoice::libtins : DecoderChoice::fast;
   port_options.apply(opt.engine);
+  opt.live.ports = opt.engine.ports;
+  opt.live.detect_ports = opt.engine.detect_ports;
   opt.worst_order = sort == "latency" ? WorstOrder::latency : WorstOrder::excess;
   opt.engine.delayed_ack_min_ms = delayed_ack_ms;
   if (*excess_opt) opt.max_excess_round_trips = max_excess;
@@ -232,6 +250,10 @@ int main(int argc, char** argv) {
     }
     opt.format = Format::html;
     opt.output = html;
+    if (!opt.live.iface.empty() && opt.live.write_path.empty()) {
+      std::fprintf(stderr, "iscsi-doctor: --html reads the capture twice: with -i, keep it with -w FILE\n");
+      return kExitUnusable;
+    }
   }
   return run_pipeline(opt);
 }

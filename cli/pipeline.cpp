@@ -313,12 +313,21 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
     r.error = in.error;
   } else {
     try {
-      if (sh.report.reads_twice() && is_stream(in.path)) {
+      if (sh.report.reads_twice() && !in.live && is_stream(in.path)) {
         r.read_path = copy_stream_to_temporary(in.path);
         std::lock_guard lock(sh.temporaries_mu);
         sh.temporaries.push_back(r.read_path);
       }
-      CaptureReader reader(r.read_path, sh.opt.decoder);
+      // (a live capture's second pass reads the file -w wrote)
+      if (in.live) r.read_path = sh.opt.live.write_path;
+      const auto opened = in.live ? std::make_unique<CaptureReader>(sh.opt.live, sh.opt.decoder)
+                                  : std::make_unique<CaptureReader>(r.read_path, sh.opt.decoder);
+      CaptureReader& reader = *opened;
+      if (in.live && !sh.console.quiet())
+        sh.console.message(fmt::format("iscsi-doctor: capturing on {} (filter '{}'); Ctrl-C{}{} ends it",
+                                       sh.opt.live.iface, live_filter(sh.opt.live),
+                                       sh.opt.live.duration_s > 0 ? ", --duration" : "",
+                                       sh.opt.live.count ? ", --count" : ""));
       r.probe = reader.probe();
       r.link_type = reader.link_type_name();
       r.link_description = reader.link_type_description();
@@ -332,6 +341,7 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
       r.stats = reader.read_all(bridge);
       r.probe.size = reader.probe().size;  // a stream's: what was read
       if (r.read_path != in.path) r.probe.stream = true;
+      if (in.live && r.read_path.empty()) r.read_path = in.path;
       analyzer.finish();
       r.commands_seen = filtered.seen();
       r.commands_kept = filtered.kept();
@@ -452,14 +462,16 @@ std::vector<Input> expand_inputs(const std::vector<std::string>& args) {
 }
 
 int run_pipeline(const PipelineOptions& opt) {
-  const std::vector<Input> inputs = expand_inputs(opt.inputs);
+  const std::vector<Input> inputs = opt.live.iface.empty()
+                                        ? expand_inputs(opt.inputs)
+                                        : std::vector<Input>{{"live:" + opt.live.iface, "", true}};
   if (std::any_of(inputs.begin(), inputs.end(),
-                  [](const Input& in) { return in.error.empty() && is_stream(in.path); }))
+                  [](const Input& in) { return in.error.empty() && (in.live || is_stream(in.path)); }))
     end_streams_on_signal();
   uint64_t total_bytes = 0;
   for (const Input& in : inputs) {
     std::error_code ec;
-    if (in.error.empty()) total_bytes += fs::file_size(in.path, ec) * !ec;
+    if (in.error.empty() && !in.live) total_bytes += fs::file_size(in.path, ec) * !ec;
   }
   Console console(opt.quiet, total_bytes, inputs.size());
 

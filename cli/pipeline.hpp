@@ -39,6 +39,7 @@ struct PipelineOptions {
   std::string findings_csv;  // Format::csv: the findings' CSV file, when asked for
   std::string junit;         // --junit: the JUnit XML file, when asked for
   CommandFilter filter;      // --lun, --op, ...: the commands the reports cover
+  LiveCapture live;          // -i: a live capture instead of inputs (live.iface set)
 };
 
 // Runs the whole pipeline; messages go to stderr. Returns the exit code.
@@ -51,6 +52,7 @@ int run_pipeline(const PipelineOptions&);
 struct Input {
   std::string path;
   std::string error;  // set: unusable before it is even opened
+  bool live = false;  // the live capture (-i); path: "live:IFACE"
 };
 std::vector<Input> expand_inputs(const std::vector<std::string>& args);
 

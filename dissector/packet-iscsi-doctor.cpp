@@ -354,7 +354,8 @@ void feed_frame(packet_info* pinfo, proto_tree* tree) {
     const gint off = tcp->start + 20;
     if (tvb_bytes_exist(tcp->ds_tvb, off, s.options_len)) {
       Segment opts;
-      read_tcp_options(std::span<const uint8_t>(tvb_get_ptr(tcp->ds_tvb, off, s.options_len), s.options_len), opts);
+      read_tcp_options(std::span<const uint8_t>(tvb_get_ptr(tcp->ds_tvb, off, s.options_len), s.options_len),
+                       opts);
       s.sack_left = opts.sack_left;
       s.sack_right = opts.sack_right;
     }

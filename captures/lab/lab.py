@@ -559,9 +559,22 @@ class Lab:
                                  stdout=subprocess.DEVNULL, stderr=errf, start_new_session=True)
             self.procs.append(("tcpdump-" + v, p))
             caps.append((v, path, p, errpath))
+        # ISD_LAB_LIVE_DOCTOR=iscsi-doctor: it also captures live at the initiator (-i, -w, JSON report
+        # to <name>--initiator.live.pcap / .live.json), stopped with the tcpdumps (tests/captures).
+        doctor = os.environ.get("ISD_LAB_LIVE_DOCTOR")
+        if doctor and "initiator" in self.sc["vantages"]:
+            base = os.path.join(outdir, "%s--initiator.live" % self.sc["name"])
+            errpath = os.path.join(self.work, "live-doctor.log")
+            errf = open(errpath, "w")
+            self.log_files.append(errf)
+            p = subprocess.Popen(self.nsexec(self.ns_i) + [doctor, "-i", "lab0", "-w", base + ".pcap", "--format", "json",
+                                                         "-o", base + ".json"],
+                                 stdout=subprocess.DEVNULL, stderr=errf, start_new_session=True)
+            self.procs.append(("live-doctor", p))
+            caps.append(("live", base + ".pcap", p, errpath))
         deadline = time.time() + 10
         for v, path, p, errpath in caps:
-            while "listening on" not in open(errpath).read():
+            while ("capturing on" if v == "live" else "listening on") not in open(errpath).read():
                 if time.time() > deadline or p.poll() is not None:
                     raise RuntimeError("tcpdump (%s) did not start: %s" % (v, open(errpath).read()))
                 time.sleep(0.05)
@@ -818,6 +831,8 @@ def run_scenario(name, outdir, build, workroot=None):
             log("  " + line)
     out = []
     for v, path, p, err in caps:
+        if v == "live":
+            continue
         if sc["starts_mid_session"] and not sc["capture_joins"]:
             cut_login(path, work)
         out.append((v, path))

@@ -52,8 +52,10 @@ def doctor_binary():
     return binary
 
 
-def test_live_scenario(tmp_path):
+def test_live_scenario(tmp_path, monkeypatch):
     binary = doctor_binary()  # before the lab runs: no point in a minute of lab without it
+    # iscsi-doctor -i also captures at the initiator, beside tcpdump (lab.py: ISD_LAB_LIVE_DOCTOR)
+    monkeypatch.setenv("ISD_LAB_LIVE_DOCTOR", os.path.abspath(binary))
     ok, why = live_lab_available()
     if not ok:
         unavailable(why or "live lab unavailable")
@@ -75,8 +77,38 @@ def test_live_scenario(tmp_path):
         assert vantage in entries, f"{p.name}: no manifest entry for vantage {vantage}"
         check_verdicts(binary, p, entries[vantage],
                        min_fraction=LIVE_MIDPATH_MIN_FRACTION if vantage == "midpath" else None)
+    check_live_capture(binary, tmp_path, paths[0], entries["initiator"])
     # nothing left behind
     assert set(_netns()) <= before, "the lab left network namespaces behind"
+
+
+def check_live_capture(binary, outdir, tcpdump_path, entry):
+    """iscsi-doctor -i lab0 -w F (stopped with Ctrl-C, as tcpdump is) reports what it reports on F,
+    reaches the manifest's verdicts, and gives each command the round trips and findings it gives
+    on tcpdump's capture at the same point (the same packets; latencies to the microsecond
+    tcpdump's file keeps)."""
+    pcap, report = outdir / (LIVE_SCENARIO + "--initiator.live.pcap"), outdir / (LIVE_SCENARIO + "--initiator.live.json")
+    assert report.exists() and pcap.exists(), sorted(p.name for p in outdir.iterdir())
+    live = json.loads(report.read_text())
+    assert live["captures"][0]["path"] == "live:lab0"
+    assert any("captured live" in n["message"] for n in live["notices"]), live["notices"]
+    assert not any("dropped" in n["message"] for n in live["notices"]), live["notices"]
+
+    def analysed(path):
+        out = subprocess.run([binary, "--format", "json", str(path)], capture_output=True, text=True, timeout=120)
+        assert out.returncode in (0, 1), out.stderr
+        return json.loads(out.stdout)
+    written = analysed(pcap)
+    assert live["commands"] == written["commands"]
+    assert live["findings"] == written["findings"]
+    check_verdicts(binary, pcap, entry)
+    dumped = analysed(tcpdump_path)
+    def verdicts(doc):
+        return [(c["itt"], c["round_trips"], c["findings"]) for c in doc["commands"]]
+    assert verdicts(live) == verdicts(dumped)
+    for a, b in zip(live["commands"], dumped["commands"]):
+        if a["latency_ms"] is not None:
+            assert abs(a["latency_ms"] - b["latency_ms"]) < 0.002, (a["itt"], a["latency_ms"], b["latency_ms"])
 
 
 def vantage_of(path):

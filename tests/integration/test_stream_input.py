@@ -2,7 +2,7 @@
 """Captures read as streams: `-` (standard input), a FIFO, /dev/stdin, gzip or not, pcap or
 pcapng. A stream gives the same analysis as the file it carries; what differs is only what a stream
 cannot have (its name, its size on disk). Ctrl-C ends a stream with the report of what came before.
-Also the tshark habits: -r FILE, and -i with the tcpdump pipe to use instead.
+Also the tshark habits: -r FILE, and -i IFACE's usage.
 """
 import gzip
 import json
@@ -133,7 +133,28 @@ def test_stdin_named_twice_and_no_input():
     assert out.returncode == 2 and "no capture given" in out.stderr.decode()
 
 
-def test_live_option_points_to_the_pipe():
-    out = run(["-i", "eth0"])
+def test_live_capture_usage():
+    """-i captures live (tests/captures/test_lab_live.py runs it on the lab's traffic); its usage
+    errors say what to do."""
+    out = run(["-i", "nosuch0", "--format", "json"])
     assert out.returncode == 2
-    assert "tcpdump -i eth0 -U -s 0 -w - 'tcp port 3260' | iscsi-doctor -" in out.stderr.decode()
+    assert json.loads(out.stdout)["captures"][0]["error"].startswith("-i nosuch0: cannot capture")
+    out = run(["-i", "lo", str(GZ)])
+    assert out.returncode == 2 and "name no capture file" in out.stderr.decode()
+    out = run(["--count", "3", str(GZ)])
+    assert out.returncode == 2 and "--count requires --interface" in out.stderr.decode()
+    out = run(["-i", "lo", "--html", os.devnull])
+    assert out.returncode == 2 and "keep it with -w FILE" in out.stderr.decode()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a live capture needs root (or CAP_NET_RAW)")
+def test_live_capture_ends_after_its_duration(tmp_path):
+    t0 = time.time()
+    out = run(["-i", "lo", "--duration", "0.5", "-w", str(tmp_path / "lo.pcap"), "--format", "json"])
+    assert time.time() - t0 < 10
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert r["captures"][0]["path"] == "live:lo"
+    assert any("captured live in" in n["message"] for n in r["notices"]), r["notices"]
+    assert "capturing on lo" in out.stderr.decode()
+    assert (tmp_path / "lo.pcap").read_bytes()[:4] in (b"\x4d\x3c\xb2\xa1", b"\xd4\xc3\xb2\xa1")

@@ -85,8 +85,9 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   // now (an ACK recorded before the bound rose would understate its window). Data sent past that
   // edge before this segment proves it was not in force: no receive-window stall is proven.
   const tcp::AckRecord* before = i > 0 ? &f.acks[i - 1] : nullptr;
-  const uint64_t window =
-      !before ? 0 : f.peer_wscale_known ? before->window : uint64_t(before->raw_window) << f.peer_wscale_min;
+  const uint64_t window = !before               ? 0
+                          : f.peer_wscale_known ? before->window
+                                                : uint64_t(before->raw_window) << f.peer_wscale_min;
   if (before && f.unwrap(seg.seq) <= before->ack + window &&
       f.max_end + std::max<uint64_t>(f.effective_mss(), window / rules::rwnd_edge_window_divisor) >
           before->ack + window)

@@ -81,7 +81,8 @@ void Connection::settle_resends(const Segment& seg, int dir, bool all) {
       settled = ack >= p->end;
       // (jitter only delays: sooner than the receiver's round trip, less the timing noise, it
       // cannot answer the resend)
-      if (settled && rtt_ns(dir) > 0 && seg.time_ns - p->t + rules::ns(rules::release_tolerance_ms) < rtt_ns(dir)) {
+      if (settled && rtt_ns(dir) > 0 &&
+          seg.time_ns - p->t + rules::ns(rules::release_tolerance_ms) < rtt_ns(dir)) {
         spurious_resend(p->frame, true);
         p = pending_resends_.erase(p);
         continue;
