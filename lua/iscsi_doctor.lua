@@ -977,15 +977,19 @@ end
 local PduStream = {}
 PduStream.__index = PduStream
 
+-- The last RECENT segment starts (stream offset, frame, time), in a ring: no table per segment.
+local RECENT = 64
+
 function PduStream.new(from_initiator)
   return setmetatable({ framer = Framer.new(from_initiator), events = {}, open = false,
-                        recent = {}, abs = 0, cur_frame = 0, cur_t = 0 }, PduStream)
+                        r_abs = {}, r_frame = {}, r_t = {}, r_count = 0, abs = 0, cur_frame = 0, cur_t = 0 },
+                      PduStream)
 end
 
 function PduStream:remember(abs, frame, t)
-  local r = self.recent
-  r[#r + 1] = { abs = abs, frame = frame, t = t }
-  if #r > 64 then table.remove(r, 1) end
+  local k = self.r_count % RECENT + 1
+  self.r_count = self.r_count + 1
+  self.r_abs[k], self.r_frame[k], self.r_t[k] = abs, frame, t
 end
 
 function PduStream:locate(off, ev)
@@ -994,10 +998,12 @@ function PduStream:locate(off, ev)
     ev.first_frame, ev.first_t = self.cur_frame, self.cur_t
     return
   end
-  local r = self.recent
-  for k = #r, 1, -1 do
-    if r[k].abs <= off then
-      ev.first_frame, ev.first_t = r[k].frame, r[k].t
+  -- newest first
+  local n, ra = self.r_count, self.r_abs
+  for i = n, max(n - RECENT + 1, 1), -1 do
+    local k = (i - 1) % RECENT + 1
+    if ra[k] <= off then
+      ev.first_frame, ev.first_t = self.r_frame[k], self.r_t[k]
       return
     end
   end
@@ -1336,16 +1342,15 @@ end
 function Flow:trim_acked(t, frame)
   local ack = self.una
   local u = self.unacked
-  local function take(r)
-    if r.h and r.h >= 0 then self.acked_h, self.acked_cmd = r.h, r.cmd end
-  end
   while self.ua_head <= self.ua_tail and u[self.ua_head].e <= ack do
-    take(u[self.ua_head])
-    self.acked_data_t, self.acked_data_frame = u[self.ua_head].t, u[self.ua_head].frame
+    local r = u[self.ua_head]
+    if r.h and r.h >= 0 then self.acked_h, self.acked_cmd = r.h, r.cmd end
+    self.acked_data_t, self.acked_data_frame = r.t, r.frame
     u[self.ua_head] = nil
     self.ua_head = self.ua_head + 1
   end
-  if self.ua_head <= self.ua_tail and u[self.ua_head].s < ack then take(u[self.ua_head]) end
+  local r = self.ua_head <= self.ua_tail and u[self.ua_head]
+  if r and r.s < ack and r.h and r.h >= 0 then self.acked_h, self.acked_cmd = r.h, r.cmd end
   local s = self.last_small
   if self.has_small and not s.acked and ack >= s.e then
     s.acked = true
@@ -2034,13 +2039,14 @@ function Connection:handle_payload(seg, dir)
   local bytes = seg.payload
   local wire_rest = len - skip
   if skip < #bytes then bytes = bytes:sub(skip + 1) else bytes = "" end
-  local rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = 0, small = f:is_small(len) }
+  local small = f:is_small(len)
   self.seg_h, self.seg_cmd, self.seg_itt = -1, 0, 0
   self:deliver(dir, bytes, wire_rest, seg)
-  rec.owner = self.current_slot[dir] and self.current_slot[dir].slot or 0
-  -- and which command held that slot then: a slot is reused once its command is released
-  rec.owner_cmd = self.current_slot[dir] and self.current_slot[dir].first_frame or 0
-  rec.h, rec.cmd, rec.itt = self.seg_h, self.seg_cmd, self.seg_itt
+  local cur = self.current_slot[dir]
+  -- owner_cmd: which command held the slot then (a slot is reused once its command is released).
+  -- (One constructor: the record's table is sized once.)
+  local rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = cur and cur.slot or 0, small = small,
+                owner_cmd = cur and cur.first_frame or 0, h = self.seg_h, cmd = self.seg_cmd, itt = self.seg_itt }
   f:push_unacked(rec)
   if f.una_known and f.una >= e then f:trim_acked(f.unseen_t, f.unseen_frame) end  -- its ACK came first
   if rec.small then
@@ -2126,19 +2132,25 @@ end
 -- The critical path (engine/src/session/critical_path.cpp; docs/rules.md "The critical path"):
 -- each segment carrying bytes of a command is an event of it ("touch" here).
 
+-- A verdict already given (read only): framing found late (a stream joined mid-session is framed
+-- once the next header confirms it) places a PDU carried by earlier segments at those segments,
+-- with no hold judged.
+local NO_HOLD = { held = false, reported = true }
+-- The verdict of a segment not judged yet (read only: analyse_touch makes the segment's own).
+local NOT_JUDGED = { held = false, reported = false }
+
 function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
-  local touches = {}
-  -- Framing found late (a stream joined mid-session is framed once the next header confirms it):
-  -- a PDU carried by earlier segments is placed at those segments, with no hold judged.
-  local none = { held = false, reported = true }
+  -- Touches (slot, role, response): the first in locals (the usual one), more in lists.
+  local n, s1, r1, p1, t_slot, t_role, t_resp = 0, nil, nil, nil, nil, nil, nil
+  local none = NO_HOLD
   -- Touches name slots, as in the engine: a slot released and taken again by a command started
   -- in this segment is that command's.
   if began_mid and self.slots[mid_slot] then
     local e = events[1]
     if e and e.type == "end" and e.last_frame and e.last_frame ~= 0 and e.last_frame ~= seg.frame then
-      self:analyse_touch(dir, { frame = e.last_frame, t = e.last_t }, { slot = mid_slot, role = "cont" }, none)
+      self:analyse_touch(dir, { frame = e.last_frame, t = e.last_t }, mid_slot, "cont", nil, none)
     else
-      touches[1] = { slot = mid_slot, role = "cont" }
+      n, s1, r1 = 1, mid_slot, "cont"
     end
   end
   for k, ev in ipairs(events) do
@@ -2147,22 +2159,30 @@ function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
       self.current_slot[dir] = c
       local response = ev.bhs.opcode == OP.ScsiResponse
       if c and role ~= "start" and ev.first_frame and ev.first_frame ~= 0 and ev.first_frame ~= seg.frame then
-        self:analyse_touch(dir, { frame = ev.first_frame, t = ev.first_t }, { slot = c.slot, role = role, response = response }, none)
+        self:analyse_touch(dir, { frame = ev.first_frame, t = ev.first_t }, c.slot, role, response, none)
         local e = events[k + 1]
         if e and e.type == "end" and e.last_frame and e.last_frame ~= 0 and e.last_t > ev.first_t then
-          self:analyse_touch(dir, { frame = e.last_frame, t = e.last_t }, { slot = c.slot, role = "cont", response = response }, none)
+          self:analyse_touch(dir, { frame = e.last_frame, t = e.last_t }, c.slot, "cont", response, none)
         end
-      elseif c and #touches < 8 and role ~= "start" then
-        local dup = false
-        for _, t in ipairs(touches) do if t.slot == c.slot then dup = true end end
+      elseif c and n < 8 and role ~= "start" then
+        local dup = n >= 1 and s1 == c.slot
+        for i = 2, n do if t_slot[i] == c.slot then dup = true end end
         if not dup then
-          touches[#touches + 1] = { slot = c.slot, role = role, response = ev.bhs.opcode == OP.ScsiResponse }
+          n = n + 1
+          if n == 1 then
+            s1, r1, p1 = c.slot, role, ev.bhs.opcode == OP.ScsiResponse
+          else
+            if n == 2 then t_slot, t_role, t_resp = {}, {}, {} end
+            t_slot[n], t_role[n], t_resp[n] = c.slot, role, ev.bhs.opcode == OP.ScsiResponse
+          end
         end
       end
     end
   end
-  local verdict = { held = false, reported = false }
-  for _, t in ipairs(touches) do self:analyse_touch(dir, seg, t, verdict) end
+  -- The first touch judging a hold gives the segment its verdict; the others share it.
+  local verdict = NOT_JUDGED
+  if n >= 1 then verdict = self:analyse_touch(dir, seg, s1, r1, p1, verdict) end
+  for i = 2, n do verdict = self:analyse_touch(dir, seg, t_slot[i], t_role[i], t_resp[i], verdict) end
   for _, ev in ipairs(events) do
     if ev.type == "end" then self:on_pdu_end(dir, seg, ev) end
   end
@@ -2254,15 +2274,16 @@ function Connection:touch_for_start(dir, ev, seg)
   return c, role
 end
 
-function Connection:analyse_touch(dir, seg, t, verdict)
-  local c = self.slots[t.slot]
-  if not c then return end
+-- Returns the verdict, the segment's own once a hold was judged (see NOT_JUDGED).
+function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
+  local c = self.slots[slot]
+  if not c then return verdict end
   local now = seg.t
   local rtt_side = self:rtt_ns(dir)
   local ready
-  if t.role == "cont" then
+  if role == "cont" then
     ready = c.has_seg[dir] and c.last_seg_t[dir] or c.last_event_t
-  elseif t.role == "solicited" then
+  elseif role == "solicited" then
     ready = c.last_r2t_t + rtt_side
   else
     ready = c.needed_t + rtt_side
@@ -2271,8 +2292,8 @@ function Connection:analyse_touch(dir, seg, t, verdict)
   local crossing = min(max(ready - c.last_event_t, 0), interval)
   local rest = interval - crossing
   local bd = c.breakdown
-  local reply = t.role == "reply"
-  local solicited = t.role == "solicited"
+  local reply = role == "reply"
+  local solicited = role == "solicited"
   -- Half trips: a reply or solicited data is one crossing after what it answers; a hold found
   -- below adds the peer's ACK crossing and this segment's own on top of that.
   if reply then c.h_target = max(c.h_target, c.h_initiator + 1) end
@@ -2291,6 +2312,7 @@ function Connection:analyse_touch(dir, seg, t, verdict)
   if rest > wait_min then
     if not verdict.reported then
       local v = self:classify_hold(dir, seg, ready)
+      if verdict == NOT_JUDGED then verdict = { held = false, reported = false } end
       for k, val in pairs(v) do verdict[k] = val end
       verdict.reported = true
       if verdict.held then
@@ -2346,7 +2368,7 @@ function Connection:analyse_touch(dir, seg, t, verdict)
   if rest > 0 then
     if dir == T2I and (reply or rest > wait_min) then bd.think = bd.think + ms(rest)
     elseif solicited then bd.r2t = bd.r2t + ms(rest)
-    elseif t.response then bd.response = bd.response + ms(rest)
+    elseif response then bd.response = bd.response + ms(rest)
     elseif dir == I2T then bd.request = bd.request + ms(rest)
     elseif c.has_seg[T2I] then bd.data = bd.data + ms(rest)
     else bd.request = bd.request + ms(rest) end
@@ -2358,19 +2380,20 @@ function Connection:analyse_touch(dir, seg, t, verdict)
   c.last_event_t = max(c.last_event_t, now)
   c.last_seg_t[dir] = now
   c.has_seg[dir] = true
+  return verdict
 end
 
 -- The reply was framed before (or while) its command was: its time still counts on the critical
 -- path, but no hold can be judged on a timeline that has moved on.
 function Connection:touch_late_reply(c, seg, ev)
-  local none = { held = false, reported = true }
+  local none = NO_HOLD
   local response = ev.bhs.opcode == OP.ScsiResponse
   local first, last = seg, seg
   if ev.first_frame and ev.first_frame ~= 0 then first = { frame = ev.first_frame, t = ev.first_t } end
   if ev.last_frame and ev.last_frame ~= 0 then last = { frame = ev.last_frame, t = ev.last_t } end
-  self:analyse_touch(T2I, first, { slot = c.slot, role = c.has_seg[T2I] and "cont" or "reply", response = response }, none)
+  self:analyse_touch(T2I, first, c.slot, c.has_seg[T2I] and "cont" or "reply", response, none)
   if last.t > first.t then
-    self:analyse_touch(T2I, last, { slot = c.slot, role = "cont", response = response }, none)
+    self:analyse_touch(T2I, last, c.slot, "cont", response, none)
   end
 end
 
@@ -3039,9 +3062,23 @@ end
 for _, n in ipairs({ "frame.time_epoch", "ip.src", "ip.dst", "ipv6.src", "ipv6.dst", "tcp.srcport",
   "tcp.dstport", "tcp.seq_raw", "tcp.ack_raw", "tcp.flags", "tcp.window_size_value",
   "tcp.options.mss_val", "tcp.options.wscale.shift", "tcp.len", "tcp.hdr_len", "tcp.payload",
-  "tcp.segment_data", "tcp.options.sack" }) do
+  "tcp.options.sack" }) do
   fld(n)
 end
+-- The extractors as upvalues (a field this Wireshark lacks reads as absent).
+local function absent() return nil end
+local function fx(name) return F[name] or absent end
+local f_time, f_ip_src, f_ip_dst, f_ip6_src, f_ip6_dst = fx("frame.time_epoch"), fx("ip.src"), fx("ip.dst"),
+  fx("ipv6.src"), fx("ipv6.dst")
+local f_srcport, f_dstport, f_seq, f_ack, f_flags = fx("tcp.srcport"), fx("tcp.dstport"), fx("tcp.seq_raw"),
+  fx("tcp.ack_raw"), fx("tcp.flags")
+local f_window, f_mss, f_wscale, f_len, f_hdr_len, f_payload = fx("tcp.window_size_value"),
+  fx("tcp.options.mss_val"), fx("tcp.options.wscale.shift"), fx("tcp.len"), fx("tcp.hdr_len"), fx("tcp.payload")
+local f_sack = fx("tcp.options.sack")
+
+-- Per-packet garbage (segments, payload copies, field userdata) dies young: Lua 5.4's generational
+-- collector frees it without re-marking the whole heap each cycle (half the plugin's time on 4.4).
+if _VERSION >= "Lua 5.4" then pcall(collectgarbage, "generational") end
 
 local state = nil
 local base_secs = nil
@@ -3060,12 +3097,14 @@ function proto.init()
   base_secs = nil
 end
 
-local function first(name)
-  local f = F[name]
-  if not f then return nil end
-  local v = f()
-  return v
-end
+local function range_raw(fi) return fi.range:raw() end
+local function unhex(h) return string.char(tonumber(h, 16)) end
+
+-- One segment table, refilled for every frame: the core keeps copies of a segment, never the
+-- table itself (less garbage per packet). Every key is set each time.
+local seg = { frame = 0, t = 0, src = "", dst = "", sport = 0, dport = 0, seq = 0, ack = 0, flags = 0,
+              window = 0, mss = 0, wscale = -1, options_len = 0, payload = "", wire_len = 0,
+              sack_left = 0, sack_right = 0 }
 
 -- The first SACK block as on the wire (the option's bytes: Wireshark's edge fields are relative).
 local function sack_edges(fi)
@@ -3073,44 +3112,55 @@ local function sack_edges(fi)
   return r:range(2, 4):uint(), r:range(6, 4):uint()
 end
 
-local function feed_frame(pinfo)
-  local len_fi = first("tcp.len")
+-- te: frame.time_epoch's FieldInfo when the caller has it already.
+local function feed_frame(pinfo, te)
+  local len_fi = f_len()
   if not len_fi then return end
-  local srcport, dstport = first("tcp.srcport"), first("tcp.dstport")
-  local seq, ack = first("tcp.seq_raw"), first("tcp.ack_raw")
-  local flags = first("tcp.flags")
+  local srcport, dstport = f_srcport(), f_dstport()
+  local seq, ack = f_seq(), f_ack()
+  local flags = f_flags()
   if not (srcport and dstport and seq and flags) then return end
-  local src, dst = first("ip.src"), first("ip.dst")
-  if not src then src, dst = first("ipv6.src"), first("ipv6.dst") end
+  local src, dst = f_ip_src(), f_ip_dst()
+  if not src then src, dst = f_ip6_src(), f_ip6_dst() end
   if not src or not dst then return end
-  local te = first("frame.time_epoch").value
+  te = (te or f_time()).value
   if not base_secs then base_secs = te.secs end
   local t = (te.secs - base_secs) * 1e9 + te.nsecs
   local payload = ""
   local wire_len = len_fi.value
+  local options_len = 0
   if wire_len > 0 then
-    local pl = first("tcp.payload")
+    local pl = f_payload()
     if pl then
-      local ok, raw = pcall(function() return pl.range:raw() end)
-      if ok and raw then payload = raw else payload = tostring(pl.value):gsub("%x%x", function(h) return string.char(tonumber(h, 16)) end) end
+      local ok, raw = pcall(range_raw, pl)
+      if ok and raw then payload = raw else payload = tostring(pl.value):gsub("%x%x", unhex) end
     end
+    -- Options matter on data segments only (the MSS less them), as do MSS and scale on SYNs.
+    local hl = f_hdr_len()
+    options_len = hl and max(0, hl.value - 20) or 0
   end
-  local mss, ws = first("tcp.options.mss_val"), first("tcp.options.wscale.shift")
-  local hl = first("tcp.hdr_len")
-  local options_len = hl and max(0, hl.value - 20) or 0
+  local fl = flags.value % 256
+  local mss, ws = 0, -1
+  if fl % 4 >= 2 then
+    local m, w = f_mss(), f_wscale()
+    mss, ws = m and m.value or 0, w and w.value or -1
+  end
   local sp, dp = srcport.value, dstport.value
+  local win = f_window()
+  seg.frame, seg.t = pinfo.number, t
+  seg.src, seg.dst = tostring(src.value) .. ":" .. sp, tostring(dst.value) .. ":" .. dp
+  seg.sport, seg.dport, seg.seq, seg.ack, seg.flags = sp, dp, seq.value, ack and ack.value or 0, fl
+  seg.window = win and win.value or 0
+  seg.mss, seg.wscale, seg.options_len = mss, ws, options_len
+  seg.payload, seg.wire_len = payload, wire_len
   local sl, sr = 0, 0
-  local sk = first("tcp.options.sack")
+  local sk = f_sack()
   if sk and sk.len >= 10 then
     local ok, l, r = pcall(sack_edges, sk)
     if ok then sl, sr = l, r end
   end
-  state:feed({ frame = pinfo.number, t = t, src = tostring(src.value) .. ":" .. sp,
-    dst = tostring(dst.value) .. ":" .. dp, sport = sp, dport = dp, seq = seq.value,
-    ack = ack and ack.value or 0, flags = flags.value % 256,
-    window = (first("tcp.window_size_value") or { value = 0 }).value,
-    mss = mss and mss.value or 0, wscale = ws and ws.value or -1, options_len = options_len,
-    payload = payload, wire_len = wire_len, sack_left = sl, sack_right = sr })
+  seg.sack_left, seg.sack_right = sl, sr
+  state:feed(seg)
 end
 
 -- A decimal string (the core keeps 64-bit LBAs exact as text) as a UInt64.
@@ -3202,11 +3252,15 @@ function proto.dissector(tvb, pinfo, tree)
   local findings, cmds
   -- tshark -2 without -R/-Y runs its first pass without a tree (no field values): then the
   -- second pass is the one that analyses.
-  if not pinfo.visited and first("frame.time_epoch") then state.first_pass_seen = true end
+  local te
+  if not pinfo.visited then
+    te = f_time()
+    if te then state.first_pass_seen = true end
+  end
   if not pinfo.visited or not state.first_pass_seen then
     -- The pass that builds the state, once, in frame order; a frame shows what it decided, and
     -- the evidence_frame/status_frame fields say where (the evidence may be earlier).
-    if n > state.last_frame then feed_frame(pinfo) end
+    if n > state.last_frame then feed_frame(pinfo, te) end
     findings, cmds = state.by_decision[n], state.cmd_by_decision[n]
   else
     state:finish()  -- the first pass is over: results on their evidence and status frames
@@ -3222,7 +3276,9 @@ end
 register_postdissector(proto)
 
 -- End of a tshark run: finish (serialized queue, open commands) and print the report if asked.
-local tap = Listener.new("frame", nil)
+-- Only draw is used, which every listener gets at the end: the "expert" tap, queued for the few
+-- frames with expert info, costs less than "frame" (queued for every frame).
+local tap = Listener.new("expert", nil)
 function tap.draw()
   if not state then return end
   state:finish()

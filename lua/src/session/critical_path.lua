@@ -2,19 +2,25 @@
 -- The critical path (engine/src/session/critical_path.cpp; docs/rules.md "The critical path"):
 -- each segment carrying bytes of a command is an event of it ("touch" here).
 
+-- A verdict already given (read only): framing found late (a stream joined mid-session is framed
+-- once the next header confirms it) places a PDU carried by earlier segments at those segments,
+-- with no hold judged.
+local NO_HOLD = { held = false, reported = true }
+-- The verdict of a segment not judged yet (read only: analyse_touch makes the segment's own).
+local NOT_JUDGED = { held = false, reported = false }
+
 function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
-  local touches = {}
-  -- Framing found late (a stream joined mid-session is framed once the next header confirms it):
-  -- a PDU carried by earlier segments is placed at those segments, with no hold judged.
-  local none = { held = false, reported = true }
+  -- Touches (slot, role, response): the first in locals (the usual one), more in lists.
+  local n, s1, r1, p1, t_slot, t_role, t_resp = 0, nil, nil, nil, nil, nil, nil
+  local none = NO_HOLD
   -- Touches name slots, as in the engine: a slot released and taken again by a command started
   -- in this segment is that command's.
   if began_mid and self.slots[mid_slot] then
     local e = events[1]
     if e and e.type == "end" and e.last_frame and e.last_frame ~= 0 and e.last_frame ~= seg.frame then
-      self:analyse_touch(dir, { frame = e.last_frame, t = e.last_t }, { slot = mid_slot, role = "cont" }, none)
+      self:analyse_touch(dir, { frame = e.last_frame, t = e.last_t }, mid_slot, "cont", nil, none)
     else
-      touches[1] = { slot = mid_slot, role = "cont" }
+      n, s1, r1 = 1, mid_slot, "cont"
     end
   end
   for k, ev in ipairs(events) do
@@ -23,22 +29,30 @@ function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
       self.current_slot[dir] = c
       local response = ev.bhs.opcode == OP.ScsiResponse
       if c and role ~= "start" and ev.first_frame and ev.first_frame ~= 0 and ev.first_frame ~= seg.frame then
-        self:analyse_touch(dir, { frame = ev.first_frame, t = ev.first_t }, { slot = c.slot, role = role, response = response }, none)
+        self:analyse_touch(dir, { frame = ev.first_frame, t = ev.first_t }, c.slot, role, response, none)
         local e = events[k + 1]
         if e and e.type == "end" and e.last_frame and e.last_frame ~= 0 and e.last_t > ev.first_t then
-          self:analyse_touch(dir, { frame = e.last_frame, t = e.last_t }, { slot = c.slot, role = "cont", response = response }, none)
+          self:analyse_touch(dir, { frame = e.last_frame, t = e.last_t }, c.slot, "cont", response, none)
         end
-      elseif c and #touches < 8 and role ~= "start" then
-        local dup = false
-        for _, t in ipairs(touches) do if t.slot == c.slot then dup = true end end
+      elseif c and n < 8 and role ~= "start" then
+        local dup = n >= 1 and s1 == c.slot
+        for i = 2, n do if t_slot[i] == c.slot then dup = true end end
         if not dup then
-          touches[#touches + 1] = { slot = c.slot, role = role, response = ev.bhs.opcode == OP.ScsiResponse }
+          n = n + 1
+          if n == 1 then
+            s1, r1, p1 = c.slot, role, ev.bhs.opcode == OP.ScsiResponse
+          else
+            if n == 2 then t_slot, t_role, t_resp = {}, {}, {} end
+            t_slot[n], t_role[n], t_resp[n] = c.slot, role, ev.bhs.opcode == OP.ScsiResponse
+          end
         end
       end
     end
   end
-  local verdict = { held = false, reported = false }
-  for _, t in ipairs(touches) do self:analyse_touch(dir, seg, t, verdict) end
+  -- The first touch judging a hold gives the segment its verdict; the others share it.
+  local verdict = NOT_JUDGED
+  if n >= 1 then verdict = self:analyse_touch(dir, seg, s1, r1, p1, verdict) end
+  for i = 2, n do verdict = self:analyse_touch(dir, seg, t_slot[i], t_role[i], t_resp[i], verdict) end
   for _, ev in ipairs(events) do
     if ev.type == "end" then self:on_pdu_end(dir, seg, ev) end
   end
@@ -130,15 +144,16 @@ function Connection:touch_for_start(dir, ev, seg)
   return c, role
 end
 
-function Connection:analyse_touch(dir, seg, t, verdict)
-  local c = self.slots[t.slot]
-  if not c then return end
+-- Returns the verdict, the segment's own once a hold was judged (see NOT_JUDGED).
+function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
+  local c = self.slots[slot]
+  if not c then return verdict end
   local now = seg.t
   local rtt_side = self:rtt_ns(dir)
   local ready
-  if t.role == "cont" then
+  if role == "cont" then
     ready = c.has_seg[dir] and c.last_seg_t[dir] or c.last_event_t
-  elseif t.role == "solicited" then
+  elseif role == "solicited" then
     ready = c.last_r2t_t + rtt_side
   else
     ready = c.needed_t + rtt_side
@@ -147,8 +162,8 @@ function Connection:analyse_touch(dir, seg, t, verdict)
   local crossing = min(max(ready - c.last_event_t, 0), interval)
   local rest = interval - crossing
   local bd = c.breakdown
-  local reply = t.role == "reply"
-  local solicited = t.role == "solicited"
+  local reply = role == "reply"
+  local solicited = role == "solicited"
   -- Half trips: a reply or solicited data is one crossing after what it answers; a hold found
   -- below adds the peer's ACK crossing and this segment's own on top of that.
   if reply then c.h_target = max(c.h_target, c.h_initiator + 1) end
@@ -167,6 +182,7 @@ function Connection:analyse_touch(dir, seg, t, verdict)
   if rest > wait_min then
     if not verdict.reported then
       local v = self:classify_hold(dir, seg, ready)
+      if verdict == NOT_JUDGED then verdict = { held = false, reported = false } end
       for k, val in pairs(v) do verdict[k] = val end
       verdict.reported = true
       if verdict.held then
@@ -222,7 +238,7 @@ function Connection:analyse_touch(dir, seg, t, verdict)
   if rest > 0 then
     if dir == T2I and (reply or rest > wait_min) then bd.think = bd.think + ms(rest)
     elseif solicited then bd.r2t = bd.r2t + ms(rest)
-    elseif t.response then bd.response = bd.response + ms(rest)
+    elseif response then bd.response = bd.response + ms(rest)
     elseif dir == I2T then bd.request = bd.request + ms(rest)
     elseif c.has_seg[T2I] then bd.data = bd.data + ms(rest)
     else bd.request = bd.request + ms(rest) end
@@ -234,18 +250,19 @@ function Connection:analyse_touch(dir, seg, t, verdict)
   c.last_event_t = max(c.last_event_t, now)
   c.last_seg_t[dir] = now
   c.has_seg[dir] = true
+  return verdict
 end
 
 -- The reply was framed before (or while) its command was: its time still counts on the critical
 -- path, but no hold can be judged on a timeline that has moved on.
 function Connection:touch_late_reply(c, seg, ev)
-  local none = { held = false, reported = true }
+  local none = NO_HOLD
   local response = ev.bhs.opcode == OP.ScsiResponse
   local first, last = seg, seg
   if ev.first_frame and ev.first_frame ~= 0 then first = { frame = ev.first_frame, t = ev.first_t } end
   if ev.last_frame and ev.last_frame ~= 0 then last = { frame = ev.last_frame, t = ev.last_t } end
-  self:analyse_touch(T2I, first, { slot = c.slot, role = c.has_seg[T2I] and "cont" or "reply", response = response }, none)
+  self:analyse_touch(T2I, first, c.slot, c.has_seg[T2I] and "cont" or "reply", response, none)
   if last.t > first.t then
-    self:analyse_touch(T2I, last, { slot = c.slot, role = "cont", response = response }, none)
+    self:analyse_touch(T2I, last, c.slot, "cont", response, none)
   end
 end

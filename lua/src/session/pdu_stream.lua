@@ -5,15 +5,19 @@
 local PduStream = {}
 PduStream.__index = PduStream
 
+-- The last RECENT segment starts (stream offset, frame, time), in a ring: no table per segment.
+local RECENT = 64
+
 function PduStream.new(from_initiator)
   return setmetatable({ framer = Framer.new(from_initiator), events = {}, open = false,
-                        recent = {}, abs = 0, cur_frame = 0, cur_t = 0 }, PduStream)
+                        r_abs = {}, r_frame = {}, r_t = {}, r_count = 0, abs = 0, cur_frame = 0, cur_t = 0 },
+                      PduStream)
 end
 
 function PduStream:remember(abs, frame, t)
-  local r = self.recent
-  r[#r + 1] = { abs = abs, frame = frame, t = t }
-  if #r > 64 then table.remove(r, 1) end
+  local k = self.r_count % RECENT + 1
+  self.r_count = self.r_count + 1
+  self.r_abs[k], self.r_frame[k], self.r_t[k] = abs, frame, t
 end
 
 function PduStream:locate(off, ev)
@@ -22,10 +26,12 @@ function PduStream:locate(off, ev)
     ev.first_frame, ev.first_t = self.cur_frame, self.cur_t
     return
   end
-  local r = self.recent
-  for k = #r, 1, -1 do
-    if r[k].abs <= off then
-      ev.first_frame, ev.first_t = r[k].frame, r[k].t
+  -- newest first
+  local n, ra = self.r_count, self.r_abs
+  for i = n, max(n - RECENT + 1, 1), -1 do
+    local k = (i - 1) % RECENT + 1
+    if ra[k] <= off then
+      ev.first_frame, ev.first_t = self.r_frame[k], self.r_t[k]
       return
     end
   end

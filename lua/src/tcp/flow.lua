@@ -101,16 +101,15 @@ end
 function Flow:trim_acked(t, frame)
   local ack = self.una
   local u = self.unacked
-  local function take(r)
-    if r.h and r.h >= 0 then self.acked_h, self.acked_cmd = r.h, r.cmd end
-  end
   while self.ua_head <= self.ua_tail and u[self.ua_head].e <= ack do
-    take(u[self.ua_head])
-    self.acked_data_t, self.acked_data_frame = u[self.ua_head].t, u[self.ua_head].frame
+    local r = u[self.ua_head]
+    if r.h and r.h >= 0 then self.acked_h, self.acked_cmd = r.h, r.cmd end
+    self.acked_data_t, self.acked_data_frame = r.t, r.frame
     u[self.ua_head] = nil
     self.ua_head = self.ua_head + 1
   end
-  if self.ua_head <= self.ua_tail and u[self.ua_head].s < ack then take(u[self.ua_head]) end
+  local r = self.ua_head <= self.ua_tail and u[self.ua_head]
+  if r and r.s < ack and r.h and r.h >= 0 then self.acked_h, self.acked_cmd = r.h, r.cmd end
   local s = self.last_small
   if self.has_small and not s.acked and ack >= s.e then
     s.acked = true

@@ -180,13 +180,14 @@ function Connection:handle_payload(seg, dir)
   local bytes = seg.payload
   local wire_rest = len - skip
   if skip < #bytes then bytes = bytes:sub(skip + 1) else bytes = "" end
-  local rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = 0, small = f:is_small(len) }
+  local small = f:is_small(len)
   self.seg_h, self.seg_cmd, self.seg_itt = -1, 0, 0
   self:deliver(dir, bytes, wire_rest, seg)
-  rec.owner = self.current_slot[dir] and self.current_slot[dir].slot or 0
-  -- and which command held that slot then: a slot is reused once its command is released
-  rec.owner_cmd = self.current_slot[dir] and self.current_slot[dir].first_frame or 0
-  rec.h, rec.cmd, rec.itt = self.seg_h, self.seg_cmd, self.seg_itt
+  local cur = self.current_slot[dir]
+  -- owner_cmd: which command held the slot then (a slot is reused once its command is released).
+  -- (One constructor: the record's table is sized once.)
+  local rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = cur and cur.slot or 0, small = small,
+                owner_cmd = cur and cur.first_frame or 0, h = self.seg_h, cmd = self.seg_cmd, itt = self.seg_itt }
   f:push_unacked(rec)
   if f.una_known and f.una >= e then f:trim_acked(f.unseen_t, f.unseen_frame) end  -- its ACK came first
   if rec.small then
