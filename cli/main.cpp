@@ -76,6 +76,11 @@ int main(int argc, char** argv) {
                  "with -i: also keep every packet captured in this pcap file")
       ->needs(live_opt)
       ->group("Live capture");
+  app.add_option(
+         "--interval", opt.interval_s,
+         "also a line per S seconds of capture time (live: as they pass) as it ends: commands, IOPS, MB/s, "
+         "latency p50/p99/max, excess round trips, new findings (text; a record in --format jsonl)")
+      ->check(CLI::Range(0.001, 1e9));
   app.add_option("--buffer", opt.live.buffer_mib,
                  "with -i: the kernel's capture buffer in MiB (default 64; drops are reported)")
       ->check(CLI::Range(1, 4096))
@@ -239,6 +244,14 @@ int main(int argc, char** argv) {
       opt.fail_on.push_back(*kind);
     }
   }
+  if (opt.interval_s > 0 && format != "text" && format != "jsonl") {
+    std::fprintf(stderr, "iscsi-doctor: --interval goes with the text report or --format jsonl\n");
+    return kExitUnusable;
+  }
+  if (opt.interval_s > 0 && opt.jobs > 1) {
+    std::fprintf(stderr, "iscsi-doctor: --interval writes as captures are read: one at a time (no -j)\n");
+    return kExitUnusable;
+  }
   if (!opt.findings_csv.empty() && format != "csv") {
     std::fprintf(stderr, "iscsi-doctor: --findings-csv goes with --format csv\n");
     return kExitUnusable;
@@ -246,6 +259,11 @@ int main(int argc, char** argv) {
   if (!html.empty()) {
     if (format != "text") {
       std::fprintf(stderr, "iscsi-doctor: --html cannot be combined with --format\n");
+      return kExitUnusable;
+    }
+    if (opt.interval_s > 0) {
+      std::fprintf(stderr,
+                   "iscsi-doctor: --interval goes with the text report or --format jsonl, not --html\n");
       return kExitUnusable;
     }
     opt.format = Format::html;

@@ -21,7 +21,10 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
+#include "formatting.hpp"
+#include "interval.hpp"
 #include "iscsi_doctor/summary.hpp"
 #include "report_junit.hpp"
 
@@ -211,14 +214,17 @@ class CaptureSink final : public Sink {
 public:
   CaptureSink(CaptureResult& r, const Outlets& out, Console& console) : r_(r), out_(out), console_(console) {}
   void set_part(CaptureReport* part) { part_ = part; }
+  void set_intervals(IntervalCounter* i) { intervals_ = i; }
 
   void on_command(const CommandResult& c) override {
+    if (intervals_) intervals_->command(c);
     r_.summary->on_command(c);
     if (out_.overall) out_.overall->on_command(c);
     if (out_.replay) record(out_.replay, c);
     if (part_) part_->command(c);
   }
   void on_finding(const Finding& f) override {
+    if (intervals_) intervals_->finding(f);
     r_.summary->on_finding(f);
     if (out_.overall) out_.overall->on_finding(f);
     if (out_.replay) record(out_.replay, f);
@@ -249,6 +255,7 @@ private:
   Outlets out_;
   Console& console_;
   CaptureReport* part_ = nullptr;
+  IntervalCounter* intervals_ = nullptr;
   size_t echoed_ = 0;
 };
 
@@ -256,8 +263,10 @@ class Bridge final : public ReaderEvents {
 public:
   Bridge(Analyzer& a, Sink& s, CaptureReport* part, Console& c, size_t index, FilterSink* filter)
       : a_(a), s_(s), part_(part), c_(c), index_(index), filter_(filter) {}
+  void set_intervals(IntervalCounter* i) { intervals_ = i; }
   void on_start(int64_t t) override {
     if (filter_) filter_->set_start(t);
+    if (intervals_) intervals_->start(t);
   }
   void on_segment(const Segment& seg) override {
     if (!started_) {
@@ -282,6 +291,7 @@ private:
   Console& c_;
   size_t index_;
   FilterSink* filter_;
+  IntervalCounter* intervals_ = nullptr;
   bool started_ = false;
 };
 
@@ -290,6 +300,7 @@ struct Shared {
   const PipelineOptions& opt;
   Report& report;
   Console& console;
+  FILE* out = nullptr;  // --interval's lines and records go here as they come (one job)
   // Temporary copies of piped captures (reports that read them twice), removed at the end.
   std::mutex temporaries_mu;
   std::vector<std::string> temporaries;
@@ -298,6 +309,49 @@ struct Shared {
       ::unlink(t.c_str());
   }
 };
+
+// One --interval line (text) or JSON Lines record, written and flushed at once.
+void write_interval(const Shared& sh, const CaptureResult& r, size_t index, const IntervalStats& s) {
+  const double from = double(s.start_ns - s.origin_ns) / 1e9, to = double(s.end_ns - s.origin_ns) / 1e9;
+  if (sh.opt.format == Format::jsonl) {
+    nlohmann::json j;
+    j["type"] = "interval";
+    j["capture"] = index;
+    j["path"] = r.path;
+    j["start_ns"] = s.start_ns;
+    j["end_ns"] = s.end_ns;
+    j["start_s"] = from;
+    j["seconds"] = s.seconds;
+    j["commands"] = s.commands;
+    j["completed"] = s.completed;
+    j["iops"] = s.iops();
+    j["mb_per_s"] = s.mb_per_s();
+    j["latency_ms"] = {{"p50", s.p50_ms}, {"p90", s.p90_ms}, {"p99", s.p99_ms}, {"max", s.max_ms}};
+    j["excess_round_trips"] = s.excess_round_trips;
+    nlohmann::json f = nlohmann::json::object();
+    for (size_t k = 0; k < s.findings.size(); ++k)
+      if (s.findings[k]) f[std::string(finding_name(FindingKind(k)))] = s.findings[k];
+    j["findings"] = f;
+    const std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    std::fputs(line.c_str(), sh.out);
+    std::fputc('\n', sh.out);
+  } else {
+    std::string found;
+    for (size_t k = 0; k < s.findings.size(); ++k)
+      if (s.findings[k])
+        found +=
+            fmt::format("{}{} {}", found.empty() ? "" : ", ", finding_name(FindingKind(k)), s.findings[k]);
+    std::fputs(
+        fmt::format(
+            "interval +{:.1f}..+{:.1f} s: {} commands, {:.1f} IOPS, {:.2f} MB/s, latency p50 {} p99 {} "
+            "max {}, {} excess round trips{}{}\n",
+            from, to, s.commands, s.iops(), s.mb_per_s(), ms_text(s.p50_ms), ms_text(s.p99_ms),
+            ms_text(s.max_ms), s.excess_round_trips, found.empty() ? "" : "; new findings: ", found)
+            .c_str(),
+        sh.out);
+  }
+  std::fflush(sh.out);
+}
 
 // Reads and analyses one capture into its summary, the overall summary (or its replay spool) and
 // the report's part, which has the last word (analysed) whether the capture was usable or not.
@@ -338,11 +392,20 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
       Analyzer analyzer(sh.opt.engine, r.filtered ? static_cast<Sink&>(filtered) : sink);
       filtered.set_analyzer(&analyzer);
       Bridge bridge(analyzer, sink, part.get(), sh.console, index, r.filtered ? &filtered : nullptr);
+      std::unique_ptr<IntervalCounter> intervals;
+      if (sh.opt.interval_s > 0) {
+        intervals = std::make_unique<IntervalCounter>(
+            sh.opt.interval_s, [&sh, &r, index](const IntervalStats& s) { write_interval(sh, r, index, s); });
+        sink.set_intervals(intervals.get());
+        bridge.set_intervals(intervals.get());
+      }
       r.stats = reader.read_all(bridge);
       r.probe.size = reader.probe().size;  // a stream's: what was read
       if (r.read_path != in.path) r.probe.stream = true;
       if (in.live && r.read_path.empty()) r.read_path = in.path;
       analyzer.finish();
+      if (intervals) intervals->finish();
+      sink.set_intervals(nullptr);
       r.commands_seen = filtered.seen();
       r.commands_kept = filtered.kept();
       r.connections = analyzer.connections();
@@ -462,9 +525,11 @@ std::vector<Input> expand_inputs(const std::vector<std::string>& args) {
 }
 
 int run_pipeline(const PipelineOptions& opt) {
-  const std::vector<Input> inputs = opt.live.iface.empty()
-                                        ? expand_inputs(opt.inputs)
-                                        : std::vector<Input>{{"live:" + opt.live.iface, "", true}};
+  std::vector<Input> inputs;
+  if (opt.live.iface.empty())
+    inputs = expand_inputs(opt.inputs);
+  else
+    inputs.push_back(Input{"live:" + opt.live.iface, "", true});
   if (std::any_of(inputs.begin(), inputs.end(),
                   [](const Input& in) { return in.error.empty() && (in.live || is_stream(in.path)); }))
     end_streams_on_signal();
@@ -501,6 +566,7 @@ int run_pipeline(const PipelineOptions& opt) {
   std::unique_ptr<Summary> overall_owned;
   if (inputs.size() > 1) overall_owned = std::make_unique<Summary>(opt.worst, false, opt.worst_order);
   Shared sh(opt, *report, console);
+  sh.out = out;
 
   std::vector<FILE*> spools;  // closed at the end, whatever happens
   int code = kExitClean;

@@ -40,6 +40,7 @@ struct PipelineOptions {
   std::string junit;         // --junit: the JUnit XML file, when asked for
   CommandFilter filter;      // --lun, --op, ...: the commands the reports cover
   LiveCapture live;          // -i: a live capture instead of inputs (live.iface set)
+  double interval_s = 0;     // --interval: a line (text) or record (jsonl) per this many seconds
 };
 
 // Runs the whole pipeline; messages go to stderr. Returns the exit code.
