@@ -593,11 +593,12 @@ CaptureReader::CaptureReader(const LiveCapture& live, DecoderChoice decoder)
   if (!p) throw CaptureError(fmt::format("-i {}: cannot capture: {}", live.iface, errbuf));
   // Every byte of every packet (a BHS can sit anywhere in a segment), a buffer that holds bursts,
   // nanosecond stamps where the interface has them, packets handed on within 100 ms.
-  pcap_set_snaplen(p, 262144);
-  pcap_set_promisc(p, 1);
-  pcap_set_timeout(p, 100);
-  pcap_set_buffer_size(p, live.buffer_mib * 1024 * 1024);
-  pcap_set_tstamp_precision(p, PCAP_TSTAMP_PRECISION_NANO);
+  if (pcap_set_snaplen(p, 262144) != 0 || pcap_set_promisc(p, 1) != 0 || pcap_set_timeout(p, 100) != 0 ||
+      pcap_set_buffer_size(p, live.buffer_mib * 1024 * 1024) != 0) {
+    pcap_close(p);
+    throw CaptureError(fmt::format("-i {}: cannot set the capture up", live.iface));
+  }
+  const bool nano = pcap_set_tstamp_precision(p, PCAP_TSTAMP_PRECISION_NANO) == 0;  // else microseconds
   const int rc = pcap_activate(p);
   if (rc < 0) {
     const std::string why = rc == PCAP_ERROR ? pcap_geterr(p) : pcap_statustostr(rc);
@@ -626,7 +627,7 @@ CaptureReader::CaptureReader(const LiveCapture& live, DecoderChoice decoder)
   m.probe.is_capture = true;
   m.probe.stream = true;
   m.probe.format = FileFormat::pcap;
-  m.live_usec = pcap_get_tstamp_precision(p) != PCAP_TSTAMP_PRECISION_NANO;
+  m.live_usec = !nano || pcap_get_tstamp_precision(p) != PCAP_TSTAMP_PRECISION_NANO;
   // Non-blocking, waited on with poll(): libpcap's timeout need not fire while no packet comes,
   // and --duration, --count and Ctrl-C must end the capture anyway.
   m.live_fd = pcap_get_selectable_fd(p);

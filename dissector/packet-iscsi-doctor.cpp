@@ -586,7 +586,10 @@ void st_command(stats_tree* st, int parent, const std::string& scope, const Comm
   int cmds = tick_stat_node(st, "commands", parent, TRUE);
   avg_stat_node_add_value_int(st, "round trips", cmds, FALSE, c.round_trips);
   avg_stat_node_add_value_int(st, "ideal round trips", cmds, FALSE, c.ideal_round_trips);
-  increase_stat_node(st, "excess round trips (total)", cmds, FALSE, c.round_trips - c.ideal_round_trips);
+  // Sums sit under a node that counts nothing: Wireshark's Percent column (a node's count over its
+  // parent's) is then left empty for them, where it would divide a sum by a count.
+  const int sums = stats_tree_manip_node_int(MN_INCREASE, st, "sums", cmds, TRUE, 0);
+  increase_stat_node(st, "excess round trips (total)", sums, FALSE, c.round_trips - c.ideal_round_trips);
   avg_stat_node_add_value_float(st, "latency (ms)", cmds, FALSE, static_cast<float>(c.latency_ms));
   for (FindingKind k : c.findings)
     if (k != FindingKind::serialized) {
@@ -595,7 +598,8 @@ void st_command(stats_tree* st, int parent, const std::string& scope, const Comm
       // "Time lost"), where "time lost (ms, total)" sums the findings' overlapping lost_ms.
       double& own = st_totals[st][scope + "/" + kind_name(k) + "/own"];
       own += exclusive_ms(k, c.breakdown);
-      set_stat_node(st, "time lost (ms, own)", kn, FALSE, static_cast<gint>(std::lround(own)));
+      const int lost = stats_tree_manip_node_int(MN_INCREASE, st, "time lost", kn, TRUE, 0);  // (see "sums")
+      set_stat_node(st, "time lost (ms, own)", lost, FALSE, static_cast<gint>(std::lround(own)));
       int delayed = tick_stat_node(st, "commands delayed", kn, TRUE);
       // What this kind costs those commands: their round trips against the ideal.
       avg_stat_node_add_value_int(st, "round trips", delayed, FALSE, c.round_trips);
@@ -616,7 +620,8 @@ void st_finding(stats_tree* st, int parent, const std::string& scope, const Find
   avg_stat_node_add_value_float(st, "time lost per finding (ms)", kn, FALSE, static_cast<float>(f.lost_ms));
   double& total = st_totals[st][scope + "/" + kind_name(f.kind)];
   total += f.lost_ms;
-  set_stat_node(st, "time lost (ms, total)", kn, FALSE, static_cast<gint>(std::lround(total)));
+  const int lost = stats_tree_manip_node_int(MN_INCREASE, st, "time lost", kn, TRUE, 0);  // (see "sums")
+  set_stat_node(st, "time lost (ms, total)", lost, FALSE, static_cast<gint>(std::lround(total)));
   std::string side = std::string("side: ") + side_name(f.side).data();
   tick_stat_node(st, side.c_str(), kn, FALSE);
   std::string fix = "fix: " + short_fix(r.fix);
