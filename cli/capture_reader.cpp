@@ -357,6 +357,23 @@ struct CaptureReader::Impl {
     if (dump) pcap_dump_close(dump);
   }
 
+  // The chosen decoder if it knows the handle's link type, else the other one; `what` names the
+  // input in the error.
+  void choose_decoder(DecoderChoice choice, const std::string& what) {
+    const int dlt = pcap_datalink(handle->get_pcap_handle());
+    const bool tins_first = choice == DecoderChoice::libtins;
+    for (int pass = 0; pass < 2 && !decode; ++pass) {
+      const bool tins = (pass == 0) == tins_first;
+      decode = tins ? tins_decoder(dlt) : fast_decoder(dlt);
+      decoder = tins ? "libtins" : "fast";
+    }
+    if (!decode) {
+      const char* name = pcap_datalink_val_to_name(dlt);
+      throw CaptureError(fmt::format("{}: link type {} ({}) is not supported", what, dlt,
+                                     name ? name : fmt::format("DLT {}", dlt)));
+    }
+  }
+
   // A live capture ends on Ctrl-C/SIGTERM, after --duration or --count.
   bool live_done(uint64_t packets) const {
     if (g_stream_signal) return true;
@@ -563,16 +580,7 @@ CaptureReader::CaptureReader(const std::string& path, DecoderChoice decoder)
   m.handle = std::make_unique<OfflineHandle>(p);
   if (!m.probe.stream && !m.probe.gzip && m.probe.format == FileFormat::pcap) m.try_direct(path);
 
-  // The chosen decoder if it knows the link type, else the other one.
-  const int dlt = pcap_datalink(p);
-  const bool tins_first = decoder == DecoderChoice::libtins;
-  for (int pass = 0; pass < 2 && !m.decode; ++pass) {
-    const bool tins = (pass == 0) == tins_first;
-    m.decode = tins ? tins_decoder(dlt) : fast_decoder(dlt);
-    m.decoder = tins ? "libtins" : "fast";
-  }
-  if (!m.decode)
-    throw CaptureError(fmt::format("{}: link type {} ({}) is not supported", path, dlt, link_type_name()));
+  m.choose_decoder(decoder, path);
 }
 
 std::string live_filter(const LiveCapture& live) {
@@ -636,16 +644,7 @@ CaptureReader::CaptureReader(const LiveCapture& live, DecoderChoice decoder)
     throw CaptureError(fmt::format("-i {}: cannot wait for packets: {}", live.iface, errbuf));
   }
   m.handle = std::make_unique<OfflineHandle>(p);
-  const int dlt = pcap_datalink(p);
-  const bool tins_first = decoder == DecoderChoice::libtins;
-  for (int pass = 0; pass < 2 && !m.decode; ++pass) {
-    const bool tins = (pass == 0) == tins_first;
-    m.decode = tins ? tins_decoder(dlt) : fast_decoder(dlt);
-    m.decoder = tins ? "libtins" : "fast";
-  }
-  if (!m.decode)
-    throw CaptureError(
-        fmt::format("-i {}: link type {} ({}) is not supported", live.iface, dlt, link_type_name()));
+  m.choose_decoder(decoder, "-i " + live.iface);
   m.live_start = std::chrono::steady_clock::now();
 }
 

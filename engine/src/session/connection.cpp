@@ -494,20 +494,18 @@ void Connection::finish() {
       release_slot(s);
     }
   judge_serialized();
-  if (spurious_resends_)
-    notice(Notice::Level::info, first_spurious_frame_,
-           std::to_string(spurious_resends_) + (spurious_resends_ == 1 ? " segment" : " segments") +
-               " resent although the capture point, near the receiver, saw the original arrive (first at "
-               "frame " +
-               std::to_string(first_spurious_frame_) +
-               "): spurious retransmissions (tail-loss probes, early timeouts), not counted as loss");
-  if (dsack_resends_)
-    notice(Notice::Level::info, first_dsack_frame_,
-           std::to_string(dsack_resends_) + (dsack_resends_ == 1 ? " segment" : " segments") +
-               " resent although the receiver had the original (its ACK carried a D-SACK, or left it before "
-               "the resend could have arrived; first at frame " +
-               std::to_string(first_dsack_frame_) +
-               "): spurious retransmissions (tail-loss probes, early timeouts), not counted as loss");
+  const auto spurious = [&](uint64_t n, uint64_t first, const char* why) {
+    if (n)
+      notice(Notice::Level::info, first,
+             std::to_string(n) + (n == 1 ? " segment" : " segments") + " resent although " + why +
+                 "first at frame " + std::to_string(first) +
+                 "): spurious retransmissions (tail-loss probes, early timeouts), not counted as loss");
+  };
+  spurious(spurious_resends_, first_spurious_frame_,
+           "the capture point, near the receiver, saw the original arrive (");
+  spurious(dsack_resends_, first_dsack_frame_,
+           "the receiver had the original (its ACK carried a D-SACK, or left it before the resend could "
+           "have arrived; ");
   sink_.on_connection(info());
 }
 
