@@ -221,6 +221,8 @@ std::string_view format_name(FileFormat f) {
   switch (f) {
     case FileFormat::pcap:
       return "pcap";
+    case FileFormat::live:
+      return "live";
     case FileFormat::pcapng:
       return "pcapng";
     default:
@@ -634,7 +636,7 @@ CaptureReader::CaptureReader(const LiveCapture& live, DecoderChoice decoder)
   }
   m.probe.is_capture = true;
   m.probe.stream = true;
-  m.probe.format = FileFormat::pcap;
+  m.probe.format = FileFormat::live;
   m.live_usec = !nano || pcap_get_tstamp_precision(p) != PCAP_TSTAMP_PRECISION_NANO;
   // Non-blocking, waited on with poll(): libpcap's timeout need not fire while no packet comes,
   // and --duration, --count and Ctrl-C must end the capture anyway.

@@ -17,7 +17,7 @@
 
 namespace iscsi_doctor::cli {
 
-enum class FileFormat : uint8_t { unknown, pcap, pcapng };
+enum class FileFormat : uint8_t { unknown, pcap, pcapng, live };  // live: -i, read from the interface
 
 // What the first bytes of a file say (looking through gzip when the file is compressed).
 struct FileProbe {

@@ -155,6 +155,7 @@ def test_live_capture_ends_after_its_duration(tmp_path):
     assert out.returncode == 0, out.stderr
     r = json.loads(out.stdout)
     assert r["captures"][0]["path"] == "live:lo"
+    assert r["captures"][0]["format"] == "live"
     assert any("captured live in" in n["message"] for n in r["notices"]), r["notices"]
     assert "capturing on lo" in out.stderr.decode()
     assert (tmp_path / "lo.pcap").read_bytes()[:4] in (b"\x4d\x3c\xb2\xa1", b"\xd4\xc3\xb2\xa1")
