@@ -211,6 +211,12 @@ public:
   explicit OfflineHandle(pcap_t* handle) { set_pcap_handle(handle); }
 };
 
+// "EN10MB", "LINUX_SLL2", ... ("DLT n" for one libpcap does not name).
+std::string dlt_name(int dlt) {
+  const char* name = pcap_datalink_val_to_name(dlt);
+  return name ? name : fmt::format("DLT {}", dlt);
+}
+
 std::string describe_errno(const std::string& path, int err) {
   return fmt::format("{}: cannot open: {}", path, std::strerror(err));
 }
@@ -369,11 +375,8 @@ struct CaptureReader::Impl {
       decode = tins ? tins_decoder(dlt) : fast_decoder(dlt);
       decoder = tins ? "libtins" : "fast";
     }
-    if (!decode) {
-      const char* name = pcap_datalink_val_to_name(dlt);
-      throw CaptureError(fmt::format("{}: link type {} ({}) is not supported", what, dlt,
-                                     name ? name : fmt::format("DLT {}", dlt)));
-    }
+    if (!decode)
+      throw CaptureError(fmt::format("{}: link type {} ({}) is not supported", what, dlt, dlt_name(dlt)));
   }
 
   // A live capture ends on Ctrl-C/SIGTERM, after --duration or --count.
@@ -656,11 +659,7 @@ const FileProbe& CaptureReader::probe() const { return impl_->probe; }
 int CaptureReader::link_type() const { return impl_->handle->link_type(); }
 std::string_view CaptureReader::decoder_name() const { return impl_->decoder; }
 
-std::string CaptureReader::link_type_name() const {
-  const int dlt = link_type();
-  const char* name = pcap_datalink_val_to_name(dlt);
-  return name ? name : fmt::format("DLT {}", dlt);
-}
+std::string CaptureReader::link_type_name() const { return dlt_name(link_type()); }
 
 std::string CaptureReader::link_type_description() const {
   return pcap_datalink_val_to_description_or_dlt(link_type());

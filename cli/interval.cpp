@@ -67,7 +67,7 @@ void IntervalCounter::flush(bool last) {
 }
 
 void IntervalCounter::finish() {
-  if (!open_ || (!cur_.commands && !latencies_.size() && cur_.findings == decltype(cur_.findings){})) return;
+  if (!open_ || (!cur_.commands && cur_.findings == decltype(cur_.findings){})) return;
   flush(true);
   open_ = false;
 }

@@ -244,7 +244,7 @@ int main(int argc, char** argv) {
       opt.fail_on.push_back(*kind);
     }
   }
-  if (opt.interval_s > 0 && format != "text" && format != "jsonl") {
+  if (opt.interval_s > 0 && ((format != "text" && format != "jsonl") || !html.empty())) {
     std::fprintf(stderr, "iscsi-doctor: --interval goes with the text report or --format jsonl\n");
     return kExitUnusable;
   }
@@ -259,11 +259,6 @@ int main(int argc, char** argv) {
   if (!html.empty()) {
     if (format != "text") {
       std::fprintf(stderr, "iscsi-doctor: --html cannot be combined with --format\n");
-      return kExitUnusable;
-    }
-    if (opt.interval_s > 0) {
-      std::fprintf(stderr,
-                   "iscsi-doctor: --interval goes with the text report or --format jsonl, not --html\n");
       return kExitUnusable;
     }
     opt.format = Format::html;

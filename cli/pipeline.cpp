@@ -372,8 +372,6 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
         std::lock_guard lock(sh.temporaries_mu);
         sh.temporaries.push_back(r.read_path);
       }
-      // (a live capture's second pass reads the file -w wrote)
-      if (in.live) r.read_path = sh.opt.live.write_path;
       const auto opened = in.live ? std::make_unique<CaptureReader>(sh.opt.live, sh.opt.decoder)
                                   : std::make_unique<CaptureReader>(r.read_path, sh.opt.decoder);
       CaptureReader& reader = *opened;
@@ -402,7 +400,8 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
       r.stats = reader.read_all(bridge);
       r.probe.size = reader.probe().size;  // a stream's: what was read
       if (r.read_path != in.path) r.probe.stream = true;
-      if (in.live && r.read_path.empty()) r.read_path = in.path;
+      // (a live capture's second pass reads the file -w wrote)
+      if (in.live && !sh.opt.live.write_path.empty()) r.read_path = sh.opt.live.write_path;
       analyzer.finish();
       if (intervals) intervals->finish();
       sink.set_intervals(nullptr);
