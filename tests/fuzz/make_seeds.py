@@ -294,7 +294,42 @@ def capture_seeds():
     be = struct.pack(">IHHiIII", 0xa1b23c4d, 2, 4, 0, 0, 65535, 1)
     out["seed-osd-digests-be-nsec.pcap"] = be + b"".join(
         struct.pack(">IIII", s, u * 1000, len(d), w) + bytes(d) for s, u, w, d in recs)
+    out["seed-joined-resend-early-ack.pcap"] = joined_resend_early_ack()
     return out
+
+
+def joined_resend_early_ack():
+    """Captured beside the target, joined mid-session (no handshake): four 512-byte reads, each
+    acknowledged 2 ms late, so the round-trip estimate is 2 ms over the true 8.05 ms; then a read
+    whose last Data-In segment the target resends, acknowledged a true round trip later, sooner
+    than the estimate: a real loss, not a spurious resend (docs/rules.md "Other findings")."""
+    ends, port, nxt, recs = (bytes([10, 2, 0, 1]), bytes([10, 2, 0, 2])), (51000, 3260), [7000, 90000], []
+
+    def seg(d, t_us, payload, seq=None, flags=0x18):
+        s = nxt[d] if seq is None else seq
+        recs.append(mc.synth_tcp(ends[d], port[d], ends[1 - d], port[1 - d], s, nxt[1 - d], flags if payload else 0x10,
+                                 payload, 1000 + t_us // 10**6, t_us % 10**6))
+        nxt[d] = max(nxt[d], s + len(payload))
+
+    def read(itt, size, t_us):
+        cdb = bytes([0x28, 0]) + struct.pack(">IxHx", itt * 8, size // 512) + bytes(6)
+        seg(0, t_us, mc.pdu(0x01, 0xc1, itt, f20=struct.pack(">III", size, itt, itt) + cdb))
+        return mc.pdu(0x25, 0x81, itt, bytes(size), f20=struct.pack(">IIIIIII", 0xffffffff, itt, itt + 1, itt + 8, 0, 0, 0))
+
+    rtt = 8050  # us: 50 us to the target, 8 ms to the initiator
+    for k in range(4):
+        t = 20000 + 50000 * k
+        seg(1, t + rtt + 100, read(100 + k, 512, t))
+        seg(0, t + 2 * rtt + 2100, b"")
+    t = 220000
+    data = read(1, 2048, t)
+    start = nxt[1]
+    seg(1, t + rtt + 100, data[:1448])
+    seg(1, t + rtt + 100, data[1448:])
+    probe = t + 3 * rtt
+    seg(1, probe, data[1448:], seq=start + 1448)
+    seg(0, probe + rtt, b"")
+    return mc.pcap_bytes(struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 65535, 1), recs)
 
 
 TARGETS = {"fuzz_framer": framer_seeds, "fuzz_login_keys": login_keys_seeds, "fuzz_cdb": cdb_seeds,

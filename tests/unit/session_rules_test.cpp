@@ -483,13 +483,23 @@ TEST(SessionRules, JoinedConnectionIsJudgedWithItsMeasuredRoundTrips) {
 namespace {
 // how: 0 a plain ACK one round trip after the probe, 1 the same ACK with a D-SACK of the probe,
 // 2 a plain ACK that left the receiver before the probe could have reached it.
-std::vector<FindingKind> probed_read(bool near_initiator, int how = 0) {
+// joined: no handshake; four reads before, each acknowledged 2 ms late, so the round-trip
+// estimate is 2 ms over the true one.
+std::vector<FindingKind> probed_read(bool near_initiator, int how = 0, bool joined = false) {
   Recorder rec;
   Analyzer an(Options{}, rec);
   Wire w(an);
   const int64_t rtt_t = near_initiator ? 8 * kMs : 50'000, rtt_i = near_initiator ? 50'000 : 8 * kMs;
-  w.handshake(0, rtt_t, rtt_i);
-  const int64_t t = 20 * kMs;
+  int64_t t = 20 * kMs;
+  if (joined) {
+    for (uint32_t i = 0; i < 4; ++i, t += 50 * kMs) {
+      w.data(true, t, read10(100 + i, 1024));
+      w.data(false, t + rtt_t + rtt_i + 100'000, data_in(100 + i, 1024, true));
+      w.ack(true, t + 2 * (rtt_t + rtt_i) + 2 * kMs + 100'000);
+    }
+  } else {
+    w.handshake(0, rtt_t, rtt_i);
+  }
   w.data(true, t, read10(1, 2048));
   const auto data = data_in(1, 2048, true);
   const uint32_t start = w.next_seq(false);
@@ -522,4 +532,11 @@ TEST(SessionRules, ResendOfDataSeenArrivingIsSpurious) {
 TEST(SessionRules, ResendTheReceiverHadIsSpuriousNearTheSender) {
   EXPECT_FALSE(has(probed_read(false, 1), FindingKind::retransmission));
   EXPECT_FALSE(has(probed_read(false, 2), FindingKind::retransmission));
+}
+
+// Joined mid-session, the round-trip estimate is only an upper bound: an ACK sooner than it may
+// answer the resend itself (a real loss). Only a D-SACK then proves the original had arrived.
+TEST(SessionRules, ResendInAJoinedCaptureIsSpuriousOnlyByDSack) {
+  EXPECT_TRUE(has(probed_read(false, 0, true), FindingKind::retransmission));  // ACK at the true RTT
+  EXPECT_FALSE(has(probed_read(false, 1, true), FindingKind::retransmission));
 }

@@ -79,13 +79,18 @@ void Connection::settle_resends(const Segment& seg, int dir, bool all) {
         }
       }
       settled = ack >= p->end;
-      // (jitter only delays: sooner than the receiver's round trip, less the timing noise, it
-      // cannot answer the resend)
+      // Sooner than the receiver's round trip (less the timing noise; jitter only delays), the ACK
+      // cannot answer the resend. Only a round trip measured on the handshake is proof: samples
+      // taken later are upper bounds (think time, delayed ACKs), so the resend waits on, for a
+      // D-SACK or an ACK a round trip after it.
       if (settled && rtt_ns(dir) > 0 &&
           seg.time_ns - p->t + rules::ns(rules::release_tolerance_ms) < rtt_ns(dir)) {
-        spurious_resend(p->frame, true);
-        p = pending_resends_.erase(p);
-        continue;
+        if (tcp_.rtt(dir).from_handshake()) {
+          spurious_resend(p->frame, true);
+          p = pending_resends_.erase(p);
+          continue;
+        }
+        settled = false;
       }
     }
     if (settled) {

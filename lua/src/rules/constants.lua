@@ -2,7 +2,7 @@
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "4aec9c9b5bf5aba77a3ba4458c8694f18741fa640c979f4882f9a40f298bd1c6",
+  doc_sha256 = "c471e9c908891d8243b6742d0a0b88f06a52a8d1eba6b9c6a69d182678e4e323",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,

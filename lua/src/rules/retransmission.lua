@@ -53,10 +53,11 @@ function Connection:settle_resends(seg, dir, all)
         spurious = l < ack and l < r.e and rr > r.s  -- a D-SACK of these bytes (RFC 2883)
       end
       settled = not spurious and ack >= r.e
-      -- (an ACK that left the receiver before the resend could have reached it: the original had arrived)
+      -- (an ACK that left the receiver before the resend could have reached it: the original had
+      -- arrived; proof only with a round trip measured on the handshake, else the resend waits on)
       local rtt = self:rtt_ns(dir)
       if settled and rtt > 0 and seg.t - r.t + floor(RULES.release_tolerance_ms * 1e6 + 0.5) < rtt then
-        settled, spurious = false, true
+        settled, spurious = false, self.rtt[dir].hs == true
       end
     end
     if settled then
