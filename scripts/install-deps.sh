@@ -18,6 +18,7 @@ packages=(
   python3
   lua5.1 lua5.2 lua5.3 lua5.4  # the Lua plugin's core under every Lua Wireshark ships (tests/lua)
   chromium  # renders the HTML report in tests/report (headless)
+  libxml2-utils  # xmllint: --junit output validated against the JUnit schema (tests/integration/test_junit.py)
 )
 
 missing=()
@@ -40,4 +41,20 @@ if ! python3 -m pytest --version >/dev/null 2>&1; then
   else
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-pytest >/dev/null
   fi
+fi
+
+# The JUnit XML schema CI systems accept (Jenkins xunit-plugin's junit-10.xsd, MIT licence), as
+# pytest's source release carries it for its own tests: --junit output is validated against it.
+xsd_dir=${ISCSI_DOCTOR_CACHE:-/var/cache/iscsi-doctor}
+xsd_sha=a1a816f58d1bf95ebabf371994df0b9246dee66ea9572fbec4f9296f1b2c0ff6
+if ! echo "$xsd_sha  $xsd_dir/junit-10.xsd" | sha256sum -c --status 2>/dev/null; then
+  tmp=$(mktemp -d)
+  python3 -m pip download -q --no-deps --no-binary :all: -d "$tmp" pytest==8.3.3
+  $SUDO mkdir -p "$xsd_dir"
+  tar -xzf "$tmp/pytest-8.3.3.tar.gz" -O pytest-8.3.3/testing/example_scripts/junit-10.xsd |
+    $SUDO tee "$xsd_dir/junit-10.xsd.new" >/dev/null
+  rm -rf "$tmp"
+  echo "$xsd_sha  $xsd_dir/junit-10.xsd.new" | sha256sum -c --status ||
+    { echo "install-deps: junit-10.xsd from pytest 8.3.3 is not the one expected" >&2; exit 1; }
+  $SUDO mv "$xsd_dir/junit-10.xsd.new" "$xsd_dir/junit-10.xsd"
 fi

@@ -26,9 +26,31 @@ def junit(tmp_path, *args):
                        timeout=300)
     plain = subprocess.run([BIN, "-q", *args], capture_output=True, text=True, errors="replace", timeout=300)
     assert r.returncode == plain.returncode, "--junit changed the exit code"
+    validate(out)
     root = ET.parse(out).getroot()
     check_counts(root)
     return r, root
+
+
+# The schema Jenkins' xunit plugin reads (junit-10.xsd), which GitLab, GitHub and Azure reporters
+# also accept; scripts/install-deps.sh puts it here from pytest's source release.
+XSD = Path(os.environ.get("ISCSI_DOCTOR_JUNIT_XSD", "/var/cache/iscsi-doctor/junit-10.xsd"))
+
+
+def validate(path):
+    assert XSD.is_file(), f"{XSD} missing: scripts/install-deps.sh fetches it"
+    assert shutil.which("xmllint"), "xmllint missing (Debian libxml2-utils): scripts/install-deps.sh installs it"
+    r = subprocess.run(["xmllint", "--noout", "--schema", str(XSD), str(path)], capture_output=True, text=True,
+                       errors="replace", timeout=60)
+    assert r.returncode == 0, f"{path} does not validate against {XSD.name}:\n{r.stderr[-2000:]}"
+
+
+def test_schema_check_can_fail(tmp_path):
+    """The validation rejects what the schema forbids (a testsuite without its counts)."""
+    bad = tmp_path / "bad.xml"
+    bad.write_text('<testsuites><testsuite name="x"><testcase name="y"/></testsuite></testsuites>')
+    with pytest.raises(AssertionError, match="does not validate"):
+        validate(bad)
 
 
 def check_counts(root):
