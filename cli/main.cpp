@@ -14,6 +14,7 @@
 #include "ladder.hpp"
 #include "options.hpp"
 #include "pipeline.hpp"
+#include "probe.hpp"
 
 using namespace iscsi_doctor;
 using namespace iscsi_doctor::cli;
@@ -29,12 +30,9 @@ std::string kind_list() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  // `iscsi-doctor ladder ...`: one command's diagram (ladder.cpp has its own options).
-  if (argc > 1 && std::string_view(argv[1]) == "ladder") return ladder_main(argc - 1, argv + 1);
-  // `iscsi-doctor diff BEFORE AFTER`: two captures or reports compared (diff.cpp).
-  if (argc > 1 && std::string_view(argv[1]) == "diff") return diff_main(argc - 1, argv + 1);
+namespace {
 
+int report_main(int argc, char** argv) {
   CLI::App app{
       "iscsi-doctor: explains, per SCSI command in an iSCSI capture, why it was slow\n"
       "(Nagle holds, delayed ACKs, R2T round trips, window stalls, loss, slow targets).",
@@ -42,6 +40,8 @@ int main(int argc, char** argv) {
   app.footer(
       "One command's exchange as a ladder diagram (SVG): iscsi-doctor ladder --itt 0x... CAPTURE -o out.svg\n"
       "(iscsi-doctor ladder --help). Before/after: iscsi-doctor diff BEFORE AFTER (iscsi-doctor diff "
+      "--help).\n"
+      "A target checked live: iscsi-doctor probe iscsi://HOST/IQN/LUN [REPORT OPTIONS] (iscsi-doctor probe "
       "--help).\n"
       "Documentation: docs/cli.md.");
   app.get_formatter()->column_width(34);
@@ -269,4 +269,16 @@ int main(int argc, char** argv) {
     }
   }
   return run_pipeline(opt);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // `iscsi-doctor ladder ...`: one command's diagram (ladder.cpp has its own options).
+  if (argc > 1 && std::string_view(argv[1]) == "ladder") return ladder_main(argc - 1, argv + 1);
+  // `iscsi-doctor diff BEFORE AFTER`: two captures or reports compared (diff.cpp).
+  if (argc > 1 && std::string_view(argv[1]) == "diff") return diff_main(argc - 1, argv + 1);
+  // `iscsi-doctor probe iscsi://...`: a target checked live, reported as a capture (probe.cpp).
+  if (argc > 1 && std::string_view(argv[1]) == "probe") return probe_main(argc - 1, argv + 1, report_main);
+  return report_main(argc, argv);
 }

@@ -25,7 +25,7 @@ mirror=${ISCSI_DOCTOR_DEBIAN_MIRROR:-}
 packages=(
   tshark libwireshark-dev libglib2.0-dev
   cmake g++ ninja-build pkg-config
-  libpcap-dev libtins-dev zlib1g-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+  libpcap-dev libtins-dev zlib1g-dev nlohmann-json3-dev libcli11-dev libfmt-dev libiscsi-dev
   python3 python3-pytest util-linux ca-certificates
   wireshark xvfb xauth xdotool imagemagick
 )

@@ -94,7 +94,7 @@ def qio_cycles(cycles, count):
 SCENARIOS = {}
 
 
-def scenario(name, **kw):
+def scenario(name, register=True, **kw):
     kw.setdefault("target", "tgtd")
     kw.setdefault("target_nagle", False)
     kw.setdefault("initiator_nagle", False)
@@ -123,7 +123,8 @@ def scenario(name, **kw):
     # The scenarios before these causes were made without it (their target sockets are paced).
     kw.setdefault("cc_at_listen", False)
     kw["name"] = name
-    SCENARIOS[name] = kw
+    if register:
+        SCENARIOS[name] = kw
     return kw
 
 
@@ -842,6 +843,44 @@ def run_scenario(name, outdir, build, workroot=None):
     return out
 
 
+# Targets for `iscsi-doctor probe` (lab.py probe): the probe is the initiator and captures itself.
+PROBE_TARGETS = {
+    "tgtd": scenario("probe-tgtd", register=False, doc="tgtd as shipped (TCP_NODELAY)", workload=[]),
+    "tgtd-nagle": scenario("probe-tgtd-nagle", register=False, doc="tgtd with Nagle on (shim)", target_nagle=True,
+                           workload=[]),
+    "scripted-nagle": scenario("probe-scripted-nagle", register=False, target="scripted", target_nagle=True,
+                               doc="the scripted target: Data-In and SCSI Response in two writes, Nagle on",
+                               workload=[]),
+}
+
+
+def run_probe(target, outdir, build, doctor, args):
+    """Start TARGET in the lab, run `DOCTOR probe URL -i lab0 ARGS` in the initiator's namespace;
+    write OUTDIR/probe-TARGET.{pcap,out,err,rc}; return the exit code."""
+    sc = PROBE_TARGETS[target]
+    os.makedirs(outdir, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="isd-lab-probe-%s-" % target)
+    lab = Lab(build, sc, work)
+    base = os.path.join(outdir, "probe-" + target)
+    try:
+        lab.setup()
+        if sc["target"] == "scripted":
+            lab.start_scripted()
+        else:
+            lab.start_tgtd()
+        cmd = lab.nsexec(lab.ns_i) + [doctor, "probe", lab.url(), "-i", "lab0", "-w", base + ".pcap"] + args
+        log("probe %s: %s" % (target, " ".join(cmd[4:])))
+        with open(base + ".out", "w") as out, open(base + ".err", "w") as err:
+            rc = subprocess.run(cmd, stdout=out, stderr=err, timeout=300).returncode
+        with open(base + ".rc", "w") as f:
+            f.write("%d\n" % rc)
+    finally:
+        lab.teardown()
+        if not os.environ.get("ISD_LAB_KEEP"):
+            shutil.rmtree(work, ignore_errors=True)
+    return rc
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -855,6 +894,12 @@ def main():
     a.add_argument("outdir")
     a.add_argument("--build", required=True)
     a.add_argument("--only", help="comma-separated scenario names")
+    pr = sub.add_parser("probe", help="run iscsi-doctor probe against a lab target")
+    pr.add_argument("target", choices=sorted(PROBE_TARGETS))
+    pr.add_argument("outdir")
+    pr.add_argument("--build", required=True)
+    pr.add_argument("--doctor", required=True, help="the iscsi-doctor binary")
+    pr.add_argument("probe_args", nargs=argparse.REMAINDER, help="after --: options for iscsi-doctor probe")
     args = ap.parse_args()
 
     if args.cmd == "list":
@@ -867,6 +912,11 @@ def main():
     atexit.register(_cleanup_all)
     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, _on_signal)
+    if args.cmd == "probe":
+        rest = args.probe_args[1:] if args.probe_args[:1] == ["--"] else args.probe_args
+        rc = run_probe(args.target, args.outdir, args.build, os.path.abspath(args.doctor), rest)
+        print(os.path.join(args.outdir, "probe-%s" % args.target))
+        return 0 if rc in (0, 1) else 3
     vers = versions()
     names = list(SCENARIOS) if args.cmd == "all" else [args.scenario]
     if args.cmd == "all" and args.only:
