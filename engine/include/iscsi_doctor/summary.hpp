@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "iscsi_doctor/analyzer.hpp"
+#include "iscsi_doctor/quantiles.hpp"
 
 namespace iscsi_doctor {
 
@@ -115,7 +116,7 @@ private:
     Side side{};
     uint64_t commands = 0, occurrences = 0;
     double lost_ms = 0, exclusive_ms = 0;
-    std::vector<float> latency, fixed;
+    LatencyQuantiles latency, fixed;
     std::vector<uint64_t> examples;
     std::string detail;
     std::vector<std::string> inferred;
@@ -123,7 +124,7 @@ private:
     std::vector<std::string> device_ops;  // distinct, at most 4
   };
   struct PerLun {
-    std::vector<float> latency;
+    LatencyQuantiles latency;
     uint64_t incomplete = 0, bytes_read = 0, bytes_written = 0, excess = 0;
     int64_t first_ns = 0, last_ns = 0;
     void add(const PerLun& o);
@@ -136,8 +137,8 @@ private:
   static std::vector<LunStats> rows(const std::map<std::pair<std::string, uint64_t>, PerLun>&);
   std::map<std::tuple<bool, int, int, int, int, int>, StatusStats> statuses_;
   struct PerClass {
-    std::vector<float> latency;
-    std::vector<uint16_t> round_trips;
+    LatencyQuantiles latency;
+    CountQuantiles round_trips;
   };
   size_t worst_kept_;
   bool per_lun_;

@@ -14,14 +14,6 @@ namespace {
 constexpr size_t kExamples = 5;
 constexpr size_t kMaxNotices = 1000;
 
-template <typename T>
-double quantile(std::vector<T> v, double q) {
-  if (v.empty()) return 0;
-  size_t k = size_t(std::floor(q * double(v.size() - 1) + 0.5));
-  std::nth_element(v.begin(), v.begin() + long(k), v.end());
-  return double(v[k]);
-}
-
 // Commands whose time is the device's own work, not a slow backing store: media changers, tapes,
 // formatting, cache flushes, spin-up.
 bool device_work(std::string_view op) {
@@ -84,7 +76,7 @@ void Summary::on_command(const CommandResult& c) {
     if (!c.completed) {
       ++l.incomplete;
     } else {
-      l.latency.push_back(float(c.latency_ms));
+      l.latency.add(float(c.latency_ms));
       if (c.kind == 'r') l.bytes_read += c.bytes;
       if (c.kind == 'w') l.bytes_written += c.bytes;
       if (c.round_trips > c.ideal_round_trips) l.excess += uint64_t(c.round_trips - c.ideal_round_trips);
@@ -98,8 +90,8 @@ void Summary::on_command(const CommandResult& c) {
   if (c.round_trips > c.ideal_round_trips)
     excess_round_trips_ += uint64_t(c.round_trips - c.ideal_round_trips);
   auto& cls = classes_[{c.kind, c.bytes, c.ideal_round_trips}];
-  cls.latency.push_back(float(c.latency_ms));
-  cls.round_trips.push_back(uint16_t(std::min(c.round_trips, 65535)));
+  cls.latency.add(float(c.latency_ms));
+  cls.round_trips.add(uint32_t(std::max(c.round_trips, 0)));
   for (FindingKind k : c.findings) {
     auto& pk = kinds_[size_t(k)];
     ++pk.commands;
@@ -110,8 +102,8 @@ void Summary::on_command(const CommandResult& c) {
           std::find(pk.device_ops.begin(), pk.device_ops.end(), c.op) == pk.device_ops.end())
         pk.device_ops.push_back(c.op);
     }
-    pk.latency.push_back(float(c.latency_ms));
-    pk.fixed.push_back(float(std::max(0.0, c.latency_ms - explained_ms(k, c.breakdown))));
+    pk.latency.add(float(c.latency_ms));
+    pk.fixed.add(float(std::max(0.0, c.latency_ms - explained_ms(k, c.breakdown))));
   }
   if (worst_kept_) {
     const auto by = [this](const CommandResult& a, const CommandResult& b) { return worse(order_, a, b); };
@@ -146,7 +138,7 @@ void Summary::PerLun::add(const PerLun& o) {
     first_ns = latency.empty() ? o.first_ns : std::min(first_ns, o.first_ns);
     last_ns = std::max(last_ns, o.last_ns);
   }
-  latency.insert(latency.end(), o.latency.begin(), o.latency.end());
+  latency.merge(o.latency);
   incomplete += o.incomplete;
   bytes_read += o.bytes_read;
   bytes_written += o.bytes_written;
@@ -186,8 +178,8 @@ std::vector<Advice> Summary::advice() const {
     a.occurrences = pk.occurrences;
     a.lost_ms = pk.lost_ms;
     a.exclusive_ms = pk.exclusive_ms;
-    a.median_latency_ms = quantile(pk.latency, 0.5);
-    a.median_fixed_ms = quantile(pk.fixed, 0.5);
+    a.median_latency_ms = pk.latency.quantile(0.5);
+    a.median_fixed_ms = pk.fixed.quantile(0.5);
     a.fix = fix_for(a.kind, a.side);
     a.example_frames = pk.examples;
     a.detail = pk.detail;
@@ -230,24 +222,13 @@ std::vector<LunStats> Summary::rows(const std::map<std::pair<std::string, uint64
     s.bytes_read = l.bytes_read;
     s.bytes_written = l.bytes_written;
     s.seconds = double(l.last_ns - l.first_ns) / 1e9;
-    // One copy for the five figures, each selected in what lies above the previous one (a full
-    // sort costs n log n, a capture's LUN has a latency per command).
-    std::vector<float> v = l.latency;
-    auto lo = v.begin();
-    auto at = [&](double q) {
-      if (v.empty()) return 0.0;
-      const auto k = v.begin() + long(std::floor(q * double(v.size() - 1) + 0.5));
-      if (k >= lo) {
-        std::nth_element(lo, k, v.end());
-        lo = k + 1;
-      }
-      return double(*k);
-    };
-    s.p50_ms = at(0.5);
-    s.p90_ms = at(0.9);
-    s.p99_ms = at(0.99);
-    s.p999_ms = at(0.999);
-    s.max_ms = at(1);
+    // One selection pass for the five figures (a full sort costs n log n).
+    const auto q = l.latency.quantiles({0.5, 0.9, 0.99, 0.999, 1});
+    s.p50_ms = q[0];
+    s.p90_ms = q[1];
+    s.p99_ms = q[2];
+    s.p999_ms = q[3];
+    s.max_ms = q[4];
     s.excess_round_trips = l.excess;
     out.push_back(std::move(s));
   }
@@ -270,10 +251,10 @@ std::vector<ClassStats> Summary::classes() const {
     s.kind = std::get<0>(key);
     s.bytes = std::get<1>(key);
     s.commands = pc.latency.size();
-    s.median_ms = quantile(pc.latency, 0.5);
-    s.p90_ms = quantile(pc.latency, 0.9);
-    s.max_ms = pc.latency.empty() ? 0 : *std::max_element(pc.latency.begin(), pc.latency.end());
-    s.median_round_trips = quantile(pc.round_trips, 0.5);
+    s.median_ms = pc.latency.quantile(0.5);
+    s.p90_ms = pc.latency.quantile(0.9);
+    s.max_ms = pc.latency.max();
+    s.median_round_trips = pc.round_trips.quantile(0.5);
     s.ideal_round_trips = std::get<2>(key);
     out.push_back(s);
   }
