@@ -237,6 +237,21 @@ nlohmann::json summary_json(const Summary& s) {
     initiators.push_back(std::move(row));
   }
   j["initiators"] = std::move(initiators);
+  nlohmann::json targets = nlohmann::json::array();
+  for (const LunStats& l : s.targets()) {
+    nlohmann::json row = scope(l);
+    row["target"] = l.target;
+    targets.push_back(std::move(row));
+  }
+  j["targets"] = std::move(targets);
+  nlohmann::json sessions = nlohmann::json::array();
+  for (const LunStats& l : s.sessions()) {
+    nlohmann::json row = scope(l);
+    row["session"] = l.lun == ~uint64_t(0) ? nlohmann::json(nullptr) : nlohmann::json(l.lun);
+    row["target"] = l.target;
+    sessions.push_back(std::move(row));
+  }
+  j["sessions"] = std::move(sessions);
   nlohmann::json statuses = nlohmann::json::array();
   auto opt = [](int v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
   for (const StatusStats& st : s.statuses())

@@ -276,11 +276,13 @@ def nearest_rank(values, q):
 
 @pytest.mark.parametrize("path", [wiki(n) for n in NAMES] + [
     ROOT / "captures" / "fixtures" / f"{n}.pcap.gz" for n in (
-        "stock-qd8-read--initiator", "stock-write--target", "scripted-nagle-read-1k-joined--target")],
+        "stock-qd8-read--initiator", "stock-write--target", "scripted-nagle-read-1k-joined--target")] + [
+    ROOT / "tests" / "corpus" / "two-connections-one-damaged.pcap.gz"],  # two sessions
     ids=lambda p: p.name.split(".")[0])
 def test_lun_table_from_the_commands(path):
     """The per-target-and-LUN table, recomputed from the JSON commands and their connections'
-    targets: completed SCSI commands, never answered ones, bytes, excess round trips, percentiles."""
+    targets: completed SCSI commands, never answered ones, bytes, excess round trips, percentiles;
+    and the per-initiator, per-target and per-session tables' counts and p99."""
     doc = report(path)
     target = {k["connection"]: k["target"] for s in doc["sessions"] for k in s["connections"]}
     want = {}
@@ -304,6 +306,22 @@ def test_lun_table_from_the_commands(path):
                                  if c["iscsi_opcode"] == 1 and c["completed"])
     got_ini = {i["initiator"]: i["commands"] for i in doc["captures"][0]["summary"]["initiators"]}
     assert {k: v for k, v in got_ini.items() if v} == dict(by_ini)
+    # Per target and per session: the same commands, grouped by the connection's target and session.
+    session = {k["connection"]: s["session"] for s in doc["sessions"] for k in s["connections"]}
+    for table, key, of in (("targets", "target", lambda c: target[c["connection"]]),
+                           ("sessions", "session", lambda c: session[c["connection"]])):
+        lat = collections.defaultdict(list)
+        for c in doc["commands"]:
+            if c["iscsi_opcode"] == 1 and c["completed"]:
+                lat[of(c)].append(c["latency_ms"])
+        rows = {r[key]: r for r in doc["captures"][0]["summary"][table] if r["commands"]}
+        assert set(rows) == set(lat), table
+        for k, v in lat.items():
+            assert rows[k]["commands"] == len(v), (table, k)
+            assert rows[k]["p99_ms"] == pytest.approx(nearest_rank(v, 0.99), rel=1e-5, abs=1e-3), (table, k)
+        if table == "sessions":
+            assert all(r["target"] == target[next(c for c in session if session[c] == r["session"])]
+                       for r in rows.values())
     for key, w in want.items():
         g = got[key]
         assert (g["commands"], g["never_answered"], g["excess_round_trips"]) == (len(w["lat"]), w["never"], w["excess"]), key

@@ -99,6 +99,10 @@ public:
   std::vector<LunStats> luns() const;
   // The same figures per initiator (its address; `target` holds it, `lun` is ~0), busiest first.
   std::vector<LunStats> initiators() const;
+  // The same per target (its address and port; `lun` is ~0) and per session (`lun` holds the
+  // session's number in the capture, `target` its target's address), busiest first.
+  std::vector<LunStats> targets() const;
+  std::vector<LunStats> sessions() const;
   static constexpr size_t kMaxLuns = 1024;
   const std::vector<CommandResult>& worst() const {
     return worst_;
@@ -133,7 +137,7 @@ private:
   // (target, LUN), at most kMaxLuns keys (later ones fold into the last key, marked by lun ~0).
   std::map<std::pair<uint32_t, uint64_t>, PerLun> open_luns_;
   std::map<std::pair<std::string, uint64_t>, PerLun> luns_;
-  std::map<std::pair<std::string, uint64_t>, PerLun> initiators_;
+  std::map<std::pair<std::string, uint64_t>, PerLun> initiators_, targets_, sessions_;
   static std::vector<LunStats> rows(const std::map<std::pair<std::string, uint64_t>, PerLun>&);
   std::map<std::tuple<bool, int, int, int, int, int>, StatusStats> statuses_;
   struct PerClass {

@@ -150,11 +150,17 @@ void Summary::on_connection(const ConnectionInfo& k) {
   const std::string target = k.target.str();
   std::pair<std::string, uint64_t> ini{k.initiator.addr.str(), ~uint64_t(0)};
   if (!initiators_.count(ini) && initiators_.size() >= kMaxLuns) ini.first = "(other initiators)";
+  std::pair<std::string, uint64_t> tgt{target, ~uint64_t(0)};
+  if (!targets_.count(tgt) && targets_.size() >= kMaxLuns) tgt.first = "(other targets)";
+  std::pair<std::string, uint64_t> ses{target, k.session};
+  if (!sessions_.count(ses) && sessions_.size() >= kMaxLuns) ses = {"(other sessions)", ~uint64_t(0)};
   while (it != open_luns_.end() && it->first.first == k.id) {
     std::pair<std::string, uint64_t> key{target, it->first.second};
     if (!luns_.count(key) && luns_.size() >= kMaxLuns) key = {"(other targets and LUNs)", ~uint64_t(0)};
     luns_[key].add(it->second);
     initiators_[ini].add(it->second);
+    targets_[tgt].add(it->second);
+    sessions_[ses].add(it->second);
     it = open_luns_.erase(it);
   }
 }
@@ -210,6 +216,8 @@ double Summary::exclusive_total_ms() const {
 
 std::vector<LunStats> Summary::luns() const { return rows(luns_); }
 std::vector<LunStats> Summary::initiators() const { return rows(initiators_); }
+std::vector<LunStats> Summary::targets() const { return rows(targets_); }
+std::vector<LunStats> Summary::sessions() const { return rows(sessions_); }
 
 std::vector<LunStats> Summary::rows(const std::map<std::pair<std::string, uint64_t>, PerLun>& m) {
   std::vector<LunStats> out;
