@@ -403,6 +403,10 @@ int probe_main(int argc, char** argv, const std::function<int(int, char**)>& rep
 
   std::vector<std::string> args{"iscsi-doctor"};
   args.insert(args.end(), extras.begin(), extras.end());
+  if (port != "3260" && std::find(extras.begin(), extras.end(), "--port") == extras.end()) {
+    args.push_back("--port");  // the portal's own port, whatever port detection makes of it
+    args.push_back(port);
+  }
   args.push_back(path);
   std::vector<char*> av;
   for (auto& a : args)
