@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// libpcap reads the file (pcap and pcapng alike, timestamps scaled to nanoseconds); a gzip file is
-// decompressed by zlib behind a stdio FILE* (fopencookie) that libpcap reads like any other. The
-// pcap_t is owned by a libtins BaseSniffer, which closes it. Each packet goes to the decoder chosen
-// for the link type (packet_decoder.hpp) and, when it is TCP, to the caller as a Segment.
+// libpcap reads the file (pcap and pcapng alike, timestamps scaled to nanoseconds); a compressed
+// file is decompressed behind a stdio FILE* (fopencookie, decompress.hpp) that libpcap reads like
+// any other. The pcap_t is owned by a libtins BaseSniffer, which closes it. Each packet goes to the
+// decoder chosen for the link type (packet_decoder.hpp) and, when it is TCP, to the caller as a
+// Segment.
 #include "capture_reader.hpp"
 
 #include <fcntl.h>
@@ -12,7 +13,6 @@
 #include <sys/stat.h>
 #include <tins/sniffer.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <array>
@@ -24,6 +24,7 @@
 
 #include <fmt/format.h>
 
+#include "decompress.hpp"
 #include "packet_decoder.hpp"
 
 namespace iscsi_doctor::cli {
@@ -31,7 +32,7 @@ namespace {
 
 constexpr uint32_t kPcapMagics[] = {0xa1b2c3d4, 0xd4c3b2a1, 0xa1b23c4d, 0x4d3cb2a1};
 constexpr uint32_t kPcapngMagic = 0x0a0d0d0a;  // section header block type
-constexpr size_t kGzipBuffer = 256 * 1024;
+constexpr size_t kStreamBuffer = 256 * 1024;
 constexpr size_t kFileBuffer = 1 << 20;       // stdio's default (4 KiB) costs a read() per ~3 packets
 constexpr size_t kWindow = 1 << 20;           // bytes read at once by the pcap walker: stays in cache
 constexpr uint64_t kProgressEvery = 1 << 16;  // packets between progress calls
@@ -46,37 +47,6 @@ FileFormat format_of(const uint8_t* b, size_t n) {
   return FileFormat::unknown;
 }
 
-// zlib's gzFile behind a stdio FILE*, so that libpcap's pcap_fopen_offline can read it.
-struct GzCookie {
-  gzFile gz = nullptr;
-  std::string error;  // zlib's message when a read failed
-};
-
-ssize_t gz_read(void* cookie, char* buf, size_t size) {
-  auto* c = static_cast<GzCookie*>(cookie);
-  const unsigned chunk = size > (1u << 30) ? (1u << 30) : unsigned(size);
-  const int n = gzread(c->gz, buf, chunk);
-  if (n < 0) {
-    int code = 0;
-    c->error = gzerror(c->gz, &code);
-    errno = EIO;
-    return -1;
-  }
-  if (n == 0) {  // end of input: Z_BUF_ERROR means it ended inside a gzip stream
-    int code = 0;
-    const char* msg = gzerror(c->gz, &code);
-    if (code == Z_BUF_ERROR) c->error = fmt::format("gzip stream truncated ({})", msg);
-  }
-  return n;
-}
-
-int gz_close(void* cookie) {
-  auto* c = static_cast<GzCookie*>(cookie);
-  const int rc = gzclose(c->gz);
-  delete c;
-  return rc == Z_OK ? 0 : EOF;
-}
-
 volatile sig_atomic_t g_stream_signal = 0;
 
 void on_stream_signal(int sig) {
@@ -86,7 +56,7 @@ void on_stream_signal(int sig) {
 
 // A stream (standard input, a pipe, a FIFO) behind a stdio FILE*: the bytes read ahead to
 // recognise it are handed back first, then the rest as it comes from the file descriptor, or from
-// another FILE* (the decompressed side of a gzip stream).
+// another FILE* (the decompressed side of a compressed stream).
 struct StreamCookie {
   int fd = -1;          // read from this (owned) ...
   FILE* src = nullptr;  // ... or this (owned)
@@ -135,7 +105,7 @@ FILE* stream_file(StreamCookie* c) {
     stream_close(c);
     return nullptr;
   }
-  setvbuf(f, nullptr, _IOFBF, kGzipBuffer);
+  setvbuf(f, nullptr, _IOFBF, kStreamBuffer);
   return f;
 }
 
@@ -150,62 +120,7 @@ size_t read_head(FILE* f, uint8_t* out, size_t n) {
   return got;
 }
 
-// gzip (RFC 1952, members one after another, as gzip writes them) decompressed by zlib's inflate
-// from a FILE*: zlib's own gzdopen would read the descriptor past the bytes already looked at.
-struct InflateCookie {
-  FILE* src = nullptr;  // owned
-  z_stream z{};
-  std::vector<unsigned char> in = std::vector<unsigned char>(kGzipBuffer);
-  bool member_done = false;  // the last member ended: more bytes may start another
-  bool finished = false;
-  GzCookie* report = nullptr;  // where a decompression error is told (its gz stays null)
-};
-
-ssize_t inflate_read(void* cookie, char* buf, size_t size) {
-  auto* c = static_cast<InflateCookie*>(cookie);
-  c->z.next_out = reinterpret_cast<unsigned char*>(buf);
-  c->z.avail_out = unsigned(std::min<size_t>(size, 1u << 30));
-  const unsigned want = c->z.avail_out;
-  while (!c->finished && c->z.avail_out == want) {
-    if (c->z.avail_in == 0) {
-      const size_t n = std::fread(c->in.data(), 1, c->in.size(), c->src);
-      if (n == 0) {
-        if (!c->member_done) c->report->error = "gzip stream truncated (unexpected end of file)";
-        c->finished = true;
-        break;
-      }
-      c->z.next_in = c->in.data();
-      c->z.avail_in = unsigned(n);
-    }
-    if (c->member_done) {  // another member follows
-      inflateReset(&c->z);
-      c->member_done = false;
-    }
-    const int rc = inflate(&c->z, Z_NO_FLUSH);
-    if (rc == Z_STREAM_END) {
-      c->member_done = true;
-    } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
-      c->report->error = fmt::format("corrupt gzip data ({})", c->z.msg ? c->z.msg : "inflate failed");
-      c->finished = true;
-      if (c->z.avail_out == want) {
-        errno = EIO;
-        return -1;
-      }
-    }
-  }
-  return ssize_t(want - c->z.avail_out);
-}
-
-int inflate_close(void* cookie) {
-  auto* c = static_cast<InflateCookie*>(cookie);
-  inflateEnd(&c->z);
-  const int rc = std::fclose(c->src);
-  delete c->report;
-  delete c;
-  return rc;
-}
-
-// Owns the pcap_t (BaseSniffer's destructor closes it, and with it the FILE* and the gzFile).
+// Owns the pcap_t (BaseSniffer's destructor closes it, and with it the FILE* and the decompressor).
 class OfflineHandle final : public Tins::BaseSniffer {
 public:
   explicit OfflineHandle(pcap_t* handle) { set_pcap_handle(handle); }
@@ -219,6 +134,26 @@ std::string dlt_name(int dlt) {
 
 std::string describe_errno(const std::string& path, int err) {
   return fmt::format("{}: cannot open: {}", path, std::strerror(err));
+}
+
+std::string not_a_capture(const std::string& path) {
+  return fmt::format(
+      "{}: not a pcap, pcapng or gzip-compressed capture (nor one compressed with xz, zstd, "
+      "lz4 or bzip2)",
+      path);
+}
+
+// Why what a compressed input holds is no capture, from its first n (up to 4) decompressed bytes;
+// "" when it starts like one.
+std::string compressed_capture_error(const std::string& path, Compression c, bool stream, const uint8_t* head,
+                                     size_t n, const DecompressStatus& status) {
+  const std::string_view name = compression_name(c), what = stream ? "stream" : "file";
+  if (n < 4)
+    return status.error.empty() ? fmt::format("{}: {} {} holds no capture (too short)", path, name, what)
+                                : fmt::format("{}: {}", path, status.error);
+  if (format_of(head, n) == FileFormat::unknown)
+    return fmt::format("{}: {} {} does not hold a pcap or pcapng capture", path, name, what);
+  return "";
 }
 
 }  // namespace
@@ -253,7 +188,7 @@ FileProbe probe_file(const std::string& path) {
     p.error = describe_errno(path, errno);
     return p;
   }
-  std::array<uint8_t, 4> head{};
+  std::array<uint8_t, kMagicBytes> head{};
   const ssize_t n = ::read(fd, head.data(), head.size());
   ::close(fd);
   if (n <= 0) {
@@ -261,23 +196,24 @@ FileProbe probe_file(const std::string& path) {
                      : fmt::format("{}: cannot read: {}", path, std::strerror(errno));
     return p;
   }
-  if (n >= 2 && head[0] == 0x1f && head[1] == 0x8b) {
-    p.gzip = true;
-    gzFile gz = gzopen(path.c_str(), "rb");
-    int got = gz ? gzread(gz, head.data(), unsigned(head.size())) : -1;
-    if (gz) gzclose(gz);
-    if (got < 4) {
-      p.error = got < 0 ? fmt::format("{}: corrupt gzip data", path)
-                        : fmt::format("{}: gzip file holds no capture (too short)", path);
+  p.compression = compression_of(head.data(), size_t(n));
+  if (p.compression != Compression::none) {  // what it holds must start like a capture
+    auto status = std::make_shared<DecompressStatus>();
+    FILE* src = std::fopen(path.c_str(), "rbe");
+    FILE* f = src ? decompressed_file(p.compression, src, status) : nullptr;
+    if (!f) {
+      p.error = src ? fmt::format("{}: cannot decompress: the {} decoder failed to start", path,
+                                  compression_name(p.compression))
+                    : describe_errno(path, errno);
       return p;
     }
-    p.format = format_of(head.data(), 4);
-    if (p.format == FileFormat::unknown)
-      p.error = fmt::format("{}: gzip file does not hold a pcap or pcapng capture", path);
+    const size_t got = read_head(f, head.data(), 4);
+    std::fclose(f);
+    p.error = compressed_capture_error(path, p.compression, false, head.data(), got, *status);
+    if (p.error.empty()) p.format = format_of(head.data(), got);
   } else {
     p.format = format_of(head.data(), size_t(n));
-    if (p.format == FileFormat::unknown)
-      p.error = fmt::format("{}: not a pcap, pcapng or gzip-compressed capture", path);
+    if (p.format == FileFormat::unknown) p.error = not_a_capture(path);
   }
   p.is_capture = p.format != FileFormat::unknown;
   return p;
@@ -336,8 +272,8 @@ struct CaptureReader::Impl {
   std::string path;
   FileProbe probe;
   std::unique_ptr<OfflineHandle> handle;
-  GzCookie* gz = nullptr;  // owned by the FILE* (gz_close), which pcap_close closes
-  uint64_t consumed = 0;   // of a stream: bytes read from it
+  std::shared_ptr<DecompressStatus> decomp;  // of a compressed input: what decompressing it met
+  uint64_t consumed = 0;                     // of a stream: bytes read from it
   DecodeFn decode = nullptr;
   std::string_view decoder;
   // Uncompressed pcap 2.4: the records walked in place in a window of the file read with read()
@@ -450,8 +386,9 @@ struct CaptureReader::Impl {
     return swapped ? __builtin_bswap16(v) : v;
   }
 
-  // A stream: its first bytes say what it is (through gzip when compressed), then libpcap reads
-  // it, those bytes handed back first. Throws CaptureError as probe_file's messages say.
+  // A stream: its first bytes say what it is (looked at through the decompressor when compressed),
+  // then libpcap reads it, those bytes handed back first. Throws CaptureError as probe_file's
+  // messages say.
   pcap_t* open_stream(char* errbuf) {
     probe.stream = true;
     const int in = path == "-" ? 0 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -461,7 +398,7 @@ struct CaptureReader::Impl {
     raw->consumed = &consumed;
     FILE* f = stream_file(raw);
     if (!f) throw CaptureError(describe_errno(path, errno));
-    std::array<uint8_t, 4> head{};
+    std::array<uint8_t, kMagicBytes> head{};
     size_t n = read_head(f, head.data(), head.size());
     auto give_back = [&](FILE* from, size_t k) {
       auto* c = new StreamCookie;
@@ -475,48 +412,29 @@ struct CaptureReader::Impl {
       std::fclose(f);
       throw CaptureError(fmt::format("{}: empty input", path));
     }
-    if (n >= 2 && head[0] == 0x1f && head[1] == 0x8b) {
-      probe.gzip = true;
-      auto* z = new InflateCookie;
-      z->src = give_back(f, n);
-      z->report = new GzCookie;
-      if (inflateInit2(&z->z, 16 + MAX_WBITS) != Z_OK) {
-        std::fclose(z->src);
-        delete z->report;
-        delete z;
-        throw CaptureError(fmt::format("{}: cannot decompress: zlib failed to start", path));
-      }
-      gz = z->report;
-      f = fopencookie(z, "r", cookie_io_functions_t{inflate_read, nullptr, nullptr, inflate_close});
-      if (!f) {
-        gz = nullptr;
-        inflate_close(z);
-        throw CaptureError(describe_errno(path, errno));
-      }
-      setvbuf(f, nullptr, _IOFBF, kGzipBuffer);
-      n = read_head(f, head.data(), head.size());
-      if (n < 4) {
-        const std::string why = gz->error;
-        std::fclose(f);
-        gz = nullptr;
-        throw CaptureError(!why.empty() ? fmt::format("{}: {}", path, why)
-                                        : fmt::format("{}: gzip stream holds no capture (too short)", path));
-      }
+    probe.compression = compression_of(head.data(), n);
+    std::string why;
+    if (probe.compression != Compression::none) {
+      decomp = std::make_shared<DecompressStatus>();
+      f = decompressed_file(probe.compression, give_back(f, n), decomp);
+      if (!f)
+        throw CaptureError(fmt::format("{}: cannot decompress: the {} decoder failed to start", path,
+                                       compression_name(probe.compression)));
+      n = read_head(f, head.data(), 4);
+      why = compressed_capture_error(path, probe.compression, true, head.data(), n, *decomp);
+    } else if (format_of(head.data(), n) == FileFormat::unknown) {
+      why = not_a_capture(path);
+    }
+    if (!why.empty()) {
+      std::fclose(f);
+      throw CaptureError(why);
     }
     probe.format = format_of(head.data(), n);
-    if (probe.format == FileFormat::unknown) {
-      std::fclose(f);
-      gz = nullptr;
-      throw CaptureError(probe.gzip
-                             ? fmt::format("{}: gzip stream does not hold a pcap or pcapng capture", path)
-                             : fmt::format("{}: not a pcap, pcapng or gzip-compressed capture", path));
-    }
     probe.is_capture = true;
     f = give_back(f, n);
     pcap_t* p = pcap_fopen_offline_with_tstamp_precision(f, PCAP_TSTAMP_PRECISION_NANO, errbuf);
     if (!p) {
       std::fclose(f);
-      gz = nullptr;
       throw CaptureError(fmt::format("{}: not a readable capture: {}", path, errbuf));
     }
     return p;
@@ -525,7 +443,7 @@ struct CaptureReader::Impl {
   uint64_t bytes_done() {
     if (probe.stream) return consumed;
     if (fd >= 0) return win_offset + win_pos;
-    if (gz) return uint64_t(std::max<z_off_t>(0, gzoffset(gz->gz)));
+    if (decomp) return decomp->consumed;
     FILE* f = pcap_file(handle->get_pcap_handle());
     const long pos = f ? std::ftell(f) : -1;
     return pos < 0 ? 0 : uint64_t(pos);
@@ -549,27 +467,21 @@ CaptureReader::CaptureReader(const std::string& path, DecoderChoice decoder)
   }
   if (stream) {
     p = m.open_stream(errbuf);
-  } else if (m.probe.gzip) {
-    auto* cookie = new GzCookie;
-    cookie->gz = gzopen(path.c_str(), "rb");
-    if (!cookie->gz) {
-      delete cookie;
-      throw CaptureError(describe_errno(path, errno));
-    }
-    gzbuffer(cookie->gz, kGzipBuffer);
-    FILE* fp = fopencookie(cookie, "r", cookie_io_functions_t{gz_read, nullptr, nullptr, gz_close});
-    if (!fp) {
-      gzclose(cookie->gz);
-      delete cookie;
-      throw CaptureError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-    }
-    setvbuf(fp, nullptr, _IOFBF, kGzipBuffer);
+  } else if (m.probe.compression != Compression::none) {
+    FILE* src = std::fopen(path.c_str(), "rbe");
+    if (!src) throw CaptureError(describe_errno(path, errno));
+    setvbuf(src, nullptr, _IONBF, 0);  // the decompressor reads large blocks of its own
+    posix_fadvise(fileno(src), 0, 0, POSIX_FADV_SEQUENTIAL);
+    m.decomp = std::make_shared<DecompressStatus>();
+    FILE* fp = decompressed_file(m.probe.compression, src, m.decomp);
+    if (!fp)
+      throw CaptureError(fmt::format("{}: cannot decompress: the {} decoder failed to start", path,
+                                     compression_name(m.probe.compression)));
     p = pcap_fopen_offline_with_tstamp_precision(fp, PCAP_TSTAMP_PRECISION_NANO, errbuf);
     if (!p) {
       std::fclose(fp);
       throw CaptureError(fmt::format("{}: not a readable capture: {}", path, errbuf));
     }
-    m.gz = cookie;
   } else {
     // Our own FILE* with a large buffer: the read() system calls were half of the run time.
     FILE* fp = std::fopen(path.c_str(), "rbe");
@@ -583,7 +495,8 @@ CaptureReader::CaptureReader(const std::string& path, DecoderChoice decoder)
     }
   }
   m.handle = std::make_unique<OfflineHandle>(p);
-  if (!m.probe.stream && !m.probe.gzip && m.probe.format == FileFormat::pcap) m.try_direct(path);
+  if (!m.probe.stream && m.probe.compression == Compression::none && m.probe.format == FileFormat::pcap)
+    m.try_direct(path);
 
   m.choose_decoder(decoder, path);
 }
@@ -747,7 +660,7 @@ ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* onl
       if (rc == PCAP_ERROR_BREAK) break;  // end of file
       st.damaged = true;
       std::string why = m.fd >= 0 ? record_error : std::string(pcap_geterr(p));
-      if (m.gz && !m.gz->error.empty()) why = m.gz->error + "; " + why;
+      if (m.decomp && !m.decomp->error.empty()) why = m.decomp->error + "; " + why;
       events.on_notice(Notice::Level::error, st.packets,
                        st.packets == 0
                            ? fmt::format("capture unreadable from its first packet: {}", why)
@@ -840,11 +753,12 @@ ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* onl
     events.on_notice(Notice::Level::warning, 0,
                      fmt::format("reading stopped by {} after frame {}: the report covers what came before",
                                  g_stream_signal == SIGINT ? "Ctrl-C (SIGINT)" : "SIGTERM", st.packets));
-  if (m.gz && !st.damaged && !m.gz->error.empty()) {
+  if (m.decomp && !st.damaged && !m.decomp->error.empty()) {
     st.damaged = true;
     events.on_notice(Notice::Level::error, st.packets,
-                     fmt::format("{} after frame {}", m.gz->error, st.packets));
+                     fmt::format("{} after frame {}", m.decomp->error, st.packets));
   }
+  if (m.decomp && !m.decomp->warning.empty()) events.on_notice(Notice::Level::warning, 0, m.decomp->warning);
   if (st.fragments > 1)
     events.on_notice(
         Notice::Level::warning, first_fragment,

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// Capture files in, TCP Segments out: pcap and pcapng (read by libpcap), either of them
-// gzip-compressed (detected by magic, decompressed by zlib on the fly), every link type one of the
-// decoders knows (packet_decoder.hpp). Frames are numbered from 1 over every packet in the file,
-// as Wireshark numbers them; timestamps are read at nanosecond precision.
+// Capture files in, TCP Segments out: pcap and pcapng (read by libpcap), either of them compressed
+// with gzip, xz, zstd, lz4 or bzip2 (detected by magic, decompressed on the fly: decompress.hpp),
+// every link type one of the decoders knows (packet_decoder.hpp). Frames are numbered from 1 over
+// every packet in the file, as Wireshark numbers them; timestamps are read at nanosecond precision.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "decompress.hpp"
 #include "iscsi_doctor/results.hpp"
 #include "iscsi_doctor/segment.hpp"
 
@@ -19,10 +20,10 @@ namespace iscsi_doctor::cli {
 
 enum class FileFormat : uint8_t { unknown, pcap, pcapng, live };  // live: -i, read from the interface
 
-// What the first bytes of a file say (looking through gzip when the file is compressed).
+// What the first bytes of a file say (looked at through the decompressor when it is compressed).
 struct FileProbe {
-  bool is_capture = false;  // pcap or pcapng, possibly gzip-compressed
-  bool gzip = false;
+  bool is_capture = false;  // pcap or pcapng, possibly compressed
+  Compression compression = Compression::none;
   bool stream = false;  // standard input ("-"), a pipe, a FIFO: read once, as it comes
   FileFormat format = FileFormat::unknown;
   uint64_t size = 0;  // on disk; of a stream, the bytes read from it (once read)
@@ -70,7 +71,7 @@ public:
   virtual void on_segment(const Segment&) = 0;
   // A problem with the file or a packet (frame 0: the file as a whole).
   virtual void on_notice(Notice::Level, uint64_t frame, std::string message) = 0;
-  // Called every few thousand packets: bytes of the file consumed so far (compressed bytes for gzip).
+  // Called every few thousand packets: bytes of the file consumed so far (compressed bytes when compressed).
   virtual void on_progress(uint64_t /*packets*/, uint64_t /*bytes_done*/) {}
   // The first packet's time (nanoseconds), before any segment: where the capture starts.
   virtual void on_start(int64_t /*time_ns*/) {}
@@ -106,7 +107,7 @@ public:
   std::string_view decoder_name() const;
 
   // Reads every packet once, in file order. A file error part-way (truncated record, corrupt
-  // gzip stream) ends the read with stats.damaged and an error notice naming the last good frame.
+  // compressed data) ends the read with stats.damaged and an error notice naming the last good frame.
   ReadStats read_all(ReaderEvents& events);
   // A second pass (ladders): the same walk over the same records, with the same validity rules
   // and frame numbers, but only the frames in `ranges` are decoded and handed on; reading stops

@@ -29,6 +29,10 @@ std::string file_size_text(uint64_t b) {
   return fmt::format("{} B", b);
 }
 
+std::string compression_text(Compression c) {
+  return c == Compression::none ? "" : fmt::format(" ({})", compression_name(c));
+}
+
 std::string count_text(uint64_t n) {
   std::string digits = std::to_string(n), out;
   for (size_t i = 0; i < digits.size(); ++i) {

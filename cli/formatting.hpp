@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "decompress.hpp"
 #include "iscsi_doctor/results.hpp"
 
 namespace iscsi_doctor::cli {
@@ -19,6 +20,7 @@ std::string count_text(uint64_t n);          // "1,234,567"
 std::string frames_text(const std::vector<uint64_t>& frames);  // "12, 15, 40"
 std::string hex32(uint32_t);  // "0x0000002a" (ITTs, as every output prints them)
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
+std::string compression_text(Compression);  // " (xz)", after the capture format's name; "" if none
 // Where the capture point sat: "near the initiator", "near the target", "mid-path", "unknown".
 std::string_view vantage_words(Vantage);
 

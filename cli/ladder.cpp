@@ -413,7 +413,8 @@ int ladder_main(int argc, char** argv) {
   PortOptions port_options;
   bool quiet = false;
   Options engine;
-  app.add_option("CAPTURE", capture, "pcap or pcapng file, gzip-compressed or not")->required();
+  app.add_option("CAPTURE", capture, "pcap or pcapng file, compressed (gzip, xz, zstd, lz4, bzip2) or not")
+      ->required();
   app.add_option("--itt", itt_text,
                  "the command's Initiator Task Tag (0x-prefixed hex, as the reports print it)")
       ->required();

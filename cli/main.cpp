@@ -54,8 +54,9 @@ int report_main(int argc, char** argv) {
   uint64_t max_excess = 0;
 
   app.add_option("CAPTURE", opt.inputs,
-                 "pcap or pcapng files, gzip-compressed or not, directories (searched recursively), or - "
-                 "for standard input (a pipe: tcpdump -U -w - ... | iscsi-doctor -)");
+                 "pcap or pcapng files, compressed (gzip, xz, zstd, lz4, bzip2) or not, directories "
+                 "(searched recursively), or - for standard input (a pipe: tcpdump -U -w - ... | "
+                 "iscsi-doctor -)");
   std::vector<std::string> read_opt;
   app.add_option("-r,--read", read_opt,
                  "a capture to read, as tshark's -r (the same as naming it; repeatable)")

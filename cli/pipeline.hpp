@@ -47,7 +47,7 @@ struct PipelineOptions {
 int run_pipeline(const PipelineOptions&);
 
 // The capture files an input names: the file itself, or every capture under a directory (sorted,
-// recursively; files whose magic is not pcap, pcapng or gzip-compressed capture are skipped).
+// recursively; files that are not a pcap or pcapng capture, compressed or not, are skipped).
 // An input that does not exist is returned as is (reading it reports the error); a directory with
 // no capture in it is returned with an error, and so counts as an unusable input.
 struct Input {

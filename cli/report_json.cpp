@@ -231,7 +231,10 @@ nlohmann::json capture_json(const CaptureResult& r, const std::string& filter) {
   c["usable"] = r.usable;
   c["error"] = r.usable ? nlohmann::json(nullptr) : nlohmann::json(r.error);
   c["format"] = r.probe.is_capture ? nlohmann::json(format_name(r.probe.format)) : nlohmann::json(nullptr);
-  c["gzip"] = r.probe.gzip;
+  c["gzip"] = r.probe.compression == Compression::gzip;
+  c["compression"] = r.probe.compression == Compression::none
+                         ? nlohmann::json(nullptr)
+                         : nlohmann::json(compression_name(r.probe.compression));
   c["stream"] = r.probe.stream;
   c["filter"] = r.filtered ? nlohmann::json{{"given", filter},
                                             {"commands_seen", r.commands_seen},

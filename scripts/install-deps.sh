@@ -8,6 +8,7 @@ packages=(
   # build
   build-essential cmake ninja-build pkg-config
   libpcap-dev libtins-dev zlib1g-dev nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
+  liblzma-dev libzstd-dev liblz4-dev libbz2-dev  # xz, zstd, lz4 and bzip2 captures (cli/decompress.cpp)
   libiscsi-dev  # probe: the initiator it logs in and runs its battery with
   # Wireshark plugin and the oracle for tests
   tshark libwireshark-dev libglib2.0-dev  # wireshark.pc requires glib-2.0, which libwireshark-dev does not pull in
@@ -20,6 +21,7 @@ packages=(
   lua5.1 lua5.2 lua5.3 lua5.4  # the Lua plugin's core under every Lua Wireshark ships (tests/lua)
   chromium  # renders the HTML report in tests/report (headless)
   libxml2-utils  # xmllint: --junit output validated against the JUnit schema (tests/integration/test_junit.py)
+  xz-utils zstd lz4 bzip2  # compress the captures tests/integration/test_compressed.py reads
 )
 
 missing=()

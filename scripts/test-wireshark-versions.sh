@@ -26,6 +26,7 @@ packages=(
   tshark libwireshark-dev libglib2.0-dev
   cmake g++ ninja-build pkg-config
   libpcap-dev libtins-dev zlib1g-dev nlohmann-json3-dev libcli11-dev libfmt-dev libiscsi-dev
+  liblzma-dev libzstd-dev liblz4-dev libbz2-dev
   python3 python3-pytest util-linux ca-certificates
   wireshark xvfb xauth xdotool imagemagick
 )

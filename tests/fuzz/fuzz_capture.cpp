@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // Fuzzes whole-capture reading: the input is written to a file and read as the CLI reads it
-// (probe, libpcap, gzip, both packet decoders) into an Analyzer.
+// (probe, libpcap, decompression, both packet decoders) into an Analyzer.
 #include <unistd.h>
 
 #include <cstdint>

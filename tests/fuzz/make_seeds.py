@@ -11,7 +11,9 @@ are kept next to them as crash-*/leak-*/timeout-* (never rewritten here). Determ
   python3 tests/fuzz/make_seeds.py --check  # exit 1 if a committed seed differs from a fresh one
 """
 import argparse
+import bz2
 import gzip
+import lzma
 import os
 import struct
 import sys
@@ -282,7 +284,10 @@ def capture_seeds():
     hdr, recs = head("scripted-nagle-read-1k--initiator.pcap.gz", 30)
     out = {"seed-nagle-read-head.pcap": mc.pcap_bytes(hdr, recs),
            "seed-nagle-read-head.pcapng": pcapng(recs),
-           "seed-nagle-read-head.pcap.gz": gzip.compress(mc.pcap_bytes(hdr, recs), 9, mtime=0)}
+           "seed-nagle-read-head.pcap.gz": gzip.compress(mc.pcap_bytes(hdr, recs), 9, mtime=0),
+           # the other compressions Python makes itself (zstd and lz4 would need their tools)
+           "seed-nagle-read-head.pcap.xz": lzma.compress(mc.pcap_bytes(hdr, recs)),
+           "seed-nagle-read-head.pcap.bz2": bz2.compress(mc.pcap_bytes(hdr, recs), 9)}
     # other link types the fast decoder handles itself: raw IPv4, Linux cooked (SLL), 802.1Q
     out["seed-nagle-read-head-raw-ip.pcap"] = relink(hdr, recs, 101, lambda b: b)
     out["seed-nagle-read-head-sll.pcap"] = relink(hdr, recs, 113, lambda b: struct.pack(">HHH8sH", 0, 1, 6, bytes(8), 0x0800))

@@ -83,7 +83,7 @@ def strip_paths(doc):
     """The document without what legitimately differs between copies of one capture."""
     d = json.loads(json.dumps(doc))
     for c in d["captures"]:
-        for k in ("path", "gzip", "size_bytes", "format"):
+        for k in ("path", "gzip", "compression", "size_bytes", "format"):
             c.pop(k, None)
     for n in d["notices"]:
         n.pop("file", None)

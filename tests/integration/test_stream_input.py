@@ -34,7 +34,8 @@ def report(args, data=None):
 
 def analysis(r):
     """What the engine found: everything but the input's own description."""
-    cap = {k: v for k, v in r["captures"][0].items() if k not in ("path", "size_bytes", "stream", "gzip")}
+    cap = {k: v for k, v in r["captures"][0].items()
+           if k not in ("path", "size_bytes", "stream", "gzip", "compression")}
     return r["commands"], r["findings"], r["sessions"], r["summary"], cap
 
 
