@@ -25,8 +25,8 @@ namespace {
 constexpr size_t kBefore = 2;  // segments of the connection shown before the command
 constexpr size_t kAfter = 2;   // and after its status (the status' ACK, usually)
 constexpr int64_t kAfterNs = 200'000'000;
-constexpr size_t kHead = 30;  // a long transfer keeps its first and last segments and evidence
-constexpr size_t kTail = 30;
+constexpr size_t kHead = 16;  // a long transfer keeps its first and last segments and evidence
+constexpr size_t kTail = 16;
 
 // ---- Labels: the names of the PDUs the engine found in a segment ---------------------------------
 

@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
+#include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -121,8 +124,14 @@ std::vector<Arrow> make_arrows(const LadderRequest& r, const CapturePoint& cp) {
     return s.ours ? "command" : "other";
   };
   std::vector<Arrow> arrows;
+  int64_t last_cap = std::numeric_limits<int64_t>::min();
   for (const LadderSeg& s : r.segs) {
-    Arrow a{&s, 0, s.time_ns - r.command.first_ns, 0, role_of(s)};
+    // Segments captured at the same time (or, across a clock step, earlier) a nanosecond apart:
+    // each its own row.
+    const int64_t cap = std::max(s.time_ns - r.command.first_ns,
+                                 last_cap == std::numeric_limits<int64_t>::min() ? last_cap : last_cap + 1);
+    last_cap = cap;
+    Arrow a{&s, 0, cap, 0, role_of(s)};
     a.send = a.cap - (s.from_initiator ? cp.to_initiator_ns : cp.to_target_ns);
     a.arr = a.cap + (s.from_initiator ? cp.to_target_ns : cp.to_initiator_ns);
     arrows.push_back(std::move(a));
@@ -145,6 +154,13 @@ void number_round_trips(std::vector<Arrow>& arrows, const CommandResult& c) {
   if (status && shown < c.round_trips) status->rt = c.round_trips;
 }
 
+const char* wait_fill(std::string_view role) {
+  if (role == "delayed-ack-wait") return "#ffe08a";
+  if (role == "think") return "#d9ecd0";
+  if (role == "loss-wait") return "#e6d3ef";
+  return "#f9c9c9";  // hold-wait
+}
+
 // A shaded wait: [send - lost, send] of the evidence frame, on the side that waited.
 struct Shade {
   bool initiator_side;
@@ -163,15 +179,12 @@ std::vector<Shade> make_shades(const std::vector<Finding>& findings, const std::
       if (a.s->frame == f.frame) {
         const bool init = f.side == Side::initiator;
         const int64_t end = a.send;
-        const char* fill = f.kind == FindingKind::delayed_ack    ? "#ffe08a"
-                           : f.kind == FindingKind::target_think ? "#d9ecd0"
-                                                                 : "#f9c9c9";
-        const std::string shade_role = f.kind == FindingKind::delayed_ack      ? "delayed-ack-wait"
-                                       : f.kind == FindingKind::target_think   ? "think"
-                                       : f.kind == FindingKind::retransmission ? "loss-wait"
-                                                                               : "hold-wait";
+        const char* shade_role = f.kind == FindingKind::delayed_ack      ? "delayed-ack-wait"
+                                 : f.kind == FindingKind::target_think   ? "think"
+                                 : f.kind == FindingKind::retransmission ? "loss-wait"
+                                                                         : "hold-wait";
         shades.push_back({init, end - int64_t(f.lost_ms * 1e6), end,
-                          fmt::format("{} {}", what, ms_text(f.lost_ms)), fill, shade_role});
+                          fmt::format("{} {}", what, ms_text(f.lost_ms)), wait_fill(shade_role), shade_role});
         break;
       }
   }
@@ -179,6 +192,11 @@ std::vector<Shade> make_shades(const std::vector<Finding>& findings, const std::
 }
 
 // ---- Vertical layout ---------------------------------------------------------------------------
+
+// The body (first arrow to last) stays within kBodyMax whatever the idle time or the transfer
+// length: the part drawn to scale shrinks until it fits, idle gaps outside the command become
+// breaks of fixed height, and long transfers are elided by the second pass (ladder.cpp).
+constexpr double kBodyMax = 1000, kBreakPx = 36;
 
 // An idle stretch drawn shorter than it was.
 struct Break {
@@ -190,8 +208,9 @@ struct Break {
 // so that bursts stay readable, and long idle stretches outside the command cut short.
 class TimeAxis {
 public:
-  TimeAxis(const std::vector<Arrow>& arrows, const std::vector<Shade>& shades, const CommandResult& c,
-           const CapturePoint& cp) {
+  // `end_ns`: the command's status (or last evidence) from its first frame.
+  TimeAxis(const std::vector<Arrow>& arrows, const std::vector<Shade>& shades, int64_t end_ns,
+           int64_t round_trip_ns) {
     for (const Arrow& a : arrows)
       keys_.insert(keys_.end(), {a.send, a.cap, a.arr});
     for (const Shade& s : shades)
@@ -199,8 +218,20 @@ public:
     keys_.push_back(0);
     std::sort(keys_.begin(), keys_.end());
     keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
-    scale(c, cp.to_initiator_ns + cp.to_target_ns);
-    space_out(arrows);
+    // Rows 19 px apart, closer (down to 14, a line of 11 px text) when many segments are drawn.
+    size_t elided = 0;
+    for (const Arrow& a : arrows)
+      elided += a.s->elided_before > 0;
+    spacing_ = std::clamp((kBodyMax - 200) / (double(arrows.size()) + 1.5 * double(elided)), 14.0, 19.0);
+    const int64_t span = std::max<int64_t>(end_ns + round_trip_ns, 1000);
+    lo_ = -round_trip_ns - span / 20, hi_ = end_ns + round_trip_ns + span / 20;
+    // 440 px for the command and a round trip, less when the whole does not fit.
+    double px_per_ns = 440.0 / double(span);
+    for (int i = 0; i < 24; ++i, px_per_ns /= 2) {
+      scale(px_per_ns);
+      space_out(arrows);
+      if (last_y() - kTop <= kBodyMax) break;
+    }
   }
 
   double y(int64_t t) const {
@@ -213,24 +244,23 @@ public:
   }
   double last_y() const { return ys_.empty() ? kTop : ys_.back(); }
   const std::vector<Break>& breaks() const { return breaks_; }
+  double elided_spacing() const { return 2 * spacing_ + 6; }  // room for the "not drawn" line
 
 private:
-  // 440 px for the command and a round trip; gaps of more than 40 px outside it become breaks.
-  void scale(const CommandResult& c, int64_t round_trip_ns) {
-    const int64_t span = std::max<int64_t>(c.status_ns - c.first_ns + round_trip_ns, 1000);
-    const double px_per_ns = 440.0 / double(span);
-    const int64_t lo_ok = -round_trip_ns - span / 20,
-                  hi_ok = c.status_ns - c.first_ns + round_trip_ns + span / 20;
-    ys_.resize(keys_.size());
+  // A gap mostly outside [lo_, hi_] longer than 40 px becomes a break.
+  void scale(double px_per_ns) {
+    ys_.assign(keys_.size(), kTop);
+    breaks_.clear();
     double y = kTop;
     for (size_t i = 0; i < keys_.size(); ++i) {
       if (i) {
-        const int64_t g = keys_[i] - keys_[i - 1];
+        const int64_t a = keys_[i - 1], b = keys_[i], g = b - a;
+        const int64_t out =
+            std::max<int64_t>(0, std::min(b, lo_) - a) + std::max<int64_t>(0, b - std::max(a, hi_));
         double px = double(g) * px_per_ns;
-        const bool outside = keys_[i] <= lo_ok || keys_[i - 1] >= hi_ok;
-        if (outside && px > 40) {
-          breaks_.push_back({y, y + 40, g});
-          px = 40;
+        if (out * 2 > g && px > 40) {
+          breaks_.push_back({y, y + kBreakPx, g});
+          px = kBreakPx;
         }
         y += px;
       }
@@ -238,9 +268,9 @@ private:
     }
   }
 
-  // Captured segments at least 19 px apart (44 where elided ones are marked): the space is added
-  // just before the arrow leaves its sender, so that the arrow itself keeps its slope, unless the
-  // previous arrow is still under way then.
+  // Captured segments at least spacing() apart (elided_spacing() where elided ones are marked): the
+  // space is added just before the arrow leaves its sender, so that the arrow itself keeps its
+  // slope, unless the previous arrow is still under way then.
   void space_out(const std::vector<Arrow>& arrows) {
     auto index = [&](int64_t t) {
       return size_t(std::lower_bound(keys_.begin(), keys_.end(), t) - keys_.begin());
@@ -250,7 +280,7 @@ private:
     bool first = true;
     for (const Arrow& a : arrows) {
       const size_t ci = index(a.cap);
-      const double need = last_cap_y + (a.s->elided_before ? 44.0 : 19.0) - ys_[ci];
+      const double need = last_cap_y + (a.s->elided_before ? elided_spacing() : spacing_) - ys_[ci];
       if (!first && need > 0) {
         const size_t from = std::max(index(a.send), last_cap_i + 1);
         for (size_t j = std::min(from, ci); j < ys_.size(); ++j)
@@ -267,6 +297,65 @@ private:
   std::vector<int64_t> keys_;  // every time drawn, sorted, unique
   std::vector<double> ys_;     // their y
   std::vector<Break> breaks_;
+  int64_t lo_ = 0, hi_ = 0;  // the command's window, a round trip either side
+  double spacing_ = 19;
+};
+
+// ---- Labels: no two texts overlap ----------------------------------------------------------------
+
+struct Box {
+  double x0, y0, x1, y1;
+};
+
+enum class Anchor { start, middle, end };
+
+// A text's extent, estimated on the wide side (sans-serif averages ~0.55 em a character).
+Box text_box(double x, double y, Anchor a, double fs, bool bold, std::string_view s) {
+  size_t n = 0;
+  for (unsigned char c : s)
+    n += (c & 0xc0) != 0x80;
+  const double w = double(n) * fs * (bold ? 0.68 : 0.62) + 2;
+  const double x0 = a == Anchor::start ? x : a == Anchor::middle ? x - w / 2 : x - w;
+  return {x0 - 1, y - fs * 0.95, x0 + w + 1, y + fs * 0.3};
+}
+
+// The texts placed so far; each new one takes the first candidate position where it overlaps none.
+class Labels {
+public:
+  void take(const Box& b) { boxes_.push_back(b); }
+  bool free(const Box& b) const {
+    for (const Box& o : boxes_)
+      if (b.x0 < o.x1 && o.x0 < b.x1 && b.y0 < o.y1 && o.y0 < b.y1) return false;
+    return true;
+  }
+  std::optional<std::pair<double, double>> fit(const std::vector<std::pair<double, double>>& at, Anchor a,
+                                               double fs, bool bold, std::string_view s) {
+    for (const auto& [x, y] : at) {
+      const Box b = text_box(x, y, a, fs, bold, s);
+      if (free(b)) {
+        take(b);
+        return std::pair{x, y};
+      }
+    }
+    return std::nullopt;
+  }
+
+private:
+  std::vector<Box> boxes_;
+};
+
+// (x, y), then y shifted by ±step, ±2 step, ... up to ±range.
+std::vector<std::pair<double, double>> around(double x, double y, double step, double range) {
+  std::vector<std::pair<double, double>> v{{x, y}};
+  for (double d = step; d <= range; d += step)
+    v.insert(v.end(), {{x, y - d}, {x, y + d}});
+  return v;
+}
+
+// A placed text (drawn only when `at` is set).
+struct Placed {
+  std::string text;
+  std::optional<std::pair<double, double>> at;
 };
 
 // ---- SVG -------------------------------------------------------------------------------------------
@@ -339,50 +428,191 @@ void draw_lanes(std::string& o, std::string_view pfx, const ConnectionInfo& k, c
                     : "middle");
 }
 
-void draw_shades(std::string& o, std::string_view pfx, const std::vector<Shade>& shades,
-                 const TimeAxis& axis) {
+// Where every text of the body goes: the frame column first (fixed rows), then round-trip
+// numbers, the held/releasing tags, the waits, the strong arrows' labels, breaks and elisions,
+// then the other arrows' labels; a text that finds no free place is left out (its arrow's tooltip
+// keeps it).
+struct Layout {
+  double time_x = 130;             // end of the time column
+  std::vector<double> rt_x;        // per arrow: its round-trip number's centre
+  std::vector<Placed> label, tag;  // per arrow
+  std::vector<Placed> elided;      // per arrow
+  std::vector<Placed> shade;       // per shade
+  std::vector<Placed> brk;         // per break
+};
+
+Layout place_labels(const std::vector<Arrow>& arrows, const std::vector<Shade>& shades, const TimeAxis& axis,
+                    const CapturePoint& cp, const LadderRequest& r, double bottom) {
+  const double xi = kInitiatorX, xt = kTargetX, xc = cp.x;
+  Layout L;
+  Labels used;
+  // The head: title, sides, capture point.
+  used.take({0, 0, kWidth, kTop - 12});
+  // The frame column: "#frame" then the time, right-aligned after the widest frame number.
+  double wf = 0, wt = 0;
+  auto time_of = [](const Arrow& a) {
+    const double tm = double(a.cap) / 1e6;
+    return fmt::format("{}{:.3f} ms", tm >= 0 ? "+" : "", tm);
+  };
+  for (const Arrow& a : arrows) {
+    const Box bf = text_box(0, 0, Anchor::start, 11, false, fmt::format("#{}", a.s->frame));
+    const Box bt = text_box(0, 0, Anchor::start, 11, false, time_of(a));
+    wf = std::max(wf, bf.x1 - bf.x0), wt = std::max(wt, bt.x1 - bt.x0);
+  }
+  L.time_x = std::max(130.0, 12 + wf + 8 + wt);
+  for (const Arrow& a : arrows) {
+    const double yc = axis.y(a.cap);
+    used.take(text_box(12, yc + 4, Anchor::start, 11, false, fmt::format("#{}", a.s->frame)));
+    used.take(text_box(L.time_x, yc + 4, Anchor::end, 11, false, time_of(a)));
+  }
+  // Round-trip numbers: circles beside the receiver, further out when one is already there.
+  L.rt_x.resize(arrows.size());
+  for (size_t i = 0; i < arrows.size(); ++i)
+    if (arrows[i].rt) {
+      const bool fi = arrows[i].s->from_initiator;
+      const double y = axis.y(arrows[i].arr);
+      for (double d = 16; d < 120; d += 20) {
+        const double x = fi ? xt + d : xi - d;
+        L.rt_x[i] = x;
+        if (used.free({x - 10, y - 10, x + 10, y + 10})) break;
+      }
+      used.take({L.rt_x[i] - 10, y - 10, L.rt_x[i] + 10, y + 10});
+    }
+  L.label.resize(arrows.size()), L.tag.resize(arrows.size()), L.elided.resize(arrows.size());
+  L.shade.resize(shades.size()), L.brk.resize(axis.breaks().size());
+  for (size_t i = 0; i < arrows.size(); ++i) {
+    const Arrow& a = arrows[i];
+    if (a.role != "held" && a.role != "release") continue;
+    const bool fi = a.s->from_initiator;
+    L.tag[i].text = a.role == "held" ? "held segment" : "releasing ACK";
+    L.tag[i].at = used.fit(around(fi ? xi - 30 : xt + 30, axis.y(a.send) + 4, 7, 42),
+                           fi ? Anchor::end : Anchor::start, 11, true, L.tag[i].text);
+  }
+  for (size_t i = 0; i < shades.size(); ++i) {
+    const Shade& s = shades[i];
+    const double ym = (axis.y(s.from) + axis.y(s.to)) / 2 + 4;
+    L.shade[i].text = s.what;
+    L.shade[i].at = used.fit(around(s.initiator_side ? xi - 10 : xt + 10, ym, 7, 140),
+                             s.initiator_side ? Anchor::end : Anchor::start, 12, true, s.what);
+  }
+  // Arrow labels: along the arrow, near the capture point first (towards the receiver for
+  // initiator arrows, towards the sender for target ones, so crossing arrows do not share it).
+  std::string last_label[2];
+  std::vector<std::string> texts(arrows.size());
+  for (size_t i = 0; i < arrows.size(); ++i) {
+    const LadderSeg& s = *arrows[i].s;
+    const bool strong = arrows[i].role == "held" || arrows[i].role == "release";
+    const bool cont = s.label == "data" || s.label == "ACK";
+    const int dir = s.from_initiator ? 0 : 1;
+    if (strong || !cont || last_label[dir] != s.label) {
+      texts[i] = s.label == "data" ? std::string(s.ours ? "data" : "…") : s.label;
+      if (s.len) texts[i] += fmt::format("  {} B", s.len);
+    }
+    last_label[dir] = s.label;
+  }
+  auto place_arrow = [&](size_t i) {
+    const Arrow& a = arrows[i];
+    const LadderSeg& s = *a.s;
+    const double xs = s.from_initiator ? xi : xt, xr = s.from_initiator ? xt : xi;
+    const double ys0 = axis.y(a.send), yc = axis.y(a.cap), yr = axis.y(a.arr);
+    auto y_at = [&](double x) {  // on the polyline sender -> capture point -> receiver
+      const bool first_leg = s.from_initiator ? x <= xc : x >= xc;
+      if (first_leg) return ys0 + (yc - ys0) * (x - xs) / (std::fabs(xc - xs) < 1 ? 1 : (xc - xs));
+      return yc + (yr - yc) * (x - xc) / (std::fabs(xr - xc) < 1 ? 1 : (xr - xc));
+    };
+    const double xm = std::clamp(xc + (s.from_initiator ? 90.0 : -90.0), xi + 60, xt - 60);
+    std::vector<std::pair<double, double>> at;
+    for (double dx : {0.0, -60.0, 60.0, -120.0, 120.0}) {
+      const double x = std::clamp(xm + dx, xi + 70, xt - 70);
+      at.emplace_back(x, y_at(x) - 4);
+      at.emplace_back(x, y_at(x) + 13);
+    }
+    const bool strong = a.role == "held" || a.role == "release";
+    L.label[i].text = texts[i];
+    L.label[i].at = used.fit(at, Anchor::middle, 11, strong, texts[i]);
+  };
+  for (size_t i = 0; i < arrows.size(); ++i)
+    if (!texts[i].empty() && (arrows[i].role == "held" || arrows[i].role == "release")) place_arrow(i);
+  const auto& breaks = axis.breaks();
+  for (size_t i = 0; i < breaks.size(); ++i) {
+    const Break& b = breaks[i];
+    L.brk[i].text = fmt::format("… {} idle, not to scale …", ms_text(double(b.ns) / 1e6));
+    const double ym = (b.y0 + b.y1) / 2 + 4;
+    std::vector<std::pair<double, double>> at;
+    for (double x : {(xi + xt) / 2, (xi + xt) / 2 - 90, (xi + xt) / 2 + 90})
+      for (const auto& p : around(x, ym, 5, 15))
+        at.push_back(p);
+    L.brk[i].at = used.fit(at, Anchor::middle, 11, false, L.brk[i].text);
+  }
+  for (size_t i = 0; i < arrows.size(); ++i) {
+    const LadderSeg& s = *arrows[i].s;
+    if (!s.elided_before) continue;
+    L.elided[i].text =
+        fmt::format("… {} segment{} not drawn", count_text(s.elided_before), s.elided_before == 1 ? "" : "s");
+    const double yc = axis.y(arrows[i].cap);
+    L.elided[i].at = used.fit(around(12, yc - axis.elided_spacing() / 2 + 4, 3, 9), Anchor::start, 11, false,
+                              L.elided[i].text);
+  }
+  if (r.elided_after)
+    used.take(text_box((xi + xt) / 2, bottom - 8, Anchor::middle, 12, false,
+                       fmt::format("… {} more segments not drawn …", count_text(r.elided_after))));
+  for (size_t i = 0; i < arrows.size(); ++i)
+    if (!texts[i].empty() && !(arrows[i].role == "held" || arrows[i].role == "release")) place_arrow(i);
+  return L;
+}
+
+void draw_shades(std::string& o, std::string_view pfx, const std::vector<Shade>& shades, const TimeAxis& axis,
+                 const Layout& L) {
   for (size_t i = 0; i < shades.size(); ++i) {
     const Shade& s = shades[i];
     const double y0 = axis.y(s.from), y1 = axis.y(s.to);
     const double x = s.initiator_side ? kInitiatorX : kTargetX - 46;
-    const double tx = s.initiator_side ? kInitiatorX - 10 : kTargetX + 10;
     put(o,
-        "<g id=\"{}-w{}\" data-role=\"{}\"><rect x=\"{}\" y=\"{}\" width=\"46\" height=\"{}\" fill=\"{}\" "
-        "opacity=\"0.85\"/><text x=\"{}\" y=\"{}\" text-anchor=\"{}\" fill=\"#7a5b00\" "
-        "font-weight=\"bold\">{}</text></g>\n",
-        pfx, i, s.role, num(x), num(y0), num(std::max(1.0, y1 - y0)), s.fill, num(tx), num((y0 + y1) / 2 + 4),
-        s.initiator_side ? "end" : "start", esc(s.what));
+        "<g id=\"{}-w{}\" data-role=\"{}\"><title>{}</title><rect x=\"{}\" y=\"{}\" width=\"46\" "
+        "height=\"{}\" fill=\"{}\" opacity=\"0.85\"/>",
+        pfx, i, s.role, esc(s.what), num(x), num(y0), num(std::max(1.0, y1 - y0)), s.fill);
+    if (const auto& at = L.shade[i].at)
+      put(o, "<text x=\"{}\" y=\"{}\" text-anchor=\"{}\" fill=\"#7a5b00\" font-weight=\"bold\">{}</text>",
+          num(at->first), num(at->second), s.initiator_side ? "end" : "start", esc(s.what));
+    o += "</g>\n";
   }
 }
 
-void draw_breaks(std::string& o, const TimeAxis& axis) {
+void draw_breaks(std::string& o, const TimeAxis& axis, const Layout& L) {
   const double xi = kInitiatorX, xt = kTargetX;
-  for (const Break& b : axis.breaks()) {
+  const auto& breaks = axis.breaks();
+  for (size_t i = 0; i < breaks.size(); ++i) {
+    const Break& b = breaks[i];
     const double ym = (b.y0 + b.y1) / 2;
     put(o,
-        "<g data-role=\"break\"><path d=\"M{0},{2} l8,-5 l8,10 l8,-5 M{1},{2} l-8,-5 l-8,10 l-8,-5\" "
-        "stroke=\"#999\" fill=\"none\" transform=\"translate(-12,0)\"/>"
-        "<text x=\"{3}\" y=\"{4}\" text-anchor=\"middle\" fill=\"#888\" font-size=\"11\">"
-        "… {5} idle, not to scale …</text></g>\n",
-        num(xi), num(xt + 24), num(ym), num((xi + xt) / 2), num(ym + 4), ms_text(double(b.ns) / 1e6));
+        "<g data-role=\"break\"><title>{3}</title><path d=\"M{0},{2} l8,-5 l8,10 l8,-5 M{1},{2} l-8,-5 "
+        "l-8,10 "
+        "l-8,-5\" stroke=\"#999\" fill=\"none\" transform=\"translate(-12,0)\"/>",
+        num(xi), num(xt + 24), num(ym), esc(L.brk[i].text));
+    if (const auto& at = L.brk[i].at)
+      put(o,
+          "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#888\" font-size=\"11\" stroke=\"#fff\" "
+          "stroke-width=\"3\" paint-order=\"stroke\">{}</text>",
+          num(at->first), num(at->second), esc(L.brk[i].text));
+    o += "</g>\n";
   }
 }
 
 // Each arrow as a <g class="seg"> (data-frame, data-role), with its label, its frame and time at
 // the left, and the round trip it completes. A run of continuation segments or of pure ACKs is
-// named once per direction (last_label).
+// named once per direction.
 void draw_arrow(std::string& o, std::string_view pfx, const Arrow& a, const TimeAxis& axis,
-                const CapturePoint& cp, std::string (&last_label)[2]) {
+                const CapturePoint& cp, const Layout& L, size_t i) {
   const double xi = kInitiatorX, xt = kTargetX, xc = cp.x;
   const LadderSeg& s = *a.s;
   const Style st = style_of(a.role);
   const double xs = s.from_initiator ? xi : xt, xr = s.from_initiator ? xt : xi;
   const double ys0 = axis.y(a.send), yc = axis.y(a.cap), yr = axis.y(a.arr);
-  if (s.elided_before)
+  if (const auto& at = L.elided[i].at)
     put(o,
-        "<text x=\"12\" y=\"{}\" fill=\"#888\" font-style=\"italic\" font-size=\"11\" "
-        "data-role=\"elided\">… {} segments not drawn</text>\n",
-        num(yc - 20), count_text(s.elided_before));
+        "<text x=\"{}\" y=\"{}\" fill=\"#888\" font-style=\"italic\" font-size=\"11\" "
+        "data-role=\"elided\">{}</text>\n",
+        num(at->first), num(at->second), esc(L.elided[i].text));
   const double tm = double(a.cap) / 1e6;
   std::string tip = fmt::format("frame {}, {}{:.3f} ms, {} → {}, seq {} ack {} len {} win {}{}", s.frame,
                                 tm >= 0 ? "+" : "", tm, s.from_initiator ? "initiator" : "target",
@@ -398,80 +628,89 @@ void draw_arrow(std::string& o, std::string_view pfx, const Arrow& a, const Time
       num(xs), num(ys0), num(xc), num(yc), num(xr - (s.from_initiator ? 1 : -1)), num(yr), st.color,
       num(st.width), *st.dash ? fmt::format(" stroke-dasharray=\"{}\"", st.dash) : "", pfx, a.role);
   put(o, "<circle cx=\"{}\" cy=\"{}\" r=\"2.5\" fill=\"#2a9d8f\"/>", num(xc), num(yc));
-  // Label where arrows are furthest apart: near the capture point, towards the receiver for
-  // initiator arrows, towards the sender for target ones (so crossing arrows do not share it).
-  const double xm = std::clamp(xc + (s.from_initiator ? 90.0 : -90.0), xi + 60, xt - 60);
-  const double ym = xm < xc ? (s.from_initiator ? ys0 + (yc - ys0) * (xm - xs) / std::max(1.0, xc - xs)
-                                                : yr + (yc - yr) * (xm - xr) / std::max(1.0, xc - xr))
-                            : (s.from_initiator ? yc + (yr - yc) * (xm - xc) / std::max(1.0, xr - xc)
-                                                : yc + (ys0 - yc) * (xm - xc) / std::max(1.0, xs - xc));
   const bool strong = a.role == "held" || a.role == "release";
-  const bool cont = s.label == "data" || s.label == "ACK";
-  const int dir = s.from_initiator ? 0 : 1;
-  std::string text;
-  if (strong || !cont || last_label[dir] != s.label) {
-    text = s.label == "data" ? std::string("…") : s.label;
-    if (s.len) text += fmt::format("  {} B", s.len);
-  }
-  last_label[dir] = s.label;
-  if (!text.empty())
+  if (const auto& at = L.label[i].at)
     put(o,
         "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"11\" fill=\"{}\"{} "
         "stroke=\"#fff\" stroke-width=\"3\" paint-order=\"stroke\">{}</text>",
-        num(xm), num(ym - 4), a.role == "other" ? "#999" : st.color, strong ? " font-weight=\"bold\"" : "",
-        esc(text));
+        num(at->first), num(at->second), a.role == "other" ? "#999" : st.color,
+        strong ? " font-weight=\"bold\"" : "", esc(L.label[i].text));
   // Frame and capture time at the left.
   put(o,
       "<text x=\"12\" y=\"{0}\" fill=\"#555\" font-size=\"11\">#{1}</text>"
-      "<text x=\"130\" y=\"{0}\" text-anchor=\"end\" fill=\"#555\" font-size=\"11\">{2}{3:.3f} ms</text>",
-      num(yc + 4), s.frame, tm >= 0 ? "+" : "", tm);
-  if (strong) {
-    const char* tag = a.role == "held" ? "held segment" : "releasing ACK";
+      "<text x=\"{4}\" y=\"{0}\" text-anchor=\"end\" fill=\"#555\" font-size=\"11\">{2}{3:.3f} ms</text>",
+      num(yc + 4), s.frame, tm >= 0 ? "+" : "", tm, num(L.time_x));
+  if (const auto& at = L.tag[i].at)
     put(o,
         "<text x=\"{}\" y=\"{}\" text-anchor=\"{}\" fill=\"{}\" font-weight=\"bold\" "
         "font-size=\"11\">{}</text>",
-        num(s.from_initiator ? xi - 30 : xt + 30), num(ys0 + 4), s.from_initiator ? "end" : "start", st.color,
-        tag);
-  }
+        num(at->first), num(at->second), s.from_initiator ? "end" : "start", st.color, L.tag[i].text);
   if (a.rt)
     put(o,
         "<g data-role=\"round-trip\" data-rt=\"{0}\"><circle cx=\"{1}\" cy=\"{2}\" r=\"9\" "
         "fill=\"#264653\"/>"
         "<text x=\"{1}\" y=\"{3}\" text-anchor=\"middle\" fill=\"#fff\" font-size=\"11\" "
         "font-weight=\"bold\">{0}</text></g>",
-        a.rt, num(xr + (s.from_initiator ? 16 : -16)), num(yr), num(yr + 4));
+        a.rt, num(L.rt_x[i]), num(yr), num(yr + 4));
   o += "</g>\n";
 }
 
-void draw_legend(std::string& o, double bottom, const ConnectionInfo& k, const CapturePoint& cp) {
-  const double ly = bottom + 28;
+// What each colour and mark of this ladder means (only those drawn), wrapped to the width.
+// Returns the height used.
+double draw_legend(std::string& o, double bottom, const ConnectionInfo& k, const CapturePoint& cp,
+                   const std::set<std::string>& roles, bool draw) {
   struct Item {
-    const char* color;
+    const char* role;
     const char* text;
-    bool box;
+    char shape;  // l: line, b: box, c: circle
   };
-  const Item items[] = {{"#222", "this command", false},       {"#d62728", "held segment", false},
-                        {"#1f6fd0", "releasing ACK", false},   {"#ef8a17", "earlier small segment", false},
-                        {"#888", "pure ACK", false},           {"#b8b8b8", "others", false},
-                        {"#ffe08a", "delayed-ACK wait", true}, {"#f9c9c9", "hold", true}};
-  double lx = 12;
+  static const Item items[] = {{"command", "this command", 'l'},
+                               {"held", "held segment", 'l'},
+                               {"release", "releasing ACK", 'l'},
+                               {"small", "earlier small segment", 'l'},
+                               {"retransmission", "retransmission", 'l'},
+                               {"original", "original (resent)", 'l'},
+                               {"ack", "pure ACK", 'l'},
+                               {"other", "other commands", 'l'},
+                               {"delayed-ack-wait", "delayed-ACK wait", 'b'},
+                               {"hold-wait", "held / waiting", 'b'},
+                               {"think", "target think", 'b'},
+                               {"loss-wait", "loss recovery", 'b'},
+                               {"vantage", "capture point", 'l'},
+                               {"round-trip", "round trip completed", 'c'}};
+  double lx = 12, ly = bottom + 28;
   for (const Item& it : items) {
-    if (it.box)
-      put(o, "<rect x=\"{}\" y=\"{}\" width=\"18\" height=\"10\" fill=\"{}\"/>", num(lx), num(ly - 9),
-          it.color);
-    else
-      put(o, "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"3\"/>", num(lx),
-          num(ly - 4), num(lx + 18), num(ly - 4), it.color);
-    put(o, "<text x=\"{}\" y=\"{}\" font-size=\"11\">{}</text>", num(lx + 23), num(ly), it.text);
-    lx += 32 + 5.8 * double(std::strlen(it.text));
+    if (!roles.count(it.role)) continue;
+    const double w = 32 + text_box(0, 0, Anchor::start, 11, false, it.text).x1;
+    if (lx + w > kWidth - 8) lx = 12, ly += 18;
+    if (draw) {
+      put(o, "<g data-legend=\"{}\">", it.role);
+      if (it.shape == 'b')
+        put(o, "<rect x=\"{}\" y=\"{}\" width=\"18\" height=\"10\" fill=\"{}\"/>", num(lx), num(ly - 9),
+            wait_fill(it.role));
+      else if (it.shape == 'c')
+        put(o, "<circle cx=\"{}\" cy=\"{}\" r=\"6\" fill=\"#264653\"/>", num(lx + 9), num(ly - 4));
+      else {
+        const Style st =
+            std::string_view(it.role) == "vantage" ? Style{"#2a9d8f", 1.5, "6 4"} : style_of(it.role);
+        put(o, "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"{}\"{}/>", num(lx),
+            num(ly - 4), num(lx + 18), num(ly - 4), st.color, num(std::max(2.0, st.width)),
+            *st.dash ? fmt::format(" stroke-dasharray=\"{}\"", st.dash) : "");
+      }
+      put(o, "<text x=\"{}\" y=\"{}\" font-size=\"11\">{}</text></g>", num(lx + 23), num(ly), it.text);
+    }
+    lx += w;
   }
-  put(o,
-      "\n<text x=\"12\" y=\"{}\" font-size=\"11\" fill=\"#555\">Left: frame, and when the capture "
-      "point saw it (dot), from the command's first frame. Numbered circles: round trips completed.</text>"
-      "\n<text x=\"12\" y=\"{}\" font-size=\"11\" fill=\"#555\">Arrows leave and reach each side half "
-      "a measured round trip from the capture point: RTT {}, capture point ↔ initiator {}, ↔ target "
-      "{}.</text>\n",
-      num(ly + 20), num(ly + 36), ms_text(k.rtt_ms), ms_text(cp.rtt_i), ms_text(cp.rtt_t));
+  if (draw)
+    put(o,
+        "\n<text x=\"12\" y=\"{}\" font-size=\"11\" fill=\"#555\">Left: frame, and when the capture "
+        "point saw it (dot), from the command's first frame.</text>"
+        "\n<text x=\"12\" y=\"{}\" font-size=\"11\" fill=\"#555\">Arrows leave and reach each side half "
+        "a measured round trip from the capture point:</text>"
+        "\n<text x=\"12\" y=\"{}\" font-size=\"11\" fill=\"#555\">RTT {}, capture point ↔ initiator {}, ↔ "
+        "target {}.</text>\n",
+        num(ly + 20), num(ly + 35), num(ly + 50), ms_text(k.rtt_ms), ms_text(cp.rtt_i), ms_text(cp.rtt_t));
+  return ly + 60 - bottom;
 }
 
 }  // namespace
@@ -481,24 +720,36 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
   std::vector<Arrow> arrows = make_arrows(r, cp);
   number_round_trips(arrows, r.command);
   const std::vector<Shade> shades = make_shades(r.findings, arrows);
-  const TimeAxis axis(arrows, shades, r.command, cp);
+  // The command's end: its status, or without one its last segment or evidence frame drawn.
+  int64_t end = r.command.status_frame ? r.command.status_ns - r.command.first_ns : 0;
+  if (!r.command.status_frame)
+    for (const Arrow& a : arrows)
+      if (a.s->ours || (a.role != "other" && a.role != "ack")) end = std::max(end, a.cap);
+  const TimeAxis axis(arrows, shades, end, cp.to_initiator_ns + cp.to_target_ns);
   const double bottom = axis.last_y() + 30;
+  std::set<std::string> roles{"vantage"};
+  for (const Arrow& a : arrows) {
+    roles.insert(a.role);
+    if (a.rt) roles.insert("round-trip");
+  }
+  for (const Shade& s : shades)
+    roles.insert(s.role);
+  const Layout L = place_labels(arrows, shades, axis, cp, r, bottom);
 
   std::string o;
-  draw_head(o, r, pfx, standalone, bottom + 84);
+  draw_head(o, r, pfx, standalone, bottom + draw_legend(o, bottom, r.conn, cp, roles, false));
   draw_title(o, r.command);
   draw_lanes(o, pfx, r.conn, cp, bottom);
-  draw_shades(o, pfx, shades, axis);
-  draw_breaks(o, axis);
-  std::string last_label[2];
-  for (const Arrow& a : arrows)
-    draw_arrow(o, pfx, a, axis, cp, last_label);
+  draw_shades(o, pfx, shades, axis, L);
+  draw_breaks(o, axis, L);
+  for (size_t i = 0; i < arrows.size(); ++i)
+    draw_arrow(o, pfx, arrows[i], axis, cp, L, i);
   if (r.elided_after)
     put(o,
         "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#888\" font-style=\"italic\">… {} more "
         "segments not drawn …</text>\n",
         num((kInitiatorX + kTargetX) / 2), num(bottom - 8), count_text(r.elided_after));
-  draw_legend(o, bottom, r.conn, cp);
+  draw_legend(o, bottom, r.conn, cp, roles, true);
   o += "</svg>\n";
   return o;
 }

@@ -59,6 +59,11 @@ struct ClassAgg {
 struct Pick {
   double score = 0;
   LadderRequest req;
+  // Completed commands rank first: the findings table counts those, and an unanswered command's
+  // score runs to the end of the capture.
+  bool before(const Pick& o) const {
+    return req.command.completed != o.req.command.completed ? req.command.completed : score > o.score;
+  }
 };
 
 struct LbaState {
@@ -181,14 +186,14 @@ public:
 private:
   void consider(size_t kind, const CommandResult& c, const std::vector<Finding>& mine) {
     auto& picks = a_.picks[kind];
-    const double score = score_for(kind, c);
-    if (picks.size() >= per_kind_ && score <= picks.back().score) return;
     Pick p;
-    p.score = score;
+    p.score = score_for(kind, c);
+    p.req.command.completed = c.completed;
+    if (picks.size() >= per_kind_ && !p.before(picks.back())) return;
     p.req.command = c;
     p.req.findings = mine;
-    auto at = std::upper_bound(picks.begin(), picks.end(), score,
-                               [](double s, const Pick& x) { return s > x.score; });
+    auto at = std::upper_bound(picks.begin(), picks.end(), p,
+                               [](const Pick& a, const Pick& b) { return a.before(b); });
     picks.insert(at, std::move(p));
     if (picks.size() > per_kind_) picks.pop_back();
   }
@@ -268,6 +273,34 @@ std::string bytes_axis(double b) {
   return fmt::format("{:g} {}", std::round(b * 10) / 10, units[u]);
 }
 
+// A tick step of 1, 2 or 5 times a power of ten giving about `ticks` ticks over `range`.
+double nice_step(double range, int ticks) {
+  const double raw = std::max(range, 1e-12) / ticks;
+  const double p = std::pow(10, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0})
+    if (m * p >= raw) return m * p;
+  return 10 * p;
+}
+
+// Ticks on a vertical axis from 0 to `top` (y0: the axis' y at 0, h: its height), labels
+// right-aligned at x; steps of at least `min_step` (1 for counts).
+void value_ticks(Out& o, double x, double y0, double h, double top, double min_step,
+                 std::string_view unit = {}) {
+  const double step = std::max(min_step, nice_step(top, 4));
+  for (int i = 0; i * step <= top * 1.0001; ++i)
+    put(o, "<text class=\"ytick\" x=\"{}\" y=\"{}\" text-anchor=\"end\" fill=\"#555\">{:.6g}{}</text>",
+        num(x), num(y0 - h * i * step / top + 4), i * step, unit);
+}
+
+// Ticks along a horizontal axis of `total` seconds from x0 to x1, labelled in seconds.
+void seconds_ticks(Out& o, double x0, double x1, double y, double total) {
+  total = std::max(total, 1e-9);
+  const double step = nice_step(total, 5);
+  for (int i = 0; i * step <= total * 1.0001; ++i)
+    put(o, "<text class=\"xtick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">{:.3g} s</text>",
+        num(x0 + (x1 - x0) * i * step / total), num(y), i * step);
+}
+
 std::string class_name(char kind, uint32_t bytes) {
   return fmt::format("{} {}", command_kind_name(kind), size_text(bytes));
 }
@@ -304,8 +337,8 @@ void latency_chart(Out& o, const std::string& id, char kind, uint32_t bytes, con
   // Decade grid.
   for (double d = xmin; d <= xmax * 1.0001; d *= 10) {
     put(o,
-        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#eee\"/><text x=\"{0}\" y=\"{3}\" "
-        "text-anchor=\"middle\" fill=\"#555\">{4}</text>",
+        "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#eee\"/><text class=\"xtick\" x=\"{0}\" "
+        "y=\"{3}\" text-anchor=\"middle\" fill=\"#555\">{4}</text>",
         num(X(d)), num(T), num(H - B), num(H - B + 14), ms_axis(d));
   }
   put(o, "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#999\"/>", num(L), num(H - B),
@@ -336,7 +369,11 @@ void latency_chart(Out& o, const std::string& id, char kind, uint32_t bytes, con
       pts);
   for (int p : {0, 50, 100})
     put(o, "<text x=\"{}\" y=\"{}\" fill=\"#264653\">{}%</text>", num(W - R + 4), num(Yc(p / 100.0) + 4), p);
-  put(o, "<text x=\"{}\" y=\"{}\" fill=\"#555\" text-anchor=\"end\">count</text>", num(L - 4), num(T + 4));
+  value_ticks(o, L - 4, H - B, H - T - B, double(peak), 1);
+  put(o,
+      "<text x=\"12\" y=\"{0}\" fill=\"#555\" text-anchor=\"middle\" transform=\"rotate(-90 12 {0})\">"
+      "commands</text>",
+      num((T + H - B) / 2));
   // 1, 2, 3 round trips.
   if (rtt_ms > 0)
     for (int n = 1; n <= 3; ++n) {
@@ -399,16 +436,16 @@ void breakdown_chart(Out& o, const std::string& id,
 void timeline_chart(Out& o, const std::string& id, const svg::TimeBins& tb) {
   const size_t n = tb.used();
   if (n == 0) return;
-  const double W = 940, L = 60, R = 20, ph = 110, gap = 34, T = 22;
-  const double H = T + ph + gap + ph + 34;
   const double w_s = double(tb.width_ns) / 1e9;
   double qmax = 0, bmax = 0;
   for (size_t i = 0; i < n; ++i) {
     qmax = std::max(qmax, tb.v[i][0] / double(tb.width_ns));
     bmax = std::max({bmax, tb.v[i][1] / w_s / 1e6, tb.v[i][2] / w_s / 1e6});
   }
+  const bool throughput = bmax > 0;  // no reads or writes with data: no empty plot
   if (qmax <= 0) qmax = 1;
-  if (bmax <= 0) bmax = 1;
+  const double W = 940, L = 70, R = 20, ph = 110, gap = 34, T = 22;
+  const double H = T + ph + (throughput ? gap + ph : 0) + 34;
   const double bw = (W - L - R) / double(n);
   put(o,
       "<svg class=\"timeline-chart\" id=\"{}\" data-bins=\"{}\" data-bin-ms=\"{:g}\" width=\"{}\" "
@@ -428,43 +465,35 @@ void timeline_chart(Out& o, const std::string& id, const svg::TimeBins& tb) {
   }
   d += fmt::format(" L{},{} Z", num(L + bw * double(n)), num(y0));
   put(o, "<path d=\"{}\" fill=\"#8ab6d6\" stroke=\"#4a6fa5\" stroke-width=\"1\"/>", d);
-  put(o,
-      "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#999\"/><text x=\"{3}\" y=\"{4}\" "
-      "text-anchor=\"end\">{5:.2g}</text>"
-      "<text x=\"{3}\" y=\"{1}\" text-anchor=\"end\">0</text>",
-      num(L), num(y0), num(W - R), num(L - 4), num(T + 8), qmax);
-  // Throughput, read and write.
-  const double y1 = y0 + gap + ph;
-  put(o,
-      "<text x=\"{}\" y=\"{}\" font-weight=\"bold\">throughput (MB/s): <tspan fill=\"#1f6fd0\">read</tspan> "
-      "<tspan fill=\"#e76f51\">write</tspan></text>",
-      num(L), num(y0 + gap - 8));
-  for (size_t k = 1; k <= 2; ++k) {
-    std::string pts;
-    for (size_t i = 0; i < n; ++i)
-      pts += fmt::format("{}{},{}", i ? " " : "", num(L + bw * (double(i) + 0.5)),
-                         num(y1 - ph * tb.v[i][k] / w_s / 1e6 / bmax));
-    put(o, "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"/>", pts,
-        k == 1 ? "#1f6fd0" : "#e76f51");
+  put(o, "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#999\"/>", num(L), num(y0), num(W - R));
+  value_ticks(o, L - 4, y0, ph, qmax, 0);
+  double axis_y = y0;
+  if (throughput) {  // read and write
+    const double y1 = y0 + gap + ph;
+    put(o,
+        "<text x=\"{}\" y=\"{}\" font-weight=\"bold\">throughput (MB/s): <tspan "
+        "fill=\"#1f6fd0\">read</tspan> "
+        "<tspan fill=\"#e76f51\">write</tspan></text>",
+        num(L), num(y0 + gap - 8));
+    for (size_t k = 1; k <= 2; ++k) {
+      std::string pts;
+      for (size_t i = 0; i < n; ++i)
+        pts += fmt::format("{}{},{}", i ? " " : "", num(L + bw * (double(i) + 0.5)),
+                           num(y1 - ph * tb.v[i][k] / w_s / 1e6 / bmax));
+      put(o, "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"/>", pts,
+          k == 1 ? "#1f6fd0" : "#e76f51");
+    }
+    put(o, "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#999\"/>", num(L), num(y1),
+        num(W - R));
+    value_ticks(o, L - 4, y1, ph, bmax, 0, " MB/s");
+    axis_y = y1;
   }
-  put(o,
-      "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#999\"/><text x=\"{3}\" y=\"{4}\" "
-      "text-anchor=\"end\">{5:.3g}</text>"
-      "<text x=\"{3}\" y=\"{1}\" text-anchor=\"end\">0</text>",
-      num(L), num(y1), num(W - R), num(L - 4), num(y1 - ph + 8), bmax);
   // Time axis in seconds from the first segment.
-  const double total_s = w_s * double(n);
-  const double step = std::pow(10, std::floor(std::log10(std::max(total_s, 1e-6) / 5)));
-  for (double t = 0; t <= total_s * 1.0001; t += step) {
-    const double x = L + (W - L - R) * t / total_s;
-    put(o, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">{:g}</text>", num(x), num(y1 + 14),
-        t);
-    if (t + step > total_s * 1.0001 || total_s / step > 12) break;
-  }
+  seconds_ticks(o, L, W - R, axis_y + 14, w_s * double(n));
   put(o,
-      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">seconds from the first segment (command "
+      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">time from the first segment (command "
       "spans spread over bins)</text>",
-      num((L + W - R) / 2), num(y1 + 28));
+      num((L + W - R) / 2), num(axis_y + 28));
   o += "</svg>\n";
 }
 
@@ -478,7 +507,7 @@ void gap_chart(Out& o, const std::string& id, const Aggregates& a) {
   for (int i = 0; i <= 2 * kGapBins; ++i)
     if (g[size_t(i)]) lo = std::min(lo, i), hi = std::max(hi, i), peak = std::max(peak, g[size_t(i)]);
   lo = std::min(lo, kGapBins - 1), hi = std::max(hi, kGapBins + 1);
-  const double W = 460, H = 230, L = 40, R = 12, T = 34, B = 46;
+  const double W = 460, H = 230, L = 46, R = 12, T = 34, B = 46;
   const double bw = (W - L - R) / double(hi - lo + 1);
   const double seq_pct = 100.0 * double(a.sequential[size_t(bsi)]) / double(a.gap_pairs);
   put(o,
@@ -506,9 +535,11 @@ void gap_chart(Out& o, const std::string& id, const Aggregates& a) {
           num(x + 0.5), num(y), num(std::max(1.0, bw - 1)), num(H - B - y), b == 0 ? "#2a9d8f" : "#b07aa1",
           range, n);
     }
-    if (b == 0 || (std::abs(b) % 10 == 1 && std::abs(b) > 1))
-      put(o, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">{}</text>", num(x + bw / 2),
-          num(H - B + 14),
+    // 0, both ends, and every tenth bin clear of the ends.
+    if (b == 0 || i == lo || i == hi ||
+        (std::abs(b) % 10 == 1 && std::abs(b) > 1 && i - lo > 3 && hi - i > 3))
+      put(o, "<text class=\"xtick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">{}</text>",
+          num(x + bw / 2), num(H - B + 14),
           b == 0 ? std::string("0")
                  : fmt::format("{}{}", b < 0 ? "-" : "+", bytes_axis(std::ldexp(1.0, std::abs(b) - 1))));
   }
@@ -518,6 +549,7 @@ void gap_chart(Out& o, const std::string& id, const Aggregates& a) {
       "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">backward ← gap in bytes (log) → "
       "forward</text>",
       num((L + W - R) / 2), num(H - 16));
+  value_ticks(o, L - 4, H - B, H - T - B, double(peak), 1);
   o += "</svg>\n";
 }
 
@@ -550,14 +582,13 @@ void scatter_chart(Out& o, const std::string& id, const Aggregates& a, int64_t d
       "y2=\"{1}\" stroke=\"#999\"/>",
       num(L), num(H - B), num(W - R), num(T));
   put(o,
-      "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" fill=\"#555\">{}</text><text x=\"{}\" y=\"{}\" "
-      "text-anchor=\"end\" "
-      "fill=\"#555\">0</text>",
-      num(L - 4), num(T + 8), a.max_lba, num(L - 4), num(H - B));
+      "<text class=\"ytick\" x=\"{}\" y=\"{}\" fill=\"#555\">LBA {}</text><text "
+      "class=\"ytick\" x=\"{}\" y=\"{}\" text-anchor=\"end\" fill=\"#555\">0</text>",
+      num(L + 4), num(T + 8), a.max_lba, num(L - 4), num(H - B + 4));
+  seconds_ticks(o, L, W - R, H - B + 14, tmax / 1e9);
   put(o,
-      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">0 … {:.3g} s (time of the "
-      "command)</text>",
-      num((L + W - R) / 2), num(H - 14), tmax / 1e9);
+      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555\">LBA by the command's issue time</text>",
+      num((L + W - R) / 2), num(H - 4));
   o += "</svg>\n";
 }
 
@@ -574,10 +605,14 @@ h2 { font-size: 18px; margin: 12px 0 4px; word-break: break-all; }
 h3 { font-size: 16px; margin: 20px 0 6px; border-bottom: 1px solid #eee; padding-bottom: 3px; }
 h4 { font-size: 14px; margin: 14px 0 4px; }
 .facts { color: #444; margin: 2px 0 8px; }
-table { border-collapse: collapse; font-size: 13px; margin: 4px 0; }
+table { border-collapse: collapse; font-size: 13px; margin: 4px 0; max-width: 100%; }
 th, td { border-bottom: 1px solid #e4e4e4; padding: 3px 8px; text-align: left; vertical-align: top; }
+td.note, td.wrap { overflow-wrap: anywhere; }
+table.connections { font-size: 12px; }
+table.connections th, table.connections td { padding: 3px 5px; }
 th { background: #f0f2f4; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; }
+table:not(.connections) td.n { white-space: nowrap; }
 .fix { color: #1d5e3a; }
 p.small { font-size: 13px; margin: 2px 0 6px; }
 summary { cursor: pointer; color: #264653; font-size: 13px; }
@@ -732,7 +767,8 @@ void connections_table(Out& o, const CaptureResult& r) {
       keys += fmt::format("{}{}={}", keys.empty() ? "" : " ", k, v);
     if (keys.empty()) keys = "login not captured";
     put(o,
-        "<tr><td class=\"n\">{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td>"
+        "<tr><td class=\"n\">{}</td><td class=\"wrap\">{}{}</td><td>{}</td><td>{}</td>"
+        "<td>{}</td><td class=\"n\">{}</td>"
         "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}/{}{}</td><td class=\"n\">{}</td>"
         "<td class=\"n\">{}</td><td class=\"note\">{}</td></tr>\n",
         c.id, c.session, esc(names), esc(c.initiator.str()), esc(c.target.str()), vantage_words(c.vantage),
@@ -827,26 +863,57 @@ void capture_section(const CaptureResult& r, Aggregates& agg, const ReportOption
        "TCP "
        "header.</p>\n";
   bool any_ladder = false;
+  // Each command drawn once, under the first kind that picks it; its caption names every kind it
+  // illustrates, and the later kinds link to it.
+  std::vector<size_t> order;
+  for (const Advice& a : s.advice())
+    order.push_back(size_t(a.kind));
+  if (std::none_of(order.begin(), order.end(), [&](size_t k) { return !agg.picks[k].empty(); }))
+    order = {kSlowest};
+  auto kind_name = [](size_t k) {
+    return k == kSlowest ? std::string("slowest") : std::string(finding_name(FindingKind(k)));
+  };
+  std::map<std::pair<uint32_t, uint64_t>, std::vector<std::string>> illustrates, kinds_of;
+  for (size_t k : order)
+    for (size_t i = 0; i < agg.picks[k].size(); ++i) {
+      const CommandResult& c = agg.picks[k][i].req.command;
+      illustrates[{c.connection, c.first_frame}].push_back(fmt::format("{} #{}", kind_name(k), i + 1));
+      kinds_of[{c.connection, c.first_frame}].push_back(kind_name(k));
+    }
+  std::map<std::pair<uint32_t, uint64_t>, std::string> drawn;  // the ladder's id
   auto draw = [&](size_t k, const std::string& title, const std::string& fix) {
     const auto& picks = agg.picks[k];
     if (picks.empty()) return;
     any_ladder = true;
-    const std::string kname =
-        k == kSlowest ? std::string("slowest") : std::string(finding_name(FindingKind(k)));
+    const std::string kname = kind_name(k);
     put(o, "<h4 id=\"{}-{}\">{}</h4>\n", cid, kname, esc(title));
     if (!fix.empty()) put(o, "<p class=\"fix small\">fix: {}</p>\n", esc(fix));
     size_t rank = 0;
     for (const Pick& p : picks) {
-      const auto it = unique.find({p.req.command.connection, p.req.command.first_frame});
+      const std::pair<uint32_t, uint64_t> key{p.req.command.connection, p.req.command.first_frame};
+      const auto it = unique.find(key);
       if (it == unique.end()) continue;
       const std::string lid = fmt::format("{}-{}-{}", cid, kname, ++rank);
       if (rank == 2)  // the worst one open, the others folded: the page stays short
         put(o, "<details><summary>{} more</summary>\n", picks.size() - 1);
+      const std::string by =
+          fmt::format("#{} by {} ({}){}", rank, k == kSlowest ? "latency" : "time lost to it",
+                      ms_text(p.score), p.req.command.completed ? "" : ", no status seen");
+      if (auto d = drawn.find(key); d != drawn.end()) {
+        put(o,
+            "<p class=\"note also\" data-kind=\"{}\" data-itt=\"{}\">{} · ITT {} (frame {}): drawn above "
+            "under "
+            "<a href=\"#{}\">{}</a></p>\n",
+            kname, hex32(p.req.command.itt), by, hex32(p.req.command.itt), p.req.command.first_frame,
+            d->second, esc(illustrates[key].front()));
+        continue;
+      }
+      drawn.emplace(key, lid);
       put(o,
-          "<figure data-kind=\"{}\" data-itt=\"{}\"><figcaption>#{} by {} ({}) · connection {} · "
-          "<code>iscsi-doctor ladder --itt {} --frame {} {}</code></figcaption>\n",
-          kname, hex32(p.req.command.itt), rank, k == kSlowest ? "latency" : "time lost to it",
-          ms_text(p.score), p.req.command.connection, hex32(p.req.command.itt), p.req.command.first_frame,
+          "<figure data-kind=\"{}\" data-kinds=\"{}\" data-itt=\"{}\"><figcaption>{} · connection {} · "
+          "illustrates {} · <code>iscsi-doctor ladder --itt {} --frame {} {}</code></figcaption>\n",
+          kname, join(kinds_of[key], " "), hex32(p.req.command.itt), by, p.req.command.connection,
+          esc(join(illustrates[key], ", ")), hex32(p.req.command.itt), p.req.command.first_frame,
           esc(r.path));
       o += render_ladder(it->second, lid, false);
       o += "</figure>\n";

@@ -12,6 +12,11 @@
   evidence and related frame of its command's findings, and its title gives the JSON's round trips.
 - The report of the largest capture at hand stays under a few MB; its time against the JSON run is
   printed (not asserted: shared machines make timings noisy).
+- Laid out by headless Chromium (all four wiki captures and a sample of the fixtures; geometry.js
+  measures the page): every ladder at most LADDER_MAX_PX high, no two of its texts overlapping, its
+  legend naming every colour and mark it uses, each command drawn once per capture; every table
+  within its container; every chart axis with at least two tick labels. Screenshots of the OSD and
+  10TB reports are saved ($ISCSI_DOCTOR_ARTIFACTS).
 
 $ISCSI_DOCTOR is the binary, $ISCSI_DOCTOR_ROOT the repository; $ISCSI_DOCTOR_BIG_CAPTURE names a
 larger capture for the size test (default: the largest capture in the repository).
@@ -348,3 +353,77 @@ def test_large_capture_report_stays_small(tmp_path):
     assert size < MAX_REPORT_BYTES
     assert elements < 60_000
     ET.fromstring(out.read_text().split("\n", 1)[1])
+
+
+# ---- Layout, as Chromium draws it ----------------------------------------------------------------
+
+LADDER_MAX_PX = 1400  # the ladder's bound: idle time is cut short and long transfers elided
+# The colours and marks a ladder's legend must name when drawn (data-role of arrows, waits, marks).
+LEGEND_ROLES = {"held", "release", "small", "retransmission", "original", "command", "other", "ack",
+                "delayed-ack-wait", "hold-wait", "think", "loss-wait", "vantage", "round-trip"}
+WIKI = sorted((ROOT / "captures" / "wireshark-wiki").glob("*.pcap*"))
+FIXTURES = sorted((ROOT / "captures" / "fixtures").glob("*.pcap*"))
+# Every wiki capture; of the fixtures, the densest ladders (receive window, idle, loss, 1 MB) and every
+# fourth of the others (TSO, joined, jumbo, jitter, Nagle variants come round in turn).
+DENSE = {"initiator-rcvbuf-read--initiator", "initiator-rcvbuf-read--target", "stock-idle-read--target",
+         "stock-1m--initiator", "stock-loss-read--target", "initiator-rcvbuf-read-joined--target"}
+LAYOUT_CAPTURES = WIKI + [p for i, p in enumerate(FIXTURES) if p.name.split(".")[0] in DENSE or i % 4 == 0]
+SHOTS = {"scsi-osd-example-001", "iscsi-scsi-10TB-data-device"}
+
+
+def chromium_flags(width, height=1000):
+    return ["--headless", "--no-sandbox", "--disable-background-networking", "--disable-gpu",
+            "--hide-scrollbars", f"--window-size={width},{height}"]
+
+
+def measure(page, width=1024):
+    """The report laid out by Chromium at `width` px: geometry.js's figures."""
+    script = (Path(__file__).parent / "geometry.js").read_text()
+    probe = page.with_name(page.stem + "-geom.html")
+    probe.write_text(page.read_text().replace("</body>", f"<script>//<![CDATA[\n{script}\n//]]></script></body>"))
+    p = subprocess.run([chromium(), *chromium_flags(width), "--dump-dom", probe.resolve().as_uri()],
+                       capture_output=True, text=True, timeout=120)
+    m = re.findall(r'<pre id="geom">(\{.*?)</pre>', p.stdout, re.S)
+    assert m, f"geometry.js wrote nothing: {p.stderr[-2000:]}"
+    import html
+    return json.loads(html.unescape(m[-1]))
+
+
+@pytest.mark.parametrize("capture", LAYOUT_CAPTURES, ids=lambda p: p.name.split(".")[0])
+def test_layout(capture, tmp_path):
+    name = capture.name.split(".")[0]
+    page = tmp_path / f"{name}.html"
+    run("--html", page, "-q", capture)
+    root = ET.fromstring(page.read_text().split("\n", 1)[1])
+    ladders = [el for el in root.iter() if local(el.tag) == "svg" and el.get("class") == "ladder"]
+    keys = [(el.get("data-connection"), el.get("data-first-frame")) for el in ladders]
+    assert len(keys) == len(set(keys)), f"a command drawn twice: {sorted(keys)}"
+    g = measure(page)
+    assert len(g["ladders"]) == len(ladders)
+    problems = []
+    for lad in g["ladders"]:
+        if lad["height"] > LADDER_MAX_PX:
+            problems.append(f"{lad['id']}: {lad['height']:.0f} px high")
+        if lad["overlaps"]:
+            problems.append(f"{lad['id']}: {len(lad['overlaps'])} overlapping labels, e.g. {lad['overlaps'][:3]}")
+        unnamed = (set(lad["roles"]) & LEGEND_ROLES) - set(lad["legend"])
+        if unnamed:
+            problems.append(f"{lad['id']}: legend lacks {sorted(unnamed)}")
+    for t in g["tables"]:
+        if t["width"] > t["room"] + 1:
+            problems.append(f"table.{t['cls']}: {t['width']:.0f} px in {t['room']:.0f}")
+    for c in g["charts"]:
+        if len(c["xticks"]) < 2 or len(c["yticks"]) < 2:
+            problems.append(f"{c['id']}: ticks {c['xticks']} / {c['yticks']}")
+    heights = [lad["height"] for lad in g["ladders"]]
+    print(f"\n{name}: {len(heights)} ladders, max {max(heights, default=0):.0f} px, "
+          f"{sum(lad['texts'] for lad in g['ladders'])} ladder texts, {len(g['tables'])} tables, "
+          f"{len(g['charts'])} charts")
+    assert not problems, "\n".join(problems)
+    if name in SHOTS:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shot = ARTIFACTS / f"{name}.png"
+        p = subprocess.run([chromium(), *chromium_flags(1280, 6000), f"--screenshot={shot}", page.resolve().as_uri()],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0 and shot.exists(), p.stderr[-2000:]
+        print(f"screenshot: {shot}")
