@@ -13,8 +13,10 @@ Captures the CLI cannot read are skipped with its reason. gzip is undone here (a
 as far as it goes, as the CLI reads it) and pcapng converted with editcap, since run_core reads
 pcap only.
 """
+import bz2
 import gzip
 import json
+import lzma
 import os
 import re
 import shutil
@@ -121,6 +123,10 @@ def to_pcap(path, tmp):
     raw = path.read_bytes()
     if raw[:2] == b"\x1f\x8b":
         raw = gunzip_partial(raw)
+    elif raw[:6] == b"\xfd7zXZ\x00":  # xz and bzip2 seeds: Wireshark's to read, not the core's
+        raw = lzma.decompress(raw)
+    elif raw[:3] == b"BZh":
+        raw = bz2.decompress(raw)
     plain = Path(tmp) / "in.cap"
     plain.write_bytes(raw)
     if raw[:4] == b"\x0a\x0d\x0d\x0a":
