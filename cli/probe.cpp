@@ -26,13 +26,16 @@
 #include <pcap/pcap.h>
 #include <CLI/CLI.hpp>
 
+#include "options.hpp"
+#include "pipeline.hpp"
+
+// Last: libiscsi 1.20's scsi-lowlevel.h defines a static_assert macro (for C), which would break
+// every C++ header after it.
 extern "C" {
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
 }
-
-#include "options.hpp"
-#include "pipeline.hpp"
+#undef static_assert
 
 namespace iscsi_doctor::cli {
 namespace {
