@@ -169,6 +169,13 @@ std::string sense_words(const StatusStats& st) {
   return w;
 }
 
+std::vector<LunStats> session_rows(const Summary& s) {
+  auto rows = s.sessions();
+  for (LunStats& l : rows)
+    if (l.lun != ~uint64_t(0)) l.target = fmt::format("{} ({})", l.lun, l.target);
+  return rows;
+}
+
 nlohmann::json summary_json(const Summary& s) {
   nlohmann::json j;
   j["commands"] = s.commands();
@@ -222,36 +229,21 @@ nlohmann::json summary_json(const Summary& s) {
                           {"max_ms", round_us(l.max_ms)},
                           {"excess_round_trips", l.excess_round_trips}};
   };
-  nlohmann::json luns = nlohmann::json::array();
-  for (const LunStats& l : s.luns()) {
-    nlohmann::json row = scope(l);
-    row["target"] = l.target;
-    row["lun"] = l.lun == ~uint64_t(0) ? nlohmann::json(nullptr) : nlohmann::json(l.lun);
-    luns.push_back(std::move(row));
-  }
-  j["luns"] = std::move(luns);
-  nlohmann::json initiators = nlohmann::json::array();
-  for (const LunStats& l : s.initiators()) {
-    nlohmann::json row = scope(l);
-    row["initiator"] = l.target;
-    initiators.push_back(std::move(row));
-  }
-  j["initiators"] = std::move(initiators);
-  nlohmann::json targets = nlohmann::json::array();
-  for (const LunStats& l : s.targets()) {
-    nlohmann::json row = scope(l);
-    row["target"] = l.target;
-    targets.push_back(std::move(row));
-  }
-  j["targets"] = std::move(targets);
-  nlohmann::json sessions = nlohmann::json::array();
-  for (const LunStats& l : s.sessions()) {
-    nlohmann::json row = scope(l);
-    row["session"] = l.lun == ~uint64_t(0) ? nlohmann::json(nullptr) : nlohmann::json(l.lun);
-    row["target"] = l.target;
-    sessions.push_back(std::move(row));
-  }
-  j["sessions"] = std::move(sessions);
+  // A table's rows: the figures, then what the row is of (its key names it).
+  const auto table = [&](const std::vector<LunStats>& rows, const char* who, const char* number) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const LunStats& l : rows) {
+      nlohmann::json row = scope(l);
+      row[who] = l.target;
+      if (number) row[number] = l.lun == ~uint64_t(0) ? nlohmann::json(nullptr) : nlohmann::json(l.lun);
+      out.push_back(std::move(row));
+    }
+    return out;
+  };
+  j["luns"] = table(s.luns(), "target", "lun");
+  j["initiators"] = table(s.initiators(), "initiator", nullptr);
+  j["targets"] = table(s.targets(), "target", nullptr);
+  j["sessions"] = table(s.sessions(), "target", "session");
   nlohmann::json statuses = nlohmann::json::array();
   auto opt = [](int v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
   for (const StatusStats& st : s.statuses())

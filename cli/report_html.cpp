@@ -718,12 +718,8 @@ void luns_table(Out& o, const Summary& s) {
   if (initiators.size() > 1) scope_table(o, initiators, "Initiators", "initiators", "initiator", false);
   const auto targets = s.targets();
   if (targets.size() > 1) scope_table(o, targets, "Targets", "targets", "target", false);
-  auto sessions = s.sessions();
-  if (sessions.size() > 1) {
-    for (LunStats& l : sessions)
-      if (l.lun != ~uint64_t(0)) l.target = fmt::format("{} ({})", l.lun, l.target);
-    scope_table(o, sessions, "Sessions", "sessions", "session (target)", false);
-  }
+  const auto sessions = session_rows(s);
+  if (sessions.size() > 1) scope_table(o, sessions, "Sessions", "sessions", "session (target)", false);
 }
 
 // How the SCSI commands ended (Summary::statuses).

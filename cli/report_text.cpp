@@ -120,12 +120,8 @@ void write_luns(std::string& o, const Summary& s) {
   if (initiators.size() > 1) write_scopes(o, initiators, "Initiators", "initiator", false);
   const auto targets = s.targets();
   if (targets.size() > 1) write_scopes(o, targets, "Targets", "target", false);
-  auto sessions = s.sessions();
-  if (sessions.size() > 1) {
-    for (LunStats& l : sessions)  // "Session N" as the session list above names it, and its target
-      if (l.lun != ~uint64_t(0)) l.target = fmt::format("{} ({})", l.lun, l.target);
-    write_scopes(o, sessions, "Sessions", "session (target)", false);
-  }
+  const auto sessions = session_rows(s);
+  if (sessions.size() > 1) write_scopes(o, sessions, "Sessions", "session (target)", false);
   if (!luns.empty())
     o += "  (excess: round trips beyond the ideal, summed; percentiles of latency, nearest rank)\n";
 }

@@ -536,6 +536,12 @@ class Lab:
         self.popen("scripted_target", cmd)
         self.wait_listen()
 
+    def start_target(self):
+        if self.sc["target"] == "scripted":
+            self.start_scripted()
+        else:
+            self.start_tgtd()
+
     def wait_listen(self):
         deadline = time.time() + 10
         while True:
@@ -802,10 +808,7 @@ def run_scenario(name, outdir, build, workroot=None):
     log("scenario %s (work dir %s)" % (name, work))
     try:
         lab.setup()
-        if sc["target"] == "scripted":
-            lab.start_scripted()
-        else:
-            lab.start_tgtd()
+        lab.start_target()
         if sc["capture_joins"]:
             worker = threading.Thread(target=lab.run_workload_catching)
             worker.start()
@@ -864,10 +867,7 @@ def run_probe(target, outdir, build, doctor, args):
     base = os.path.join(outdir, "probe-" + target)
     try:
         lab.setup()
-        if sc["target"] == "scripted":
-            lab.start_scripted()
-        else:
-            lab.start_tgtd()
+        lab.start_target()
         cmd = lab.nsexec(lab.ns_i) + [doctor, "probe", lab.url(), "-i", "lab0", "-w", base + ".pcap"] + args
         log("probe %s: %s" % (target, " ".join(cmd[4:])))
         with open(base + ".out", "w") as out, open(base + ".err", "w") as err:
