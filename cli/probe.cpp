@@ -111,7 +111,9 @@ public:
     if (pcap_set_snaplen(p_, 262144) != 0 || pcap_set_timeout(p_, 10) != 0 ||
         pcap_set_buffer_size(p_, 64 << 20) != 0)
       return "cannot configure the capture";
-    (void)pcap_set_tstamp_precision(p_, PCAP_TSTAMP_PRECISION_NANO);  // else microseconds
+    if (pcap_set_tstamp_precision(p_, PCAP_TSTAMP_PRECISION_NANO) != 0) {
+      // not offered by this device: microseconds, which pcap_dump writes as such
+    }
     const int rc = pcap_activate(p_);
     if (rc < 0) return fmt::format("{}: {}", pcap_statustostr(rc), pcap_geterr(p_));
     if (auto e = set_filter(filter); !e.empty()) return e;
