@@ -10,6 +10,7 @@ import os
 import signal
 import struct
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -17,25 +18,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(os.environ.get("ISCSI_DOCTOR_ROOT", Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(ROOT / "tests" / "corpus"))
+import make_corpus  # noqa: E402  (the tests' shared pcap reader)
 BIN = str(Path(os.environ.get("ISCSI_DOCTOR", ROOT / "build" / "cli" / "iscsi-doctor")))
 # 0 turns it off: scripts/test-sanitize.sh does, ASan's quarantine holds freed memory on purpose.
 SOAK_SECONDS = float(os.environ.get("ISCSI_DOCTOR_SOAK_SECONDS", "30"))
 FIXTURE = ROOT / "captures" / "fixtures" / "stock-qd8-read--initiator.pcap.gz"
 
 
-def records(path):
-    """(ts_ns, frame bytes) of a little-endian microsecond pcap (gzip or not)."""
-    import gzip
-    data = gzip.open(path).read() if str(path).endswith(".gz") else path.read_bytes()
-    magic = struct.unpack("<I", data[:4])[0]
-    assert magic in (0xa1b2c3d4, 0xa1b23c4d), hex(magic)
-    scale = 1000 if magic == 0xa1b2c3d4 else 1
-    off, out = 24, []
-    while off + 16 <= len(data):
-        sec, frac, incl, _ = struct.unpack_from("<IIII", data, off)
-        out.append(((sec * 10**9 + frac * scale), data[off + 16:off + 16 + incl]))
-        off += 16 + incl
-    return out
+def records():
+    """(ts_ns, frame bytes) of the fixture, read with the corpus's pcap reader."""
+    _, recs = make_corpus.read_pcap(FIXTURE.name, str(FIXTURE.parent))
+    return [((sec * 10**6 + usec) * 1000, bytes(data)) for sec, usec, _, data in recs]
 
 
 def endless_stream(out, stop, recs):
@@ -76,7 +70,7 @@ def rss_kib(pid):
 def test_memory_flat_over_a_long_stream(fmt):
     if SOAK_SECONDS <= 0:
         pytest.skip("ISCSI_DOCTOR_SOAK_SECONDS=0 (a sanitizer build: its quarantine keeps freed memory)")
-    recs = records(FIXTURE)
+    recs = records()
     args = [BIN, "-q", "--format", fmt, "-"] + (["--interval", "60"] if fmt == "jsonl" else [])
     p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     stop = threading.Event()
