@@ -280,6 +280,7 @@ nlohmann::json connection_json(const ConnectionInfo& c) {
       {"rtt_ms", ms_or_null(c.rtt_ms)},
       {"rtt_initiator_ms", ms_or_null(c.rtt_initiator_ms)},
       {"rtt_target_ms", ms_or_null(c.rtt_target_ms)},
+      {"rtt_source", {{"initiator", c.rtt_source_initiator}, {"target", c.rtt_source_target}}},
       {"mss",
        {{"initiator", c.mss_initiator},
         {"target", c.mss_target},

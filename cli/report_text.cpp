@@ -171,6 +171,8 @@ void write_sessions(std::string& o, const CaptureResult& r) {
         if (keys.empty()) keys.emplace_back("no negotiated keys seen (login not captured)");
         if (c.wscale_inferred) keys.push_back("window scale " + window_scale_words(c));
         if (c.offload_segments) keys.push_back(offload_words(c));
+        if (c.rtt_source_initiator != "handshake" || c.rtt_source_target != "handshake")
+          keys.push_back("round trips from " + rtt_source_words(c));
         wrap(o, keys, "    ");
         std::vector<std::string> counts{fmt::format("{} frames", count_text(c.frames)),
                                         fmt::format("{} PDUs", count_text(c.pdus)),

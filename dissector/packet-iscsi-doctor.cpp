@@ -106,7 +106,7 @@ int hf_reported = -1, hf_reported_frame = -1, hf_reported_finding = -1, hf_repor
 int hf_notice = -1;
 // The command's connection: what the capture showed of it, and what was inferred (results.hpp).
 int hf_conn = -1, hf_conn_rtt_ms = -1, hf_conn_vantage = -1, hf_conn_joined = -1, hf_conn_mss = -1,
-    hf_conn_window_scale = -1, hf_conn_keys = -1, hf_conn_offload = -1;
+    hf_conn_window_scale = -1, hf_conn_keys = -1, hf_conn_offload = -1, hf_conn_rtt_source = -1;
 
 int ett_iscsi_doctor = -1, ett_command = -1, ett_breakdown = -1, ett_finding = -1, ett_reported = -1,
     ett_conn = -1;
@@ -440,6 +440,7 @@ void add_command(proto_tree* tree, tvbuff_t* tvb, const CommandResult& c, uint64
   gen(proto_tree_add_string(kt, hf_conn_window_scale, tvb, 0, 0, window_scale_words(k).c_str()));
   gen(proto_tree_add_string(kt, hf_conn_keys, tvb, 0, 0, keys_words(k).c_str()));
   gen(proto_tree_add_uint(kt, hf_conn_offload, tvb, 0, 0, static_cast<guint32>(k.offload_segments)));
+  gen(proto_tree_add_string(kt, hf_conn_rtt_source, tvb, 0, 0, rtt_source_words(k).c_str()));
 }
 
 expert_field* notice_ei(Notice::Level l) {
@@ -723,6 +724,9 @@ extern "C" void proto_register_iscsi_doctor(void) {
       {&hf_conn_offload,
        {"Offload segments", "iscsi_doctor.connection.offload_segments", FT_UINT32, BASE_DEC, NULL, 0x0,
         "Segments longer than the MSS: TSO/GRO at the capture point", HFILL}},
+      {&hf_conn_rtt_source,
+       {"RTT from", "iscsi_doctor.connection.rtt_source", FT_STRING, BASE_NONE, NULL, 0x0,
+        "Each side's round trip evidence: handshake, pure ACKs, or ACKs on data only (an upper bound)", HFILL}},
       {&hf_bd[bd_request],
        {"Request (ms)", "iscsi_doctor.breakdown.request_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0, NULL, HFILL}},
       {&hf_bd[bd_think],

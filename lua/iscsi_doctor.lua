@@ -69,7 +69,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "c471e9c908891d8243b6742d0a0b88f06a52a8d1eba6b9c6a69d182678e4e323",
+  doc_sha256 = "5fb776a447847c00f3d1a0721dec5bda17cec802fb5d1a64d6dd1484a59d06ff",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -100,7 +100,8 @@ local RULES = {
   vantage_min_rtt_ms = 0.2,
   rtt_max_ms = 120000,
   probation_rtt_samples = 4,
-  probation_segments_max = 256,
+  probation_segments_max = 4096,
+  probation_segment_cost = 128,
   probation_bytes_max = 1048576,
   probation_ms = 10000,
   probation_bytes_all_max = 67108864,
@@ -1418,8 +1419,8 @@ function Connection.new(an, id, initiator, target)
   local c = setmetatable({ an = an, id = id, initiator = initiator, target = target,
     opt = an.options, flow = { [0] = Flow.new(), [1] = Flow.new() },
     pdus = { [0] = PduStream.new(true), [1] = PduStream.new(false) },
-    rtt = { [0] = { known = false, min = 0, hs = false, n = 0, recent = {} },
-            [1] = { known = false, min = 0, hs = false, n = 0, recent = {} } },
+    rtt = { [0] = { known = false, min = 0, hs = false, n = 0, clean = 0, recent = {} },
+            [1] = { known = false, min = 0, hs = false, n = 0, clean = 0, recent = {} } },
     saw_syn = false, saw_synack = false, closed = false, syn_t = 0, synack_t = 0,
     mid_session = false, keys = default_keys(), login = Negotiation.new(), login_done = false,
     saw_login = false, initiator_name = "", target_name = "", isid = "", tsih = 0,
@@ -1432,9 +1433,11 @@ function Connection.new(an, id, initiator, target)
   return c
 end
 
-local function rtt_sample(r, ns, hs)
+-- dirty: the ACK rode on data, so the sample may hold the side's answer time (engine/src/tcp/flow.hpp)
+local function rtt_sample(r, ns, hs, dirty)
   if ns < 0 or ns > RULES.rtt_max_ms * 1e6 then return end  -- not a round trip (rules/constants)
   if hs then r.hs = true end
+  if hs or not dirty then r.clean = r.clean + 1 end
   if not r.known or ns < r.min then r.min = ns end
   r.known = true
   r.recent[r.n % RULES.jitter_window + 1] = ns
@@ -1793,10 +1796,18 @@ end
 -- A connection's facts (engine/src/session/connection.cpp Connection::info) and their words
 -- (engine/src/util/connection_words.cpp): what the capture showed, and what was inferred.
 
+-- Where a round trip comes from (engine/src/tcp/flow.hpp RttEstimate::source).
+local function rtt_source(r)
+  if r.hs then return "handshake" end
+  if r.clean > 0 then return "pure ACKs" end
+  if r.n > 0 then return "ACKs on data" end
+  return ""
+end
+
 function Connection:facts()
   local ri, rt = self.rtt[I2T], self.rtt[T2I]
   local f = { rtt_initiator_ms = ri.known and ri.min / 1e6 or nil, rtt_target_ms = rt.known and rt.min / 1e6 or nil,
-              vantage = "unknown" }
+              vantage = "unknown", rtt_source_initiator = rtt_source(ri), rtt_source_target = rtt_source(rt) }
   if ri.known and rt.known then
     local full = ri.min + rt.min
     f.rtt_ms = full / 1e6
@@ -1848,6 +1859,15 @@ local function window_scale_words(f)
                          f.wscale_initiator, f.wscale_target)
   end
   return string.format("initiator %d, target %d (handshake)", f.wscale_initiator, f.wscale_target)
+end
+
+local function rtt_source_words(f)
+  local function side(src)
+    if src == "" then return "not measured" end
+    if src == "ACKs on data" then return "ACKs on data only (an upper bound: may hold its answer time)" end
+    return src
+  end
+  return "initiator " .. side(f.rtt_source_initiator) .. ", target " .. side(f.rtt_source_target)
 end
 
 local function keys_words(f)
@@ -1948,7 +1968,7 @@ function Connection:handle_ack(seg, dir)
     -- Records end in increasing order (each carries new data): a binary search, not a scan.
     local k = peer:first_unacked_ending_after(ack - 1)
     local s = k and peer.unacked[k]
-    if s and s.e == ack then rtt_sample(self.rtt[dir], seg.t - s.t) end
+    if s and s.e == ack then rtt_sample(self.rtt[dir], seg.t - s.t, false, seg.wire_len > 0) end
   end
   if ack > peer.next and peer.started then
     -- Missing at the capture point, unless they come soon after: a capture can show a segment
@@ -2599,8 +2619,11 @@ local function discarding(options)
 end
 
 function Analyzer:probation_over(pr, now)
-  local function enough(d) return pr.scout.rtt[d].n >= RULES.probation_rtt_samples end
-  return (enough(0) and enough(1)) or pr.scout.closed or #pr.held >= RULES.probation_segments_max or
+  local function enough(d)
+    local r = pr.scout.rtt[d]
+    return r.n >= RULES.probation_rtt_samples and r.clean > 0
+  end
+  return (enough(0) and enough(1)) or #pr.held >= RULES.probation_segments_max or
          pr.bytes >= RULES.probation_bytes_max or now - pr.held[1].seg.t >= RULES.probation_ms * 1e6 or
          self.probation_bytes > RULES.probation_bytes_all_max
 end
@@ -2789,7 +2812,7 @@ function Analyzer:feed(seg)
   if self.cl_head <= self.cl_tail then self:finish_closed(seg.t) end
   local c = self.live[key]
   local syn = hasbit(seg.flags, 0x02) and not hasbit(seg.flags, 0x10)
-  if c and syn and c.closed then
+  if c and syn and (c.closed or (self.probation[key] and self.probation[key].scout.closed)) then
     self:end_probation(key, c)
     c:finish()
     self.live[key] = nil
@@ -2842,18 +2865,21 @@ function Analyzer:feed(seg)
   local dir = seg.src == c.initiator and I2T or T2I
   local pr = self.probation[key]
   if pr then
+    local was_closed = pr.scout.closed
     pr.scout:on_segment(seg, dir)
+    -- Closed, it is finished (and its probation ended) after the linger: the final ACK of the
+    -- FIN may be the first round-trip sample free of the peer's answer time.
+    if pr.scout.closed and not was_closed then
+      self.cl_tail = self.cl_tail + 1
+      self.closing[self.cl_tail] = { due = seg.t + max(RULES.closed_linger_ms * 1e6, RULES.closed_linger_rtts * pr.scout:full_rtt_ns()), key = key, id = c.id }
+    end
     local copy = {}
     for k, v in pairs(seg) do copy[k] = v end
     pr.held[#pr.held + 1] = { seg = copy, dir = dir }
-    pr.bytes = pr.bytes + #seg.payload
-    self.probation_bytes = self.probation_bytes + #seg.payload
-    if not self:probation_over(pr, seg.t) then return end
-    self:end_probation(key, c)
-    if c.closed then
-      self.cl_tail = self.cl_tail + 1
-      self.closing[self.cl_tail] = { due = seg.t + max(RULES.closed_linger_ms * 1e6, RULES.closed_linger_rtts * c:full_rtt_ns()), key = key, id = c.id }
-    end
+    local cost = #seg.payload + RULES.probation_segment_cost
+    pr.bytes = pr.bytes + cost
+    self.probation_bytes = self.probation_bytes + cost
+    if self:probation_over(pr, seg.t) then self:end_probation(key, c) end
     return
   end
   local was_closed = c.closed
@@ -3013,6 +3039,7 @@ local pf = {
   conn_window_scale = ProtoField.string("iscsi_doctor_lua.connection.window_scale", "Window scale"),
   conn_keys = ProtoField.string("iscsi_doctor_lua.connection.keys", "Keys"),
   conn_offload = ProtoField.uint32("iscsi_doctor_lua.connection.offload_segments", "Offload segments"),
+  conn_rtt_source = ProtoField.string("iscsi_doctor_lua.connection.rtt_source", "RTT from"),
 }
 -- Related frames by their role (the engine's names), as the C plugin's fields.
 local RELATED = { released_by = "Released by", acks = "Acknowledges", released = "Released",
@@ -3210,6 +3237,7 @@ local function add_command(root, c)
     kt:add(pf.conn_window_scale, window_scale_words(k))
     kt:add(pf.conn_keys, keys_words(k))
     kt:add(pf.conn_offload, k.offload_segments)
+    kt:add(pf.conn_rtt_source, rtt_source_words(k))
   end
   if #c.findings > 0 then t:append_text(" [" .. table.concat(c.findings, ", ") .. "]") end
   if c.round_trips > c.ideal_round_trips then

@@ -55,8 +55,10 @@ struct Analyzer::Impl {
   size_t probation_bytes = 0;  // held by all of them
 
   bool probation_over(const Probation& p, int64_t now) const {
-    const auto enough = [&](int d) { return p.scout->rtt(d).samples() >= rules::probation_rtt_samples; };
-    return (enough(0) && enough(1)) || p.scout->closed() || p.held.size() >= rules::probation_segments_max ||
+    const auto enough = [&](int d) {
+      return p.scout->rtt(d).samples() >= rules::probation_rtt_samples && p.scout->rtt(d).clean_samples() > 0;
+    };
+    return (enough(0) && enough(1)) || p.held.size() >= rules::probation_segments_max ||
            p.bytes >= rules::probation_bytes_max ||
            now - p.held.front().seg.time_ns >= rules::ns(rules::probation_ms) ||
            probation_bytes > rules::probation_bytes_all_max;
@@ -76,6 +78,12 @@ struct Analyzer::Impl {
       h.seg.payload = std::span<const uint8_t>(h.payload.data(), h.payload.size());
       c.on_segment(h.seg, h.dir);
     }
+  }
+  // Closed, in its probation too (its scout saw the close; the connection has not yet).
+  bool closed(const Key& key, const Connection& c) const {
+    if (c.closed()) return true;
+    auto p = probation.find(key);
+    return p != probation.end() && p->second->scout->closed();
   }
   int64_t last_t(const Key& key, const Connection& c) const {
     auto p = probation.find(key);
@@ -212,7 +220,7 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
   if (!m.closing.empty()) m.finish_closed(seg.time_ns);
   auto it = m.find_live(key);
   bool syn = (seg.flags & tcp_flag::syn) && !(seg.flags & tcp_flag::ack);
-  if (it != m.live.end() && syn && it->second->closed()) {
+  if (it != m.live.end() && syn && m.closed(key, *it->second)) {
     // The 4-tuple is reused by a new connection.
     m.finish_connection(key, *it->second);
     m.forget(it);
@@ -271,13 +279,16 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
   if (!m.probation.empty()) {
     if (auto p = m.probation.find(key); p != m.probation.end()) {
       Impl::Probation& pr = *p->second;
+      const bool was_closed = pr.scout->closed();
       const SegmentStatus status = pr.scout->on_segment(seg, dir);
+      // Closed, it is finished (and its probation ended) after the linger: the final ACK of the
+      // FIN may be the first round-trip sample free of the peer's answer time.
+      if (!was_closed && pr.scout->closed()) m.closing.push_back({seg.time_ns + pr.scout->linger_ns(), key, c.id()});
       pr.held.push_back({seg, std::vector<uint8_t>(seg.payload.begin(), seg.payload.end()), dir});
-      pr.bytes += seg.payload.size();
-      m.probation_bytes += seg.payload.size();
-      if (!m.probation_over(pr, seg.time_ns)) return status;
-      m.end_probation(key, c);
-      if (c.closed()) m.closing.push_back({seg.time_ns + c.linger_ns(), key, c.id()});
+      const size_t cost = seg.payload.size() + rules::probation_segment_cost;
+      pr.bytes += cost;
+      m.probation_bytes += cost;
+      if (m.probation_over(pr, seg.time_ns)) m.end_probation(key, c);
       return status;
     }
   }

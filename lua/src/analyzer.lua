@@ -27,8 +27,11 @@ local function discarding(options)
 end
 
 function Analyzer:probation_over(pr, now)
-  local function enough(d) return pr.scout.rtt[d].n >= RULES.probation_rtt_samples end
-  return (enough(0) and enough(1)) or pr.scout.closed or #pr.held >= RULES.probation_segments_max or
+  local function enough(d)
+    local r = pr.scout.rtt[d]
+    return r.n >= RULES.probation_rtt_samples and r.clean > 0
+  end
+  return (enough(0) and enough(1)) or #pr.held >= RULES.probation_segments_max or
          pr.bytes >= RULES.probation_bytes_max or now - pr.held[1].seg.t >= RULES.probation_ms * 1e6 or
          self.probation_bytes > RULES.probation_bytes_all_max
 end
@@ -217,7 +220,7 @@ function Analyzer:feed(seg)
   if self.cl_head <= self.cl_tail then self:finish_closed(seg.t) end
   local c = self.live[key]
   local syn = hasbit(seg.flags, 0x02) and not hasbit(seg.flags, 0x10)
-  if c and syn and c.closed then
+  if c and syn and (c.closed or (self.probation[key] and self.probation[key].scout.closed)) then
     self:end_probation(key, c)
     c:finish()
     self.live[key] = nil
@@ -270,18 +273,21 @@ function Analyzer:feed(seg)
   local dir = seg.src == c.initiator and I2T or T2I
   local pr = self.probation[key]
   if pr then
+    local was_closed = pr.scout.closed
     pr.scout:on_segment(seg, dir)
+    -- Closed, it is finished (and its probation ended) after the linger: the final ACK of the
+    -- FIN may be the first round-trip sample free of the peer's answer time.
+    if pr.scout.closed and not was_closed then
+      self.cl_tail = self.cl_tail + 1
+      self.closing[self.cl_tail] = { due = seg.t + max(RULES.closed_linger_ms * 1e6, RULES.closed_linger_rtts * pr.scout:full_rtt_ns()), key = key, id = c.id }
+    end
     local copy = {}
     for k, v in pairs(seg) do copy[k] = v end
     pr.held[#pr.held + 1] = { seg = copy, dir = dir }
-    pr.bytes = pr.bytes + #seg.payload
-    self.probation_bytes = self.probation_bytes + #seg.payload
-    if not self:probation_over(pr, seg.t) then return end
-    self:end_probation(key, c)
-    if c.closed then
-      self.cl_tail = self.cl_tail + 1
-      self.closing[self.cl_tail] = { due = seg.t + max(RULES.closed_linger_ms * 1e6, RULES.closed_linger_rtts * c:full_rtt_ns()), key = key, id = c.id }
-    end
+    local cost = #seg.payload + RULES.probation_segment_cost
+    pr.bytes = pr.bytes + cost
+    self.probation_bytes = self.probation_bytes + cost
+    if self:probation_over(pr, seg.t) then self:end_probation(key, c) end
     return
   end
   local was_closed = c.closed

@@ -49,6 +49,7 @@ local pf = {
   conn_window_scale = ProtoField.string("iscsi_doctor_lua.connection.window_scale", "Window scale"),
   conn_keys = ProtoField.string("iscsi_doctor_lua.connection.keys", "Keys"),
   conn_offload = ProtoField.uint32("iscsi_doctor_lua.connection.offload_segments", "Offload segments"),
+  conn_rtt_source = ProtoField.string("iscsi_doctor_lua.connection.rtt_source", "RTT from"),
 }
 -- Related frames by their role (the engine's names), as the C plugin's fields.
 local RELATED = { released_by = "Released by", acks = "Acknowledges", released = "Released",
@@ -246,6 +247,7 @@ local function add_command(root, c)
     kt:add(pf.conn_window_scale, window_scale_words(k))
     kt:add(pf.conn_keys, keys_words(k))
     kt:add(pf.conn_offload, k.offload_segments)
+    kt:add(pf.conn_rtt_source, rtt_source_words(k))
   end
   if #c.findings > 0 then t:append_text(" [" .. table.concat(c.findings, ", ") .. "]") end
   if c.round_trips > c.ideal_round_trips then

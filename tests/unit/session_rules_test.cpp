@@ -476,6 +476,44 @@ TEST(SessionRules, JoinedConnectionIsJudgedWithItsMeasuredRoundTrips) {
   }
 }
 
+// Joined at the target: every ACK from the target rides on its reply, 5 ms after the command (its
+// think time), so those samples make its round trip 5 ms and the think vanish into the network.
+// A pure ACK from the target (here of a later command) is the sample free of think time; the
+// joined connection is held until it comes, and every read is the target's think.
+namespace {
+ConnectionInfo think_reads_at_target(bool pure_ack, std::vector<CommandResult>& commands) {
+  Recorder rec;
+  Analyzer an(Options{}, rec);
+  Wire w(an);
+  int64_t t = 10 * kMs;
+  for (uint32_t i = 0; i < 8; ++i, t += 20 * kMs) {
+    w.data(true, t, read10(i + 1, 1024));
+    w.data(false, t + 5 * kMs, data_in(i + 1, 1024, true));  // the ACK of the command rides on it
+    w.ack(true, t + 13 * kMs);                                // the initiator, 8 ms away
+  }
+  w.data(true, t, read10(9, 1024));
+  if (pure_ack) w.ack(false, t + 50'000);
+  w.data(false, t + 5 * kMs, data_in(9, 1024, true));
+  w.ack(true, t + 13 * kMs);
+  an.finish();
+  commands = rec.commands;
+  return rec.connections.at(0);
+}
+}  // namespace
+
+TEST(SessionRules, JoinedAtTheTargetThinkTimeIsNotTakenForTheNetwork) {
+  std::vector<CommandResult> commands;
+  const ConnectionInfo c = think_reads_at_target(true, commands);
+  EXPECT_EQ(c.rtt_source_target, "pure ACKs");
+  EXPECT_EQ(c.rtt_source_initiator, "pure ACKs");
+  ASSERT_EQ(commands.size(), 9u);
+  for (const auto& cmd : commands)
+    EXPECT_NE(std::find(cmd.findings.begin(), cmd.findings.end(), FindingKind::target_think), cmd.findings.end())
+        << cmd.first_frame;
+  // Without the pure ACK the target's round trip is an upper bound, and the report says so.
+  EXPECT_EQ(think_reads_at_target(false, commands).rtt_source_target, "ACKs on data");
+}
+
 // A resend of a segment the capture saw arrive at the receiver (capture point near it) is a
 // spurious retransmission (a tail-loss probe while the ACK is late): not a loss. The same exchange
 // captured near the sender, with a plain ACK one round trip after the probe, cannot tell, and

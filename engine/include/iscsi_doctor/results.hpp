@@ -116,6 +116,9 @@ struct ConnectionInfo {
   double rtt_ms = -1;             // full path round trip
   double rtt_initiator_ms = -1;   // capture point <-> initiator and back
   double rtt_target_ms = -1;      // capture point <-> target and back
+  // Each round trip's evidence: "handshake", "pure ACKs", "ACKs on data" (an upper bound: the
+  // side's answer time may be in every sample), "" (none).
+  std::string rtt_source_initiator, rtt_source_target;
   Vantage vantage = Vantage::unknown;
   std::vector<std::pair<std::string, std::string>> keys;  // negotiated operational values in effect
   bool header_digest = false, data_digest = false;
@@ -131,6 +134,7 @@ std::string window_scale_words(
     const ConnectionInfo&);  // "initiator 7, target 7 (handshake)" / "not in the capture: ..."
 std::string keys_words(const ConnectionInfo&);     // "ImmediateData=Yes ... source=default"
 std::string offload_words(const ConnectionInfo&);  // "" or "N segments longer than the MSS: TSO/GRO ..."
+std::string rtt_source_words(const ConnectionInfo&);  // "initiator pure ACKs, target ACKs on data only: ..."
 
 // Connections folded into counts (beyond a listing cap).
 struct ConnectionTotals {

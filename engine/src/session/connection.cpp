@@ -531,6 +531,8 @@ ConnectionInfo Connection::info() const {
   i.offload_segments = fi.aggregates + ft.aggregates;
   if (tcp_.rtt(kI2T).known()) i.rtt_initiator_ms = ms(tcp_.rtt(kI2T).ns());
   if (tcp_.rtt(kT2I).known()) i.rtt_target_ms = ms(tcp_.rtt(kT2I).ns());
+  i.rtt_source_initiator = tcp_.rtt(kI2T).source();
+  i.rtt_source_target = tcp_.rtt(kT2I).source();
   if (tcp_.rtt(kI2T).known() && tcp_.rtt(kT2I).known()) {
     i.rtt_ms = ms(full_rtt_ns());
     double share = full_rtt_ns() > 0 ? double(tcp_.rtt(kI2T).ns()) / double(full_rtt_ns()) : 0.5;

@@ -184,11 +184,14 @@ private:
 // jitter: how far the latest samples spread above that minimum (docs/rules.md "Holds").
 class RttEstimate {
 public:
-  void sample(int64_t ns, bool from_handshake = false) {
+  // `clean`: the ACK carried no data (a pure ACK or the handshake), so the sample holds no
+  // answer time of the side's application (a reply's ACK rides on it after the think time).
+  void sample(int64_t ns, bool from_handshake = false, bool clean = true) {
     // Past TCP's longest retransmission timeout a gap is not a round trip (timestamps are input:
     // bounding the estimate keeps every product of it in range).
     if (ns < 0 || ns > rules::ns(rules::rtt_max_ms)) return;
     if (from_handshake) handshake_ = true;
+    if (clean || from_handshake) ++clean_samples_;
     if (!known_ || ns < min_) min_ = ns;
     known_ = true;
     recent_[samples_++ % rules::jitter_window] = ns;
@@ -203,7 +206,13 @@ public:
   bool known() const { return known_; }
   int64_t ns() const { return known_ ? min_ : 0; }
   uint64_t samples() const { return samples_; }
+  uint64_t clean_samples() const { return clean_samples_; }
   bool from_handshake() const { return handshake_; }
+  // Where the estimate comes from (docs/rules.md "Joined connections"): only ACKs that rode on
+  // data make it an upper bound, which may hold the side's answer time.
+  const char* source() const {
+    return handshake_ ? "handshake" : clean_samples_ ? "pure ACKs" : samples_ ? "ACKs on data" : "";
+  }
   // The jitter percentile of the latest samples' excess over the minimum, counting only excesses
   // below jitter_excess_max_ms (beyond are delayed ACKs, not the path); 0 with too few such
   // samples. (The caller bounds it by the RTT: on a LAN the excess is think time, not jitter.)
@@ -222,7 +231,7 @@ public:
 private:
   int64_t min_ = 0;
   bool known_ = false, handshake_ = false;
-  uint64_t samples_ = 0;
+  uint64_t samples_ = 0, clean_samples_ = 0;
   std::array<int64_t, rules::jitter_window> recent_{};
 };
 

@@ -101,7 +101,8 @@ void Tracker::ack(const Segment& seg, int dir, Receiver& r) {
     // Records end in increasing order (each carries new data): a binary search, not a scan.
     auto it = std::lower_bound(peer.unacked.begin(), peer.unacked.end(), ack,
                                [](const SentSegment& s, uint64_t v) { return s.end < v; });
-    if (it != peer.unacked.end() && it->end == ack) rtt_[dir].sample(seg.time_ns - it->t);
+    if (it != peer.unacked.end() && it->end == ack)
+      rtt_[dir].sample(seg.time_ns - it->t, false, seg.payload_wire_len == 0);
   }
   if (ack > peer.next && peer.started) {
     // The receiver has bytes the capture has not shown: missing at the capture point. Unless they

@@ -38,4 +38,13 @@ std::string offload_words(const ConnectionInfo& c) {
   return std::to_string(c.offload_segments) + " segments longer than the MSS: TSO/GRO at the capture point";
 }
 
+std::string rtt_source_words(const ConnectionInfo& c) {
+  const auto side = [](const std::string& src) {
+    if (src.empty()) return std::string("not measured");
+    if (src == "ACKs on data") return std::string("ACKs on data only (an upper bound: may hold its answer time)");
+    return src;
+  };
+  return "initiator " + side(c.rtt_source_initiator) + ", target " + side(c.rtt_source_target);
+}
+
 }  // namespace iscsi_doctor

@@ -2,7 +2,7 @@
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "c471e9c908891d8243b6742d0a0b88f06a52a8d1eba6b9c6a69d182678e4e323",
+  doc_sha256 = "5fb776a447847c00f3d1a0721dec5bda17cec802fb5d1a64d6dd1484a59d06ff",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -33,7 +33,8 @@ local RULES = {
   vantage_min_rtt_ms = 0.2,
   rtt_max_ms = 120000,
   probation_rtt_samples = 4,
-  probation_segments_max = 256,
+  probation_segments_max = 4096,
+  probation_segment_cost = 128,
   probation_bytes_max = 1048576,
   probation_ms = 10000,
   probation_bytes_all_max = 67108864,

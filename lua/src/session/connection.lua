@@ -18,8 +18,8 @@ function Connection.new(an, id, initiator, target)
   local c = setmetatable({ an = an, id = id, initiator = initiator, target = target,
     opt = an.options, flow = { [0] = Flow.new(), [1] = Flow.new() },
     pdus = { [0] = PduStream.new(true), [1] = PduStream.new(false) },
-    rtt = { [0] = { known = false, min = 0, hs = false, n = 0, recent = {} },
-            [1] = { known = false, min = 0, hs = false, n = 0, recent = {} } },
+    rtt = { [0] = { known = false, min = 0, hs = false, n = 0, clean = 0, recent = {} },
+            [1] = { known = false, min = 0, hs = false, n = 0, clean = 0, recent = {} } },
     saw_syn = false, saw_synack = false, closed = false, syn_t = 0, synack_t = 0,
     mid_session = false, keys = default_keys(), login = Negotiation.new(), login_done = false,
     saw_login = false, initiator_name = "", target_name = "", isid = "", tsih = 0,
@@ -32,9 +32,11 @@ function Connection.new(an, id, initiator, target)
   return c
 end
 
-local function rtt_sample(r, ns, hs)
+-- dirty: the ACK rode on data, so the sample may hold the side's answer time (engine/src/tcp/flow.hpp)
+local function rtt_sample(r, ns, hs, dirty)
   if ns < 0 or ns > RULES.rtt_max_ms * 1e6 then return end  -- not a round trip (rules/constants)
   if hs then r.hs = true end
+  if hs or not dirty then r.clean = r.clean + 1 end
   if not r.known or ns < r.min then r.min = ns end
   r.known = true
   r.recent[r.n % RULES.jitter_window + 1] = ns

@@ -2,10 +2,18 @@
 -- A connection's facts (engine/src/session/connection.cpp Connection::info) and their words
 -- (engine/src/util/connection_words.cpp): what the capture showed, and what was inferred.
 
+-- Where a round trip comes from (engine/src/tcp/flow.hpp RttEstimate::source).
+local function rtt_source(r)
+  if r.hs then return "handshake" end
+  if r.clean > 0 then return "pure ACKs" end
+  if r.n > 0 then return "ACKs on data" end
+  return ""
+end
+
 function Connection:facts()
   local ri, rt = self.rtt[I2T], self.rtt[T2I]
   local f = { rtt_initiator_ms = ri.known and ri.min / 1e6 or nil, rtt_target_ms = rt.known and rt.min / 1e6 or nil,
-              vantage = "unknown" }
+              vantage = "unknown", rtt_source_initiator = rtt_source(ri), rtt_source_target = rtt_source(rt) }
   if ri.known and rt.known then
     local full = ri.min + rt.min
     f.rtt_ms = full / 1e6
@@ -57,6 +65,15 @@ local function window_scale_words(f)
                          f.wscale_initiator, f.wscale_target)
   end
   return string.format("initiator %d, target %d (handshake)", f.wscale_initiator, f.wscale_target)
+end
+
+local function rtt_source_words(f)
+  local function side(src)
+    if src == "" then return "not measured" end
+    if src == "ACKs on data" then return "ACKs on data only (an upper bound: may hold its answer time)" end
+    return src
+  end
+  return "initiator " .. side(f.rtt_source_initiator) .. ", target " .. side(f.rtt_source_target)
 end
 
 local function keys_words(f)

@@ -89,7 +89,7 @@ function Connection:handle_ack(seg, dir)
     -- Records end in increasing order (each carries new data): a binary search, not a scan.
     local k = peer:first_unacked_ending_after(ack - 1)
     local s = k and peer.unacked[k]
-    if s and s.e == ack then rtt_sample(self.rtt[dir], seg.t - s.t) end
+    if s and s.e == ack then rtt_sample(self.rtt[dir], seg.t - s.t, false, seg.wire_len > 0) end
   end
   if ack > peer.next and peer.started then
     -- Missing at the capture point, unless they come soon after: a capture can show a segment
