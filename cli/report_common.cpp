@@ -302,7 +302,8 @@ nlohmann::json connection_json(const ConnectionInfo& c) {
         {"resyncs", c.resyncs},
         {"digest_errors", c.digest_errors},
         {"bytes_missing", c.bytes_missing},
-        {"max_outstanding", c.max_outstanding}}},
+        {"max_outstanding", c.max_outstanding},
+        {"never_answered", c.never_answered}}},
   };
 }
 

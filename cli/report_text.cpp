@@ -178,6 +178,9 @@ void write_sessions(std::string& o, const CaptureResult& r) {
                                         fmt::format("{} PDUs", count_text(c.pdus)),
                                         fmt::format("{} commands", count_text(c.commands)),
                                         fmt::format("at most {} in flight", c.max_outstanding)};
+        // A command the capture never answers stays in flight to its end: say so beside the count.
+        if (c.never_answered && c.max_outstanding > 1)
+          counts.back() += fmt::format(" (counting {} never answered in the capture)", count_text(c.never_answered));
         if (c.mid_session_start) counts.emplace_back("joined mid-session");
         if (c.resyncs) counts.push_back(fmt::format("{} resyncs", count_text(c.resyncs)));
         if (c.digest_errors) counts.push_back(fmt::format("{} digest errors", count_text(c.digest_errors)));

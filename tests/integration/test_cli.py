@@ -269,6 +269,22 @@ def test_time_lost_adds_up(path):
     assert ranks == sorted(ranks, reverse=True)
 
 
+@pytest.mark.parametrize("path", [wiki(n) for n in NAMES], ids=lambda p: p.name.split(".")[0])
+def test_never_answered_commands_are_named_beside_in_flight(path):
+    """A command the capture never answers stays in flight to its end, so it inflates "at most N in
+    flight": each connection counts those commands (`never_answered`, the commands listed without a
+    status) and the text report says the count includes them."""
+    doc = report(path)
+    never = collections.Counter(c["connection"] for c in doc["commands"] if not c["completed"])
+    text = run(path).stdout
+    for s in doc["sessions"]:
+        for k in s["connections"]:
+            n = k["counts"]["never_answered"]
+            assert n == never.get(k["connection"], 0), k["connection"]
+            if n and k["counts"]["max_outstanding"] > 1:
+                assert f"at most {k['counts']['max_outstanding']} in flight (counting {n:,} never answered" in text
+
+
 def nearest_rank(values, q):
     v = sorted(values)
     return v[int(q * (len(v) - 1) + 0.5)]

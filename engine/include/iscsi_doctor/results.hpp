@@ -125,6 +125,7 @@ struct ConnectionInfo {
   uint64_t frames = 0, pdus = 0, commands = 0, resyncs = 0, digest_errors = 0;
   uint64_t bytes_missing = 0;
   uint32_t max_outstanding = 0;  // largest number of commands in flight at once
+  uint64_t never_answered = 0;   // commands with no status in the capture: in flight to its end
 };
 
 // What a connection's facts were and where each came from, in the words every front-end shows

@@ -565,6 +565,7 @@ ConnectionInfo Connection::info() const {
   i.digest_errors = digest_errors_;
   i.bytes_missing = tcp_.flow(0).bytes_missing + tcp_.flow(1).bytes_missing;
   i.max_outstanding = max_outstanding_;
+  i.never_answered = commands_ - std::min(completed_, commands_);
   return i;
 }
 
