@@ -11,6 +11,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -185,13 +186,69 @@ void completed(iscsi_context* iscsi, int status, void* command_data, void* priva
   if (task) scsi_free_scsi_task(task);
 }
 
+// Ctrl-C or SIGTERM stops the battery and the report covers what ran; a second one ends the probe
+// at once, its temporary capture removed (unlink is safe in a handler).
+volatile sig_atomic_t g_probe_signal = 0;
+char g_probe_tmp[4096] = "";
+extern "C" void on_probe_signal(int sig) {
+  if (g_probe_signal) {
+    if (g_probe_tmp[0]) unlink(g_probe_tmp);
+    _exit(128 + sig);
+  }
+  g_probe_signal = sig;
+}
+constexpr const char* kInterrupted = "interrupted (Ctrl-C or SIGTERM)";
+
+// Waits for libiscsi's asynchronous calls, draining the capture, until `done`, a signal or the
+// deadline. Empty when done, else why it stopped.
+// One turn: up to 100 ms for the connection or the capture. Empty unless it stopped.
+std::string service_once(iscsi_context* iscsi, Capture& cap, std::chrono::steady_clock::time_point deadline,
+                         std::chrono::seconds limit) {
+  if (g_probe_signal) return kInterrupted;
+  pollfd pf[2] = {{iscsi_get_fd(iscsi), short(iscsi_which_events(iscsi)), 0}, {cap.fd(), POLLIN, 0}};
+  if (poll(pf, 2, 100) < 0 && errno != EINTR) return fmt::format("poll: {}", std::strerror(errno));
+  if (pf[1].revents) cap.drain();
+  if (iscsi_service(iscsi, pf[0].revents) < 0)
+    return fmt::format("connection failed: {}", iscsi_get_error(iscsi));
+  if (std::chrono::steady_clock::now() > deadline) return fmt::format("no answer within {} s", limit.count());
+  return {};
+}
+
+template <typename Done>
+std::string serve(iscsi_context* iscsi, Capture& cap, Done done, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done())
+    if (std::string e = service_once(iscsi, cap, deadline, limit); !e.empty()) return e;
+  return {};
+}
+
+// The login, asynchronous so that a signal ends the wait. Empty on success.
+std::string login(iscsi_context* iscsi, const std::string& portal, int lun, Capture& cap) {
+  struct State {
+    bool done = false;
+    int status = 0;
+  } st;
+  const auto cb = [](iscsi_context*, int status, void*, void* p) {
+    auto* s = static_cast<State*>(p);
+    s->done = true;
+    s->status = status;
+  };
+  if (iscsi_full_connect_async(iscsi, portal.c_str(), lun, cb, &st) != 0) return iscsi_get_error(iscsi);
+  if (std::string e = serve(
+          iscsi, cap, [&] { return st.done; }, std::chrono::seconds(60));
+      !e.empty())
+    return e;
+  return st.status == 0 ? std::string() : std::string(iscsi_get_error(iscsi));
+}
+
 // One step of the battery: `commands` of `bytes` each, `queue_depth` outstanding, sequential LBAs
 // wrapping inside [first, last]. Empty on success, else why it stopped.
 std::string run_step(Run& run, int lun, const Step& s, uint32_t block, uint64_t first, uint64_t last,
                      uint64_t& cursor, const std::vector<unsigned char>& zeros) {
   const uint64_t blocks = s.bytes / block;
   int issued = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  const auto limit = std::chrono::seconds(120);
+  const auto deadline = std::chrono::steady_clock::now() + limit;
   while (issued < s.commands || run.in_flight > 0) {
     while (run.in_flight < s.queue_depth && issued < s.commands) {
       if (cursor + blocks - 1 > last) cursor = first;
@@ -205,13 +262,7 @@ std::string run_step(Run& run, int lun, const Step& s, uint32_t block, uint64_t 
       ++run.in_flight;
       ++issued;
     }
-    pollfd pf[2] = {{iscsi_get_fd(run.iscsi), short(iscsi_which_events(run.iscsi)), 0},
-                    {run.cap->fd(), POLLIN, 0}};
-    if (poll(pf, 2, 100) < 0 && errno != EINTR) return fmt::format("poll: {}", std::strerror(errno));
-    if (pf[1].revents) run.cap->drain();
-    if (iscsi_service(run.iscsi, pf[0].revents) < 0)
-      return fmt::format("connection failed: {}", iscsi_get_error(run.iscsi));
-    if (std::chrono::steady_clock::now() > deadline) return "no answer within 120 s";
+    if (std::string e = service_once(run.iscsi, *run.cap, deadline, limit); !e.empty()) return e;
     if (run.failed) return fmt::format("a command failed: {}", run.first_error);
   }
   return {};
@@ -324,14 +375,21 @@ int probe_main(int argc, char** argv, const std::function<int(int, char**)>& rep
       if (!p.empty()) std::remove(p.c_str());
     }
   } remover{keep.empty() ? path : std::string()};
+  if (keep.empty() && path.size() < sizeof g_probe_tmp)
+    std::memcpy(g_probe_tmp, path.c_str(), path.size() + 1);
+  struct sigaction sa {};
+  sa.sa_handler = on_probe_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
 
   Capture cap;
   // Until the login shows the probe's own port, the filter takes any connection to the portal.
   if (auto e = cap.open(iface, fmt::format("tcp and host {} and port {}", addr, port), path); !e.empty())
     return fail(fmt::format("cannot capture on {}: {} (root or CAP_NET_RAW is needed)", iface, e));
   say(fmt::format("capturing on {}, logging in to {} at {}", iface, target, portal));
-  if (iscsi_full_connect_sync(iscsi, portal.c_str(), lun) != 0)
-    return fail(fmt::format("login to {} at {} failed: {}", target, portal, iscsi_get_error(iscsi)));
+  if (const std::string e = login(iscsi, portal, lun, cap); !e.empty())
+    return fail(fmt::format("login to {} at {} failed: {}", target, portal, e));
   sockaddr_storage local{}, peer{};
   socklen_t ll = sizeof local, pl = sizeof peer;
   const int sock = iscsi_get_fd(iscsi);
@@ -383,8 +441,9 @@ int probe_main(int argc, char** argv, const std::function<int(int, char**)>& rep
       steps.push_back(s);
   const std::vector<unsigned char> zeros(1048576, 0);
   uint64_t cursor = first;
-  std::string stopped;
+  std::string stopped = g_probe_signal ? kInterrupted : "";
   for (const Step& s : steps) {
+    if (!stopped.empty()) break;
     if (s.bytes % block != 0 || s.bytes / block > last - first + 1) {
       say(fmt::format("{}: skipped (blocks of {} bytes, {} blocks in range)", step_name(s), block,
                       last - first + 1));

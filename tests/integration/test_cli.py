@@ -780,3 +780,35 @@ def test_finding_kinds_are_the_engines():
     m = re.search(r"comma-separated: ([a-z0-9_, ]+)\)", line)
     assert m, out
     assert {k.strip() for k in m.group(1).split(",")} == FINDING_KINDS
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="capturing on lo needs root or CAP_NET_RAW")
+def test_probe_interrupted_leaves_no_temporary_capture(tmp_path):
+    """Ctrl-C during a probe stops it (here in a login a listener never answers) with exit 2 and
+    a message saying so, and the temporary capture it made goes with it."""
+    import signal
+    import socket
+    import time
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    p = subprocess.Popen([str(BIN), "probe", "-i", "lo", f"iscsi://127.0.0.1:{port}/iqn.2026-11.test:none/0"],
+                         env={**os.environ, "TMPDIR": str(tmp)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    listener.settimeout(10)
+    try:
+        conn, _ = listener.accept()  # the login's connection: held open, never answered
+        assert list(tmp.iterdir()), "no temporary capture made"  # opened before the login
+        time.sleep(0.3)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=10)
+        conn.close()
+    finally:
+        p.kill()
+        listener.close()
+    assert p.returncode == 2, err
+    assert "interrupted" in err, err
+    assert not list(tmp.iterdir())
