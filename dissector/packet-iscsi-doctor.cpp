@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -573,18 +574,37 @@ int dissect_iscsi_doctor(tvbuff_t* tvb, packet_info* pinfo, proto_tree* tree, vo
 const char* const st_root = "iSCSI Doctor";
 const char* const st_all = "All sessions";
 int st_root_node = -1;
+// The CLI's tables (summary.targets, .initiators, .luns; docs/json-schema.md): a node per table,
+// a row under it per target, initiator, or target and LUN, and the row the rest share past
+// Summary::kMaxLuns rows.
+struct StTable {
+  const char* name;
+  const char* other;
+};
+constexpr std::array<StTable, 3> st_tables{{{"By target", "(other targets)"},
+                                            {"By initiator", "(other initiators)"},
+                                            {"By LUN", "(other targets and LUNs)"}}};
 // Running totals per tree (stats_tree nodes count integers; time lost is kept here in ms).
 std::map<const stats_tree*, std::map<std::string, double>> st_totals;
+// Per tree and table: its rows so far (the names; the count is what the cap is on).
+std::map<const stats_tree*, std::array<std::set<std::string>, st_tables.size()>> st_rows;
 
 void st_init(stats_tree* st) {
   st_totals[st].clear();
+  st_rows[st] = {};
   st_root_node = stats_tree_create_node(st, st_root, 0, STAT_DT_INT, TRUE);
+  for (const StTable& t : st_tables)  // first under the root, whatever sessions come
+    stats_tree_create_node(st, t.name, st_root_node, STAT_DT_INT, TRUE);
 }
 
-void st_cleanup(stats_tree* st) { st_totals.erase(st); }
+void st_cleanup(stats_tree* st) {
+  st_totals.erase(st);
+  st_rows.erase(st);
+}
 
-void st_command(stats_tree* st, int parent, const std::string& scope, const CommandResult& c) {
-  int cmds = tick_stat_node(st, "commands", parent, TRUE);
+// A command's figures under a node that counts commands: its round trips against the ideal and
+// its latency as averages, the round trips beyond the ideal as a sum.
+void st_figures(stats_tree* st, int cmds, const CommandResult& c) {
   avg_stat_node_add_value_int(st, "round trips", cmds, FALSE, c.round_trips);
   avg_stat_node_add_value_int(st, "ideal round trips", cmds, FALSE, c.ideal_round_trips);
   // Sums sit under a node that counts nothing: Wireshark's Percent column (a node's count over its
@@ -592,6 +612,34 @@ void st_command(stats_tree* st, int parent, const std::string& scope, const Comm
   const int sums = stats_tree_manip_node_int(MN_INCREASE, st, "sums", cmds, TRUE, 0);
   increase_stat_node(st, "excess round trips (total)", sums, FALSE, c.round_trips - c.ideal_round_trips);
   avg_stat_node_add_value_float(st, "latency (ms)", cmds, FALSE, static_cast<float>(c.latency_ms));
+}
+
+// A SCSI command in the CLI's tables, as Summary counts it (SCSI commands only, by their
+// connection's target address and port, initiator address, and target and LUN), each row named
+// in the text report's words. A table node and its rows count commands, so Percent is a row's
+// share of the table.
+void st_table_rows(stats_tree* st, const CommandResult& c) {
+  if (c.iscsi_opcode != 0x01 || !c.connection) return;
+  Endpoint initiator, target;
+  if (auto it = g_state->connections.find(c.connection); it != g_state->connections.end()) {
+    initiator = it->second.initiator;  // finished (its FIN, the second pass)
+    target = it->second.target;
+  } else if (!g_state->analyzer.endpoints(c.connection, initiator, target)) {
+    return;
+  }
+  const std::array<std::string, st_tables.size()> keys{target.str(), initiator.addr.str(),
+                                                       target.str() + " LUN " + std::to_string(c.lun)};
+  for (size_t i = 0; i < st_tables.size(); ++i) {
+    auto& rows = st_rows[st][i];
+    const char* row = st_tables[i].other;
+    if (rows.count(keys[i]) || rows.size() < Summary::kMaxLuns) row = rows.insert(keys[i]).first->c_str();
+    const int table = tick_stat_node(st, st_tables[i].name, st_root_node, TRUE);
+    st_figures(st, tick_stat_node(st, row, table, TRUE), c);
+  }
+}
+
+void st_command(stats_tree* st, int parent, const std::string& scope, const CommandResult& c) {
+  st_figures(st, tick_stat_node(st, "commands", parent, TRUE), c);
   for (FindingKind k : c.findings)
     if (k != FindingKind::serialized) {
       int kn = stats_tree_manip_node_int(MN_INCREASE, st, kind_name(k), parent, TRUE, 0);
@@ -639,6 +687,7 @@ tap_packet_status st_packet(stats_tree* st, packet_info*, epan_dissect_t*, const
     int sn = stats_tree_manip_node_int(MN_INCREASE, st, name.c_str(), st_root_node, TRUE, 0);
     st_command(st, sn, name, c);
     st_command(st, all, st_all, c);
+    st_table_rows(st, c);
   }
   for (uint32_t i : fr->tapped) {
     const FindingRec& r = g_state->findings[i];
@@ -726,7 +775,8 @@ extern "C" void proto_register_iscsi_doctor(void) {
         "Segments longer than the MSS: TSO/GRO at the capture point", HFILL}},
       {&hf_conn_rtt_source,
        {"RTT from", "iscsi_doctor.connection.rtt_source", FT_STRING, BASE_NONE, NULL, 0x0,
-        "Each side's round trip evidence: handshake, pure ACKs, or ACKs on data only (an upper bound)", HFILL}},
+        "Each side's round trip evidence: handshake, pure ACKs, or ACKs on data only (an upper bound)",
+        HFILL}},
       {&hf_bd[bd_request],
        {"Request (ms)", "iscsi_doctor.breakdown.request_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0, NULL, HFILL}},
       {&hf_bd[bd_think],
