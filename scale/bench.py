@@ -2,15 +2,23 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """The archive job's benchmark: files/s and MB/s with 1 and 2 local Dask workers.
 
-The captures are the small-block benchmark's (bench/make-small-block.py: lab captures of 1 KiB and
-8 KiB queue-depth-1 reads and writes written one after another), FILES of them of about PACKETS
-packets each, made once in CACHE (default bench/cache/fleet, ignored by git). Small blocks are the
-job's hard case: a command per ~7 packets, so the JSON Lines to parse are largest for the bytes.
+Two sets of captures, made once in CACHE (default bench/cache/fleet, or bench/cache/fleet-lab for
+--set lab; ignored by git):
+- small-block (the default): the small-block benchmark's captures (bench/make-small-block.py: lab
+  captures of 1 KiB and 8 KiB queue-depth-1 reads and writes written one after another), FILES
+  (default 8) of them of about PACKETS packets each. Small blocks are the job's hard case: a
+  command per ~7 packets, so the JSON Lines to parse are largest for the bytes.
+- lab: the large lab capture bench-4g.pcap (bench/make-capture.py, as root, ~2 minutes: mixed
+  sizes 512 B .. 1 MiB, queue depths 1 .. 32, its 1.27 GB run four times; taken from $BENCH_CACHE,
+  default bench/cache, as bench/run.sh does, and made there if missing), cut with editcap into
+  FILES (default 8) files of equal packet counts, about 640 MB each, most starting mid-session.
+  Mostly large blocks: a command per ~30 KB of capture.
 Each configuration runs REPEAT times (the fastest is kept, the machine is shared), with the CPU
 seconds it took (user + system, every process it started); the bare CLI over the same files with
 -j N is timed too, as the floor.
 
-usage: scale/bench.py [--files 8] [--packets 150000] [--repeat 2] [--cache DIR] [--workers 1,2]
+usage: scale/bench.py [--set small-block|lab] [--files N] [--packets 150000] [--repeat 2]
+                      [--cache DIR] [--workers 1,2]
 """
 import argparse
 import os
@@ -38,6 +46,25 @@ def make(cache, files, packets):
     return out
 
 
+def make_lab(cache, files):
+    big = Path(os.environ.get("BENCH_CACHE", ROOT / "bench" / "cache")) / "bench-4g.pcap"
+    if not big.exists():
+        subprocess.run([sys.executable, str(ROOT / "bench" / "make-capture.py"), str(big.parent)],
+                       check=True, stdout=subprocess.DEVNULL)
+    cache.mkdir(parents=True, exist_ok=True)
+    packets = int(subprocess.run(["capinfos", "-M", "-c", "-T", "-r", str(big)], check=True, text=True,
+                                 capture_output=True).stdout.split("\t")[1])
+    out = []
+    for i in range(files):
+        f = cache / f"lab-{files}-{i}.pcap"
+        if not f.exists():
+            subprocess.run(["editcap", "-F", "pcap", "-r", str(big), f"{f}.tmp",
+                            f"{i * packets // files + 1}-{(i + 1) * packets // files}"], check=True)
+            os.rename(f"{f}.tmp", f)
+        out.append(f)
+    return out
+
+
 def timed(cmd, env=None):
     """(wall seconds, CPU seconds of it and all it started, standard output)"""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -52,14 +79,19 @@ def timed(cmd, env=None):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--files", type=int, default=8)
+    p.add_argument("--set", choices=("small-block", "lab"), default="small-block")
+    p.add_argument("--files", type=int)
     p.add_argument("--packets", type=int, default=150_000)
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--workers", default="1,2")
-    p.add_argument("--cache", type=Path, default=ROOT / "bench" / "cache" / "fleet")
+    p.add_argument("--cache", type=Path)
     p.add_argument("--iscsi-doctor", default=os.environ.get("ISCSI_DOCTOR", str(ROOT / "build" / "cli" / "iscsi-doctor")))
     a = p.parse_args()
-    files = make(a.cache, a.files, a.packets)
+    cache = a.cache or ROOT / "bench" / "cache" / ("fleet" if a.set == "small-block" else "fleet-lab")
+    if a.set == "lab":
+        files = make_lab(cache, a.files or 8)
+    else:
+        files = make(cache, a.files or 8, a.packets)
     size = sum(f.stat().st_size for f in files)
     for f in files:  # warm page cache: every run reads from memory
         f.read_bytes()
