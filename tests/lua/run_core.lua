@@ -330,6 +330,7 @@ for _, c in ipairs(conns) do
   out[#out + 1] = obj({ "type", '"connection"', "connection", jnum(c.id), "session", jnum(c.session),
     "rtt_initiator_ms", ms_or_null(ri), "rtt_target_ms", ms_or_null(rt),
     "rtt_ms", f.rtt_ms and jnum(f.rtt_ms) or "null",
+    "rtt_source", obj({ "initiator", jstr(f.rtt_source_initiator), "target", jstr(f.rtt_source_target) }),
     "vantage", jstr(f.vantage),
     "mss", obj({ "initiator", jnum(f.mss_initiator), "target", jnum(f.mss_target),
                  "inferred", jbool(f.mss_inferred),
@@ -346,7 +347,8 @@ for _, c in ipairs(conns) do
                     "commands", jnum(c.commands), "resyncs", jnum(fr[1].resyncs + fr[2].resyncs),
                     "digest_errors", jnum(c.digest_errors),
                     "bytes_missing", jnum(c.flow[0].bytes_missing + c.flow[1].bytes_missing),
-                    "max_outstanding", jnum(c.max_outstanding) }) })
+                    "max_outstanding", jnum(c.max_outstanding),
+                    "never_answered", jnum(c.commands - math.min(c.completed, c.commands)) }) })
 end
 local function str_or_null(v) if not v or v == "" then return "null" end return jstr(v) end
 for _, se in ipairs(an.sessions) do
