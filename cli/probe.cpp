@@ -222,23 +222,56 @@ std::string serve(iscsi_context* iscsi, Capture& cap, Done done, std::chrono::se
   return {};
 }
 
-// The login, asynchronous so that a signal ends the wait. Empty on success.
-std::string login(iscsi_context* iscsi, const std::string& portal, int lun, Capture& cap) {
-  struct State {
-    bool done = false;
-    int status = 0;
-  } st;
-  const auto cb = [](iscsi_context*, int status, void*, void* p) {
-    auto* s = static_cast<State*>(p);
+// A libiscsi call in flight: its callback may run until the context is destroyed (a cancelled
+// login), so the probe keeps it for the context's lifetime.
+struct Pending {
+  bool done = false;
+  int status = 0;
+  scsi_task* task = nullptr;
+  Pending() = default;
+  Pending(const Pending&) = delete;
+  Pending& operator=(const Pending&) = delete;
+  ~Pending() { reset(); }
+  void reset() {
+    if (task) scsi_free_scsi_task(task);
+    task = nullptr;
+    done = false;
+    status = 0;
+  }
+  static void cb(iscsi_context*, int status, void* data, void* p) {
+    auto* s = static_cast<Pending*>(p);
     s->done = true;
     s->status = status;
+    s->task = static_cast<scsi_task*>(data);
+  }
+};
+
+// TCP connect, login, and TEST UNIT READY until no UNIT ATTENTION is pending (as libiscsi's full
+// connect does), each asynchronous so that a signal ends the wait; not iscsi_full_connect_async,
+// whose state is lost when a login is abandoned. Empty on success.
+std::string login(iscsi_context* iscsi, const std::string& portal, int lun, Capture& cap, Pending& p) {
+  const auto wait = [&](int queued) {
+    if (queued != 0) return std::string(iscsi_get_error(iscsi));
+    if (std::string e = serve(
+            iscsi, cap, [&] { return p.done; }, std::chrono::seconds(60));
+        !e.empty())
+      return e;
+    return p.status == 0 || p.task ? std::string() : std::string(iscsi_get_error(iscsi));
   };
-  if (iscsi_full_connect_async(iscsi, portal.c_str(), lun, cb, &st) != 0) return iscsi_get_error(iscsi);
-  if (std::string e = serve(
-          iscsi, cap, [&] { return st.done; }, std::chrono::seconds(60));
-      !e.empty())
-    return e;
-  return st.status == 0 ? std::string() : std::string(iscsi_get_error(iscsi));
+  p.reset();
+  if (std::string e = wait(iscsi_connect_async(iscsi, portal.c_str(), Pending::cb, &p)); !e.empty()) return e;
+  p.reset();
+  if (std::string e = wait(iscsi_login_async(iscsi, Pending::cb, &p)); !e.empty()) return e;
+  for (int i = 0; i < 10; ++i) {
+    p.reset();
+    if (!iscsi_testunitready_task(iscsi, lun, Pending::cb, &p)) return iscsi_get_error(iscsi);
+    if (std::string e = wait(0); !e.empty()) return e;
+    if (!(p.task && p.task->status == SCSI_STATUS_CHECK_CONDITION &&
+          p.task->sense.key == SCSI_SENSE_UNIT_ATTENTION))
+      break;
+  }
+  p.reset();
+  return {};
 }
 
 // One step of the battery: `commands` of `bytes` each, `queue_depth` outstanding, sequential LBAs
@@ -336,6 +369,7 @@ int probe_main(int argc, char** argv, const std::function<int(int, char**)>& rep
   if (allow_write && !have_range)
     return fail("--allow-write needs --lba-range: the blocks the writes may overwrite");
 
+  Pending pending;  // declared before the context's closer: outlives any callback it makes
   iscsi_context* iscsi = iscsi_create_context(initiator.c_str());
   if (!iscsi) return fail("libiscsi could not make a context");
   struct Closer {
@@ -388,7 +422,7 @@ int probe_main(int argc, char** argv, const std::function<int(int, char**)>& rep
   if (auto e = cap.open(iface, fmt::format("tcp and host {} and port {}", addr, port), path); !e.empty())
     return fail(fmt::format("cannot capture on {}: {} (root or CAP_NET_RAW is needed)", iface, e));
   say(fmt::format("capturing on {}, logging in to {} at {}", iface, target, portal));
-  if (const std::string e = login(iscsi, portal, lun, cap); !e.empty())
+  if (const std::string e = login(iscsi, portal, lun, cap, pending); !e.empty())
     return fail(fmt::format("login to {} at {} failed: {}", target, portal, e));
   sockaddr_storage local{}, peer{};
   socklen_t ll = sizeof local, pl = sizeof peer;
