@@ -199,8 +199,6 @@ extern "C" void on_probe_signal(int sig) {
 }
 constexpr const char* kInterrupted = "interrupted (Ctrl-C or SIGTERM)";
 
-// Waits for libiscsi's asynchronous calls, draining the capture, until `done`, a signal or the
-// deadline. Empty when done, else why it stopped.
 // One turn: up to 100 ms for the connection or the capture. Empty unless it stopped.
 std::string service_once(iscsi_context* iscsi, Capture& cap, std::chrono::steady_clock::time_point deadline,
                          std::chrono::seconds limit) {
@@ -214,6 +212,8 @@ std::string service_once(iscsi_context* iscsi, Capture& cap, std::chrono::steady
   return {};
 }
 
+// Waits for libiscsi's asynchronous calls, draining the capture, until `done`, a signal or the
+// deadline. Empty when done, else why it stopped.
 template <typename Done>
 std::string serve(iscsi_context* iscsi, Capture& cap, Done done, std::chrono::seconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;

@@ -264,7 +264,6 @@ EXPECT["initiator-rcvbuf-read-tso"] = {
 # What the tool still misses on field-condition captures (issue: captures people actually take): an
 # expectation may carry known_gap_at {vantage: why}, a strict expected failure in
 # tests/integration/test_manifest.py until fixed. None is open.
-EXPECT["scripted-think-read-joined"] = json.loads(json.dumps(EXPECT["scripted-think-read"]))
 
 
 def expect_for(scenario, vantage):

@@ -191,7 +191,7 @@ public:
     // bounding the estimate keeps every product of it in range).
     if (ns < 0 || ns > rules::ns(rules::rtt_max_ms)) return;
     if (from_handshake) handshake_ = true;
-    if (clean || from_handshake) ++clean_samples_;
+    if (clean) ++clean_samples_;
     if (!known_ || ns < min_) min_ = ns;
     known_ = true;
     recent_[samples_++ % rules::jitter_window] = ns;

@@ -36,7 +36,7 @@ end
 local function rtt_sample(r, ns, hs, dirty)
   if ns < 0 or ns > RULES.rtt_max_ms * 1e6 then return end  -- not a round trip (rules/constants)
   if hs then r.hs = true end
-  if hs or not dirty then r.clean = r.clean + 1 end
+  if not dirty then r.clean = r.clean + 1 end
   if not r.known or ns < r.min then r.min = ns end
   r.known = true
   r.recent[r.n % RULES.jitter_window + 1] = ns
