@@ -213,6 +213,266 @@ local function digest_from_wire(s, p)
 end
 
 ---------------------------------------------------------------------------------------------
+-- Frames to TCP segments (ports cli/packet_decoder.cpp): link layer -> (VLAN, MPLS, PPPoE) ->
+-- IPv4/IPv6 -> TCP, read from the frame's bytes. The Wireshark glue reads every frame this way
+-- (a field extractor would make Wireshark build a protocol tree for every frame, which cost more
+-- than the whole analysis); tests/lua/run_core.lua reads pcap files with it.
+--
+-- Positions are 1-based into the frame string `pkt`; `n` is its last captured byte and `extra`
+-- the bytes the wire had beyond it (snaplen). As in the CLI, the payload is cut at the IP
+-- datagram's end (Ethernet padding is not payload), a zero IPv4 total length or IPv6 payload
+-- length (TSO/GSO, jumbograms) means "as long as the frame", and fragments are not decoded.
+
+local PacketDecoder
+do
+  local byte, sub, fmt, concat = string.byte, string.sub, string.format, table.concat
+  local MAX_NESTING = 8  -- VLAN tags, MPLS labels, IPv6 extension headers
+
+  -- Endpoint names as the engine writes them ("10.0.0.1:3260", "[2001:db8::1]:3260") and the
+  -- analyzer's connection key, cached by the addresses' bytes and the ports: two table lookups
+  -- per frame instead of string building. Emptied past FLOWS_MAX, so memory stays bounded.
+  local FLOWS_MAX = 65536
+  local flows, flow_count = {}, 0
+  local function ipv6_text(pkt, p)
+    local g = {}
+    for i = 0, 7 do g[i + 1] = be16(pkt, p + 2 * i) end
+    local best, best_len, i = -1, 0, 1  -- RFC 5952: the longest run of 2+ zero groups compressed
+    while i <= 8 do
+      local j = i
+      while j <= 8 and g[j] == 0 do j = j + 1 end
+      if j - i > best_len and j - i > 1 then best, best_len = i, j - i end
+      i = (j == i) and i + 1 or j
+    end
+    local out = {}
+    i = 1
+    while i <= 8 do
+      if i == best then
+        out[#out + 1] = "::"
+        i = i + best_len
+      else
+        if #out > 0 and out[#out] ~= "::" then out[#out + 1] = ":" end
+        out[#out + 1] = fmt("%x", g[i])
+        i = i + 1
+      end
+    end
+    return "[" .. concat(out) .. "]"
+  end
+  -- Sets seg.src, seg.dst and seg.key for the addresses at p (source) and p + len (destination).
+  local function name_flow(pkt, p, len, seg)
+    local addrs = sub(pkt, p, p + 2 * len - 1)
+    local by_ports = flows[addrs]
+    if not by_ports then
+      if flow_count >= FLOWS_MAX then flows, flow_count = {}, 0 end
+      by_ports = {}
+      flows[addrs] = by_ports
+    end
+    local ports = seg.sport * 65536 + seg.dport
+    local f = by_ports[ports]
+    if not f then
+      local src, dst
+      if len == 4 then
+        src, dst = fmt("%d.%d.%d.%d", byte(pkt, p, p + 3)), fmt("%d.%d.%d.%d", byte(pkt, p + 4, p + 7))
+      else
+        src, dst = ipv6_text(pkt, p), ipv6_text(pkt, p + 16)
+      end
+      src, dst = src .. ":" .. seg.sport, dst .. ":" .. seg.dport
+      f = { src, dst, src < dst and (src .. "|" .. dst) or (dst .. "|" .. src) }
+      by_ports[ports] = f
+      flow_count = flow_count + 1
+    end
+    seg.src, seg.dst, seg.key = f[1], f[2], f[3]
+  end
+
+  -- TCP from p; cap_end is one past its last captured byte, wire_len its length according to IP.
+  -- Every key of seg but frame, t and the names (src, dst, key) is set.
+  local function decode_tcp(pkt, p, cap_end, wire_len, seg)
+    if cap_end - p < 20 then return false end
+    local sp1, sp2, dp1, dp2, s1, s2, s3, s4, a1, a2, a3, a4, off, fl, w1, w2 = byte(pkt, p, p + 15)
+    local hl = floor(off / 16) * 4
+    if hl < 20 or hl > wire_len then return false end
+    local flags = fl % 64  -- FIN..URG; ECE/CWR are not part of the engine's flag set
+    local mss, ws, sl, sr = 0, -1, 0, 0
+    local syn = flags % 4 >= 2
+    -- MSS and window scale mean something on a SYN only; the first SACK block anywhere. Options of
+    -- NOP, NOP, timestamps alone (most segments) hold neither.
+    if hl > 20 and (syn or hl ~= 32 or byte(pkt, p + 22) ~= 8 or byte(pkt, p + 20) ~= 1) then
+      local o, oe = p + 20, min(p + hl, cap_end)
+      while o < oe do
+        local kind = byte(pkt, o)
+        if kind == 0 then break end
+        if kind == 1 then o = o + 1 else
+          if o + 1 >= oe then break end
+          local len = byte(pkt, o + 1)
+          if len < 2 or o + len > oe then break end
+          if syn and kind == 2 and len == 4 then mss = be16(pkt, o + 2) end
+          if syn and kind == 3 and len == 3 then ws = min(byte(pkt, o + 2), 14) end
+          if kind == 5 and len >= 10 and sl == sr then sl, sr = be32(pkt, o + 2), be32(pkt, o + 6) end
+          o = o + len
+        end
+      end
+    end
+    seg.sport, seg.dport = sp1 * 256 + sp2, dp1 * 256 + dp2
+    seg.seq = ((s1 * 256 + s2) * 256 + s3) * 256 + s4
+    seg.ack = ((a1 * 256 + a2) * 256 + a3) * 256 + a4
+    seg.flags, seg.window = flags, w1 * 256 + w2
+    seg.mss, seg.wscale, seg.options_len = mss, ws, hl - 20
+    seg.payload = cap_end > p + hl and sub(pkt, p + hl, cap_end - 1) or ""
+    seg.wire_len = wire_len - hl
+    seg.sack_left, seg.sack_right = sl, sr
+    return true
+  end
+
+  local function decode_ipv4(pkt, p, n, extra, seg)
+    local have = n - p + 1
+    if have < 20 then return false end
+    local v, _, t1, t2, _, _, f1, f2, _, proto = byte(pkt, p, p + 9)
+    local hl = (v % 16) * 4
+    if v - v % 16 ~= 64 or hl < 20 or have < hl then return false end
+    if proto ~= 6 then return false end
+    if (f1 % 64) * 256 + f2 ~= 0 then return false end  -- MF or a fragment offset
+    local on_wire = have + extra
+    local total = t1 * 256 + t2
+    seg.cut = total == 0 or total > have
+    if total == 0 then total = on_wire end
+    if total < hl then return false end
+    if total > on_wire then total = on_wire end
+    local captured = total < have and total or have
+    if not decode_tcp(pkt, p + hl, p + captured, total - hl, seg) then return false end
+    name_flow(pkt, p + 12, 4, seg)
+    return true
+  end
+
+  local function decode_ipv6(pkt, p, n, extra, seg)
+    local have = n - p + 1
+    if have < 40 or byte(pkt, p) - byte(pkt, p) % 16 ~= 96 then return false end
+    local on_wire = have + extra
+    local total = 40 + be16(pkt, p + 4)
+    seg.cut = total == 40 or total > have
+    if total == 40 then total = on_wire end
+    total = min(total, on_wire)
+    local nxt, off = byte(pkt, p + 6), 40
+    local depth = 0
+    while nxt ~= 6 do
+      if depth == MAX_NESTING then return false end
+      depth = depth + 1
+      local len = 0
+      if nxt == 0 or nxt == 43 or nxt == 60 then  -- hop-by-hop, routing, destination options
+        if have >= off + 2 then len = (byte(pkt, p + off + 1) + 1) * 8 end
+      elseif nxt == 51 then  -- authentication header: 4-octet units, minus 2
+        if have >= off + 2 then len = (byte(pkt, p + off + 1) + 2) * 4 end
+      elseif nxt == 44 then  -- fragment header: only an atomic fragment (offset 0, M = 0) is whole
+        if have >= off + 8 then
+          local fo = be16(pkt, p + off + 2)
+          if fo >= 8 or fo % 2 ~= 0 then return false end  -- & 0xfff9
+          len = 8
+        end
+      else
+        return false
+      end
+      if len == 0 then return false end
+      nxt = byte(pkt, p + off)
+      off = off + len
+      if off > total then return false end
+    end
+    if have < off then return false end
+    local captured = min(total, have)
+    if not decode_tcp(pkt, p + off, p + captured, total - off, seg) then return false end
+    name_flow(pkt, p + 8, 16, seg)
+    return true
+  end
+
+  local function decode_ip_any(pkt, p, n, extra, seg)
+    if p > n then return false end
+    local v = byte(pkt, p)
+    v = v - v % 16
+    if v == 64 then return decode_ipv4(pkt, p, n, extra, seg) end
+    if v == 96 then return decode_ipv6(pkt, p, n, extra, seg) end
+    return false
+  end
+
+  local function decode_ethertype(typ, pkt, p, n, extra, seg)
+    for _ = 1, MAX_NESTING do
+      if typ == 0x0800 then return decode_ipv4(pkt, p, n, extra, seg)
+      elseif typ == 0x86dd then return decode_ipv6(pkt, p, n, extra, seg)
+      elseif typ == 0x8100 or typ == 0x88a8 or typ == 0x9100 then  -- 802.1Q/802.1ad: TCI, inner type
+        if n - p + 1 < 4 then return false end
+        typ = be16(pkt, p + 2)
+        p = p + 4
+      elseif typ == 0x8847 or typ == 0x8848 then  -- MPLS: labels to bottom-of-stack, then IP
+        local off = 0
+        while true do
+          if n - p + 1 < off + 4 then return false end
+          local bottom = byte(pkt, p + off + 2) % 2 == 1
+          off = off + 4
+          if bottom then break end
+          if off / 4 >= MAX_NESTING then return false end
+        end
+        return decode_ip_any(pkt, p + off, n, extra, seg)
+      elseif typ == 0x8864 then  -- PPPoE session: 6-byte header, then the PPP protocol
+        if n - p + 1 < 8 then return false end
+        local proto = be16(pkt, p + 6)
+        if proto == 0x0021 then return decode_ipv4(pkt, p + 8, n, extra, seg) end
+        if proto == 0x0057 then return decode_ipv6(pkt, p + 8, n, extra, seg) end
+        return false
+      else
+        return false
+      end
+    end
+    return false
+  end
+
+  local function ethernet(pkt, n, extra, seg)
+    if n < 14 then return false end
+    local typ = be16(pkt, 13)
+    if typ <= 1500 then  -- 802.3 length: only LLC/SNAP (AA AA 03, OUI, ethertype) can carry IP
+      if n < 22 or byte(pkt, 15) ~= 0xaa or byte(pkt, 16) ~= 0xaa or byte(pkt, 17) ~= 0x03 then return false end
+      return decode_ethertype(be16(pkt, 21), pkt, 23, n, extra, seg)
+    end
+    return decode_ethertype(typ, pkt, 15, n, extra, seg)
+  end
+  local function sll(pkt, n, extra, seg)  -- Linux cooked v1: the protocol in bytes 15-16
+    if n < 16 then return false end
+    return decode_ethertype(be16(pkt, 15), pkt, 17, n, extra, seg)
+  end
+  local function sll2(pkt, n, extra, seg)  -- Linux cooked v2: 20 bytes, protocol first
+    if n < 20 then return false end
+    return decode_ethertype(be16(pkt, 1), pkt, 21, n, extra, seg)
+  end
+  local function raw_ip(pkt, n, extra, seg) return decode_ip_any(pkt, 1, n, extra, seg) end
+  local function raw_ipv4(pkt, n, extra, seg) return decode_ipv4(pkt, 1, n, extra, seg) end
+  local function raw_ipv6(pkt, n, extra, seg) return decode_ipv6(pkt, 1, n, extra, seg) end
+  local function null(pkt, n, extra, seg)  -- BSD loopback: 4-byte family; the IP version says the same
+    if n < 4 then return false end
+    return decode_ip_any(pkt, 5, n, extra, seg)
+  end
+  local function ppp(pkt, n, extra, seg)  -- with or without the HDLC address/control bytes FF 03
+    local p = 1
+    if n >= 2 and byte(pkt, 1) == 0xff and byte(pkt, 2) == 0x03 then p = 3 end
+    if n - p + 1 < 2 then return false end
+    local proto = be16(pkt, p)
+    if proto == 0x0021 then return decode_ipv4(pkt, p + 2, n, extra, seg) end
+    if proto == 0x0057 then return decode_ipv6(pkt, p + 2, n, extra, seg) end
+    return false
+  end
+
+  -- By pcap link type, as the CLI's table.
+  local BY_LINK_TYPE = { [1] = ethernet, [113] = sll, [276] = sll2, [101] = raw_ip, [12] = raw_ip,
+                         [14] = raw_ip, [228] = raw_ipv4, [229] = raw_ipv6, [0] = null, [108] = null,
+                         [9] = ppp, [50] = ppp }
+
+  PacketDecoder = {
+    -- decode(pkt, n, extra, seg) -> true when the frame holds a whole (not fragmented) TCP
+    -- segment. seg.cut says whether the IP datagram reached past the captured bytes (or left its
+    -- length to the frame), that is whether `extra` mattered: a reader that pays to learn the
+    -- frame's wire length may pass 0 first, and decode again with it only then.
+    for_link_type = function(linktype) return BY_LINK_TYPE[linktype] end,
+    -- Wireshark does not tell a Lua plugin the frame's link type: the glue tries these in turn
+    -- and keeps the one whose segment has the ports Wireshark's TCP dissector saw.
+    CANDIDATES = { ethernet, sll, sll2, raw_ip, null, ppp },
+  }
+end
+
+---------------------------------------------------------------------------------------------
 -- iSCSI BHS (engine/src/iscsi/pdu.cpp)
 
 local OPNAMES = {
@@ -1891,15 +2151,16 @@ function Connection:on_segment(seg, dir)
     local f = self.flow[d]
     if f.unseen_upto > f.next and seg.t - f.unseen_t > REORDER_WAIT_NS then self:declare_unseen(d) end
   end
-  local fl = seg.flags
+  local fl = seg.flags  -- FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10 (tested inline: once per segment)
+  local syn, rst = fl % 4 >= 2, fl % 8 >= 4
   local una_before = self.flow[1 - dir].una
-  if hasbit(fl, 0x02) then self:handle_handshake(seg, dir) end
-  if hasbit(fl, 0x10) then self:handle_ack(seg, dir) end
-  if seg.wire_len > 0 and not hasbit(fl, 0x02) then self:handle_payload(seg, dir) end
+  if syn then self:handle_handshake(seg, dir) end
+  if fl % 32 >= 16 then self:handle_ack(seg, dir) end
+  if seg.wire_len > 0 and not syn then self:handle_payload(seg, dir) end
   local f = self.flow[dir]
-  if hasbit(fl, 0x01) or hasbit(fl, 0x04) then
+  if fl % 2 == 1 or rst then
     f.fin_seen = true
-    if hasbit(fl, 0x04) or self.flow[1 - dir].fin_seen then self.closed = true end
+    if rst or self.flow[1 - dir].fin_seen then self.closed = true end
   end
   self.last_t = seg.t
   -- The window this side advertises: its scale known from both SYNs, else the least the data in
@@ -1908,7 +2169,7 @@ function Connection:on_segment(seg, dir)
   local raw = seg.window
   local win = raw
   local scale_known = f.syn_seen and other.syn_seen
-  if not hasbit(fl, 0x02) then
+  if not syn then
     if scale_known and f.wscale_offered >= 0 and other.wscale_offered >= 0 then
       win = raw * 2 ^ min(f.wscale_offered, 14)
     elseif not scale_known then
@@ -2803,15 +3064,17 @@ local function looks_like_login(payload)
 end
 
 -- seg: frame, t (ns, any origin), src, dst (endpoint strings), sport, dport, seq, ack, flags,
--- window, mss, wscale, payload (captured bytes), wire_len
+-- window, mss, wscale, payload (captured bytes), wire_len; key, the connection's (made here when
+-- absent: PacketDecoder caches it)
 function Analyzer:feed(seg)
   self.cur_frame = seg.frame
   self.last_frame = max(self.last_frame, seg.frame)
-  local key = seg.src < seg.dst and (seg.src .. "|" .. seg.dst) or (seg.dst .. "|" .. seg.src)
+  local key = seg.key or (seg.src < seg.dst and (seg.src .. "|" .. seg.dst) or (seg.dst .. "|" .. seg.src))
   self.segments = self.segments + 1
   if self.cl_head <= self.cl_tail then self:finish_closed(seg.t) end
   local c = self.live[key]
-  local syn = hasbit(seg.flags, 0x02) and not hasbit(seg.flags, 0x10)
+  local fl = seg.flags
+  local syn = fl % 4 >= 2 and fl % 32 < 16  -- SYN without ACK
   if c and syn and (c.closed or (self.probation[key] and self.probation[key].scout.closed)) then
     self:end_probation(key, c)
     c:finish()
@@ -2986,7 +3249,8 @@ function Analyzer:report()
 end
 
 local core = { Analyzer = Analyzer, FINDING_KINDS = FINDING_KINDS, RULES = RULES,
-               UNSUPPORTED_KINDS = UNSUPPORTED_KINDS, fix_for = fix_for, VERSION = VERSION }
+               UNSUPPORTED_KINDS = UNSUPPORTED_KINDS, fix_for = fix_for, VERSION = VERSION,
+               PacketDecoder = PacketDecoder }
 
 ---------------------------------------------------------------------------------------------
 -- Wireshark glue
@@ -3082,34 +3346,14 @@ proto.prefs.detect_ports = Pref.bool("Detect iSCSI on other ports", true,
 proto.prefs.report = Pref.bool("Print report at the end (tshark)", false,
   "Print the text report when tshark finishes (as the Tools menu window shows it)")
 
-local F = {}
-local function fld(name)
-  local ok, f = pcall(Field.new, name)
-  if ok then F[name] = f end
-end
-for _, n in ipairs({ "frame.time_epoch", "ip.src", "ip.dst", "ipv6.src", "ipv6.dst", "tcp.srcport",
-  "tcp.dstport", "tcp.seq_raw", "tcp.ack_raw", "tcp.flags", "tcp.window_size_value",
-  "tcp.options.mss_val", "tcp.options.wscale.shift", "tcp.len", "tcp.hdr_len", "tcp.payload",
-  "tcp.options.sack" }) do
-  fld(n)
-end
--- The extractors as upvalues (a field this Wireshark lacks reads as absent).
-local function absent() return nil end
-local function fx(name) return F[name] or absent end
-local f_time, f_ip_src, f_ip_dst, f_ip6_src, f_ip6_dst = fx("frame.time_epoch"), fx("ip.src"), fx("ip.dst"),
-  fx("ipv6.src"), fx("ipv6.dst")
-local f_srcport, f_dstport, f_seq, f_ack, f_flags = fx("tcp.srcport"), fx("tcp.dstport"), fx("tcp.seq_raw"),
-  fx("tcp.ack_raw"), fx("tcp.flags")
-local f_window, f_mss, f_wscale, f_len, f_hdr_len, f_payload = fx("tcp.window_size_value"),
-  fx("tcp.options.mss_val"), fx("tcp.options.wscale.shift"), fx("tcp.len"), fx("tcp.hdr_len"), fx("tcp.payload")
-local f_sack = fx("tcp.options.sack")
-
--- Per-packet garbage (segments, payload copies, field userdata) dies young: Lua 5.4's generational
+-- Per-packet garbage (segments, frame and payload copies) dies young: Lua 5.4's generational
 -- collector frees it without re-marking the whole heap each cycle (half the plugin's time on 4.4).
 if _VERSION >= "Lua 5.4" then pcall(collectgarbage, "generational") end
 
 local state = nil
-local base_secs = nil
+-- The frame reader's state: the link-layer decoder that fits this capture, the last frame read,
+-- and the time of that frame in ns since the first.
+local link, last_read, t_ns, abs0 = nil, 0, nil, nil
 
 local function options_from_prefs()
   local o = {}
@@ -3120,74 +3364,74 @@ local function options_from_prefs()
   return o
 end
 
+local listen_for_the_end  -- below
+
 function proto.init()
   state = Analyzer.new(options_from_prefs())
-  base_secs = nil
+  link, last_read, t_ns, abs0 = nil, 0, nil, nil
+  listen_for_the_end()
 end
 
-local function range_raw(fi) return fi.range:raw() end
-local function unhex(h) return string.char(tonumber(h, 16)) end
-
 -- One segment table, refilled for every frame: the core keeps copies of a segment, never the
--- table itself (less garbage per packet). Every key is set each time.
+-- table itself (less garbage per packet). The decoder sets every key but frame and t.
 local seg = { frame = 0, t = 0, src = "", dst = "", sport = 0, dport = 0, seq = 0, ack = 0, flags = 0,
               window = 0, mss = 0, wscale = -1, options_len = 0, payload = "", wire_len = 0,
               sack_left = 0, sack_right = 0 }
 
--- The first SACK block as on the wire (the option's bytes: Wireshark's edge fields are relative).
-local function sack_edges(fi)
-  local r = fi.range
-  return r:range(2, 4):uint(), r:range(6, 4):uint()
+-- A frame's time in ns since the first frame. Wireshark gives a Lua plugin times as seconds in
+-- doubles: the time since the previous frame is exact to the nanosecond and is summed. It reads
+-- 0 also when Wireshark cannot give the previous frame: then the absolute time (within about
+-- 0.3 us) is taken instead, when the two disagree by more than 1 us.
+local function frame_time(pinfo)
+  if not t_ns then
+    abs0, t_ns = pinfo.abs_ts, 0
+    return 0
+  end
+  local d = pinfo.delta_ts
+  if d ~= 0 then
+    t_ns = t_ns + floor(d * 1e9 + 0.5)
+  else
+    local approx = (pinfo.abs_ts - abs0) * 1e9
+    if t_ns - approx > 1000 or approx - t_ns > 1000 then t_ns = floor(approx + 0.5) end
+  end
+  return t_ns
 end
 
--- te: frame.time_epoch's FieldInfo when the caller has it already.
-local function feed_frame(pinfo, te)
-  local len_fi = f_len()
-  if not len_fi then return end
-  local srcport, dstport = f_srcport(), f_dstport()
-  local seq, ack = f_seq(), f_ack()
-  local flags = f_flags()
-  if not (srcport and dstport and seq and flags) then return end
-  local src, dst = f_ip_src(), f_ip_dst()
-  if not src then src, dst = f_ip6_src(), f_ip6_dst() end
-  if not src or not dst then return end
-  te = (te or f_time()).value
-  if not base_secs then base_secs = te.secs end
-  local t = (te.secs - base_secs) * 1e9 + te.nsecs
-  local payload = ""
-  local wire_len = len_fi.value
-  local options_len = 0
-  if wire_len > 0 then
-    local pl = f_payload()
-    if pl then
-      local ok, raw = pcall(range_raw, pl)
-      if ok and raw then payload = raw else payload = tostring(pl.value):gsub("%x%x", unhex) end
+local PT_TCP = 2  -- port_type of a frame Wireshark's TCP dissector saw
+local candidates = PacketDecoder.CANDIDATES
+
+-- A frame through one link-layer decoder; the frame's wire length is asked for only when the
+-- IP datagram reaches past the captured bytes.
+local function decode_with(d, tvb, pkt, n)
+  if not d(pkt, n, 0, seg) then return false end
+  if seg.cut then
+    local extra = tvb:reported_len() - n
+    if extra > 0 then return d(pkt, n, extra, seg) end
+  end
+  return true
+end
+
+-- Every frame once, in order: its bytes through the link-layer decoder that fits the capture,
+-- into the core. Wireshark does not tell a Lua plugin the link type: the decoder is the first
+-- candidate whose segment carries the ports Wireshark's TCP dissector saw, kept while it decodes.
+local function feed_frame(tvb, pinfo)
+  local t = frame_time(pinfo)
+  local pkt = tvb:raw()
+  local n = #pkt
+  if not (link and decode_with(link, tvb, pkt, n)) then
+    if pinfo.port_type ~= PT_TCP then return end
+    local sp, dp = pinfo.src_port, pinfo.dst_port
+    local found = nil
+    for _, d in ipairs(candidates) do
+      if d ~= link and decode_with(d, tvb, pkt, n) and seg.sport == sp and seg.dport == dp then
+        found = d
+        break
+      end
     end
-    -- Options matter on data segments only (the MSS less them), as do MSS and scale on SYNs.
-    local hl = f_hdr_len()
-    options_len = hl and max(0, hl.value - 20) or 0
+    if not found then return end  -- TCP in a tunnel or an ICMP error, a fragment: as the CLI
+    link = found
   end
-  local fl = flags.value % 256
-  local mss, ws = 0, -1
-  if fl % 4 >= 2 then
-    local m, w = f_mss(), f_wscale()
-    mss, ws = m and m.value or 0, w and w.value or -1
-  end
-  local sp, dp = srcport.value, dstport.value
-  local win = f_window()
   seg.frame, seg.t = pinfo.number, t
-  seg.src, seg.dst = tostring(src.value) .. ":" .. sp, tostring(dst.value) .. ":" .. dp
-  seg.sport, seg.dport, seg.seq, seg.ack, seg.flags = sp, dp, seq.value, ack and ack.value or 0, fl
-  seg.window = win and win.value or 0
-  seg.mss, seg.wscale, seg.options_len = mss, ws, options_len
-  seg.payload, seg.wire_len = payload, wire_len
-  local sl, sr = 0, 0
-  local sk = f_sack()
-  if sk and sk.len >= 10 then
-    local ok, l, r = pcall(sack_edges, sk)
-    if ok then sl, sr = l, r end
-  end
-  seg.sack_left, seg.sack_right = sl, sr
   state:feed(seg)
 end
 
@@ -3279,17 +3523,13 @@ function proto.dissector(tvb, pinfo, tree)
   if not state then proto.init() end
   local n = pinfo.number
   local findings, cmds
-  -- tshark -2 without -R/-Y runs its first pass without a tree (no field values): then the
-  -- second pass is the one that analyses.
-  local te
   if not pinfo.visited then
-    te = f_time()
-    if te then state.first_pass_seen = true end
-  end
-  if not pinfo.visited or not state.first_pass_seen then
     -- The pass that builds the state, once, in frame order; a frame shows what it decided, and
     -- the evidence_frame/status_frame fields say where (the evidence may be earlier).
-    if n > state.last_frame then feed_frame(pinfo, te) end
+    if n > last_read then
+      last_read = n
+      feed_frame(tvb, pinfo)
+    end
     findings, cmds = state.by_decision[n], state.cmd_by_decision[n]
   else
     state:finish()  -- the first pass is over: results on their evidence and status frames
@@ -3304,14 +3544,18 @@ end
 
 register_postdissector(proto)
 
--- End of a tshark run: finish (serialized queue, open commands) and print the report if asked.
--- Only draw is used, which every listener gets at the end: the "expert" tap, queued for the few
--- frames with expert info, costs less than "frame" (queued for every frame).
-local tap = Listener.new("expert", nil)
-function tap.draw()
-  if not state then return end
-  state:finish()
-  if proto.prefs.report and not gui_enabled() then print(state:report()) end
+-- End of a tshark run with the report asked for: finish (serialized queue, open commands) and
+-- print it. Only draw is used, which every listener gets at the end. Made only then: any Lua tap
+-- listener makes tshark build a protocol tree for every frame (a sixth of plain tshark's time).
+local report_listener = nil
+function listen_for_the_end()
+  if report_listener or not proto.prefs.report or gui_enabled() then return end
+  report_listener = Listener.new("expert", nil)  -- queued for few frames
+  function report_listener.draw()
+    if not state then return end
+    state:finish()
+    print(state:report())
+  end
 end
 
 if gui_enabled() then

@@ -211,15 +211,17 @@ local function looks_like_login(payload)
 end
 
 -- seg: frame, t (ns, any origin), src, dst (endpoint strings), sport, dport, seq, ack, flags,
--- window, mss, wscale, payload (captured bytes), wire_len
+-- window, mss, wscale, payload (captured bytes), wire_len; key, the connection's (made here when
+-- absent: PacketDecoder caches it)
 function Analyzer:feed(seg)
   self.cur_frame = seg.frame
   self.last_frame = max(self.last_frame, seg.frame)
-  local key = seg.src < seg.dst and (seg.src .. "|" .. seg.dst) or (seg.dst .. "|" .. seg.src)
+  local key = seg.key or (seg.src < seg.dst and (seg.src .. "|" .. seg.dst) or (seg.dst .. "|" .. seg.src))
   self.segments = self.segments + 1
   if self.cl_head <= self.cl_tail then self:finish_closed(seg.t) end
   local c = self.live[key]
-  local syn = hasbit(seg.flags, 0x02) and not hasbit(seg.flags, 0x10)
+  local fl = seg.flags
+  local syn = fl % 4 >= 2 and fl % 32 < 16  -- SYN without ACK
   if c and syn and (c.closed or (self.probation[key] and self.probation[key].scout.closed)) then
     self:end_probation(key, c)
     c:finish()

@@ -92,34 +92,14 @@ proto.prefs.detect_ports = Pref.bool("Detect iSCSI on other ports", true,
 proto.prefs.report = Pref.bool("Print report at the end (tshark)", false,
   "Print the text report when tshark finishes (as the Tools menu window shows it)")
 
-local F = {}
-local function fld(name)
-  local ok, f = pcall(Field.new, name)
-  if ok then F[name] = f end
-end
-for _, n in ipairs({ "frame.time_epoch", "ip.src", "ip.dst", "ipv6.src", "ipv6.dst", "tcp.srcport",
-  "tcp.dstport", "tcp.seq_raw", "tcp.ack_raw", "tcp.flags", "tcp.window_size_value",
-  "tcp.options.mss_val", "tcp.options.wscale.shift", "tcp.len", "tcp.hdr_len", "tcp.payload",
-  "tcp.options.sack" }) do
-  fld(n)
-end
--- The extractors as upvalues (a field this Wireshark lacks reads as absent).
-local function absent() return nil end
-local function fx(name) return F[name] or absent end
-local f_time, f_ip_src, f_ip_dst, f_ip6_src, f_ip6_dst = fx("frame.time_epoch"), fx("ip.src"), fx("ip.dst"),
-  fx("ipv6.src"), fx("ipv6.dst")
-local f_srcport, f_dstport, f_seq, f_ack, f_flags = fx("tcp.srcport"), fx("tcp.dstport"), fx("tcp.seq_raw"),
-  fx("tcp.ack_raw"), fx("tcp.flags")
-local f_window, f_mss, f_wscale, f_len, f_hdr_len, f_payload = fx("tcp.window_size_value"),
-  fx("tcp.options.mss_val"), fx("tcp.options.wscale.shift"), fx("tcp.len"), fx("tcp.hdr_len"), fx("tcp.payload")
-local f_sack = fx("tcp.options.sack")
-
--- Per-packet garbage (segments, payload copies, field userdata) dies young: Lua 5.4's generational
+-- Per-packet garbage (segments, frame and payload copies) dies young: Lua 5.4's generational
 -- collector frees it without re-marking the whole heap each cycle (half the plugin's time on 4.4).
 if _VERSION >= "Lua 5.4" then pcall(collectgarbage, "generational") end
 
 local state = nil
-local base_secs = nil
+-- The frame reader's state: the link-layer decoder that fits this capture, the last frame read,
+-- and the time of that frame in ns since the first.
+local link, last_read, t_ns, abs0 = nil, 0, nil, nil
 
 local function options_from_prefs()
   local o = {}
@@ -130,74 +110,74 @@ local function options_from_prefs()
   return o
 end
 
+local listen_for_the_end  -- below
+
 function proto.init()
   state = Analyzer.new(options_from_prefs())
-  base_secs = nil
+  link, last_read, t_ns, abs0 = nil, 0, nil, nil
+  listen_for_the_end()
 end
 
-local function range_raw(fi) return fi.range:raw() end
-local function unhex(h) return string.char(tonumber(h, 16)) end
-
 -- One segment table, refilled for every frame: the core keeps copies of a segment, never the
--- table itself (less garbage per packet). Every key is set each time.
+-- table itself (less garbage per packet). The decoder sets every key but frame and t.
 local seg = { frame = 0, t = 0, src = "", dst = "", sport = 0, dport = 0, seq = 0, ack = 0, flags = 0,
               window = 0, mss = 0, wscale = -1, options_len = 0, payload = "", wire_len = 0,
               sack_left = 0, sack_right = 0 }
 
--- The first SACK block as on the wire (the option's bytes: Wireshark's edge fields are relative).
-local function sack_edges(fi)
-  local r = fi.range
-  return r:range(2, 4):uint(), r:range(6, 4):uint()
+-- A frame's time in ns since the first frame. Wireshark gives a Lua plugin times as seconds in
+-- doubles: the time since the previous frame is exact to the nanosecond and is summed. It reads
+-- 0 also when Wireshark cannot give the previous frame: then the absolute time (within about
+-- 0.3 us) is taken instead, when the two disagree by more than 1 us.
+local function frame_time(pinfo)
+  if not t_ns then
+    abs0, t_ns = pinfo.abs_ts, 0
+    return 0
+  end
+  local d = pinfo.delta_ts
+  if d ~= 0 then
+    t_ns = t_ns + floor(d * 1e9 + 0.5)
+  else
+    local approx = (pinfo.abs_ts - abs0) * 1e9
+    if t_ns - approx > 1000 or approx - t_ns > 1000 then t_ns = floor(approx + 0.5) end
+  end
+  return t_ns
 end
 
--- te: frame.time_epoch's FieldInfo when the caller has it already.
-local function feed_frame(pinfo, te)
-  local len_fi = f_len()
-  if not len_fi then return end
-  local srcport, dstport = f_srcport(), f_dstport()
-  local seq, ack = f_seq(), f_ack()
-  local flags = f_flags()
-  if not (srcport and dstport and seq and flags) then return end
-  local src, dst = f_ip_src(), f_ip_dst()
-  if not src then src, dst = f_ip6_src(), f_ip6_dst() end
-  if not src or not dst then return end
-  te = (te or f_time()).value
-  if not base_secs then base_secs = te.secs end
-  local t = (te.secs - base_secs) * 1e9 + te.nsecs
-  local payload = ""
-  local wire_len = len_fi.value
-  local options_len = 0
-  if wire_len > 0 then
-    local pl = f_payload()
-    if pl then
-      local ok, raw = pcall(range_raw, pl)
-      if ok and raw then payload = raw else payload = tostring(pl.value):gsub("%x%x", unhex) end
+local PT_TCP = 2  -- port_type of a frame Wireshark's TCP dissector saw
+local candidates = PacketDecoder.CANDIDATES
+
+-- A frame through one link-layer decoder; the frame's wire length is asked for only when the
+-- IP datagram reaches past the captured bytes.
+local function decode_with(d, tvb, pkt, n)
+  if not d(pkt, n, 0, seg) then return false end
+  if seg.cut then
+    local extra = tvb:reported_len() - n
+    if extra > 0 then return d(pkt, n, extra, seg) end
+  end
+  return true
+end
+
+-- Every frame once, in order: its bytes through the link-layer decoder that fits the capture,
+-- into the core. Wireshark does not tell a Lua plugin the link type: the decoder is the first
+-- candidate whose segment carries the ports Wireshark's TCP dissector saw, kept while it decodes.
+local function feed_frame(tvb, pinfo)
+  local t = frame_time(pinfo)
+  local pkt = tvb:raw()
+  local n = #pkt
+  if not (link and decode_with(link, tvb, pkt, n)) then
+    if pinfo.port_type ~= PT_TCP then return end
+    local sp, dp = pinfo.src_port, pinfo.dst_port
+    local found = nil
+    for _, d in ipairs(candidates) do
+      if d ~= link and decode_with(d, tvb, pkt, n) and seg.sport == sp and seg.dport == dp then
+        found = d
+        break
+      end
     end
-    -- Options matter on data segments only (the MSS less them), as do MSS and scale on SYNs.
-    local hl = f_hdr_len()
-    options_len = hl and max(0, hl.value - 20) or 0
+    if not found then return end  -- TCP in a tunnel or an ICMP error, a fragment: as the CLI
+    link = found
   end
-  local fl = flags.value % 256
-  local mss, ws = 0, -1
-  if fl % 4 >= 2 then
-    local m, w = f_mss(), f_wscale()
-    mss, ws = m and m.value or 0, w and w.value or -1
-  end
-  local sp, dp = srcport.value, dstport.value
-  local win = f_window()
   seg.frame, seg.t = pinfo.number, t
-  seg.src, seg.dst = tostring(src.value) .. ":" .. sp, tostring(dst.value) .. ":" .. dp
-  seg.sport, seg.dport, seg.seq, seg.ack, seg.flags = sp, dp, seq.value, ack and ack.value or 0, fl
-  seg.window = win and win.value or 0
-  seg.mss, seg.wscale, seg.options_len = mss, ws, options_len
-  seg.payload, seg.wire_len = payload, wire_len
-  local sl, sr = 0, 0
-  local sk = f_sack()
-  if sk and sk.len >= 10 then
-    local ok, l, r = pcall(sack_edges, sk)
-    if ok then sl, sr = l, r end
-  end
-  seg.sack_left, seg.sack_right = sl, sr
   state:feed(seg)
 end
 
@@ -289,17 +269,13 @@ function proto.dissector(tvb, pinfo, tree)
   if not state then proto.init() end
   local n = pinfo.number
   local findings, cmds
-  -- tshark -2 without -R/-Y runs its first pass without a tree (no field values): then the
-  -- second pass is the one that analyses.
-  local te
   if not pinfo.visited then
-    te = f_time()
-    if te then state.first_pass_seen = true end
-  end
-  if not pinfo.visited or not state.first_pass_seen then
     -- The pass that builds the state, once, in frame order; a frame shows what it decided, and
     -- the evidence_frame/status_frame fields say where (the evidence may be earlier).
-    if n > state.last_frame then feed_frame(pinfo, te) end
+    if n > last_read then
+      last_read = n
+      feed_frame(tvb, pinfo)
+    end
     findings, cmds = state.by_decision[n], state.cmd_by_decision[n]
   else
     state:finish()  -- the first pass is over: results on their evidence and status frames
@@ -314,14 +290,18 @@ end
 
 register_postdissector(proto)
 
--- End of a tshark run: finish (serialized queue, open commands) and print the report if asked.
--- Only draw is used, which every listener gets at the end: the "expert" tap, queued for the few
--- frames with expert info, costs less than "frame" (queued for every frame).
-local tap = Listener.new("expert", nil)
-function tap.draw()
-  if not state then return end
-  state:finish()
-  if proto.prefs.report and not gui_enabled() then print(state:report()) end
+-- End of a tshark run with the report asked for: finish (serialized queue, open commands) and
+-- print it. Only draw is used, which every listener gets at the end. Made only then: any Lua tap
+-- listener makes tshark build a protocol tree for every frame (a sixth of plain tshark's time).
+local report_listener = nil
+function listen_for_the_end()
+  if report_listener or not proto.prefs.report or gui_enabled() then return end
+  report_listener = Listener.new("expert", nil)  -- queued for few frames
+  function report_listener.draw()
+    if not state then return end
+    state:finish()
+    print(state:report())
+  end
 end
 
 if gui_enabled() then

@@ -19,11 +19,14 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(os.environ.get("ISCSI_DOCTOR_ROOT", Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "captures"))
+import link_types  # noqa: E402
 BIN = Path(os.environ.get("ISCSI_DOCTOR", ROOT / "build" / "cli" / "iscsi-doctor"))
 
 
@@ -490,76 +493,19 @@ def test_libtins_decoder_agrees_with_the_fast_decoder():
         assert a["sessions"] == b["sessions"], name
 
 
-# A small pcap toolkit to re-encapsulate Ethernet captures (checksums are not recomputed: neither
-# tool checks them).
 def read_pcap(name):
-    data = capture_bytes(name)
-    magic = data[:4]
-    endian = "<" if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
-    header = data[:24]
-    linktype = struct.unpack(endian + "I", data[20:24])[0]
-    records, off = [], 24
-    while off + 16 <= len(data):
-        sec, frac, incl, orig = struct.unpack(endian + "IIII", data[off:off + 16])
-        records.append([sec, frac, data[off + 16:off + 16 + incl], orig])
-        off += 16 + incl
-    return endian, header, linktype, records
+    return link_types.parse_pcap(capture_bytes(name))
 
 
-def write_pcap(path, endian, header, linktype, records):
-    out = bytearray(header[:20] + struct.pack(endian + "I", linktype))
-    for sec, frac, pkt, orig in records:
-        out += struct.pack(endian + "IIII", sec, frac, len(pkt), orig) + pkt
-    Path(path).write_bytes(bytes(out))
-
-
-def _to_ipv6(pkt):
-    """Ethernet + IPv4 -> Ethernet + IPv6 (2001:db8::a.b.c.d); other frames unchanged."""
-    if len(pkt) < 34 or pkt[12:14] != b"\x08\x00":
-        return pkt, 0
-    ip = pkt[14:]
-    ihl = (ip[0] & 15) * 4
-    tot = struct.unpack(">H", ip[2:4])[0]
-    v6 = (struct.pack(">IHBB", 6 << 28, tot - ihl, ip[9], ip[8]) + b"\x20\x01\x0d\xb8" + bytes(8) + ip[12:16]
-          + b"\x20\x01\x0d\xb8" + bytes(8) + ip[16:20])
-    return pkt[:12] + b"\x86\xdd" + v6 + ip[ihl:], 40 - ihl
-
-
-def _vlan(pkt, tags):
-    return pkt[:12] + b"".join(tpid + struct.pack(">H", 100 + i) for i, tpid in enumerate(tags)) + pkt[12:]
-
-
-TRANSFORMS = {
-    # name: (linktype, function(frame) -> (new frame, growth of the original length))
-    "sll": (113, lambda p: (struct.pack(">HHH", 0, 1, 6) + p[6:12] + b"\0\0" + p[12:14] + p[14:], 2)),
-    "sll2": (276, lambda p: (p[12:14] + b"\0\0" + struct.pack(">IHBB", 1, 1, 0, 6) + p[6:12] + b"\0\0" + p[14:], 6)),
-    "raw": (101, lambda p: (p[14:], -14)),
-    "ipv4": (228, lambda p: (p[14:], -14)),
-    "null": (0, lambda p: (struct.pack("<I", 2) + p[14:], -10)),
-    "vlan": (1, lambda p: (_vlan(p, [b"\x81\x00"]), 4)),
-    "qinq": (1, lambda p: (_vlan(p, [b"\x88\xa8", b"\x81\x00"]), 8)),
-    "ipv6": (1, _to_ipv6),
-    "padded": (1, None),  # 4 bytes of trailer after every complete frame: not payload
-}
+write_pcap = link_types.write_pcap
+TRANSFORMS = link_types.TRANSFORMS
 
 
 @pytest.mark.parametrize("kind", sorted(TRANSFORMS))
 def test_link_types_give_identical_commands(tmp_path, kind):
     name = "scsi-osd-example-001" if kind != "padded" else "iscsi-tapel"
-    endian, header, linktype, records = read_pcap(name)
-    assert linktype == 1
-    new_type, fn = TRANSFORMS[kind]
-    out = []
-    for sec, frac, pkt, orig in records:
-        if fn is None:
-            if len(pkt) == orig:
-                pkt, orig = pkt + b"\xde\xad\xbe\xef", orig + 4
-        else:
-            pkt, grow = fn(pkt)
-            orig += grow
-        out.append([sec, frac, pkt, orig])
     path = tmp_path / f"{kind}.pcap"
-    write_pcap(path, endian, header, new_type, out)
+    link_types.relink(capture_bytes(name), kind, path)
     a, b = report(wiki(name)), report(path)
     assert len(a["commands"]) > 10
     assert a["commands"] == b["commands"]

@@ -21,7 +21,6 @@ local data = f:read("*a")
 f:close()
 
 local floor = math.floor
-local function u8(s, p) return s:byte(p) end
 local function be16(s, p) local a, b = s:byte(p, p + 1); return a * 256 + b end
 local function be32(s, p)
   local a, b, c, d = s:byte(p, p + 3)
@@ -46,170 +45,9 @@ if snaplen == 0 then snaplen = 262144 end
 local an = core.Analyzer.new()
 local pos, frame, base = 25, 0, nil
 
-local function ipv4(s, p) return string.format("%d.%d.%d.%d", s:byte(p, p + 3)) end
-local function ipv6(s, p)
-  local t = {}
-  for i = 0, 7 do t[#t + 1] = string.format("%x", be16(s, p + 2 * i)) end
-  return table.concat(t, ":")
-end
-
--- TCP: `tcp` is the captured part of the segment (cut at the IP datagram's end), wire_len its
--- length according to IP.
-local function decode_tcp(pkt, p, cap_end, wire_len, src, dst, t)
-  if cap_end - p < 20 then return end
-  local sport, dport = be16(pkt, p), be16(pkt, p + 2)
-  local seq, ack = be32(pkt, p + 4), be32(pkt, p + 8)
-  local hl = floor(u8(pkt, p + 12) / 16) * 4
-  local flags = u8(pkt, p + 13) % 64
-  local win = be16(pkt, p + 14)
-  if hl < 20 or hl > wire_len then return end
-  local mss, ws, sl, sr = 0, -1, 0, 0
-  if hl > 20 then  -- MSS and window scale mean something on a SYN only; the first SACK block anywhere
-    local syn = flags % 4 >= 2
-    local o, oe = p + 20, math.min(p + hl, cap_end)
-    while o < oe do
-      local kind = u8(pkt, o)
-      if kind == 0 then break end
-      if kind == 1 then o = o + 1 else
-        if o + 1 >= oe then break end
-        local len = u8(pkt, o + 1)
-        if len < 2 or o + len > oe then break end
-        if syn and kind == 2 and len == 4 then mss = be16(pkt, o + 2) end
-        if syn and kind == 3 and len == 3 then ws = math.min(u8(pkt, o + 2), 14) end
-        if kind == 5 and len >= 10 and sl == sr then sl, sr = be32(pkt, o + 2), be32(pkt, o + 6) end
-        o = o + len
-      end
-    end
-  end
-  local payload = cap_end > p + hl and pkt:sub(p + hl, cap_end - 1) or ""
-  an:feed({ frame = frame, t = t, src = src .. ":" .. sport, dst = dst .. ":" .. dport,
-    sport = sport, dport = dport, seq = seq, ack = ack, flags = flags, window = win, mss = mss,
-    wscale = ws, options_len = hl - 20, payload = payload, wire_len = wire_len - hl, sack_left = sl, sack_right = sr })
-end
-
--- IP from p to the frame's captured end n (inclusive); extra: bytes the wire had beyond it.
-local function decode_ipv4(pkt, p, n, extra, t)
-  if n - p + 1 < 20 then return end
-  local hl = (u8(pkt, p) % 16) * 4
-  if floor(u8(pkt, p) / 16) ~= 4 or hl < 20 or n - p + 1 < hl then return end
-  if u8(pkt, p + 9) ~= 6 then return end
-  if be16(pkt, p + 6) % 16384 ~= 0 then return end  -- MF or a fragment offset
-  local on_wire = n - p + 1 + extra
-  local total = be16(pkt, p + 2)
-  if total == 0 then total = on_wire end
-  if total < hl then return end
-  total = math.min(total, on_wire)
-  local captured = math.min(total, n - p + 1)
-  decode_tcp(pkt, p + hl, p + captured, total - hl, ipv4(pkt, p + 12), ipv4(pkt, p + 16), t)
-end
-
-local function decode_ipv6(pkt, p, n, extra, t)
-  local have = n - p + 1
-  if have < 40 or floor(u8(pkt, p) / 16) ~= 6 then return end
-  local on_wire = have + extra
-  local total = 40 + be16(pkt, p + 4)
-  if total == 40 then total = on_wire end
-  total = math.min(total, on_wire)
-  local nxt, off = u8(pkt, p + 6), 40
-  local depth = 0
-  while nxt ~= 6 do
-    if depth == 8 then return end
-    depth = depth + 1
-    local len = 0
-    if nxt == 0 or nxt == 43 or nxt == 60 then
-      if have >= off + 2 then len = (u8(pkt, p + off + 1) + 1) * 8 end
-    elseif nxt == 51 then
-      if have >= off + 2 then len = (u8(pkt, p + off + 1) + 2) * 4 end
-    elseif nxt == 44 then
-      if have >= off + 8 then
-        local fo = be16(pkt, p + off + 2)
-        if floor(fo / 8) ~= 0 or fo % 2 ~= 0 then return end  -- & 0xfff9
-        len = 8
-      end
-    else
-      return
-    end
-    if len == 0 then return end
-    nxt = u8(pkt, p + off)
-    off = off + len
-    if off > total then return end
-  end
-  if have < off then return end
-  local captured = math.min(total, have)
-  decode_tcp(pkt, p + off, p + captured, total - off, "[" .. ipv6(pkt, p + 8) .. "]",
-             "[" .. ipv6(pkt, p + 24) .. "]", t)
-end
-
-local function decode_ip_any(pkt, p, n, extra, t)
-  if p > n then return end
-  local v = floor(u8(pkt, p) / 16)
-  if v == 4 then decode_ipv4(pkt, p, n, extra, t) elseif v == 6 then decode_ipv6(pkt, p, n, extra, t) end
-end
-
-local function decode_ethertype(typ, pkt, p, n, extra, t)
-  for _ = 1, 8 do
-    if typ == 0x0800 then return decode_ipv4(pkt, p, n, extra, t)
-    elseif typ == 0x86dd then return decode_ipv6(pkt, p, n, extra, t)
-    elseif typ == 0x8100 or typ == 0x88a8 or typ == 0x9100 then
-      if n - p + 1 < 4 then return end
-      typ = be16(pkt, p + 2)
-      p = p + 4
-    elseif typ == 0x8847 or typ == 0x8848 then
-      local off = 0
-      while true do
-        if n - p + 1 < off + 4 then return end
-        local bottom = u8(pkt, p + off + 2) % 2 == 1
-        off = off + 4
-        if bottom then break end
-        if off / 4 >= 8 then return end
-      end
-      return decode_ip_any(pkt, p + off, n, extra, t)
-    elseif typ == 0x8864 then
-      if n - p + 1 < 8 then return end
-      local proto = be16(pkt, p + 6)
-      if proto == 0x0021 then return decode_ipv4(pkt, p + 8, n, extra, t)
-      elseif proto == 0x0057 then return decode_ipv6(pkt, p + 8, n, extra, t) end
-      return
-    else
-      return
-    end
-  end
-end
-
-local function decode(pkt, extra, t)
-  local n = #pkt
-  if linktype == 1 then
-    if n < 14 then return end
-    local typ = be16(pkt, 13)
-    if typ <= 1500 then
-      if n < 22 or u8(pkt, 15) ~= 0xaa or u8(pkt, 16) ~= 0xaa or u8(pkt, 17) ~= 0x03 then return end
-      return decode_ethertype(be16(pkt, 21), pkt, 23, n, extra, t)
-    end
-    return decode_ethertype(typ, pkt, 15, n, extra, t)
-  elseif linktype == 113 then
-    if n < 16 then return end
-    return decode_ethertype(be16(pkt, 15), pkt, 17, n, extra, t)
-  elseif linktype == 276 then
-    if n < 20 then return end
-    return decode_ethertype(be16(pkt, 1), pkt, 21, n, extra, t)
-  elseif linktype == 101 or linktype == 12 or linktype == 14 then
-    return decode_ip_any(pkt, 1, n, extra, t)
-  elseif linktype == 228 then
-    return decode_ipv4(pkt, 1, n, extra, t)
-  elseif linktype == 229 then
-    return decode_ipv6(pkt, 1, n, extra, t)
-  elseif linktype == 0 or linktype == 108 then
-    if n < 4 then return end
-    return decode_ip_any(pkt, 5, n, extra, t)
-  elseif linktype == 9 or linktype == 50 then
-    local p = 1
-    if n >= 2 and u8(pkt, 1) == 0xff and u8(pkt, 2) == 0x03 then p = 3 end
-    if n - p + 1 < 2 then return end
-    local proto = be16(pkt, p)
-    if proto == 0x0021 then return decode_ipv4(pkt, p + 2, n, extra, t)
-    elseif proto == 0x0057 then return decode_ipv6(pkt, p + 2, n, extra, t) end
-  end
-end
+-- Frames are decoded by the plugin's own decoder (a port of cli/packet_decoder.cpp).
+local decode = core.PacketDecoder.for_link_type(linktype)
+local seg = {}
 
 -- Records as the CLI reads them: a record cut short or longer than any snaplen ends the capture.
 while true do
@@ -223,8 +61,10 @@ while true do
   pos = pos + 16 + incl
   frame = frame + 1
   if not base then base = sec end
-  local t = (sec - base) * 1e9 + (nano and frac or frac * 1000)
-  decode(pkt, orig > cap and orig - cap or 0, t)
+  if decode and decode(pkt, #pkt, orig > #pkt and orig - #pkt or 0, seg) then
+    seg.frame, seg.t = frame, (sec - base) * 1e9 + (nano and frac or frac * 1000)
+    an:feed(seg)
+  end
 end
 an:finish()
 

@@ -15,14 +15,20 @@ import collections
 import hashlib
 import json
 import re
+import gzip
+import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
 import lua_compare as lc
+
+sys.path.insert(0, str(lc.ROOT / "tests" / "captures"))
+import link_types  # noqa: E402
 
 ROOT = lc.ROOT
 PLUGIN = lc.PLUGIN
@@ -140,20 +146,49 @@ def test_same_verdicts_as_cli(cli, path, two_pass):
 
 
 def test_two_pass_without_filter_still_analyses(cli):
-    """tshark 4.0's first pass of -2 gives no field values when nothing filters: the second pass
-    then analyses, as one pass would."""
+    """tshark's first pass of -2 builds no protocol tree when nothing filters: the plugin reads
+    the frames' bytes, not fields, so it analyses there all the same, and the second pass shows
+    every result (the end-of-capture serialized one too) on its evidence frame."""
     need_tshark()
     rep = cli(NAGLE_FIXTURE)
-    want_f, want_c = lc.cli_sets(rep, SUPPORTED - END_ONLY)
+    want_f, want_c = lc.cli_sets(rep, SUPPORTED)
     cmd = ["-X", f"lua_script:{PLUGIN}", "-r", str(NAGLE_FIXTURE), "-2", "-T", "fields",
            "-E", "occurrence=a", "-E", "aggregator=;"]
     for f in lc.FIELDS:
         cmd += ["-e", f]
     out = lc.run_tshark(cmd, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
-    got_f, got_c, _ = lc.lua_sets(out.stdout)
+    got_f, got_c, shown = lc.lua_sets(out.stdout)
     assert want_f and got_f == want_f, lc.diff(want_f, got_f)
     assert got_c == want_c, lc.diff(want_c, got_c)
+    assert all(f == e for f, e, _ in shown), [x for x in shown if x[0] != x[1]][:10]
+
+
+@pytest.mark.parametrize("kind", sorted(link_types.TRANSFORMS))
+def test_every_link_layer_the_cli_reads(cli, kind):
+    """Wireshark does not tell a Lua plugin a frame's link type: the plugin reads the frame's bytes
+    with the decoder whose segment carries the ports Wireshark's TCP dissector saw. A capture
+    re-encapsulated in each link layer the CLI reads (Linux cooked v1/v2, raw IP, loopback, VLAN
+    tags, IPv6, a trailer) gives the plugin the verdicts the CLI gives on the original."""
+    need_tshark()
+    name = "scsi-osd-example-001" if kind != "padded" else "iscsi-tapel"
+    original = next(p for p in CAPTURES if p.name.split(".")[0] == name)
+    data = original.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    folder = tempfile.mkdtemp(prefix="iscsi-doctor-lua-link-")
+    try:
+        os.chmod(folder, 0o755)  # tshark runs as nobody
+        path = Path(folder) / f"{kind}.pcap"
+        link_types.relink(data, kind, path)
+        os.chmod(path, 0o644)
+        want_f, want_c = lc.cli_sets(cli(original), SUPPORTED)
+        assert len(want_c) > 10
+        got_f, got_c, _ = lc.lua_sets(lc.tshark(path, True))
+    finally:
+        shutil.rmtree(folder, True)
+    assert got_c == want_c, f"commands (CLI only, Lua only): {lc.diff(want_c, got_c)}"
+    assert got_f == want_f, f"findings (CLI only, Lua only): {lc.diff(want_f, got_f)}"
 
 
 def run_tshark(*args, timeout=600):

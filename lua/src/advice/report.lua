@@ -81,4 +81,5 @@ function Analyzer:report()
 end
 
 local core = { Analyzer = Analyzer, FINDING_KINDS = FINDING_KINDS, RULES = RULES,
-               UNSUPPORTED_KINDS = UNSUPPORTED_KINDS, fix_for = fix_for, VERSION = VERSION }
+               UNSUPPORTED_KINDS = UNSUPPORTED_KINDS, fix_for = fix_for, VERSION = VERSION,
+               PacketDecoder = PacketDecoder }

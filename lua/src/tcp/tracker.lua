@@ -12,15 +12,16 @@ function Connection:on_segment(seg, dir)
     local f = self.flow[d]
     if f.unseen_upto > f.next and seg.t - f.unseen_t > REORDER_WAIT_NS then self:declare_unseen(d) end
   end
-  local fl = seg.flags
+  local fl = seg.flags  -- FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10 (tested inline: once per segment)
+  local syn, rst = fl % 4 >= 2, fl % 8 >= 4
   local una_before = self.flow[1 - dir].una
-  if hasbit(fl, 0x02) then self:handle_handshake(seg, dir) end
-  if hasbit(fl, 0x10) then self:handle_ack(seg, dir) end
-  if seg.wire_len > 0 and not hasbit(fl, 0x02) then self:handle_payload(seg, dir) end
+  if syn then self:handle_handshake(seg, dir) end
+  if fl % 32 >= 16 then self:handle_ack(seg, dir) end
+  if seg.wire_len > 0 and not syn then self:handle_payload(seg, dir) end
   local f = self.flow[dir]
-  if hasbit(fl, 0x01) or hasbit(fl, 0x04) then
+  if fl % 2 == 1 or rst then
     f.fin_seen = true
-    if hasbit(fl, 0x04) or self.flow[1 - dir].fin_seen then self.closed = true end
+    if rst or self.flow[1 - dir].fin_seen then self.closed = true end
   end
   self.last_t = seg.t
   -- The window this side advertises: its scale known from both SYNs, else the least the data in
@@ -29,7 +30,7 @@ function Connection:on_segment(seg, dir)
   local raw = seg.window
   local win = raw
   local scale_known = f.syn_seen and other.syn_seen
-  if not hasbit(fl, 0x02) then
+  if not syn then
     if scale_known and f.wscale_offered >= 0 and other.wscale_offered >= 0 then
       win = raw * 2 ^ min(f.wscale_offered, 14)
     elseif not scale_known then
