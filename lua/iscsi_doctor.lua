@@ -295,7 +295,9 @@ do
     local syn = flags % 4 >= 2
     -- MSS and window scale mean something on a SYN only; the first SACK block anywhere. Options of
     -- NOP, NOP, timestamps alone (most segments) hold neither.
-    if hl > 20 and (syn or hl ~= 32 or byte(pkt, p + 22) ~= 8 or byte(pkt, p + 20) ~= 1) then
+    local o1, _, o3
+    if hl == 32 and not syn then o1, _, o3 = byte(pkt, p + 20, p + 22) end
+    if hl > 20 and (syn or hl ~= 32 or o3 ~= 8 or o1 ~= 1) then
       local o, oe = p + 20, min(p + hl, cap_end)
       while o < oe do
         local kind = byte(pkt, o)
@@ -338,7 +340,13 @@ do
     if total > on_wire then total = on_wire end
     local captured = total < have and total or have
     if not decode_tcp(pkt, p + hl, p + captured, total - hl, seg) then return false end
-    name_flow(pkt, p + 12, 4, seg)
+    local by_ports = flows[sub(pkt, p + 12, p + 19)]  -- name_flow's cache, looked up here first
+    local f = by_ports and by_ports[seg.sport * 65536 + seg.dport]
+    if f then
+      seg.src, seg.dst, seg.key = f[1], f[2], f[3]
+    else
+      name_flow(pkt, p + 12, 4, seg)
+    end
     return true
   end
 
@@ -423,7 +431,9 @@ do
 
   local function ethernet(pkt, n, extra, seg)
     if n < 14 then return false end
-    local typ = be16(pkt, 13)
+    local t1, t2 = byte(pkt, 13, 14)
+    if t1 == 8 and t2 == 0 then return decode_ipv4(pkt, 15, n, extra, seg) end  -- most frames
+    local typ = t1 * 256 + t2
     if typ <= 1500 then  -- 802.3 length: only LLC/SNAP (AA AA 03, OUI, ethertype) can carry IP
       if n < 22 or byte(pkt, 15) ~= 0xaa or byte(pkt, 16) ~= 0xaa or byte(pkt, 17) ~= 0x03 then return false end
       return decode_ethertype(be16(pkt, 21), pkt, 23, n, extra, seg)
@@ -1051,8 +1061,10 @@ end
 
 function Framer:step_data(s, i, abs)
   local nin = #s - i + 1
-  local take = min(nin, self.data_left + self.pad_left)
-  local d = min(take, self.data_left)
+  -- (min written out here and in other per-segment paths: a Lua call costs more than the test)
+  local take = self.data_left + self.pad_left
+  take = nin < take and nin or take
+  local d = take < self.data_left and take or self.data_left
   if #self.keep < self.keep_limit then
     local k = min(d, self.keep_limit - #self.keep)
     self.keep = self.keep .. s:sub(i, i + k - 1)
@@ -1734,7 +1746,10 @@ function Connection:seed_digests(dir, h, d)
 end
 
 function Connection:rtt_ns(dir) local r = self.rtt[dir]; return r.known and r.min or 0 end
-function Connection:full_rtt_ns() return self:rtt_ns(I2T) + self:rtt_ns(T2I) end
+function Connection:full_rtt_ns()  -- rtt_ns of both sides, written out (called per segment)
+  local a, b = self.rtt[I2T], self.rtt[T2I]
+  return (a.known and a.min or 0) + (b.known and b.min or 0)
+end
 -- The path's jitter seen from one side: the jitter percentile of the latest samples' excess over
 -- the minimum, excesses beyond jitter_excess_max_ms left out (delayed ACKs); 0 with too few.
 -- (The caller bounds it by the RTT: on a LAN the excess is think time, not jitter.)
@@ -2171,7 +2186,7 @@ function Connection:on_segment(seg, dir)
   local scale_known = f.syn_seen and other.syn_seen
   if not syn then
     if scale_known and f.wscale_offered >= 0 and other.wscale_offered >= 0 then
-      win = raw * 2 ^ min(f.wscale_offered, 14)
+      win = raw * 2 ^ (f.wscale_offered < 14 and f.wscale_offered or 14)
     elseif not scale_known then
       win = raw * 2 ^ other.peer_wscale_min
     end
@@ -2266,7 +2281,7 @@ function Connection:handle_payload(seg, dir)
       if sd then self.pdus[dir].framer:seed_digests(sd.h, sd.d) end
     end
   end
-  f.largest_payload = max(f.largest_payload, len)
+  f.largest_payload = f.largest_payload > len and f.largest_payload or len
   if seg.options_len and seg.options_len ~= 0 then f.data_options_len = seg.options_len end
   local start = f:unwrap(seg.seq)
   local e = start + len
@@ -2296,7 +2311,7 @@ function Connection:handle_payload(seg, dir)
     end
     return
   end
-  if not hasbit(seg.flags, 0x08) then f:saw_full(len) end  -- no PSH: more data was queued
+  if seg.flags % 16 < 8 then f:saw_full(len) end  -- no PSH: more data was queued
   local m = f:effective_mss()
   if len > m then  -- TSO/GRO at the capture point; a whole multiple of the MSS proves it
     f.aggregates = f.aggregates + 1
@@ -2335,7 +2350,7 @@ function Connection:handle_payload(seg, dir)
     f.last_small = { e = e, t = seg.t, frame = seg.frame, h = rec.h, cmd = rec.cmd, acked = false,
                      ack_t = 0, ack_frame = 0 }
   end
-  f.max_end = max(f.max_end, e)
+  f.max_end = f.max_end > e and f.max_end or e
   f:infer_window_scale()
   f.has_last_data = true
   f.last_data_t = seg.t
@@ -2560,7 +2575,8 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
   local c = self.slots[slot]
   if not c then return verdict end
   local now = seg.t
-  local rtt_side = self:rtt_ns(dir)
+  local r = self.rtt[dir]  -- (rtt_ns, min and max written out: this runs for every segment)
+  local rtt_side = r.known and r.min or 0
   local ready
   if role == "cont" then
     ready = c.has_seg[dir] and c.last_seg_t[dir] or c.last_event_t
@@ -2569,8 +2585,11 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
   else
     ready = c.needed_t + rtt_side
   end
-  local interval = max(0, now - c.last_event_t)
-  local crossing = min(max(ready - c.last_event_t, 0), interval)
+  local interval = now - c.last_event_t
+  interval = 0 > interval and 0 or interval
+  local crossing = ready - c.last_event_t
+  crossing = crossing > 0 and crossing or 0
+  crossing = crossing < interval and crossing or interval
   local rest = interval - crossing
   local bd = c.breakdown
   local reply = role == "reply"
@@ -2583,8 +2602,10 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
     if solicited or (reply and c.r2ts > 0) then bd.r2t = bd.r2t + ms(crossing)
     else bd.request = bd.request + ms(crossing) end
   end
-  local wait_min = max(floor(RULES.wait_min_ms * 1e6 + 0.5), floor(self:full_rtt_ns() / RULES.wait_min_rtt_divisor))
-  local loss = min(c.loss_pending_ms, ms(rest))
+  local wait_floor, wait_rtt = floor(RULES.wait_min_ms * 1e6 + 0.5), floor(self:full_rtt_ns() / RULES.wait_min_rtt_divisor)
+  local wait_min = wait_floor > wait_rtt and wait_floor or wait_rtt
+  local rest_ms = rest / 1e6
+  local loss = c.loss_pending_ms < rest_ms and c.loss_pending_ms or rest_ms
   if loss > 0 then
     bd.loss = bd.loss + loss
     c.loss_pending_ms = c.loss_pending_ms - loss
@@ -2651,14 +2672,14 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
     elseif solicited then bd.r2t = bd.r2t + ms(rest)
     elseif response then bd.response = bd.response + ms(rest)
     elseif dir == I2T then bd.request = bd.request + ms(rest)
-    elseif c.has_seg[T2I] then bd.data = bd.data + ms(rest)
+    elseif c.has_seg[T2I] then bd.data = bd.data + rest / 1e6
     else bd.request = bd.request + ms(rest) end
   end
   if reply and c.first_reply_frame == 0 then c.first_reply_frame = seg.frame end
   self.seg_h = dir == I2T and c.h_initiator or c.h_target
   self.seg_cmd = c.first_frame
   self.seg_itt = c.itt
-  c.last_event_t = max(c.last_event_t, now)
+  c.last_event_t = c.last_event_t > now and c.last_event_t or now
   c.last_seg_t[dir] = now
   c.has_seg[dir] = true
   return verdict
@@ -3068,7 +3089,7 @@ end
 -- absent: PacketDecoder caches it)
 function Analyzer:feed(seg)
   self.cur_frame = seg.frame
-  self.last_frame = max(self.last_frame, seg.frame)
+  self.last_frame = self.last_frame > seg.frame and self.last_frame or seg.frame
   local key = seg.key or (seg.src < seg.dst and (seg.src .. "|" .. seg.dst) or (seg.dst .. "|" .. seg.src))
   self.segments = self.segments + 1
   if self.cl_head <= self.cl_tail then self:finish_closed(seg.t) end

@@ -215,7 +215,7 @@ end
 -- absent: PacketDecoder caches it)
 function Analyzer:feed(seg)
   self.cur_frame = seg.frame
-  self.last_frame = max(self.last_frame, seg.frame)
+  self.last_frame = self.last_frame > seg.frame and self.last_frame or seg.frame
   local key = seg.key or (seg.src < seg.dst and (seg.src .. "|" .. seg.dst) or (seg.dst .. "|" .. seg.src))
   self.segments = self.segments + 1
   if self.cl_head <= self.cl_tail then self:finish_closed(seg.t) end

@@ -81,7 +81,9 @@ do
     local syn = flags % 4 >= 2
     -- MSS and window scale mean something on a SYN only; the first SACK block anywhere. Options of
     -- NOP, NOP, timestamps alone (most segments) hold neither.
-    if hl > 20 and (syn or hl ~= 32 or byte(pkt, p + 22) ~= 8 or byte(pkt, p + 20) ~= 1) then
+    local o1, _, o3
+    if hl == 32 and not syn then o1, _, o3 = byte(pkt, p + 20, p + 22) end
+    if hl > 20 and (syn or hl ~= 32 or o3 ~= 8 or o1 ~= 1) then
       local o, oe = p + 20, min(p + hl, cap_end)
       while o < oe do
         local kind = byte(pkt, o)
@@ -124,7 +126,13 @@ do
     if total > on_wire then total = on_wire end
     local captured = total < have and total or have
     if not decode_tcp(pkt, p + hl, p + captured, total - hl, seg) then return false end
-    name_flow(pkt, p + 12, 4, seg)
+    local by_ports = flows[sub(pkt, p + 12, p + 19)]  -- name_flow's cache, looked up here first
+    local f = by_ports and by_ports[seg.sport * 65536 + seg.dport]
+    if f then
+      seg.src, seg.dst, seg.key = f[1], f[2], f[3]
+    else
+      name_flow(pkt, p + 12, 4, seg)
+    end
     return true
   end
 
@@ -209,7 +217,9 @@ do
 
   local function ethernet(pkt, n, extra, seg)
     if n < 14 then return false end
-    local typ = be16(pkt, 13)
+    local t1, t2 = byte(pkt, 13, 14)
+    if t1 == 8 and t2 == 0 then return decode_ipv4(pkt, 15, n, extra, seg) end  -- most frames
+    local typ = t1 * 256 + t2
     if typ <= 1500 then  -- 802.3 length: only LLC/SNAP (AA AA 03, OUI, ethertype) can carry IP
       if n < 22 or byte(pkt, 15) ~= 0xaa or byte(pkt, 16) ~= 0xaa or byte(pkt, 17) ~= 0x03 then return false end
       return decode_ethertype(be16(pkt, 21), pkt, 23, n, extra, seg)

@@ -242,8 +242,10 @@ end
 
 function Framer:step_data(s, i, abs)
   local nin = #s - i + 1
-  local take = min(nin, self.data_left + self.pad_left)
-  local d = min(take, self.data_left)
+  -- (min written out here and in other per-segment paths: a Lua call costs more than the test)
+  local take = self.data_left + self.pad_left
+  take = nin < take and nin or take
+  local d = take < self.data_left and take or self.data_left
   if #self.keep < self.keep_limit then
     local k = min(d, self.keep_limit - #self.keep)
     self.keep = self.keep .. s:sub(i, i + k - 1)

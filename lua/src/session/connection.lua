@@ -73,7 +73,10 @@ function Connection:seed_digests(dir, h, d)
 end
 
 function Connection:rtt_ns(dir) local r = self.rtt[dir]; return r.known and r.min or 0 end
-function Connection:full_rtt_ns() return self:rtt_ns(I2T) + self:rtt_ns(T2I) end
+function Connection:full_rtt_ns()  -- rtt_ns of both sides, written out (called per segment)
+  local a, b = self.rtt[I2T], self.rtt[T2I]
+  return (a.known and a.min or 0) + (b.known and b.min or 0)
+end
 -- The path's jitter seen from one side: the jitter percentile of the latest samples' excess over
 -- the minimum, excesses beyond jitter_excess_max_ms left out (delayed ACKs); 0 with too few.
 -- (The caller bounds it by the RTT: on a LAN the excess is think time, not jitter.)

@@ -149,7 +149,8 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
   local c = self.slots[slot]
   if not c then return verdict end
   local now = seg.t
-  local rtt_side = self:rtt_ns(dir)
+  local r = self.rtt[dir]  -- (rtt_ns, min and max written out: this runs for every segment)
+  local rtt_side = r.known and r.min or 0
   local ready
   if role == "cont" then
     ready = c.has_seg[dir] and c.last_seg_t[dir] or c.last_event_t
@@ -158,8 +159,11 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
   else
     ready = c.needed_t + rtt_side
   end
-  local interval = max(0, now - c.last_event_t)
-  local crossing = min(max(ready - c.last_event_t, 0), interval)
+  local interval = now - c.last_event_t
+  interval = 0 > interval and 0 or interval
+  local crossing = ready - c.last_event_t
+  crossing = crossing > 0 and crossing or 0
+  crossing = crossing < interval and crossing or interval
   local rest = interval - crossing
   local bd = c.breakdown
   local reply = role == "reply"
@@ -172,8 +176,10 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
     if solicited or (reply and c.r2ts > 0) then bd.r2t = bd.r2t + ms(crossing)
     else bd.request = bd.request + ms(crossing) end
   end
-  local wait_min = max(floor(RULES.wait_min_ms * 1e6 + 0.5), floor(self:full_rtt_ns() / RULES.wait_min_rtt_divisor))
-  local loss = min(c.loss_pending_ms, ms(rest))
+  local wait_floor, wait_rtt = floor(RULES.wait_min_ms * 1e6 + 0.5), floor(self:full_rtt_ns() / RULES.wait_min_rtt_divisor)
+  local wait_min = wait_floor > wait_rtt and wait_floor or wait_rtt
+  local rest_ms = rest / 1e6
+  local loss = c.loss_pending_ms < rest_ms and c.loss_pending_ms or rest_ms
   if loss > 0 then
     bd.loss = bd.loss + loss
     c.loss_pending_ms = c.loss_pending_ms - loss
@@ -240,14 +246,14 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
     elseif solicited then bd.r2t = bd.r2t + ms(rest)
     elseif response then bd.response = bd.response + ms(rest)
     elseif dir == I2T then bd.request = bd.request + ms(rest)
-    elseif c.has_seg[T2I] then bd.data = bd.data + ms(rest)
+    elseif c.has_seg[T2I] then bd.data = bd.data + rest / 1e6
     else bd.request = bd.request + ms(rest) end
   end
   if reply and c.first_reply_frame == 0 then c.first_reply_frame = seg.frame end
   self.seg_h = dir == I2T and c.h_initiator or c.h_target
   self.seg_cmd = c.first_frame
   self.seg_itt = c.itt
-  c.last_event_t = max(c.last_event_t, now)
+  c.last_event_t = c.last_event_t > now and c.last_event_t or now
   c.last_seg_t[dir] = now
   c.has_seg[dir] = true
   return verdict

@@ -32,7 +32,7 @@ function Connection:on_segment(seg, dir)
   local scale_known = f.syn_seen and other.syn_seen
   if not syn then
     if scale_known and f.wscale_offered >= 0 and other.wscale_offered >= 0 then
-      win = raw * 2 ^ min(f.wscale_offered, 14)
+      win = raw * 2 ^ (f.wscale_offered < 14 and f.wscale_offered or 14)
     elseif not scale_known then
       win = raw * 2 ^ other.peer_wscale_min
     end
@@ -127,7 +127,7 @@ function Connection:handle_payload(seg, dir)
       if sd then self.pdus[dir].framer:seed_digests(sd.h, sd.d) end
     end
   end
-  f.largest_payload = max(f.largest_payload, len)
+  f.largest_payload = f.largest_payload > len and f.largest_payload or len
   if seg.options_len and seg.options_len ~= 0 then f.data_options_len = seg.options_len end
   local start = f:unwrap(seg.seq)
   local e = start + len
@@ -157,7 +157,7 @@ function Connection:handle_payload(seg, dir)
     end
     return
   end
-  if not hasbit(seg.flags, 0x08) then f:saw_full(len) end  -- no PSH: more data was queued
+  if seg.flags % 16 < 8 then f:saw_full(len) end  -- no PSH: more data was queued
   local m = f:effective_mss()
   if len > m then  -- TSO/GRO at the capture point; a whole multiple of the MSS proves it
     f.aggregates = f.aggregates + 1
@@ -196,7 +196,7 @@ function Connection:handle_payload(seg, dir)
     f.last_small = { e = e, t = seg.t, frame = seg.frame, h = rec.h, cmd = rec.cmd, acked = false,
                      ack_t = 0, ack_frame = 0 }
   end
-  f.max_end = max(f.max_end, e)
+  f.max_end = f.max_end > e and f.max_end or e
   f:infer_window_scale()
   f.has_last_data = true
   f.last_data_t = seg.t
