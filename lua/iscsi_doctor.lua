@@ -227,6 +227,8 @@ local PacketDecoder
 do
   local byte, sub, fmt, concat = string.byte, string.sub, string.format, table.concat
   local MAX_NESTING = 8  -- VLAN tags, MPLS labels, IPv6 extension headers
+  local HEADER_LEN = {}  -- TCP header length by the data offset byte (a lookup, not a call)
+  for b = 0, 255 do HEADER_LEN[b] = floor(b / 16) * 4 end
 
   -- Endpoint names as the engine writes them ("10.0.0.1:3260", "[2001:db8::1]:3260") and the
   -- analyzer's connection key, cached by the addresses' bytes and the ports: two table lookups
@@ -288,7 +290,7 @@ do
   local function decode_tcp(pkt, p, cap_end, wire_len, seg)
     if cap_end - p < 20 then return false end
     local sp1, sp2, dp1, dp2, s1, s2, s3, s4, a1, a2, a3, a4, off, fl, w1, w2 = byte(pkt, p, p + 15)
-    local hl = floor(off / 16) * 4
+    local hl = HEADER_LEN[off]
     if hl < 20 or hl > wire_len then return false end
     local flags = fl % 64  -- FIN..URG; ECE/CWR are not part of the engine's flag set
     local mss, ws, sl, sr = 0, -1, 0, 0
@@ -2334,7 +2336,7 @@ function Connection:handle_payload(seg, dir)
   local skip = f.next - start
   local bytes = seg.payload
   local wire_rest = len - skip
-  if skip < #bytes then bytes = bytes:sub(skip + 1) else bytes = "" end
+  if skip >= #bytes then bytes = "" elseif skip > 0 then bytes = bytes:sub(skip + 1) end
   local small = f:is_small(len)
   self.seg_h, self.seg_cmd, self.seg_itt = -1, 0, 0
   self:deliver(dir, bytes, wire_rest, seg)
@@ -2449,7 +2451,8 @@ function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
       n, s1, r1 = 1, mid_slot, "cont"
     end
   end
-  for k, ev in ipairs(events) do
+  for k = 1, #events do  -- (a numeric loop: ipairs is a call per element)
+    local ev = events[k]
     if ev.type == "start" then
       local c, role = self:touch_for_start(dir, ev, seg)
       self.current_slot[dir] = c
@@ -2479,7 +2482,8 @@ function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
   local verdict = NOT_JUDGED
   if n >= 1 then verdict = self:analyse_touch(dir, seg, s1, r1, p1, verdict) end
   for i = 2, n do verdict = self:analyse_touch(dir, seg, t_slot[i], t_role[i], t_resp[i], verdict) end
-  for _, ev in ipairs(events) do
+  for k = 1, #events do
+    local ev = events[k]
     if ev.type == "end" then self:on_pdu_end(dir, seg, ev) end
   end
 end
@@ -2571,6 +2575,8 @@ function Connection:touch_for_start(dir, ev, seg)
 end
 
 -- Returns the verdict, the segment's own once a hold was judged (see NOT_JUDGED).
+local WAIT_MIN_FLOOR_NS = floor(RULES.wait_min_ms * 1e6 + 0.5)  -- (a constant: once, not per segment)
+
 function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
   local c = self.slots[slot]
   if not c then return verdict end
@@ -2602,8 +2608,8 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
     if solicited or (reply and c.r2ts > 0) then bd.r2t = bd.r2t + ms(crossing)
     else bd.request = bd.request + ms(crossing) end
   end
-  local wait_floor, wait_rtt = floor(RULES.wait_min_ms * 1e6 + 0.5), floor(self:full_rtt_ns() / RULES.wait_min_rtt_divisor)
-  local wait_min = wait_floor > wait_rtt and wait_floor or wait_rtt
+  local wait_rtt = floor(self:full_rtt_ns() / RULES.wait_min_rtt_divisor)
+  local wait_min = WAIT_MIN_FLOOR_NS > wait_rtt and WAIT_MIN_FLOOR_NS or wait_rtt
   local rest_ms = rest / 1e6
   local loss = c.loss_pending_ms < rest_ms and c.loss_pending_ms or rest_ms
   if loss > 0 then

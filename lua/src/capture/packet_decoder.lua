@@ -13,6 +13,8 @@ local PacketDecoder
 do
   local byte, sub, fmt, concat = string.byte, string.sub, string.format, table.concat
   local MAX_NESTING = 8  -- VLAN tags, MPLS labels, IPv6 extension headers
+  local HEADER_LEN = {}  -- TCP header length by the data offset byte (a lookup, not a call)
+  for b = 0, 255 do HEADER_LEN[b] = floor(b / 16) * 4 end
 
   -- Endpoint names as the engine writes them ("10.0.0.1:3260", "[2001:db8::1]:3260") and the
   -- analyzer's connection key, cached by the addresses' bytes and the ports: two table lookups
@@ -74,7 +76,7 @@ do
   local function decode_tcp(pkt, p, cap_end, wire_len, seg)
     if cap_end - p < 20 then return false end
     local sp1, sp2, dp1, dp2, s1, s2, s3, s4, a1, a2, a3, a4, off, fl, w1, w2 = byte(pkt, p, p + 15)
-    local hl = floor(off / 16) * 4
+    local hl = HEADER_LEN[off]
     if hl < 20 or hl > wire_len then return false end
     local flags = fl % 64  -- FIN..URG; ECE/CWR are not part of the engine's flag set
     local mss, ws, sl, sr = 0, -1, 0, 0

@@ -23,7 +23,8 @@ function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
       n, s1, r1 = 1, mid_slot, "cont"
     end
   end
-  for k, ev in ipairs(events) do
+  for k = 1, #events do  -- (a numeric loop: ipairs is a call per element)
+    local ev = events[k]
     if ev.type == "start" then
       local c, role = self:touch_for_start(dir, ev, seg)
       self.current_slot[dir] = c
@@ -53,7 +54,8 @@ function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
   local verdict = NOT_JUDGED
   if n >= 1 then verdict = self:analyse_touch(dir, seg, s1, r1, p1, verdict) end
   for i = 2, n do verdict = self:analyse_touch(dir, seg, t_slot[i], t_role[i], t_resp[i], verdict) end
-  for _, ev in ipairs(events) do
+  for k = 1, #events do
+    local ev = events[k]
     if ev.type == "end" then self:on_pdu_end(dir, seg, ev) end
   end
 end
@@ -145,6 +147,8 @@ function Connection:touch_for_start(dir, ev, seg)
 end
 
 -- Returns the verdict, the segment's own once a hold was judged (see NOT_JUDGED).
+local WAIT_MIN_FLOOR_NS = floor(RULES.wait_min_ms * 1e6 + 0.5)  -- (a constant: once, not per segment)
+
 function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
   local c = self.slots[slot]
   if not c then return verdict end
@@ -176,8 +180,8 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
     if solicited or (reply and c.r2ts > 0) then bd.r2t = bd.r2t + ms(crossing)
     else bd.request = bd.request + ms(crossing) end
   end
-  local wait_floor, wait_rtt = floor(RULES.wait_min_ms * 1e6 + 0.5), floor(self:full_rtt_ns() / RULES.wait_min_rtt_divisor)
-  local wait_min = wait_floor > wait_rtt and wait_floor or wait_rtt
+  local wait_rtt = floor(self:full_rtt_ns() / RULES.wait_min_rtt_divisor)
+  local wait_min = WAIT_MIN_FLOOR_NS > wait_rtt and WAIT_MIN_FLOOR_NS or wait_rtt
   local rest_ms = rest / 1e6
   local loss = c.loss_pending_ms < rest_ms and c.loss_pending_ms or rest_ms
   if loss > 0 then

@@ -180,7 +180,7 @@ function Connection:handle_payload(seg, dir)
   local skip = f.next - start
   local bytes = seg.payload
   local wire_rest = len - skip
-  if skip < #bytes then bytes = bytes:sub(skip + 1) else bytes = "" end
+  if skip >= #bytes then bytes = "" elseif skip > 0 then bytes = bytes:sub(skip + 1) end
   local small = f:is_small(len)
   self.seg_h, self.seg_cmd, self.seg_itt = -1, 0, 0
   self:deliver(dir, bytes, wire_rest, seg)
