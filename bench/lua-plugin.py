@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""The Lua plugin's cost in Wireshark: `tshark -2 -r CAPTURE` with and without
+lua/iscsi_doctor.lua, as nobody (Wireshark 4.4+ skips Lua scripts as root), on this machine's
+Wireshark and in each Debian root given (scripts/test-wireshark-versions.sh keeps them in
+/var/cache/iscsi-doctor/roots). Prints the ratio to plain tshark per Wireshark.
+
+    bench/lua-plugin.py [--capture F] [--runs 7] [--root DIR ...] [--instructions]
+
+Times are the best of --runs runs, plain and plugin interleaved (CPU time of the process tree;
+on a shared machine read them to about 10%). --instructions counts instructions with callgrind
+instead, which no other load changes (valgrind must be installed where tshark runs; about 50x
+slower). Run as root (chroot). The default capture is the benchmark's 106 MB one
+(bench/make-capture.py, cached by bench/run.sh in bench/cache/bench-100m.pcap)."""
+import argparse
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGIN = ROOT / "lua" / "iscsi_doctor.lua"
+WORK = "tmp/iscsi-doctor-lua-bench"  # inside each root, readable by nobody
+
+
+def as_nobody(root):
+    """The prefix that runs a command as nobody, in `root` unless it is "/"."""
+    if root == "/":
+        return ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "env", "HOME=/tmp"]
+    return ["chroot", "--userspec=nobody:nogroup", root, "env", "HOME=/tmp"]
+
+
+def command(root, capture, script, instructions):
+    tshark = ["tshark", "-2", "-r", capture, "-X", f"lua_script:{script}"]
+    if not instructions:
+        return as_nobody(root) + tshark
+    tshark = ["valgrind", "--tool=callgrind", f"--callgrind-out-file=/{WORK}/callgrind.out"] + tshark
+    if root == "/":
+        return as_nobody(root) + tshark
+    # valgrind reads /proc: mounted in a mount namespace of its own, so nothing stays mounted
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+            'mount -t proc proc "$0/proc" && exec "$@"', root] + as_nobody(root) + tshark
+
+
+def measure(root, capture, script, instructions):
+    cmd = command(root, capture, script, instructions)
+    if instructions:
+        out = Path(root) / WORK / "callgrind.out"
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        m = re.search(r"^summary: (\d+)", out.read_text(), re.M)
+        out.unlink()
+        return int(m.group(1))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--capture", default=str(ROOT / "bench" / "cache" / "bench-100m.pcap"))
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--root", action="append", default=[], help="a Debian root with tshark (repeatable)")
+    ap.add_argument("--instructions", action="store_true")
+    a = ap.parse_args()
+    if not Path(a.capture).is_file():
+        sys.exit(f"{a.capture}: no such capture (bench/run.sh makes it)")
+    for root in ["/"] + a.root:
+        work = Path(root) / WORK
+        work.mkdir(parents=True, exist_ok=True)
+        work.chmod(0o777)
+        for src in (PLUGIN, Path(a.capture)):
+            shutil.copy(src, work / src.name)
+            (work / src.name).chmod(0o644)
+        capture, script = f"/{WORK}/{Path(a.capture).name}", f"/{WORK}/{PLUGIN.name}"
+        version = subprocess.run(as_nobody(root) + ["tshark", "--version"],
+                                 capture_output=True, text=True).stdout.split("\n")[0]
+        best = {"plain": None, "lua": None}
+        for _ in range(1 if a.instructions else a.runs):
+            for name, s in (("plain", "/dev/null"), ("lua", script)):
+                v = measure(root, capture, s, a.instructions)
+                best[name] = v if best[name] is None else min(best[name], v)
+        unit = "instructions" if a.instructions else "s CPU"
+        print(f"{version} ({root}): plain {best['plain']:.3g} {unit}, with the Lua plugin "
+              f"{best['lua']:.3g}: {best['lua'] / best['plain']:.2f}x")
+        shutil.rmtree(work, True)
+
+
+if __name__ == "__main__":
+    main()
