@@ -297,9 +297,12 @@ do
     local syn = flags % 4 >= 2
     -- MSS and window scale mean something on a SYN only; the first SACK block anywhere. Options of
     -- NOP, NOP, timestamps alone (most segments) hold neither.
-    local o1, _, o3
-    if hl == 32 and not syn then o1, _, o3 = byte(pkt, p + 20, p + 22) end
-    if hl > 20 and (syn or hl ~= 32 or o3 ~= 8 or o1 ~= 1) then
+    local options = hl > 20
+    if hl == 32 and not syn then
+      local o1, _, o3 = byte(pkt, p + 20, p + 22)
+      options = o1 ~= 1 or o3 ~= 8
+    end
+    if options then
       local o, oe = p + 20, min(p + hl, cap_end)
       while o < oe do
         local kind = byte(pkt, o)
@@ -2574,9 +2577,9 @@ function Connection:touch_for_start(dir, ev, seg)
   return c, role
 end
 
--- Returns the verdict, the segment's own once a hold was judged (see NOT_JUDGED).
 local WAIT_MIN_FLOOR_NS = floor(RULES.wait_min_ms * 1e6 + 0.5)  -- (a constant: once, not per segment)
 
+-- Returns the verdict, the segment's own once a hold was judged (see NOT_JUDGED).
 function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
   local c = self.slots[slot]
   if not c then return verdict end

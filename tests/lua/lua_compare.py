@@ -83,8 +83,8 @@ def tshark(path, two_pass, extra=()):
     cmd = ["-X", f"lua_script:{PLUGIN}", "-r", str(path), "-T", "fields",
            "-E", "occurrence=a", "-E", "aggregator=;"]
     if two_pass:
-        # tshark 4.0 dissects on the first of two passes only when a filter (or a postdissector
-        # asking for fields, which Lua cannot) needs it; "-Y frame" passes every frame.
+        # "-Y frame" passes every frame and makes the first pass build trees, as the GUI does (the
+        # plugin analyses there either way: test_two_pass_without_filter_still_analyses).
         cmd += ["-2", "-Y", "frame"]
     for f in FIELDS:
         cmd += ["-e", f]

@@ -21,7 +21,6 @@ local data = f:read("*a")
 f:close()
 
 local floor = math.floor
-local function be16(s, p) local a, b = s:byte(p, p + 1); return a * 256 + b end
 local function be32(s, p)
   local a, b, c, d = s:byte(p, p + 3)
   return ((a * 256 + b) * 256 + c) * 256 + d

@@ -12,11 +12,11 @@
 - the analysis core alone gives the CLI's verdicts under every Lua 5.1-5.4 interpreter installed.
 """
 import collections
+import gzip
 import hashlib
 import json
-import re
-import gzip
 import os
+import re
 import shutil
 import subprocess
 import sys

@@ -83,9 +83,12 @@ do
     local syn = flags % 4 >= 2
     -- MSS and window scale mean something on a SYN only; the first SACK block anywhere. Options of
     -- NOP, NOP, timestamps alone (most segments) hold neither.
-    local o1, _, o3
-    if hl == 32 and not syn then o1, _, o3 = byte(pkt, p + 20, p + 22) end
-    if hl > 20 and (syn or hl ~= 32 or o3 ~= 8 or o1 ~= 1) then
+    local options = hl > 20
+    if hl == 32 and not syn then
+      local o1, _, o3 = byte(pkt, p + 20, p + 22)
+      options = o1 ~= 1 or o3 ~= 8
+    end
+    if options then
       local o, oe = p + 20, min(p + hl, cap_end)
       while o < oe do
         local kind = byte(pkt, o)

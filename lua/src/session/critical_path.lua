@@ -146,9 +146,9 @@ function Connection:touch_for_start(dir, ev, seg)
   return c, role
 end
 
--- Returns the verdict, the segment's own once a hold was judged (see NOT_JUDGED).
 local WAIT_MIN_FLOOR_NS = floor(RULES.wait_min_ms * 1e6 + 0.5)  -- (a constant: once, not per segment)
 
+-- Returns the verdict, the segment's own once a hold was judged (see NOT_JUDGED).
 function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
   local c = self.slots[slot]
   if not c then return verdict end
