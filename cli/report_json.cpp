@@ -106,9 +106,10 @@ void append_related(OutBuf& o, const Finding& f) {
 // An element of the array (line == null), or a JSON Lines record: `line` (its first members,
 // "type":... ready written) after the brace, a newline after the object.
 void open_element(OutBuf& o, ElementStream& s, const std::string* line) {
-  if (line) {
+  if (line) {  // no separator, but the stream is no longer empty (-j joins only non-empty chunks)
     o += '{';
     o += *line;
+    s.empty = false;
     return;
   }
   o += s.empty ? "\n{" : ",\n{";
