@@ -254,6 +254,8 @@ nlohmann::json capture_json(const CaptureResult& r, const std::string& filter) {
   if (r.summary) {
     c["commands"] = r.summary->commands();
     c["summary"] = summary_json(*r.summary);
+    for (auto& a : c["summary"]["advice"])  // as in the run's summary: whose frames these are
+      a["example_capture"] = r.index;
   } else {
     c["commands"] = 0;
     c["summary"] = nullptr;
@@ -395,6 +397,38 @@ private:
   ElementWriter writer_;
 };
 
+// The run's summary names, per finding kind, example frames of one capture: the one that lost the
+// most time to the kind (frame numbers are per capture), as `example_capture`. The summary over
+// several captures mixes its examples' frames, so they are taken from the captures' own.
+class AdviceExamples {
+public:
+  void add(const CaptureResult& r) {
+    if (!r.summary) return;
+    for (const Advice& a : r.summary->advice())
+      examples_.push_back({r.index, a.kind, a.lost_ms, a.example_frames});
+  }
+  void apply(nlohmann::json& summary) const {
+    if (!summary.is_object() || !summary.contains("advice")) return;
+    for (auto& a : summary["advice"]) {
+      const auto kind = finding_from_name(a["kind"].get<std::string>());
+      const Example* best = nullptr;
+      for (const Example& e : examples_)
+        if (kind && e.kind == *kind && (!best || e.lost_ms > best->lost_ms)) best = &e;
+      a["example_frames"] = best ? nlohmann::json(best->frames) : nlohmann::json::array();
+      a["example_capture"] = best ? nlohmann::json(best->capture) : nlohmann::json(nullptr);
+    }
+  }
+
+private:
+  struct Example {
+    size_t capture;
+    FindingKind kind;
+    double lost_ms;
+    std::vector<uint64_t> frames;
+  };
+  std::vector<Example> examples_;
+};
+
 class JsonReport final : public Report {
 public:
   explicit JsonReport(const ReportOptions& o) : opt_(o) {}
@@ -417,10 +451,8 @@ public:
   void capture_done(FILE*, const CaptureResult& r) override {
     nlohmann::json c = capture_json(r, opt_.filter);
     captures_.push_back(std::move(c));
+    examples_.add(r);
     if (r.summary) {
-      advice_examples_.emplace_back();
-      for (const Advice& a : r.summary->advice())
-        advice_examples_.back().push_back({a.kind, a.lost_ms, a.example_frames});
       for (auto& s : sessions_json(r, true))
         sessions_.push_back(std::move(s));
       size_t kept = 0;
@@ -435,7 +467,6 @@ public:
              {"message", n.message}});
       }
     } else {
-      advice_examples_.emplace_back();
       notices_.push_back({{"capture", r.index},
                           {"file", r.path},
                           {"level", "error"},
@@ -458,22 +489,7 @@ public:
     summary["captures"] = all.captures;
     summary["usable_captures"] = all.usable;
     summary["packets"] = all.packets;
-    // Example frames of the whole run come from the capture that lost the most time to the kind,
-    // named by `example_capture` (frame numbers are per capture).
-    if (summary.contains("advice")) {
-      for (auto& a : summary["advice"]) {
-        const auto kind = finding_from_name(a["kind"].get<std::string>());
-        double best = -1;
-        for (size_t i = 0; i < advice_examples_.size(); ++i)
-          for (const auto& e : advice_examples_[i])
-            if (kind && e.kind == *kind && e.lost_ms > best) {
-              best = e.lost_ms;
-              a["example_frames"] = e.frames;
-              a["example_capture"] = i;
-            }
-        if (!a.contains("example_capture")) a["example_capture"] = nullptr;
-      }
-    }
+    examples_.apply(summary);
     summary["gate"] = gate_json(all.gate);
 
     const auto tail = [&](std::string_view key, const nlohmann::json& v, bool last) {
@@ -491,17 +507,11 @@ public:
   }
 
 private:
-  struct Example {
-    FindingKind kind;
-    double lost_ms;
-    std::vector<uint64_t> frames;
-  };
-
   ReportOptions opt_;
   nlohmann::json captures_ = nlohmann::json::array();
   nlohmann::json sessions_ = nlohmann::json::array();
   nlohmann::json notices_ = nlohmann::json::array();
-  std::vector<std::vector<Example>> advice_examples_;
+  AdviceExamples examples_;
 };
 
 // --format jsonl: one JSON object per line, written as the capture is read: a "command" record
@@ -596,6 +606,7 @@ public:
     nlohmann::json j = record("capture");
     j.update(capture_json(r, opt_.filter));
     line(std::move(j));
+    examples_.add(r);
   }
 
   void end(FILE* out, const Overall& all, FILE*) override {
@@ -607,6 +618,7 @@ public:
     j["usable_captures"] = all.usable;
     j["packets"] = all.packets;
     j["summary"] = all.summary ? summary_json(*all.summary) : nlohmann::json(nullptr);
+    examples_.apply(j["summary"]);
     j["gate"] = gate_json(all.gate);
     std::fputs(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str(), out);
     std::fputc('\n', out);
@@ -614,6 +626,7 @@ public:
 
 private:
   ReportOptions opt_;
+  AdviceExamples examples_;
 };
 
 }  // namespace

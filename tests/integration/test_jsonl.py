@@ -73,3 +73,17 @@ def test_jobs_keep_each_capture_together():
     assert order == sorted(order) and set(order) == {0, 1, 2}
     paths = {r["capture"]: r["path"] for r in recs if r["type"] == "capture"}
     assert paths == {i: str(f) for i, f in enumerate(FILES)}
+
+
+def test_run_record_names_whose_examples():
+    """The run's advice takes each kind's example frames from one capture and names it, as --format
+    json does; every capture's own advice names itself."""
+    doc = json.loads(run("json", *FILES))
+    recs = records(*FILES)
+    (end,) = [r for r in recs if r["type"] == "run"]
+    assert end["summary"]["advice"] == doc["summary"]["advice"]
+    for a in end["summary"]["advice"]:
+        cap = doc["captures"][a["example_capture"]]["summary"]["advice"]
+        assert a["example_frames"] == next(x["example_frames"] for x in cap if x["kind"] == a["kind"])
+    for c in (r for r in recs if r["type"] == "capture" and r["summary"]):
+        assert {a["example_capture"] for a in c["summary"]["advice"]} <= {c["capture"]}

@@ -189,7 +189,22 @@ void Connection::on_pdu_end(int dir, const Segment& seg, const PduEvent& ev) {
            "target rejected a PDU (reason 0x" + hex2(b.byte2) + ")");  // Reject reason
     return;
   }
-  if (op == iscsi::Opcode::TaskMgmtResponse || op == iscsi::Opcode::LogoutResponse) return;
+  if (op == iscsi::Opcode::TaskMgmtRequest && dir == kI2T) {
+    TaskManagement::Referenced ref;
+    if (uint32_t s = b.referenced_task_tag() == kReservedTag ? 0 : slots_.find(b.referenced_task_tag())) {
+      ref.open = true;
+      ref.op = slots_[s].r.op;
+      ref.first_ns = slots_[s].r.first_ns;
+    }
+    tmf_.on_request(b, ev.first_frame ? ev.first_frame : seg.frame, ev.first_frame ? ev.first_t : seg.time_ns, ref);
+    return;
+  }
+  if (op == iscsi::Opcode::TaskMgmtResponse) {
+    for (Notice& n : tmf_.on_response(b, seg.frame, seg.time_ns))
+      notice(n.level, n.frame, std::move(n.message));
+    return;
+  }
+  if (op == iscsi::Opcode::LogoutResponse) return;
   uint32_t slot = (b.itt == kReservedTag) ? 0 : slots_.find(b.itt);
   if (!slot) {
     // A reply may be framed before its command when the initiator's stream is still waiting
@@ -471,6 +486,8 @@ void Connection::finish() {
       notice(Notice::Level::info, s.frame, m);
   }
   settle(0, true);
+  for (Notice& n : tmf_.finish())
+    notice(n.level, n.frame, std::move(n.message));
   uint64_t unanswered = 0;
   const OpenCommand* first = nullptr;
   for (uint32_t s = 1; s < slots_.end(); ++s)

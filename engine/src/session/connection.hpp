@@ -18,6 +18,7 @@
 #include "session/keys.hpp"
 #include "session/pdu_stream.hpp"
 #include "session/sessions.hpp"
+#include "session/task_management.hpp"
 #include "tcp/flow.hpp"
 #include "tcp/tracker.hpp"
 #include "util/fifo.hpp"
@@ -193,6 +194,7 @@ private:
   };
   uint8_t caps_reported_ = 0;
   std::deque<Orphan> orphans_;             // replies framed before their command (see on_pdu_end)
+  TaskManagement tmf_;                     // aborts and resets awaiting their answer
   bool replaying_ = false;                 // orphans being replayed are not kept again
   uint32_t current_pdu_slot_[2] = {0, 0};  // command owning the PDU in progress per direction
 
