@@ -30,6 +30,19 @@
  * Optionally the wire has jitter (-j MAX_US:PERCENT[:SEED]): PERCENT of the frames, picked by a
  * seeded generator (deterministic), are held up to MAX_US longer (uniform); frames keep their order
  * per direction, so the frames behind a late one wait for it, as behind a busy switch queue.
+ * PERCENT 100 spreads every frame: each draws its own extra delay, uniform in [0, MAX_US]; a frame
+ * never leaves before the one ahead of it, so within a back-to-back burst the extra delay is the
+ * running maximum of the burst's draws (a spaced frame keeps its own draw).
+ *
+ * Optionally the wire has a shared queueing delay (-J MAX_US:STEP_US[:SEED]), as at a busy switch
+ * port where consecutive frames wait behind the same cross traffic: per direction the extra delay
+ * is a function of the time a frame reaches the wire, piecewise linear through knots STEP_US apart,
+ * each knot drawn uniform in [0, MAX_US] by a seeded generator (one per direction).  Frames close
+ * together see nearly the same extra delay (it changes by at most MAX_US/STEP_US per unit of time);
+ * with STEP_US >= MAX_US it never falls faster than time passes, so order is kept without holding a
+ * frame back.  The knots are drawn from the forwarder's start whether frames pass or not: for a seed
+ * the delay is the same function of time on every run.  -j and -J add up.  The mid copy (-m) gets
+ * half of a frame's extra delay, as if the queue were spread evenly along the wire.
  *
  * Optionally the TAPs carry offloaded frames (-o): opened with IFF_VNET_HDR and TUNSETOFFLOAD
  * (checksum, TSO4/6), each kernel hands its TAP TSO super-packets and gets GRO-sized ones, the
@@ -45,8 +58,11 @@
  *
  * usage: delayfwd -a NS:TAP -b NS:TAP [-m NS:TAP] -d DELAY_US [-r MBIT]
  *                 [-M MTU] [-s SPIN_US] [-R RTPRIO] [-p PIDFILE] [-q]
- *                 [-l N[:K[:MIN]]] [-L N[:K[:MIN]]] [-j MAX_US:PERCENT[:SEED]] [-o]
- * Runs until SIGTERM/SIGINT; prints counters on exit.
+ *                 [-l N[:K[:MIN]]] [-L N[:K[:MIN]]] [-j MAX_US:PERCENT[:SEED]]
+ *                 [-J MAX_US:STEP_US[:SEED]] [-o]
+ * Runs until SIGTERM/SIGINT; prints counters on exit.  SIGUSR1 prints them and starts them afresh
+ * (the lab sends it when a capture joins a running session: the lateness that matters is the
+ * captured traffic's, not the login's while the host was busy starting the peers).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -88,12 +104,39 @@ struct jitter { /* -j: some frames held longer */
   unsigned long late;
 };
 
+struct queue_walk { /* -J: a queueing delay shared by consecutive frames */
+  unsigned long max_us, step_us; /* step_us == 0: off */
+  uint64_t state;                /* xorshift64 */
+  uint64_t epoch_ns;             /* knot 0 */
+  uint64_t k;                    /* the current segment runs from knot k-1 to knot k */
+  uint64_t v0, v1;               /* extra delay at those knots, ns */
+  uint64_t sum_ns, max_ns, n;    /* applied: for the exit counters */
+};
+
 static uint64_t next_rand(uint64_t* s) {
   uint64_t x = *s;
   x ^= x << 13;
   x ^= x >> 7;
   x ^= x << 17;
   return *s = x;
+}
+
+/* The shared queueing delay at time t (ns): linear between the knots around t. */
+static uint64_t queue_delay(struct queue_walk* q, uint64_t t) {
+  if (!q->step_us) return 0;
+  const uint64_t step = (uint64_t)q->step_us * 1000ull;
+  if (t < q->epoch_ns) t = q->epoch_ns;
+  while (t >= q->epoch_ns + q->k * step) { /* knots are drawn in time order, also across idle time */
+    q->v0 = q->v1;
+    q->v1 = (next_rand(&q->state) % (q->max_us + 1)) * 1000ull;
+    q->k++;
+  }
+  const uint64_t into = t - (q->epoch_ns + (q->k - 1) * step);
+  const uint64_t d = q->v1 >= q->v0 ? q->v0 + (q->v1 - q->v0) * into / step : q->v0 - (q->v0 - q->v1) * into / step;
+  q->sum_ns += d;
+  q->n++;
+  if (d > q->max_ns) q->max_ns = d;
+  return d;
 }
 
 #define LOSS_FLOWS 64
@@ -116,19 +159,28 @@ struct dir {
   const char* name;
   struct loss loss;
   struct jitter jitter;
+  struct queue_walk queue;
   uint64_t last_due_ns; /* frames leave in order: never before the one ahead */
   int in_fd, out_fd;
   struct frame* q;
   unsigned head, tail;   /* head = oldest, tail = next free */
   unsigned mid_head;     /* oldest frame whose mid copy is pending */
   uint64_t wire_free_ns; /* serialisation: when the wire is free again */
-  unsigned long frames, bytes, drops, late_us_max;
+  unsigned long frames, bytes, drops, late_us_max, late_1ms;
 };
 
-static volatile sig_atomic_t stop;
+static volatile sig_atomic_t stop, restart_counters;
 static void on_signal(int s) {
-  (void)s;
-  stop = 1;
+  if (s == SIGUSR1)
+    restart_counters = 1;
+  else
+    stop = 1;
+}
+
+static void print_counters(const struct dir* d) {
+  for (int i = 0; i < 2; i++)
+    fprintf(stderr, "delayfwd: %s frames %lu bytes %lu drops %lu max-late %lu us late>1ms %lu\n", d[i].name,
+            d[i].frames, d[i].bytes, d[i].drops, d[i].late_us_max, d[i].late_1ms);
 }
 
 static uint64_t now_ns(void) {
@@ -208,7 +260,8 @@ static int open_tap_in_ns(const char* spec, int mtu) {
 static void usage(void) {
   fprintf(stderr,
           "usage: delayfwd -a NS:TAP -b NS:TAP [-m NS:TAP] -d DELAY_US [-r MBIT] [-M MTU] [-s SPIN_US] [-R "
-          "RTPRIO] [-p PIDFILE] [-q] [-l N[:K[:MIN]]] [-L N[:K[:MIN]]] [-j MAX_US:PERCENT[:SEED]] [-o]\n");
+          "RTPRIO] [-p PIDFILE] [-q] [-l N[:K[:MIN]]] [-L N[:K[:MIN]]] [-j MAX_US:PERCENT[:SEED]] "
+          "[-J MAX_US:STEP_US[:SEED]] [-o]\n");
   exit(2);
 }
 
@@ -289,8 +342,9 @@ int main(int argc, char** argv) {
   long delay_us = -1, mbit = 1000, mtu = 1500, spin_us = 0, rtprio = 50;
   const char *loss_ba = NULL, *loss_ab = NULL;
   unsigned long jit_max = 0, jit_pct = 0, jit_seed = 1;
+  unsigned long q_max = 0, q_step = 0, q_seed = 1;
   int quiet = 0, opt;
-  while ((opt = getopt(argc, argv, "a:b:m:d:r:M:s:R:p:ql:L:j:o")) != -1) {
+  while ((opt = getopt(argc, argv, "a:b:m:d:r:M:s:R:p:ql:L:j:J:o")) != -1) {
     switch (opt) {
       case 'a':
         a = optarg;
@@ -334,6 +388,12 @@ int main(int argc, char** argv) {
           return 2;
         }
         break;
+      case 'J':
+        if (sscanf(optarg, "%lu:%lu:%lu", &q_max, &q_step, &q_seed) < 2 || q_step == 0) {
+          fprintf(stderr, "delayfwd: bad queue spec %s (want MAX_US:STEP_US[:SEED], STEP_US > 0)\n", optarg);
+          return 2;
+        }
+        break;
       case 'o':
         offload = 1;
         break;
@@ -354,6 +414,7 @@ int main(int argc, char** argv) {
   sa.sa_handler = on_signal;
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGUSR1, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
 
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
@@ -380,6 +441,12 @@ int main(int argc, char** argv) {
     d[i].jitter.max_us = jit_max;
     d[i].jitter.percent = jit_pct;
     d[i].jitter.state = 0x9E3779B97F4A7C15ull ^ ((uint64_t)jit_seed * 2654435761ull + (uint64_t)i);
+    d[i].queue.max_us = q_max;
+    d[i].queue.step_us = q_step;
+    /* a different stream from -j's for the same seed */
+    d[i].queue.state = 0xD1B54A32D192ED03ull ^ ((uint64_t)q_seed * 0x9E3779B97F4A7C15ull + (uint64_t)(i + 1));
+    for (int w = 0; w < 8; w++) next_rand(&d[i].queue.state);
+    d[i].queue.v1 = (next_rand(&d[i].queue.state) % (q_max + 1)) * 1000ull; /* knot 0 */
   }
   if (loss_ab) parse_loss(&d[0].loss, loss_ab);
   if (loss_ba) parse_loss(&d[1].loss, loss_ba);
@@ -404,9 +471,22 @@ int main(int argc, char** argv) {
               d[i].name, d[i].loss.min_payload, d[i].loss.first, d[i].loss.first + d[i].loss.every,
               d[i].loss.first + 2 * d[i].loss.every);
 
+  if (!quiet && q_step)
+    fprintf(stderr, "delayfwd: queue: shared extra delay up to %lu us, a knot every %lu us (seed %lu), order kept\n",
+            q_max, q_step, q_seed);
   const uint64_t delay_ns = (uint64_t)delay_us * 1000ull;
+  const uint64_t epoch = now_ns();
+  for (int i = 0; i < 2; i++) d[i].queue.epoch_ns = epoch;
   uint64_t last_rx_ns = 0;
   while (!stop) {
+    if (restart_counters) {
+      restart_counters = 0;
+      if (!quiet) {
+        fprintf(stderr, "delayfwd: counters so far (restarted now):\n");
+        print_counters(d);
+      }
+      for (int i = 0; i < 2; i++) d[i].frames = d[i].bytes = d[i].drops = d[i].late_us_max = d[i].late_1ms = 0;
+    }
     uint64_t now = now_ns();
     /* 1. emit everything that is due (mid copies first: they are earlier) */
     for (int i = 0; i < 2; i++) {
@@ -426,6 +506,7 @@ int main(int argc, char** argv) {
         }
         uint64_t late = (now - f->due_ns) / 1000;
         if (late > x->late_us_max) x->late_us_max = late;
+        x->late_1ms += late > 1000;
         ssize_t w = write(x->out_fd, f->data, f->len);
         if (w < 0 && errno != EAGAIN && errno != EIO) perror("write");
         x->head++;
@@ -491,6 +572,7 @@ int main(int argc, char** argv) {
           extra_ns = (next_rand(&x->jitter.state) % (x->jitter.max_us + 1)) * 1000ull;
           x->jitter.late++;
         }
+        extra_ns += queue_delay(&x->queue, start);
         f->len = (uint32_t)n;
         f->due_ns = start + delay_ns + extra_ns;
         if (f->due_ns < x->last_due_ns) f->due_ns = x->last_due_ns; /* in order behind a late frame */
@@ -503,10 +585,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  if (!quiet)
-    for (int i = 0; i < 2; i++)
-      fprintf(stderr, "delayfwd: %s frames %lu bytes %lu drops %lu max-late %lu us\n", d[i].name, d[i].frames,
-              d[i].bytes, d[i].drops, d[i].late_us_max);
+  if (!quiet) print_counters(d);
   if (!quiet)
     for (int i = 0; i < 2; i++)
       if (d[i].loss.every)
@@ -515,6 +594,11 @@ int main(int argc, char** argv) {
   if (!quiet && jit_pct)
     for (int i = 0; i < 2; i++)
       fprintf(stderr, "delayfwd: %s jitter: %lu frames held longer\n", d[i].name, d[i].jitter.late);
+  if (!quiet && q_step)
+    for (int i = 0; i < 2; i++)
+      fprintf(stderr, "delayfwd: %s queue: mean %lu us max %lu us over %lu frames\n", d[i].name,
+              (unsigned long)(d[i].queue.n ? d[i].queue.sum_ns / d[i].queue.n / 1000 : 0),
+              (unsigned long)(d[i].queue.max_ns / 1000), (unsigned long)d[i].queue.n);
   if (pidfile) unlink(pidfile);
   return 0;
 }

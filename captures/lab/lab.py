@@ -109,6 +109,10 @@ def scenario(name, register=True, **kw):
     kw.setdefault("capture_joins", False)
     kw.setdefault("mtu", 1500)
     kw.setdefault("jitter", None)            # delayfwd -j: {"max_us": M, "percent": P, "seed": S}
+    kw.setdefault("queue", None)             # delayfwd -J: {"max_us": M, "step_us": T, "seed": S}
+    # set: the manifest's group of the scenario (None: the first lab fixtures). The accuracy test holds
+    # its floor per set, so a set of new field conditions can land before the engine handles it.
+    kw.setdefault("set", None)
     kw.setdefault("offload", False)          # delayfwd -o: TSO/GRO super-packets between the kernels
     kw.setdefault("base", None)              # a variant: the scenario it varies (manifest expectations)
     kw.setdefault("queue_depth", 1)
@@ -131,6 +135,11 @@ def scenario(name, register=True, **kw):
 JOIN_PAUSE_MS = 2500
 
 
+def extra_delay_ms(sc):
+    """The most the wire adds to the one-way delay (jitter and shared queue), ms."""
+    return ((sc.get("jitter") or {}).get("max_us", 0) + (sc.get("queue") or {}).get("max_us", 0)) / 1000
+
+
 def variant(base, suffix, doc, **changes):
     """A scenario like BASE with CHANGES (a field-capture condition), named BASE-SUFFIX."""
     kw = {k: v for k, v in SCENARIOS[base].items() if k != "name"}
@@ -148,6 +157,11 @@ def variant(base, suffix, doc, **changes):
         j = kw["jitter"]
         kw["workload_text"] = kw["workload_text"] + "; jitter: %d%% of frames up to %.1f ms late, order kept" % (
             j["percent"], j["max_us"] / 1000)
+    if kw.get("queue"):
+        q = kw["queue"]
+        kw["workload_text"] = kw["workload_text"] + (
+            "; shared queueing delay: 0-%.2f ms, drawn every %.1f ms, linear in between, order kept"
+            % (q["max_us"] / 1000, q["step_us"] / 1000))
     if kw.get("offload"):
         kw["workload_text"] = kw["workload_text"] + "; TSO/GRO super-packets on the wire"
     if "delay_ms" in changes:
@@ -392,6 +406,41 @@ for _b in ("stock-read", "stock-write", "scripted-nagle-read-8k", "scripted-nagl
     variant(_b, "tso", _TSO, offload=True, capture_joins=True, vantages=("initiator", "target"))
 
 
+# 12. noisy paths (issue #26, set "noisy"): captures that join the running session (tcpdump started after
+#     the login), at both vantages and mid-path, on a wire that spreads every frame or that has a queueing
+#     delay shared by consecutive frames, both bounded at 40% of the one-way delay: 4 ms one way, one data
+#     centre (0.25 ms) and a metro link (25 and 40 ms). Workloads cut to 20-40 commands.
+_JALL = ("The wire spreads every frame: each is held a further 0 to %g ms (40%% of the one-way delay; uniform, "
+         "drawn per frame by a seeded generator), order kept.")
+_JQUEUE = ("The wire has a queueing delay shared by consecutive frames, as at a busy switch port: 0 to %g ms "
+           "(40%% of the one-way delay), drawn every %g ms per direction by a seeded generator and linear in "
+           "between, so back-to-back frames wait nearly alike; order kept.")
+
+
+def noisy(base, suffix, mode, delay_ms=4.0, workload=None, workload_text=None):
+    bound = int(round(delay_ms * 400))     # 40% of the one-way delay, in us
+    changes = {"capture_joins": True, "vantages": ("initiator", "target", "midpath"), "set": "noisy"}
+    if mode == "all":
+        changes["jitter"] = {"max_us": bound, "percent": 100, "seed": 26}
+        doc = _JALL % (bound / 1000)
+    else:
+        step = max(1000, bound * 5 // 2)   # >= the bound: the delay never falls faster than time passes
+        changes["queue"] = {"max_us": bound, "step_us": step, "seed": 26}
+        doc = _JQUEUE % (bound / 1000, step / 1000)
+    if delay_ms != 4.0:
+        changes["delay_ms"] = delay_ms
+        doc += " %g ms one way." % delay_ms
+    if workload:
+        changes["workload"], changes["workload_text"] = workload, workload_text
+        doc += " The workload here: %s." % workload_text
+    return variant(base, suffix, _JOINED + " " + doc, **changes)
+
+
+_W_NAGLE_8K = ([("qemu-io", qio_seq("read", 8 * KIB, 30))], "30 x READ 8 KiB sequential")
+noisy("scripted-nagle-read-1k", "jitter-all", "all")
+noisy("scripted-nagle-read-1k", "jitter-queue", "queue")
+noisy("scripted-nagle-read-8k", "jitter-all", "all", workload=_W_NAGLE_8K[0], workload_text=_W_NAGLE_8K[1])
+
 # --------------------------------------------------------------------------------------------
 # The lab
 # --------------------------------------------------------------------------------------------
@@ -435,6 +484,9 @@ class Lab:
         if sc["jitter"]:
             j = sc["jitter"]
             cmd += ["-j", "%d:%d:%d" % (j["max_us"], j["percent"], j.get("seed", 1))]
+        if sc["queue"]:
+            q = sc["queue"]
+            cmd += ["-J", "%d:%d:%d" % (q["max_us"], q["step_us"], q.get("seed", 1))]
         if sc["offload"]:
             cmd += ["-o"]
         if "midpath" in sc["vantages"]:
@@ -552,6 +604,12 @@ class Lab:
                 raise RuntimeError("target did not listen on 3260")
             time.sleep(0.05)
 
+    def restart_wire_counters(self):
+        """delayfwd's counters (lateness above all) from here on cover the captured traffic only."""
+        for name, p in self.procs:
+            if name == "delayfwd" and p.poll() is None:
+                p.send_signal(signal.SIGUSR1)
+
     # ---- capture --------------------------------------------------------------------------
     def start_captures(self, outdir):
         caps = []
@@ -655,7 +713,8 @@ class Lab:
             if time.time() > deadline:
                 raise RuntimeError("the initiator did not connect")
             time.sleep(0.02)
-        time.sleep(0.2 + 20 * self.sc["delay_ms"] / 1000)   # login: a handful of round trips
+        # login: a handful of round trips, each up to the wire's extra delay longer
+        time.sleep(0.2 + 20 * (self.sc["delay_ms"] + extra_delay_ms(self.sc)) / 1000)
 
     def run_one(self, cmd, env, kind):
         t0 = time.time()
@@ -762,6 +821,9 @@ def made_block(sc, vantage, vers):
         "kernel": vers["kernel"],
         "how": sc["doc"],
     }
+    # keys of the later scenarios only, so that the blocks of the others stay as they were
+    if sc["queue"]:
+        made["queue_jitter"] = dict(sc["queue"])
     # the configured cause of the scenarios that set one (absent from the others, whose blocks stay as they were)
     cause = {}
     if sc["cc_at_listen"]:
@@ -814,6 +876,7 @@ def run_scenario(name, outdir, build, workroot=None):
             worker.start()
             lab.wait_session()
             caps = lab.start_captures(outdir)
+            lab.restart_wire_counters()
             worker.join()
             if lab.workload_error:
                 raise lab.workload_error
@@ -830,9 +893,13 @@ def run_scenario(name, outdir, build, workroot=None):
         raise
     lab.teardown()
     fwd = open(os.path.join(work, "delayfwd.log")).read()
+    before = 0
     for line in fwd.splitlines():
-        if "frames" in line:
-            log("  " + line)
+        if "restarted now" in line:
+            before = 2
+        elif "frames" in line or "queue:" in line:
+            log("  " + ("(before the capture) " if before else "") + line)
+            before = max(0, before - 1)
     out = []
     for v, path, p, err in caps:
         if v == "live":

@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-or-later
 # Regenerate every lab fixture and captures/MANIFEST.json from scratch (run as root).
-#   usage: captures/lab/make-captures.sh [--only SCENARIO,SCENARIO...]
+#   usage: captures/lab/make-captures.sh [--only SCENARIO,SCENARIO...] [--no-readme | --readme-out PATH]
+#   (--no-readme: captures/README.md's fixture table is left as it is; --readme-out: written to PATH instead)
 # Builds the helpers into a temporary directory, runs every scenario of lab.py (fresh network
 # namespaces, delay forwarder, real tgtd / scripted target, real libiscsi initiator, tcpdump at
 # each vantage point), gzips the captures into captures/fixtures/, measures them with tshark
@@ -10,7 +11,15 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 captures=$(cd "$here/.." && pwd)
 only=()
-if [ "${1:-}" = "--only" ]; then only=(--only "${2:?--only needs a list}"); fi
+readme=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --only) only=(--only "${2:?--only needs a list}"); shift 2 ;;
+        --no-readme) readme=(--no-readme); shift ;;
+        --readme-out) readme=(--readme-out "$(realpath -m "${2:?--readme-out needs a path}")"); shift 2 ;;
+        *) echo "make-captures.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+done
 if [ "$(id -u)" != 0 ]; then echo "make-captures.sh: run as root" >&2; exit 2; fi
 for tool in tgtd tgtadm qemu-io qemu-img iscsi-test-cu tcpdump tshark editcap ip cc python3; do
     command -v "$tool" >/dev/null || { echo "make-captures.sh: missing $tool (see captures/README.md)" >&2; exit 2; }
@@ -38,5 +47,5 @@ if [ ${#only[@]} -eq 0 ]; then rm -f "$captures"/fixtures/*.pcap.gz; fi
 for f in "$tmp"/raw/*.pcap; do
     gzip -9n -c "$f" > "$captures/fixtures/$(basename "$f").gz"
 done
-python3 "$here/manifest.py" --made "$tmp/raw/made.json" --captures "$captures" "${only[@]}"
+python3 "$here/manifest.py" --made "$tmp/raw/made.json" --captures "$captures" "${only[@]}" "${readme[@]}"
 echo "make-captures.sh: done in $(( $(date +%s) - start )) s" >&2

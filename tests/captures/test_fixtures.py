@@ -19,6 +19,8 @@ IDS = [e["file"] for e in ENTRIES]
 VANTAGES = {"initiator", "target", "midpath"}
 KINDS = {"nagle_hold", "delayed_ack", "r2t_round_trip", "cwnd_limited", "rwnd_limited", "retransmission",
          "target_think", "serialized"}
+SIDES = {"initiator", "target"}
+SETS = {"noisy"}     # an entry without "set" belongs to the first lab fixtures
 
 needs_tshark = pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed")
 
@@ -31,6 +33,7 @@ def test_manifest_shape():
     for e in ENTRIES:
         for k in ("file", "scenario", "made", "measured", "expect", "tshark"):
             assert k in e, (e["file"], k)
+        assert e.get("set", "noisy") in SETS, e["file"]
         assert set(e["tshark"]) >= {"scsi_commands", "pdus_by_opcode"}
         if e["made"].get("lab", True):
             m = e["made"]
@@ -46,7 +49,7 @@ def test_manifest_shape():
             if x["min_fraction"] < 0.8:
                 assert x.get("why"), "min_fraction below 0.8 needs a reason"
             assert set(x.get("findings", {})) <= KINDS
-            assert set(x.get("findings", {}).values()) <= {"initiator", "target"}
+            assert set(x.get("findings", {}).values()) <= SIDES
             assert set(x.get("absent", [])) <= KINDS
             assert not set(x.get("findings", {})) & set(x.get("absent", []))
 
@@ -108,3 +111,26 @@ def test_tshark_sees_the_expected_pdus(entry):
             assert pdus.get("0x03", 0) >= 1 and pdus.get("0x23", 0) >= 1, "every lab capture holds its login"
         else:
             assert pdus.get("0x03", 0) == 0, "the mid-session capture must not hold a login"
+
+
+def test_noisy_set_is_late_start_with_jitter_on_every_frame():
+    """Issue 26's lab: late-start captures (tcpdump started after the login) at both vantages and mid-path,
+    on a wire that spreads every frame or whose consecutive frames share a queueing delay, bounded at 40% of
+    the one-way delay."""
+    noisy = [e for e in ENTRIES if e.get("set") == "noisy"]
+    assert noisy
+    by_scn = {}
+    for e in noisy:
+        m = e["made"]
+        by_scn.setdefault(e["scenario"], set()).add(m["vantage"])
+        assert m["capture_joins"] and m["starts_mid_session"], e["file"]
+        jit, queue = m.get("jitter"), m.get("queue_jitter")
+        assert bool(jit) != bool(queue), e["file"]
+        bound = (jit or queue)["max_us"]
+        assert abs(bound - 400 * m["one_way_delay_ms"]) <= 1, (e["file"], bound)
+        if jit:
+            assert jit["percent"] == 100, e["file"]
+        else:
+            assert queue["step_us"] >= queue["max_us"], e["file"]
+    for scn, vs in by_scn.items():
+        assert vs == VANTAGES, scn
