@@ -416,7 +416,7 @@ int ladder_main(int argc, char** argv) {
   app.add_option("CAPTURE", capture, "pcap or pcapng file, compressed (gzip, xz, zstd, lz4, bzip2) or not")
       ->required();
   app.add_option("--itt", itt_text,
-                 "the command's Initiator Task Tag (0x-prefixed hex, as the reports print it)")
+                 "the command's Initiator Task Tag: 0x-prefixed hex as the reports print it, or decimal")
       ->required();
   app.add_option(
       "--frame", frame,

@@ -132,7 +132,8 @@ int report_main(int argc, char** argv) {
       ->group("Filters");
   app.add_option("--to", to_text, "only commands that began before T (as --from)")->group("Filters");
   app.add_option("--itt", itts,
-                 "only the commands with this Initiator Task Tag (0x-prefixed hex; repeatable)")
+                 "only the commands with this Initiator Task Tag: 0x-prefixed hex as the reports print "
+                 "it, or decimal (repeatable or comma-separated)")
       ->delimiter(',')
       ->allow_extra_args(false)
       ->group("Filters");

@@ -34,11 +34,15 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
 }
 
 std::optional<uint32_t> parse_itt(std::string_view text) {
-  const std::string t(text);
+  // 0x-prefixed hex or decimal, digits only (strtoull alone would take a leading 0 as octal, and
+  // signs and spaces)
+  const bool hex = text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
+  const std::string digits(hex ? text.substr(2) : text);
+  const char* allowed = hex ? "0123456789abcdefABCDEF" : "0123456789";
+  if (digits.empty() || digits.find_first_not_of(allowed) != std::string::npos) return std::nullopt;
   errno = 0;
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(t.c_str(), &end, 0);
-  if (t.empty() || *end || errno || v > 0xffffffffull || t.front() == '-') return std::nullopt;
+  const unsigned long long v = std::strtoull(digits.c_str(), nullptr, hex ? 16 : 10);
+  if (errno || v > 0xffffffffull) return std::nullopt;
   return uint32_t(v);
 }
 

@@ -338,7 +338,8 @@ int probe_main(int argc, char** argv, const std::function<int(int, char**)>& rep
       "--lba-range", range,
       "FIRST-LAST: the logical blocks the battery may use (required with --allow-write; default for "
       "reads: the first 64 MiB)");
-  app.add_option("--count", count, "commands per QD1 step (1 MiB: a quarter; QD n steps: n times as many)")
+  app.add_option("--count", count,
+                 "commands per QD1 step (default 16; 1 MiB: a quarter; QD n steps: n times as many)")
       ->check(CLI::Range(1, 100000));
   app.add_option("-i,--interface", iface, "where to capture the probe's connection (default any)");
   app.add_option("-w,--write", keep, "also keep the capture in this pcap file");

@@ -109,6 +109,8 @@ def test_itt_and_endpoints():
     full = report(NAGLE)
     one = full["commands"][5]
     check_subset(full, report(NAGLE, "--itt", one["itt"]), lambda c: c["itt"] == one["itt"])
+    # or in decimal, a leading zero not making it octal (docs/cli.md)
+    assert report(NAGLE, "--itt", f"0{int(one['itt'], 16)}") == report(NAGLE, "--itt", one["itt"])
     conn = full["sessions"][0]["connections"][0]
     ini, tgt = conn["initiator"], conn["target"]  # "ADDR:PORT"
     for args in (["--initiator", ini], ["--initiator", ini.rsplit(":", 1)[0]], ["--target", tgt],
@@ -138,8 +140,9 @@ def test_text_report_says_it_is_filtered():
 
 
 def test_bad_itt_is_a_usage_error():
-    r = subprocess.run([BIN, "--itt", "0xnope", str(NAGLE)], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 2 and "--itt: not a 32-bit number" in r.stderr
+    for bad in ("0xnope", "0x", "-5", " 5", "+5", "0x+5", "0x100000000", "4294967296"):
+        r = subprocess.run([BIN, "--itt", bad, str(NAGLE)], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 2 and "--itt: not a 32-bit number" in r.stderr, bad
 
 
 def test_sort_latency_lists_the_slowest():
