@@ -138,7 +138,7 @@ def test_preferences_are_the_cli_options(tshark, prefs, cli_args):
 
 
 # Fields only one plugin has, with the reason; every other field has the same name, type and
-# meaning under iscsi_doctor. and iscsi_doctor_lua. (dissector/README.md "Fields").
+# meaning under iscsi_doctor. and iscsi_doctor_lua. (dissector/README.md "Using it").
 C_ONLY = {
     # one-pass bookkeeping: where a result was decided when its frame had gone by
     "decided_in", "decided_at_end", "command_decided_at_end", "reported", "reported.finding",
