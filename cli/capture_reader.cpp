@@ -700,6 +700,7 @@ ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* onl
         seg.frame = frame;
         seg.time_ns = t;
         ++st.tcp_segments;
+        st.tcp_payload_bytes += seg.payload.size();
         if (seg.payload.size() < seg.payload_wire_len && st.snapped++ == 0)
           events.on_notice(Notice::Level::info, frame,
                            fmt::format("packet cut at {} of {} bytes by the capture's snaplen: "

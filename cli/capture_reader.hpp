@@ -85,6 +85,7 @@ using FrameRanges = std::vector<std::pair<uint64_t, uint64_t>>;
 struct ReadStats {
   uint64_t packets = 0;       // every packet in the file (the last frame number)
   uint64_t tcp_segments = 0;  // handed to on_segment
+  uint64_t tcp_payload_bytes = 0;  // their payload as captured (what a snaplen kept)
   uint64_t fragments = 0, truncated = 0, malformed = 0, snapped = 0;
   int64_t first_ns = 0, last_ns = 0;
   bool damaged = false;  // reading stopped before the end on a file error

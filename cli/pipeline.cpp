@@ -410,6 +410,8 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
       r.connections = analyzer.connections();
       r.unlisted = analyzer.unlisted_connections();
       r.sessions = analyzer.sessions();
+      if (const std::string words = missing_data_words(r); !words.empty())
+        sink.on_notice({Notice::Level::warning, 0, 0, words});
       if (r.stats.packets == 0 && r.stats.damaged) {
         // Not one packet could be read: the file is a capture in name only.
         r.error = fmt::format("{}: no packet could be read", in.path);

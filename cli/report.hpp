@@ -153,6 +153,9 @@ std::string gate_words(const GateResult&);
 // How a row of the status table ended: "GOOD", "never answered", ...; and its sense and response.
 std::string status_words(const StatusStats&);
 std::string sense_words(const StatusStats&);  // "UNIT_ATTENTION, ASC 0x29 ASCQ 0x00", "" if none
+// "" or, when most of the iSCSI streams' bytes are missing from the capture, the headline that
+// says so and what it means for the figures.
+std::string missing_data_words(const CaptureResult&);
 double round_ns(double ms);                   // milliseconds rounded to the nanosecond
 // Milliseconds rounded to the microsecond: for the summary's medians, kept as floats (7 digits), whose
 // last digits are noise (59.825001).

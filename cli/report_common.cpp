@@ -146,6 +146,19 @@ nlohmann::json counts_json(const Summary& s) {
 
 }  // namespace
 
+std::string missing_data_words(const CaptureResult& r) {
+  uint64_t missing = r.unlisted.bytes_missing;
+  for (const ConnectionInfo& c : r.connections)
+    missing += c.bytes_missing;
+  const uint64_t captured = r.stats.tcp_payload_bytes;
+  if (missing == 0 || missing <= captured) return {};
+  return fmt::format(
+      "most of the iSCSI data is missing from the capture: {} bytes that the receivers acknowledged were "
+      "never captured, against {} captured (the capture host dropped packets); commands are timed at the "
+      "status headers the capture holds, and round trips counted only where it shows them",
+      count_text(missing), count_text(captured));
+}
+
 std::string gate_words(const GateResult& g) {
   if (!g.requested) return "Gate: none asked (--fail-on, --max-excess-round-trips)";
   if (g.unevaluable) return "Gate: not evaluated, no SCSI command found";

@@ -223,6 +223,7 @@ public:
     const Summary& s = *r.summary;
     o += fmt::format("{} SCSI commands, {} completed, {} excess round trips\n", count_text(s.commands()),
                      count_text(s.completed()), count_text(s.excess_round_trips()));
+    if (const std::string words = missing_data_words(r); !words.empty()) o += "warning: " + words + "\n";
     if (r.filtered)
       o += fmt::format(
           "filtered ({}): {} of the {} commands reported; findings, tables and figures cover "

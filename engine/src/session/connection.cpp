@@ -101,10 +101,12 @@ tcp::DeliveryTag Connection::deliver(int dir, std::span<const uint8_t> bytes, ui
     // The capture's snaplen cut this packet: the bytes exist, we just cannot see them.
     uint64_t missing = wire_len - bytes.size();
     pdus_[dir].gap(missing);
-    if (notices_ < kMaxNoticesPerConnection)
-      notice(Notice::Level::warning, seg.frame,
-             "packet cut short by the capture's snaplen: " + std::to_string(missing) +
-                 " bytes of iSCSI data not captured");
+    // Once per connection: a capture taken with a snaplen cuts nearly every data packet.
+    cap_notice(kCapSnaplen, seg.frame,
+               "packets cut short by the capture's snaplen (first here: " + std::to_string(missing) +
+                   " bytes of iSCSI data not captured): the capture holds headers only; PDU data "
+                   "beyond the snaplen is not analysed, later cut packets are not reported",
+               Notice::Level::warning);
   }
   if (tracer_)
     for (const PduEvent& ev : events) {
@@ -124,13 +126,22 @@ tcp::DeliveryTag Connection::deliver(int dir, std::span<const uint8_t> bytes, ui
 }
 
 void Connection::lost(int dir, uint64_t bytes, uint64_t frame, const char* why) {
-  pdus_[dir].gap(bytes);
+  auto& events = pdus_[dir].lose(bytes);
   if (current_pdu_slot_[dir] && slots_[current_pdu_slot_[dir]].used)
     slots_[current_pdu_slot_[dir]].r.data_incomplete = true;
   if (notices_ < kMaxNoticesPerConnection)
     notice(Notice::Level::warning, frame,
            std::to_string(bytes) + " bytes missing from the " + std::string(side_name(side_of(dir))) +
                "'s stream (" + why + ")");
+  // A PDU whose last bytes were lost ends here: a status header in the capture completes its
+  // command, timed at the header's segment (docs/rules.md "Commands").
+  if (!events.empty()) {
+    Segment s{};
+    s.frame = tcp_.flow(dir).last_data_frame;
+    s.time_ns = tcp_.flow(dir).last_data_t;
+    std::vector<PduEvent> ended = std::move(events);
+    on_pdus(dir, s, ended, false, 0);
+  }
   for (auto& m : pdus_[dir].take_messages())
     notice(Notice::Level::warning, frame, m);
 }

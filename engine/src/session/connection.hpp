@@ -190,7 +190,8 @@ private:
     kCapOrphans = 2,
     kCapLoginText = 4,
     kCapKeysSeen = 8,
-    kCapOpenCommands = 16
+    kCapOpenCommands = 16,
+    kCapSnaplen = 32
   };
   uint8_t caps_reported_ = 0;
   std::deque<Orphan> orphans_;             // replies framed before their command (see on_pdu_end)

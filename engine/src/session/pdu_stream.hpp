@@ -34,7 +34,14 @@ public:
 
   // Feeds one segment's new bytes; the events are valid until the next call.
   std::vector<PduEvent>& feed(std::span<const uint8_t> bytes, uint64_t frame, int64_t t);
+  // Bytes the capture lacks, inside a segment's feed (snaplen): its events join the segment's.
   void gap(uint64_t lost_bytes);
+  // Bytes lost between segments: the events this gap ends (a PDU whose last bytes were lost).
+  std::vector<PduEvent>& lose(uint64_t lost_bytes) {
+    events_.clear();
+    gap(lost_bytes);
+    return events_;
+  }
   void finish();
   void start_unsynced() { framer_.start_unsynced(); }
   // max_data_segment: a longer DataSegmentLength is taken as lost framing (then resync).

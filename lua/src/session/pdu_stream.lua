@@ -53,6 +53,13 @@ function PduStream:gap(lost)
   self:remember(self.abs, 0, 0)
 end
 
+-- Bytes lost between segments: the events this gap ends (a PDU whose last bytes were lost).
+function PduStream:lose(lost)
+  self.events = {}
+  self:gap(lost)
+  return self.events
+end
+
 function PduStream:finish()
   self.events = {}
   self.framer:finish(self)

@@ -235,12 +235,16 @@ function Connection:declare_gap(dir, upto, frame)
     if hole_end > f.next then
       local lost = hole_end - f.next
       f.bytes_missing = f.bytes_missing + lost
-      self.pdus[dir]:gap(lost)
       f.next = hole_end
       f:move_ref(f.next)
+      local events = self.pdus[dir]:lose(lost)
       local c = self.current_slot[dir]
       if c and c.used then c.data_incomplete = true end
-      -- As in the engine, PDU events produced by this gap are not analysed (see lua/README.md).
+      -- A PDU whose last bytes were lost ends here: a status header in the capture completes its
+      -- command, timed at the header's segment (the engine's Connection::lost).
+      if #events > 0 then
+        self:on_pdus(dir, { frame = f.last_data_frame, t = f.last_data_t, wire_len = 0 }, events, false, nil)
+      end
     end
     if f.ooo_count == 0 then break end
     local first = f.ooo[f:ooo_first()]
