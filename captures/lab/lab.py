@@ -440,6 +440,35 @@ _W_NAGLE_8K = ([("qemu-io", qio_seq("read", 8 * KIB, 30))], "30 x READ 8 KiB seq
 noisy("scripted-nagle-read-1k", "jitter-all", "all")
 noisy("scripted-nagle-read-1k", "jitter-queue", "queue")
 noisy("scripted-nagle-read-8k", "jitter-all", "all", workload=_W_NAGLE_8K[0], workload_text=_W_NAGLE_8K[1])
+noisy("initiator-nagle-write-1k", "jitter-queue", "queue",
+      workload=[("qemu-io", qio_seq("write", 1 * KIB, 30))], workload_text="30 x WRITE 1 KiB sequential")
+noisy("initiator-nagle-write-8k", "jitter-all", "all",
+      workload=[("qemu-io", qio_seq("write", 8 * KIB, 30))], workload_text="30 x WRITE 8 KiB sequential")
+noisy("target-nagle-read-batch2", "jitter-queue", "queue",
+      workload=[("qemu-io", qio_pairs("read", [1 * KIB, 512], 20))],
+      workload_text="20 batches of {READ 1 KiB, READ 512 B} issued together (aio), sequential")
+_W_RCVBUF = lambda n: ([("qemu-io", qio_cycles([lambda i: ["read %d %d" % (i * 136 * KIB, 8 * KIB),  # noqa: E731
+                                                           "read %d %d" % (i * 136 * KIB + 8 * KIB, 128 * KIB)]],
+                                               n))],
+                       "%d x {READ 8 KiB, READ 128 KiB}, sequential; initiator SO_RCVBUF=16384" % n)
+noisy("initiator-rcvbuf-read", "jitter-queue", "queue", workload=_W_RCVBUF(16)[0], workload_text=_W_RCVBUF(16)[1])
+noisy("stock-idle-read", "jitter-all", "all",
+      workload=[("qemu-io", qio_seq("read", MIB, 2, 0) + qio_cycles(
+          [lambda i: ["sleep 2000", "read %d %d" % (4 * MIB + i * 640 * KIB, 512 * KIB),
+                      "read %d %d" % (4 * MIB + i * 640 * KIB + 512 * KIB, 128 * KIB)]], 10))],
+      workload_text="2 x READ 1 MiB (warm-up), then 10 x {sleep 2000 ms, READ 512 KiB, READ 128 KiB}, sequential; "
+                    "net.ipv4.tcp_slow_start_after_idle=1 (default)")
+_W_THINK = ([("qemu-io", qio_seq("read", 1 * KIB, 20) + qio_seq("read", 8 * KIB, 20, 1 * MIB))],
+            "20 x READ 1 KiB (target think time 5 ms), 20 x READ 8 KiB (target think time 20 ms), sequential")
+noisy("scripted-think-read", "jitter-queue", "queue", workload=_W_THINK[0], workload_text=_W_THINK[1])
+noisy("scripted-nagle-read-1k", "dc-jitter-all", "all", delay_ms=0.25)
+noisy("scripted-think-read", "dc-jitter-queue", "queue", delay_ms=0.25, workload=_W_THINK[0],
+      workload_text=_W_THINK[1])
+noisy("scripted-nagle-read-8k", "metro-jitter-queue", "queue", delay_ms=40.0,
+      workload=[("qemu-io", qio_seq("read", 8 * KIB, 20))], workload_text="20 x READ 8 KiB sequential")
+noisy("initiator-rcvbuf-read", "metro-jitter-all", "all", delay_ms=25.0, workload=_W_RCVBUF(12)[0],
+      workload_text=_W_RCVBUF(12)[1])
+
 
 # --------------------------------------------------------------------------------------------
 # The lab

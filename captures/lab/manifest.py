@@ -270,9 +270,44 @@ EXPECT["initiator-rcvbuf-read-tso"] = {
 # Noisy paths (lab.py section 12, set "noisy"): late-start captures on a jittered wire at every vantage.
 # Joining, jitter and the delay change no round trip: each expects what its base does, except where the
 # jitter (or the delay) moves a command across a threshold of the configuration; there the manifest says less.
-for _n in ("scripted-nagle-read-8k-jitter-all",):
+for _n in ("scripted-nagle-read-8k-jitter-all", "scripted-nagle-read-8k-metro-jitter-queue"):
     EXPECT[_n] = EXPECT["scripted-nagle-read-8k-jitter"]
 
+
+def _think_expectations(scenario, proc_ms={1024: 0.4, 8192: 1.5}):
+    """The scripted target's configured think time against the latency at each vantage: target_think
+    where it is at least half the latency however late the wire's extra delay makes the frames, absent
+    where it is under half even with no extra delay, unstated in between (docs/rules.md: think_share)."""
+    sc = lab.SCENARIOS[scenario]
+    rtt, extra = 2 * sc["delay_ms"] + 0.2, lab.extra_delay_ms(sc)
+    # the round trip from each vantage to the target and back, and the most the wire adds to it
+    reach = {"target": (0.0, 0.0), "midpath": (rtt / 2, extra), "initiator": (rtt, 2 * extra)}
+    out = []
+    for nbytes, think in sorted(sc["think_ms"].items()):
+        for v, (base, more) in reach.items():
+            lat = base + think + proc_ms[nbytes]
+            lo, hi = think / (lat + more), think / lat
+            e = {"select": {"op": "read", "bytes": nbytes}, "min_fraction": 0.9, "round_trips": 1,
+                 "ideal_round_trips": 1, "findings": {}, "absent": list(NO_WAITS), "vantages": [v]}
+            if lo >= 0.5:
+                e["findings"] = {"target_think": "target"}
+                what = "at least half"
+            elif hi < 0.5:
+                e["absent"].append("target_think")
+                what = "less than half"
+            else:
+                what = "about half, either way as the jitter falls: target_think neither required nor excluded,"
+            e["why"] = ("the scripted target waits %g ms before answering a %d-byte READ; seen at the %s the latency "
+                        "is about %.1f ms (%.1f ms of round trip to the target, the wait, ~%.1f ms to send), up to "
+                        "%.1f ms more with the wire's extra delay: the wait is %s the latency (%.0f-%.0f%%; "
+                        "docs/rules.md)" % (think, nbytes, v, lat, base, proc_ms[nbytes], more, what, 100 * lo,
+                                            100 * hi))
+            out.append(e)
+    return out
+
+
+for _n in ("scripted-think-read-jitter-queue", "scripted-think-read-dc-jitter-queue"):
+    EXPECT[_n] = {"commands": _think_expectations(_n), "session": {"findings": ["serialized"]}}
 
 # What the tool still misses on field-condition captures (issue: captures people actually take): an
 # expectation may carry known_gap_at {vantage: why}, a strict expected failure in
@@ -296,11 +331,13 @@ def expect_for(scenario, vantage):
     return exp
 
 
-def _timing_ok(e, c, rtt, think, jitter_ms, mbit=1000):
+def _timing_ok(e, c, rtt, think, jitter_ms, mbit=1000, per_round_trip=False):
     """Whether a command's latency at the initiator (tshark) fits expectation e's round trips."""
     k = e["round_trips"]
     lat = c["latency_ms"] - think.get(c["bytes"], 0)   # the target's configured wait is not a round trip
     with_delack = lat >= k * rtt + 20                # a ~40 ms delayed ACK on top of the k round trips
+    if per_round_trip:   # every frame is late: so is each of the k round trips
+        jitter_ms *= k
     # the data's own transmission comes on top of the round trips
     wire = _wire(c["bytes"], mbit)
     plain = (k - 0.5) * rtt <= lat <= (k + 0.5) * rtt + wire + jitter_ms
@@ -311,17 +348,19 @@ def _timing_ok(e, c, rtt, think, jitter_ms, mbit=1000):
     return lat >= (k - 0.5) * rtt     # delayed ACK not stated either way: at least k round trips
 
 
-def _between_round_trips(e, c, rtt, think, jitter_ms, mbit=1000):
+def _between_round_trips(e, c, rtt, think, jitter_ms, mbit=1000, per_round_trip=False):
     """A command timed as e's k round trips (no delayed ACK) whose latency lies well past k whole
     round trips: a partial wait (a window, the target) that tshark's timing alone cannot count."""
     if "delayed_ack" not in e.get("absent", []):
         return False
     lat = c["latency_ms"] - think.get(c["bytes"], 0)
     wire = _wire(c["bytes"], mbit)
+    if per_round_trip:
+        jitter_ms *= e["round_trips"]
     return lat > e["round_trips"] * rtt + wire + 0.25 * rtt + jitter_ms
 
 
-def _measured_otherwise(e, c, others, rtt, think, jitter_ms, tcp_detail=None, mbit=1000):
+def _measured_otherwise(e, c, others, rtt, think, jitter_ms, tcp_detail=None, mbit=1000, per_round_trip=False):
     """How to judge a command whose timing does not fit its expectation e, from tshark's timing alone:
     as another expectation of the scenario whose timing it fits (a batch answered in the other order),
     or, when its latency is a whole number n > k of round trips with no delayed ACK and the target's
@@ -333,7 +372,7 @@ def _measured_otherwise(e, c, others, rtt, think, jitter_ms, tcp_detail=None, mb
     hold alone; None when the timing says neither (the command is then not judged)."""
     for o in others:
         if o is not e and "round_trips" in o and o["select"].get("op") == e["select"].get("op") \
-                and _timing_ok(o, c, rtt, think, jitter_ms, mbit):
+                and _timing_ok(o, c, rtt, think, jitter_ms, mbit, per_round_trip):
             return {"round_trips": o["round_trips"], "findings": dict(o.get("findings", {})),
                     "absent": list(o.get("absent", [])),
                     "why": "tshark: timed as %s %s (%.2f ms), not as %s %s" % (
@@ -345,13 +384,15 @@ def _measured_otherwise(e, c, others, rtt, think, jitter_ms, tcp_detail=None, mb
         # k round trips and no delayed ACK: the receiver ACKed at once this time (Linux quick-ACKs
         # after an idle period): the hold without the delayed ACK
         k = e["round_trips"]
-        if (k - 0.5) * rtt <= lat <= (k + 0.5) * rtt + wire + jitter_ms:
+        if (k - 0.5) * rtt <= lat <= (k + 0.5) * rtt + wire + jitter_ms * (k if per_round_trip else 1):
             return {"round_trips": k, "findings": {f: s for f, s in e["findings"].items() if f != "delayed_ack"},
                     "absent": list(e.get("absent", [])) + ["delayed_ack"],
                     "why": "tshark: %.2f ms, %d round trips of %.2f ms with no delayed ACK" % (c["latency_ms"], k, rtt)}
         return None
     if "delayed_ack" not in e.get("absent", []):
         return None       # a delayed ACK may be in the latency: it says nothing of round trips
+    if per_round_trip:
+        return None       # every round trip is late by its own amount: the latency cannot count them
     n = round((lat - wire / 2) / rtt)
     # between whole round trips (a partial wait on a window, the target) the count is open
     if n <= e["round_trips"] or abs(lat - wire / 2 - n * rtt) > 0.25 * rtt + jitter_ms:
@@ -387,7 +428,9 @@ def check_expectations(scenario, m, delay_ms, path=None):
     # jitter and a shared queue delay (never advance) a frame, the command's and the answer's: up to twice
     # their maximum more
     jitter_ms = 2 * lab.extra_delay_ms(sc)
-    mbit = 1000
+    # every frame late (not a tenth of them): each round trip is, so the tolerance counts per round trip
+    per_rt = bool(sc.get("queue")) or (sc.get("jitter") or {}).get("percent") == 100
+    mbit = 1000   # the link rate a transfer gets
     exps = expect_for(scenario, "initiator")["commands"]
     detail = {}
 
@@ -408,13 +451,13 @@ def check_expectations(scenario, m, delay_ms, path=None):
         delayed = "delayed_ack" in e.get("findings", {})
         ok = 0
         for c in sel:
-            good = _timing_ok(e, c, rtt, think, jitter_ms, mbit)
+            good = _timing_ok(e, c, rtt, think, jitter_ms, mbit, per_rt)
             ok += good
-            if good and _between_round_trips(e, c, rtt, think, jitter_ms, mbit):
+            if good and _between_round_trips(e, c, rtt, think, jitter_ms, mbit, per_rt):
                 otherwise.setdefault(_exp_key(e), {})[c["itt"]] = None
             elif not good:
                 otherwise.setdefault(_exp_key(e), {})[c["itt"]] = _measured_otherwise(
-                    e, c, exps, rtt, think, jitter_ms, lambda c=c: tcp_detail(c), mbit)
+                    e, c, exps, rtt, think, jitter_ms, lambda c=c: tcp_detail(c), mbit, per_rt)
         frac = ok / len(sel)
         checks.append({"select": e["select"], "round_trips": k, "fraction_ok": round(frac, 3), "n": len(sel)})
         if frac < e["min_fraction"]:
@@ -467,6 +510,67 @@ def congestion_window_waits(path, cmds, mss=1448):
     return waits
 
 
+def receiver_ack_delays(path, cmds, op, min_ms=10.0):
+    """{itt: ms} of the commands whose data receiver (the initiator for reads, the target for writes;
+    PATH is a capture at that vantage) held a pure ACK of the command's data at least min_ms after the
+    segment it acknowledged arrived (a delayed ACK; docs/rules.md delayed_ack_min_ms), before the status."""
+    frames = measure.tcp_frames(path)
+    by_n = {fr["n"]: i for i, fr in enumerate(frames)}
+    reads = op == "read"
+    out = {}
+    for c in cmds:
+        if c["op"] != op or c.get("status_frame") is None or c["first_frame"] not in by_n \
+                or c["status_frame"] not in by_n:
+            continue
+        i0, i1 = by_n[c["first_frame"]], by_n[c["status_frame"]]
+        stream = frames[i0]["stream"]
+        pending, worst = [], 0.0   # (end seq, arrival) of data not yet acknowledged
+        for fr in frames[i0:i1 + 1]:
+            if fr["stream"] != stream:
+                continue
+            if fr["from_target"] == reads and fr["len"]:
+                pending.append((fr["seq"] + fr["len"], fr["t"]))
+            elif fr["from_target"] != reads and not fr["len"]:
+                covered = [t for end, t in pending if end <= fr["ack"]]
+                if covered:
+                    worst = max(worst, (fr["t"] - max(covered)) * 1000)
+                    pending = [(end, t) for end, t in pending if end > fr["ack"]]
+        if worst >= min_ms:
+            out[c["itt"]] = round(worst, 1)
+    return out
+
+
+def cause_not_played_out(scenario, path, meas, rtt):
+    """ITTs of a noisy variant's commands for which tshark at the target (PATH) shows that its base's
+    configured cause did not play out as configured: a slow-start read whose target had sent something
+    within the RTO before it (a NOP-In) or whose Data-In did not leave in slow-start flights; a small-window
+    read whose Data-In left in other than the 7 flights the window needs (ACKs that reopen the window in part,
+    bunched by the jitter, cut a window in two); a read answered outside the configured think time. Those
+    are not judged."""
+    kind = cause_kind(scenario)
+    if kind == scenario or kind not in ("stock-idle-read", "initiator-rcvbuf-read", "scripted-think-read"):
+        return set()
+    detail = measure.tcp_detail(path, meas["per_command"], rtt)
+    think = lab.SCENARIOS[scenario].get("think_ms") or {}
+    out = set()
+    for d in detail:
+        if d["op"] != "read":
+            continue
+        if kind == "stock-idle-read" and d["bytes"] == 524288:
+            bad = not (len(d["flights"]) == _slow_start_flights(sum(d["flights"])) and d["flights"][0] == 10
+                       and (d["target_idle_ms"] or 0) > 300)
+        elif kind == "initiator-rcvbuf-read" and d["bytes"] == 131072:
+            bad = len(d["flights"]) != 7
+        elif kind == "scripted-think-read" and d["bytes"] in think:
+            bad = d["first_reply_ms"] is None or not think[d["bytes"]] - 0.5 <= d["first_reply_ms"] <= \
+                think[d["bytes"]] + 2.5
+        else:
+            continue
+        if bad:
+            out.add(d["itt"])
+    return out
+
+
 def _exp_key(e):
     return json.dumps([e["select"], e.get("round_trips")], sort_keys=True)
 
@@ -511,15 +615,19 @@ def cause_checks(scenario, vantage, meas, detail, rtt):
     out = []
     at_target = vantage == "target"
     kind = cause_kind(scenario)
+    # a noisy variant: the wire's extra delay moves the gaps between flights seen past the target, and
+    # without the SYNs tshark cannot scale the window, so flags no window full
+    noisy = kind != scenario
     if kind == "stock-idle-read":
         cold = by(524288)
-        ok, n = _frac(cold, lambda d: len(d["flights"]) == _slow_start_flights(sum(d["flights"]))
-                      and d["flights"][0] == 10 and d["window_full"] == 0 and d["resent"] == 0)
-        out.append(("Data-In in slow-start flights from the initial window (10, 20, 40, ... segments: "
-                    "6 flights for 363 segments), none filling the advertised window, nothing resent",
-                    {"op": "read", "bytes": 524288}, ok, n, 0.9,
-                    {"flights": sorted({"+".join(map(str, d["flights"])) for d in cold}),
-                     "smallest_window_bytes": min((d["window"] or 0) for d in cold) if cold else None}))
+        if at_target or not noisy:
+            ok, n = _frac(cold, lambda d: len(d["flights"]) == _slow_start_flights(sum(d["flights"]))
+                          and d["flights"][0] == 10 and d["window_full"] == 0 and d["resent"] == 0)
+            out.append(("Data-In in slow-start flights from the initial window (10, 20, 40, ... segments: "
+                        "6 flights for 363 segments), none filling the advertised window, nothing resent",
+                        {"op": "read", "bytes": 524288}, ok, n, 0.9,
+                        {"flights": sorted({"+".join(map(str, d["flights"])) for d in cold}),
+                         "smallest_window_bytes": min((d["window"] or 0) for d in cold) if cold else None}))
         if at_target:
             ok, n = _frac(cold, lambda d: all(x is not None and x <= 0.5 for x in d["flight_after_ack_ms"]))
             out.append(("every flight after the first leaves <= 0.5 ms after an ACK of the initiator arrives "
@@ -537,12 +645,13 @@ def cause_checks(scenario, vantage, meas, detail, rtt):
         w = max(set(wins), key=wins.count) if wins else None
         big = by(131072)
         need = -(-(131072 + 48) // w) if w else None
-        ok, n = _frac(big, lambda d: len(d["flights"]) >= need and (d["window_full"] > 0 or not at_target))
+        full = at_target and not noisy
+        ok, n = _frac(big, lambda d: len(d["flights"]) >= need and (d["window_full"] > 0 or not full))
         out.append(("the initiator advertises %s bytes; a 131120-byte Data-In needs >= %s flights%s" % (
-                        w, need, ", flights filling the advertised window (tshark window_full)" if at_target else ""),
+                        w, need, ", flights filling the advertised window (tshark window_full)" if full else ""),
                     {"op": "read", "bytes": 131072}, ok, n, 0.9,
                     {"advertised_window": w, "flights": sorted({len(d["flights"]) for d in big}),
-                     "window_full_per_read": sorted({d["window_full"] for d in big}) if at_target else None}))
+                     "window_full_per_read": sorted({d["window_full"] for d in big}) if full else None}))
         small = by(8192)
         ok, n = _frac(small, lambda d: len(d["flights"]) == 1 and d["window_full"] == 0)
         out.append(("one flight, the window never full", {"op": "read", "bytes": 8192}, ok, n, 0.9, {}))
@@ -779,6 +888,42 @@ def main():
                     "tshark at the target: an ACK left window room for more reply data, yet the target sent "
                     "only after a later ACK (its congestion window)")
                 entry[itt] = j
+    # The new sets (noisy), from tshark at one vantage of the run, for all: where an expectation rules a
+    # delayed ACK out, a command whose data receiver held its ACK (the configuration does not rule it out
+    # there: jitter spreads the segments, a long round trip outlasts the delayed-ACK timer) may have
+    # delayed_ack; a noisy variant's command for which the configured cause did not play out is not judged.
+    for m, meas in zip(made, measured):
+        sc, v = m["scenario"], m["vantage"]
+        if not lab.SCENARIOS.get(sc, {}).get("set") or sc not in initiator_checks or v == "midpath":
+            continue
+        otherwise = initiator_checks[sc][2]
+        exps = expect_for(sc, "initiator")["commands"]
+        path = os.path.join(cap, m["file"])
+        op = "read" if v == "initiator" else "write"   # the data's receiver is at this vantage
+        held = receiver_ack_delays(path, meas["per_command"], op)
+        for e in exps:
+            if "delayed_ack" not in e.get("absent", []) or e["select"]["op"] != op:
+                continue
+            sel = {c["itt"] for c in meas["per_command"] if c["bytes"] == e["select"].get("bytes", c["bytes"])}
+            for itt in sorted(set(held) & sel):
+                entry = otherwise.setdefault(_exp_key(e), {})
+                if itt in entry and entry[itt] is None:
+                    continue
+                j = entry.get(itt) or {"round_trips": e.get("round_trips"), "findings": dict(e.get("findings", {})),
+                                       "absent": list(e.get("absent", []))}
+                if j["round_trips"] is None:
+                    del j["round_trips"]
+                j["absent"] = [a for a in j["absent"] if a != "delayed_ack"]
+                j["why"] = (j.get("why", "") + "; " if j.get("why") else "") + (
+                    "tshark at the %s: its ACK of the data left %.1f ms after it (a delayed ACK)" % (
+                        "initiator" if op == "read" else "target", held[itt]))
+                entry[itt] = j
+        if v == "target":
+            rtt = meas["rtt_ms"] or (2 * m["made"]["one_way_delay_ms"] + 0.2)
+            for itt in cause_not_played_out(sc, path, meas, rtt):
+                for e in exps:
+                    if any(c["itt"] == itt and c["bytes"] == e["select"].get("bytes") for c in meas["per_command"]):
+                        otherwise.setdefault(_exp_key(e), {})[itt] = None
     for m, meas in zip(made, measured):
         path = os.path.join(cap, m["file"])
         sc = m["scenario"]

@@ -134,3 +134,11 @@ def test_noisy_set_is_late_start_with_jitter_on_every_frame():
             assert queue["step_us"] >= queue["max_us"], e["file"]
     for scn, vs in by_scn.items():
         assert vs == VANTAGES, scn
+    # every Nagle, delayed-ACK and window scenario, and a think one, with both kinds of jitter
+    bases = {e["made"]["base_scenario"] for e in noisy}
+    assert {"scripted-nagle-read-1k", "scripted-nagle-read-8k", "initiator-nagle-write-1k", "initiator-nagle-write-8k",
+            "target-nagle-read-batch2", "initiator-rcvbuf-read", "stock-idle-read", "scripted-think-read"} <= bases
+    assert any(e["made"].get("jitter") for e in noisy) and any(e["made"].get("queue_jitter") for e in noisy)
+    # one data centre, 4 ms, a metro link
+    delays = {e["made"]["one_way_delay_ms"] for e in noisy}
+    assert any(d <= 0.5 for d in delays) and 4.0 in delays and any(25 <= d <= 50 for d in delays), delays
