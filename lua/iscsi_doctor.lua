@@ -69,7 +69,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "5fb776a447847c00f3d1a0721dec5bda17cec802fb5d1a64d6dd1484a59d06ff",
+  doc_sha256 = "faaef3d65213af8c67daaa3ca511a916c8768a23404ce544123abb13d5736d23",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -1741,11 +1741,13 @@ function Connection:session_id()
 end
 
 -- What a first look at a joined connection found (Analyzer), given before its first segment.
-function Connection:seed_rtt(dir, ns)
+-- With it, the jitter that first look measured, until the connection's own samples give one.
+function Connection:seed_rtt(dir, ns, jitter)
   local r = self.rtt[dir]
   if ns < 0 or ns > RULES.rtt_max_ms * 1e6 then return end
   if not r.known or ns < r.min then r.min = ns end
   r.known = true
+  r.seeded_jitter = math.max(0, math.min(jitter, floor(RULES.jitter_excess_max_ms * 1e6 + 0.5)))
 end
 local function detected(v) if v == "on" then return true elseif v == "off" then return false end return nil end
 function Connection:digests_seen(dir)
@@ -1763,17 +1765,18 @@ function Connection:full_rtt_ns()  -- rtt_ns of both sides, written out (called 
   return (a.known and a.min or 0) + (b.known and b.min or 0)
 end
 -- The path's jitter seen from one side: the jitter percentile of the latest samples' excess over
--- the minimum, excesses beyond jitter_excess_max_ms left out (delayed ACKs); 0 with too few.
+-- the minimum, excesses beyond jitter_excess_max_ms (or half the minimum) left out (delayed ACKs);
+-- the seeded one (a joined connection's first look) or 0 with too few.
 -- (The caller bounds it by the RTT: on a LAN the excess is think time, not jitter.)
 function Connection:jitter_ns(dir)
   local r = self.rtt[dir]
-  local cap = floor(RULES.jitter_excess_max_ms * 1e6 + 0.5)
+  local cap = math.max(floor(RULES.jitter_excess_max_ms * 1e6 + 0.5), floor(r.min / RULES.jitter_rtt_divisor))
   local ex = {}
   for i = 1, math.min(r.n, RULES.jitter_window) do
     local e = r.recent[i] - r.min
     if e <= cap then ex[#ex + 1] = e end
   end
-  if #ex < RULES.jitter_samples_min then return 0 end
+  if #ex < RULES.jitter_samples_min then return r.seeded_jitter or 0 end
   table.sort(ex)
   return ex[floor((#ex - 1) * RULES.jitter_percentile / 100) + 1]
 end
@@ -2729,9 +2732,10 @@ function Connection:classify_hold(dir, seg, ready)
   local f = self.flow[dir]
   if not self.rtt[dir].known then return v end
   local rtt_side = self:rtt_ns(dir)
-  -- Jitter only delays: a release may come later than rtt(S) by the path's measured jitter.
+  -- Jitter only delays: a release may come later than rtt(S) by the path's measured jitter, which
+  -- the path between the capture point and S bounds (the engine's classify_hold).
   local tol = self:tolerance_ns()
-  local late = tol + math.min(self:jitter_ns(dir), floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor))
+  local late = tol + math.min(self:jitter_ns(dir), floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor), rtt_side)
   local function released_within(ack_t, upto)
     local d = seg.t - (ack_t + rtt_side)
     return d >= -tol and d <= upto and ack_t + rtt_side > ready
@@ -2937,7 +2941,7 @@ function Analyzer:end_probation(key, c)
   self.probation_count = self.probation_count - 1
   self.probation_bytes = self.probation_bytes - pr.bytes
   for d = 0, 1 do
-    if pr.scout.rtt[d].known then c:seed_rtt(d, pr.scout.rtt[d].min) end
+    if pr.scout.rtt[d].known then c:seed_rtt(d, pr.scout.rtt[d].min, pr.scout:jitter_ns(d)) end
     c:seed_digests(d, pr.scout:digests_seen(d))
   end
   for _, h in ipairs(pr.held) do c:on_segment(h.seg, h.dir) end

@@ -18,9 +18,11 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   const tcp::Flow& f = tcp_.flow(dir);
   if (!tcp_.rtt(dir).known()) return v;
   int64_t rtt_side = rtt_ns(dir);
-  // Jitter only delays: a release may come later than rtt(S) by the path's measured jitter.
+  // Jitter only delays: a release may come later than rtt(S) by the path's measured jitter, which
+  // the path between the capture point and S bounds (at S's own host there is no path to delay
+  // the ACK: the excess of its samples is S's answer time).
   const int64_t tol = tolerance_ns(),
-                late = tol + std::min(tcp_.rtt(dir).jitter_ns(), full_rtt_ns() / rules::jitter_rtt_divisor);
+                late = tol + std::min({tcp_.rtt(dir).jitter_ns(), full_rtt_ns() / rules::jitter_rtt_divisor, rtt_side});
   auto released_within = [&](int64_t ack_t, int64_t upto) {
     const int64_t d = seg.time_ns - (ack_t + rtt_side);
     return d >= -tol && d <= upto && ack_t + rtt_side > ready;

@@ -52,7 +52,7 @@ public:
   int64_t last_t() const { return last_t_; }  // capture time of its latest segment
   // What a first look at a joined connection found (Analyzer), given before its first segment:
   // the round trips, and the digests the framing of a stream joined mid-way would probe for.
-  void seed_rtt(int side_dir, int64_t ns) { tcp_.seed_rtt(side_dir, ns); }
+  void seed_rtt(int side_dir, int64_t ns, int64_t jitter) { tcp_.seed_rtt(side_dir, ns, jitter); }
   void seed_digests(int dir, std::optional<bool> header, std::optional<bool> data) {
     digest_seed_[dir] = {header, data};
   }

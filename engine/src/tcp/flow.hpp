@@ -198,10 +198,12 @@ public:
   }
   // The minimum found by a first look at the connection (a joined one: see Analyzer), before any
   // sample of its own: no sample is counted.
-  void seed(int64_t ns) {
+  // With it, the jitter that first look measured, until the connection's own samples give one.
+  void seed(int64_t ns, int64_t jitter = 0) {
     if (ns < 0 || ns > rules::ns(rules::rtt_max_ms)) return;
     if (!known_ || ns < min_) min_ = ns;
     known_ = true;
+    seeded_jitter_ = std::clamp<int64_t>(jitter, 0, rules::ns(rules::jitter_excess_max_ms));
   }
   bool known() const { return known_; }
   int64_t ns() const { return known_ ? min_ : 0; }
@@ -215,21 +217,23 @@ public:
   }
   // The jitter percentile of the latest samples' excess over the minimum, counting only excesses
   // below jitter_excess_max_ms (beyond are delayed ACKs, not the path); 0 with too few such
-  // samples. (The caller bounds it by the RTT: on a LAN the excess is think time, not jitter.)
+  // samples (or the seeded one). (The caller bounds it by the RTT: on a LAN the excess is think
+  // time, not jitter.)
   int64_t jitter_ns() const {
     std::array<int64_t, rules::jitter_window> ex;
     size_t n = 0;
     const size_t have = size_t(std::min<uint64_t>(samples_, rules::jitter_window));
+    const int64_t cap = std::max(rules::ns(rules::jitter_excess_max_ms), min_ / rules::jitter_rtt_divisor);
     for (size_t i = 0; i < have; ++i)
-      if (recent_[i] - min_ <= rules::ns(rules::jitter_excess_max_ms)) ex[n++] = recent_[i] - min_;
-    if (n < rules::jitter_samples_min) return 0;
+      if (recent_[i] - min_ <= cap) ex[n++] = recent_[i] - min_;
+    if (n < rules::jitter_samples_min) return seeded_jitter_;
     const size_t k = (n - 1) * rules::jitter_percentile / 100;
     std::nth_element(ex.begin(), ex.begin() + ptrdiff_t(k), ex.begin() + ptrdiff_t(n));
     return ex[k];
   }
 
 private:
-  int64_t min_ = 0;
+  int64_t min_ = 0, seeded_jitter_ = 0;
   bool known_ = false, handshake_ = false;
   uint64_t samples_ = 0, clean_samples_ = 0;
   std::array<int64_t, rules::jitter_window> recent_{};

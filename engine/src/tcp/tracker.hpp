@@ -55,7 +55,7 @@ public:
 
   const Flow& flow(int dir) const { return flow_[dir]; }
   const RttEstimate& rtt(int side_dir) const { return rtt_[side_dir]; }
-  void seed_rtt(int side_dir, int64_t ns) { rtt_[side_dir].seed(ns); }
+  void seed_rtt(int side_dir, int64_t ns, int64_t jitter) { rtt_[side_dir].seed(ns, jitter); }
   int64_t rtt_ns(int side_dir) const { return rtt_[side_dir].ns(); }  // capture point <-> that side
   int64_t full_rtt_ns() const { return rtt_[0].ns() + rtt_[1].ns(); }
   bool saw_syn() const { return saw_syn_; }

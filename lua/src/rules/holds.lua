@@ -8,9 +8,10 @@ function Connection:classify_hold(dir, seg, ready)
   local f = self.flow[dir]
   if not self.rtt[dir].known then return v end
   local rtt_side = self:rtt_ns(dir)
-  -- Jitter only delays: a release may come later than rtt(S) by the path's measured jitter.
+  -- Jitter only delays: a release may come later than rtt(S) by the path's measured jitter, which
+  -- the path between the capture point and S bounds (the engine's classify_hold).
   local tol = self:tolerance_ns()
-  local late = tol + math.min(self:jitter_ns(dir), floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor))
+  local late = tol + math.min(self:jitter_ns(dir), floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor), rtt_side)
   local function released_within(ack_t, upto)
     local d = seg.t - (ack_t + rtt_side)
     return d >= -tol and d <= upto and ack_t + rtt_side > ready

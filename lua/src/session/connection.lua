@@ -56,11 +56,13 @@ function Connection:session_id()
 end
 
 -- What a first look at a joined connection found (Analyzer), given before its first segment.
-function Connection:seed_rtt(dir, ns)
+-- With it, the jitter that first look measured, until the connection's own samples give one.
+function Connection:seed_rtt(dir, ns, jitter)
   local r = self.rtt[dir]
   if ns < 0 or ns > RULES.rtt_max_ms * 1e6 then return end
   if not r.known or ns < r.min then r.min = ns end
   r.known = true
+  r.seeded_jitter = math.max(0, math.min(jitter, floor(RULES.jitter_excess_max_ms * 1e6 + 0.5)))
 end
 local function detected(v) if v == "on" then return true elseif v == "off" then return false end return nil end
 function Connection:digests_seen(dir)
@@ -78,17 +80,18 @@ function Connection:full_rtt_ns()  -- rtt_ns of both sides, written out (called 
   return (a.known and a.min or 0) + (b.known and b.min or 0)
 end
 -- The path's jitter seen from one side: the jitter percentile of the latest samples' excess over
--- the minimum, excesses beyond jitter_excess_max_ms left out (delayed ACKs); 0 with too few.
+-- the minimum, excesses beyond jitter_excess_max_ms (or half the minimum) left out (delayed ACKs);
+-- the seeded one (a joined connection's first look) or 0 with too few.
 -- (The caller bounds it by the RTT: on a LAN the excess is think time, not jitter.)
 function Connection:jitter_ns(dir)
   local r = self.rtt[dir]
-  local cap = floor(RULES.jitter_excess_max_ms * 1e6 + 0.5)
+  local cap = math.max(floor(RULES.jitter_excess_max_ms * 1e6 + 0.5), floor(r.min / RULES.jitter_rtt_divisor))
   local ex = {}
   for i = 1, math.min(r.n, RULES.jitter_window) do
     local e = r.recent[i] - r.min
     if e <= cap then ex[#ex + 1] = e end
   end
-  if #ex < RULES.jitter_samples_min then return 0 end
+  if #ex < RULES.jitter_samples_min then return r.seeded_jitter or 0 end
   table.sort(ex)
   return ex[floor((#ex - 1) * RULES.jitter_percentile / 100) + 1]
 end
