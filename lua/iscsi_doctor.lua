@@ -69,7 +69,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "faaef3d65213af8c67daaa3ca511a916c8768a23404ce544123abb13d5736d23",
+  doc_sha256 = "bc5f73d9383c9498aa76dc25330022bdbbc82252768e223614b5d5da763385ce",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -79,6 +79,7 @@ local RULES = {
   jitter_samples_min = 4,
   jitter_excess_max_ms = 8,
   jitter_percentile = 95,
+  nagle_jitter_percentile = 100,
   jitter_rtt_divisor = 2,
   wait_min_ms = 0.5,
   wait_min_rtt_divisor = 4,
@@ -1768,7 +1769,7 @@ end
 -- the minimum, excesses beyond jitter_excess_max_ms (or half the minimum) left out (delayed ACKs);
 -- the seeded one (a joined connection's first look) or 0 with too few.
 -- (The caller bounds it by the RTT: on a LAN the excess is think time, not jitter.)
-function Connection:jitter_ns(dir)
+function Connection:jitter_ns(dir, percentile)
   local r = self.rtt[dir]
   local cap = math.max(floor(RULES.jitter_excess_max_ms * 1e6 + 0.5), floor(r.min / RULES.jitter_rtt_divisor))
   local ex = {}
@@ -1778,7 +1779,7 @@ function Connection:jitter_ns(dir)
   end
   if #ex < RULES.jitter_samples_min then return r.seeded_jitter or 0 end
   table.sort(ex)
-  return ex[floor((#ex - 1) * RULES.jitter_percentile / 100) + 1]
+  return ex[floor((#ex - 1) * (percentile or RULES.jitter_percentile) / 100) + 1]
 end
 -- Jitter allowance when matching a release to the ACK that caused it (integer ns, as the engine).
 function Connection:tolerance_ns()
@@ -2735,12 +2736,15 @@ function Connection:classify_hold(dir, seg, ready)
   -- Jitter only delays: a release may come later than rtt(S) by the path's measured jitter, which
   -- the path between the capture point and S bounds (the engine's classify_hold).
   local tol = self:tolerance_ns()
-  local late = tol + math.min(self:jitter_ns(dir), floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor), rtt_side)
+  local bound = math.min(floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor), rtt_side)
+  local late = tol + math.min(self:jitter_ns(dir), bound)
+  -- A Nagle hold has its proof in the stream: its release may come as late as the path's largest
+  -- recent round trip (the engine's nagle_late).
+  local nagle_late = tol + math.min(self:jitter_ns(dir, RULES.nagle_jitter_percentile), bound)
   local function released_within(ack_t, upto)
     local d = seg.t - (ack_t + rtt_side)
     return d >= -tol and d <= upto and ack_t + rtt_side > ready
   end
-  local function released_by(ack_t) return released_within(ack_t, late) end
   local len = seg.wire_len
   local small = f.last_small
   -- Nagle holds one partial segment: a TSO/GRO aggregate carries full segments that Nagle would
@@ -2748,7 +2752,7 @@ function Connection:classify_hold(dir, seg, ready)
   -- the flow has shown whole-multiple ones; before, it may be one jumbo frame, judged by its tail.
   local nagle_candidate = len < f:effective_mss() or (f.aggregates_whole == 0 and f:is_small(len))
   if f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
-     released_by(small.ack_t) then
+     released_within(small.ack_t, nagle_late) then
     v.held = true
     v.kind = "nagle_hold"
     v.release_frame = small.ack_frame

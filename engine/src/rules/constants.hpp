@@ -17,6 +17,7 @@ inline constexpr size_t jitter_window = 32;
 inline constexpr size_t jitter_samples_min = 4;
 inline constexpr double jitter_excess_max_ms = 8;
 inline constexpr size_t jitter_percentile = 95;
+inline constexpr size_t nagle_jitter_percentile = 100;
 inline constexpr int64_t jitter_rtt_divisor = 2;
 inline constexpr double wait_min_ms = 0.5;
 inline constexpr int64_t wait_min_rtt_divisor = 4;

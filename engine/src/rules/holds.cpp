@@ -21,13 +21,16 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   // Jitter only delays: a release may come later than rtt(S) by the path's measured jitter, which
   // the path between the capture point and S bounds (at S's own host there is no path to delay
   // the ACK: the excess of its samples is S's answer time).
-  const int64_t tol = tolerance_ns(),
-                late = tol + std::min({tcp_.rtt(dir).jitter_ns(), full_rtt_ns() / rules::jitter_rtt_divisor, rtt_side});
+  const int64_t bound = std::min(full_rtt_ns() / rules::jitter_rtt_divisor, rtt_side);
+  const int64_t tol = tolerance_ns(), late = tol + std::min(tcp_.rtt(dir).jitter_ns(), bound);
+  // A Nagle hold has its proof in the stream (the earlier partial segment was unacknowledged when
+  // this one was ready, so it could not leave before the ACK reached S): its release may come as
+  // late as the path's largest recent round trip, not only its usual spread.
+  const int64_t nagle_late = tol + std::min(tcp_.rtt(dir).jitter_ns(rules::nagle_jitter_percentile), bound);
   auto released_within = [&](int64_t ack_t, int64_t upto) {
     const int64_t d = seg.time_ns - (ack_t + rtt_side);
     return d >= -tol && d <= upto && ack_t + rtt_side > ready;
   };
-  auto released_by = [&](int64_t ack_t) { return released_within(ack_t, late); };
   uint32_t len = seg.payload_wire_len;
   const tcp::SmallSegment& small = f.last_small;
   // Nagle holds one partial segment: a TSO/GRO aggregate carries full segments that Nagle would
@@ -35,7 +38,8 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   // MSS is such an aggregate once the flow has shown whole-multiple ones; before, it may be one
   // jumbo frame of a larger MSS than the one inferred, and is judged by its tail.
   const bool nagle_candidate = len < f.effective_mss() || (f.aggregates_whole == 0 && f.is_small(len));
-  if (f.has_small && small.acked && small.frame != seg.frame && nagle_candidate && released_by(small.ack_t)) {
+  if (f.has_small && small.acked && small.frame != seg.frame && nagle_candidate &&
+      released_within(small.ack_t, nagle_late)) {
     // Nagle (Minshall's variant, as in Linux): a partial segment waits while the previous
     // partial segment is unacknowledged.
     v.held = true;

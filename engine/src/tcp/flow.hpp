@@ -219,7 +219,7 @@ public:
   // below jitter_excess_max_ms (beyond are delayed ACKs, not the path); 0 with too few such
   // samples (or the seeded one). (The caller bounds it by the RTT: on a LAN the excess is think
   // time, not jitter.)
-  int64_t jitter_ns() const {
+  int64_t jitter_ns(size_t percentile = rules::jitter_percentile) const {
     std::array<int64_t, rules::jitter_window> ex;
     size_t n = 0;
     const size_t have = size_t(std::min<uint64_t>(samples_, rules::jitter_window));
@@ -227,7 +227,7 @@ public:
     for (size_t i = 0; i < have; ++i)
       if (recent_[i] - min_ <= cap) ex[n++] = recent_[i] - min_;
     if (n < rules::jitter_samples_min) return seeded_jitter_;
-    const size_t k = (n - 1) * rules::jitter_percentile / 100;
+    const size_t k = (n - 1) * percentile / 100;
     std::nth_element(ex.begin(), ex.begin() + ptrdiff_t(k), ex.begin() + ptrdiff_t(n));
     return ex[k];
   }

@@ -2,7 +2,7 @@
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "faaef3d65213af8c67daaa3ca511a916c8768a23404ce544123abb13d5736d23",
+  doc_sha256 = "bc5f73d9383c9498aa76dc25330022bdbbc82252768e223614b5d5da763385ce",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -12,6 +12,7 @@ local RULES = {
   jitter_samples_min = 4,
   jitter_excess_max_ms = 8,
   jitter_percentile = 95,
+  nagle_jitter_percentile = 100,
   jitter_rtt_divisor = 2,
   wait_min_ms = 0.5,
   wait_min_rtt_divisor = 4,

@@ -11,12 +11,15 @@ function Connection:classify_hold(dir, seg, ready)
   -- Jitter only delays: a release may come later than rtt(S) by the path's measured jitter, which
   -- the path between the capture point and S bounds (the engine's classify_hold).
   local tol = self:tolerance_ns()
-  local late = tol + math.min(self:jitter_ns(dir), floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor), rtt_side)
+  local bound = math.min(floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor), rtt_side)
+  local late = tol + math.min(self:jitter_ns(dir), bound)
+  -- A Nagle hold has its proof in the stream: its release may come as late as the path's largest
+  -- recent round trip (the engine's nagle_late).
+  local nagle_late = tol + math.min(self:jitter_ns(dir, RULES.nagle_jitter_percentile), bound)
   local function released_within(ack_t, upto)
     local d = seg.t - (ack_t + rtt_side)
     return d >= -tol and d <= upto and ack_t + rtt_side > ready
   end
-  local function released_by(ack_t) return released_within(ack_t, late) end
   local len = seg.wire_len
   local small = f.last_small
   -- Nagle holds one partial segment: a TSO/GRO aggregate carries full segments that Nagle would
@@ -24,7 +27,7 @@ function Connection:classify_hold(dir, seg, ready)
   -- the flow has shown whole-multiple ones; before, it may be one jumbo frame, judged by its tail.
   local nagle_candidate = len < f:effective_mss() or (f.aggregates_whole == 0 and f:is_small(len))
   if f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
-     released_by(small.ack_t) then
+     released_within(small.ack_t, nagle_late) then
     v.held = true
     v.kind = "nagle_hold"
     v.release_frame = small.ack_frame

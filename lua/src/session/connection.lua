@@ -83,7 +83,7 @@ end
 -- the minimum, excesses beyond jitter_excess_max_ms (or half the minimum) left out (delayed ACKs);
 -- the seeded one (a joined connection's first look) or 0 with too few.
 -- (The caller bounds it by the RTT: on a LAN the excess is think time, not jitter.)
-function Connection:jitter_ns(dir)
+function Connection:jitter_ns(dir, percentile)
   local r = self.rtt[dir]
   local cap = math.max(floor(RULES.jitter_excess_max_ms * 1e6 + 0.5), floor(r.min / RULES.jitter_rtt_divisor))
   local ex = {}
@@ -93,7 +93,7 @@ function Connection:jitter_ns(dir)
   end
   if #ex < RULES.jitter_samples_min then return r.seeded_jitter or 0 end
   table.sort(ex)
-  return ex[floor((#ex - 1) * RULES.jitter_percentile / 100) + 1]
+  return ex[floor((#ex - 1) * (percentile or RULES.jitter_percentile) / 100) + 1]
 end
 -- Jitter allowance when matching a release to the ACK that caused it (integer ns, as the engine).
 function Connection:tolerance_ns()
