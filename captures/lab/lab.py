@@ -110,6 +110,8 @@ def scenario(name, register=True, **kw):
     kw.setdefault("mtu", 1500)
     kw.setdefault("jitter", None)            # delayfwd -j: {"max_us": M, "percent": P, "seed": S}
     kw.setdefault("queue", None)             # delayfwd -J: {"max_us": M, "step_us": T, "seed": S}
+    kw.setdefault("link_mbit", 1000)         # delayfwd -r: the wire's serialisation rate
+    kw.setdefault("sessions", 1)             # concurrent qemu-io sessions (each its own connection)
     # set: the manifest's group of the scenario (None: the first lab fixtures). The accuracy test holds
     # its floor per set, so a set of new field conditions can land before the engine handles it.
     kw.setdefault("set", None)
@@ -470,6 +472,50 @@ noisy("initiator-rcvbuf-read", "metro-jitter-all", "all", delay_ms=25.0, workloa
       workload_text=_W_RCVBUF(12)[1])
 
 
+# 13. the link as the limit (issue #32, set "link"): tgtd and qemu-io as shipped over a wire serialised at
+#     100 Mbit/s or 1 Gbit/s, 1 or 25 ms one way. Warm-up transfers of 1.5 MiB (a size no expectation
+#     selects) open the congestion and receive windows first. delayfwd queues without limit: no loss.
+def link_workload(reads_1m, writes_1m, small=(), base=0, warm_reads=4, warm_writes=1):
+    cmds = qio_seq("read", 1536 * KIB, warm_reads, base) + qio_seq("write", 1536 * KIB, warm_writes, base + 6 * MIB)
+    cmds += qio_seq("read", MIB, reads_1m, base + 8 * MIB) + qio_seq("write", MIB, writes_1m, base + 16 * MIB)
+    off = base + 24 * MIB
+    for op, size, n in small:
+        cmds += qio_seq(op, size, n, off)
+        off += MIB
+    text = "%d x READ 1.5 MiB and %d x WRITE 1.5 MiB (warm-up), then " % (warm_reads, warm_writes) + ", ".join(
+        ["%d x %s 1 MiB" % (n, op) for op, n in (("READ", reads_1m), ("WRITE", writes_1m)) if n]
+        + ["%d x %s %s" % (n, op.upper(), "%d KiB" % (size // KIB)) for op, size, n in small]) + ", sequential"
+    return [("qemu-io", cmds)], text
+
+
+def link(name, mbit, delay_ms, workload, doc, sessions=1):
+    wl, text = workload
+    rate = "%d Mbit/s" % mbit if mbit < 1000 else "%g Gbit/s" % (mbit / 1000)
+    return scenario(name, set="link", cc_at_listen=True, link_mbit=mbit, delay_ms=delay_ms, sessions=sessions,
+                    doc="tgtd and qemu-io as shipped over a wire serialised at %s, %g ms one way. %s" % (
+                        rate, delay_ms, doc),
+                    workload=wl, workload_text=text + "; the wire serialises at %s" % rate)
+
+
+link("link-100m-1ms", 100, 1.0, link_workload(6, 6, (("read", 64 * KIB, 12), ("write", 64 * KIB, 12))),
+     "Every transfer of 64 KiB or more takes longer on the wire (5.7 ms for 64 KiB, 89 ms for 1 MiB) than the "
+     "2 ms round trip: the link is the limit.")
+link("link-100m-25ms", 100, 25.0, link_workload(6, 6, (("write", 64 * KIB, 12),)),
+     "A 1 MiB read takes 89 ms on the wire against a 50 ms round trip: the link is the limit. 1 MiB writes "
+     "wait for four R2Ts (MaxBurstLength 256 KiB) and 64 KiB writes take 5.7 ms on the wire: round trips "
+     "dominate.")
+link("link-1g-1ms", 1000, 1.0, link_workload(6, 6, (("read", 8 * KIB, 12), ("write", 8 * KIB, 12))),
+     "A 1 MiB read takes 8.9 ms on the wire against a 2 ms round trip: the link is the limit; 8 KiB "
+     "transfers take 0.07 ms.")
+link("link-1g-25ms", 1000, 25.0, link_workload(6, 0, (("read", 64 * KIB, 12), ("write", 64 * KIB, 12))),
+     "A 64 KiB transfer takes 0.57 ms on the wire against a 50 ms round trip: the link is not the limit.")
+_SHARED = [link_workload(10, 6, (), base=0, warm_reads=2, warm_writes=1),
+           link_workload(10, 6, (), base=32 * MIB, warm_reads=2, warm_writes=1)]
+link("link-100m-1ms-shared", 100, 1.0, ([w[0][0] for w in _SHARED], "two sessions at once, each: " + _SHARED[0][1]),
+     "Two qemu-io sessions (two connections, two initiator names) run at once and share the 100 Mbit/s wire: "
+     "while both transfer, each gets about half of it.", sessions=2)
+
+
 # --------------------------------------------------------------------------------------------
 # The lab
 # --------------------------------------------------------------------------------------------
@@ -509,7 +555,7 @@ class Lab:
                 sh(self.nsexec(ns) + ["sysctl", "-qw", k + "=1"], check=False)
 
         cmd = [os.path.join(self.build, "delayfwd"), "-a", self.ns_i + ":lab0", "-b", self.ns_t + ":lab0",
-               "-d", str(int(sc["delay_ms"] * 1000)), "-r", "1000", "-M", str(sc["mtu"])]
+               "-d", str(int(sc["delay_ms"] * 1000)), "-r", str(sc["link_mbit"]), "-M", str(sc["mtu"])]
         if sc["jitter"]:
             j = sc["jitter"]
             cmd += ["-j", "%d:%d:%d" % (j["max_us"], j["percent"], j.get("seed", 1))]
@@ -695,25 +741,30 @@ class Lab:
         iqn = SCRIPTED_IQN if self.sc["target"] == "scripted" else TGT_IQN
         return "iscsi://%s/%s/1" % (IP_T, iqn)
 
-    def image_args(self):
+    def image_args(self, session=None):
+        iqn = SCRIPTED_IQN if self.sc["target"] == "scripted" else TGT_IQN
         if self.sc["header_digest"]:
-            iqn = SCRIPTED_IQN if self.sc["target"] == "scripted" else TGT_IQN
             return ["--image-opts", "driver=iscsi,transport=tcp,portal=%s,target=%s,lun=1,header-digest=crc32c"
                     % (IP_T, iqn)]
+        if session is not None:   # concurrent sessions: each its own initiator name (its own I_T nexus)
+            return ["--image-opts", "driver=iscsi,transport=tcp,portal=%s,target=%s,lun=1,"
+                    "initiator-name=iqn.2026-11.org.iscsi-doctor:session%d" % (IP_T, iqn, session)]
         return ["-f", "raw", self.url()]
+
+    def qemu_io_cmd(self, arg, session=None):
+        cmd = ["qemu-io", "-t", "none"]
+        for c in arg:
+            cmd += ["-c", c]
+        return cmd + self.image_args(session)
 
     def run_workload(self):
         env = self.initiator_env()
+        if self.sc["sessions"] > 1:
+            self.run_sessions(env)
+            return
         for kind, arg in self.sc["workload"]:
             if kind == "qemu-io":
-                cmd = ["qemu-io", "-t", "none"]
-                for c in arg:
-                    cmd += ["-c", c]
-                img = self.image_args()
-                if img[0] == "-f":
-                    cmd += img[:2] + [img[2]]
-                else:
-                    cmd += img
+                cmd = self.qemu_io_cmd(arg)
             elif kind == "bench":
                 cmd = ["qemu-img", "bench", "-t", "none"] + arg + self.image_args()
             elif kind == "test-cu":
@@ -724,6 +775,23 @@ class Lab:
             else:
                 raise ValueError(kind)
             self.run_one(cmd, env, kind)
+
+    def run_sessions(self, env):
+        """Each qemu-io entry of the workload at the same time, one session each (a shared wire)."""
+        errors = []
+
+        def one(i, arg):
+            try:
+                self.run_one(self.qemu_io_cmd(arg, session=i + 1), env, "qemu-io")
+            except BaseException as e:  # re-raised below
+                errors.append(e)
+        threads = [threading.Thread(target=one, args=(i, arg)) for i, (kind, arg) in enumerate(self.sc["workload"])]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
 
     def run_workload_catching(self):
         self.workload_error = None
@@ -833,7 +901,7 @@ def made_block(sc, vantage, vers):
         "one_way_delay_ms": sc["delay_ms"],
         "mtu": sc["mtu"],
         "mss": sc["mtu"] - 52,   # IPv4 and TCP headers with timestamps
-        "link_mbit_s": 1000,
+        "link_mbit_s": sc["link_mbit"],
         "congestion_control": sc["cc"],
         "nagle": {"initiator": sc["initiator_nagle"], "target": sc["target_nagle"] if sc["target"] == "scripted"
                   else sc["target_nagle"]},
@@ -853,6 +921,8 @@ def made_block(sc, vantage, vers):
     # keys of the later scenarios only, so that the blocks of the others stay as they were
     if sc["queue"]:
         made["queue_jitter"] = dict(sc["queue"])
+    if sc["sessions"] > 1:
+        made["sessions"] = sc["sessions"]
     # the configured cause of the scenarios that set one (absent from the others, whose blocks stay as they were)
     cause = {}
     if sc["cc_at_listen"]:

@@ -309,6 +309,74 @@ def _think_expectations(scenario, proc_ms={1024: 0.4, 8192: 1.5}):
 for _n in ("scripted-think-read-jitter-queue", "scripted-think-read-dc-jitter-queue"):
     EXPECT[_n] = {"commands": _think_expectations(_n), "session": {"findings": ["serialized"]}}
 
+# The link as the limit (lab.py section 13, set "link"). From the configuration: S = the data's time on the
+# wire at the link rate, R = the round trip, k = the round trips the negotiated keys need (tgtd: 8 KiB of
+# immediate data, InitialR2T=Yes, MaxBurstLength 256 KiB, one R2T at a time). A transfer is link-bound when S
+# is at least half of k x R + S (link_limited, side network; no window, delayed-ACK or think finding), not
+# when S is at most a tenth of it (no link_limited); in between link_limited is neither required nor
+# excluded. Checked with tshark: link_checks below.
+LINK_BOUND, LINK_FREE = 0.5, 0.1
+_TGT_IMMEDIATE, _TGT_BURST = 8192, 262144
+
+
+def _key_round_trips(op, nbytes):
+    """Round trips tgtd's default keys need: a read 1; a write 1 + one per R2T."""
+    if op == "read" or nbytes <= _TGT_IMMEDIATE:
+        return 1
+    return 1 + -(-(nbytes - _TGT_IMMEDIATE) // _TGT_BURST)
+
+
+def _link_expectation(scenario, op, nbytes, state_round_trips=True):
+    sc = lab.SCENARIOS[scenario]
+    rtt = 2 * sc["delay_ms"]
+    k = _key_round_trips(op, nbytes)
+    wire = _wire(nbytes, sc["link_mbit"])
+    share = wire / (k * rtt + wire)
+    e = {"select": {"op": op, "bytes": nbytes}, "min_fraction": 0.9}
+    if state_round_trips:
+        e["round_trips"] = e["ideal_round_trips"] = k
+    e["findings"] = {"r2t_round_trip": "target"} if k > 1 and state_round_trips else {}
+    holds = ["nagle_hold", "delayed_ack", "retransmission", "target_think"]
+    e["absent"] = holds + ([] if k > 1 else ["r2t_round_trip"])
+    rate = "%d Mbit/s" % sc["link_mbit"]
+    if sc.get("sessions", 1) > 1:
+        rate += " shared by %d sessions" % sc["sessions"]
+    figures = "%s %d bytes: %.1f ms on the wire at %s against %d round trip%s of %g ms (%.0f%%)" % (
+        op, nbytes, wire, rate, k, "s" if k > 1 else "", rtt, 100 * share)
+    if share >= LINK_BOUND:
+        e["findings"]["link_limited"] = "network"
+        e["absent"] += ["cwnd_limited", "rwnd_limited"]
+        e["why"] = figures + ": bound by the link. After the warm-up the windows are open (tshark: the link busy " \
+                             "while the data moves, no window full), so no window finding"
+    elif share <= LINK_FREE:
+        e["absent"].append("link_limited")
+        e["why"] = figures + ": the link is not the limit"
+    else:
+        e["why"] = figures + ": link_limited neither required nor excluded"
+    if state_round_trips and op == "read":
+        e["why"] += "; round trips timed with tshark less the target's own time to its first Data-In"
+    if sc.get("sessions", 1) > 1:
+        e["why"] += "; round trips not stated (the sessions' shares of the link vary)"
+    elif k > 1 and not state_round_trips:
+        e["why"] += "; round trips not stated (%d R2T cycles, each after the previous burst)" % (k - 1)
+    return e
+
+
+def _link(scenario, *sel, shared=False):
+    """Round trips are stated for reads and single-burst writes; not where two sessions share the link (a
+    FIFO shared by two connections splits it by their windows, not evenly: tshark cannot time a command's
+    share), and not for the session's serialized verdict there either."""
+    EXPECT[scenario] = {"commands": [_link_expectation(scenario, op, n, not shared and (n < 1048576 or op == "read"))
+                                     for op, n in sel],
+                        "session": {} if shared else {"findings": ["serialized"]}}
+
+
+_link("link-100m-1ms", ("read", 1048576), ("write", 1048576), ("read", 65536), ("write", 65536))
+_link("link-100m-25ms", ("read", 1048576), ("write", 1048576), ("write", 65536))
+_link("link-1g-1ms", ("read", 1048576), ("write", 1048576), ("read", 8192), ("write", 8192))
+_link("link-1g-25ms", ("read", 1048576), ("read", 65536), ("write", 65536))
+_link("link-100m-1ms-shared", ("read", 1048576), ("write", 1048576), shared=True)
+
 # What the tool still misses on field-condition captures (issue: captures people actually take): an
 # expectation may carry known_gap_at {vantage: why}, a strict expected failure in
 # tests/integration/test_manifest.py until fixed. None is open.
@@ -332,7 +400,8 @@ def expect_for(scenario, vantage):
 
 
 def _timing_ok(e, c, rtt, think, jitter_ms, mbit=1000, per_round_trip=False):
-    """Whether a command's latency at the initiator (tshark) fits expectation e's round trips."""
+    """Whether a command's latency at the initiator (tshark) fits expectation e's round trips.
+    mbit: the link rate each transfer gets (the wire's rate, shared by concurrent sessions)."""
     k = e["round_trips"]
     lat = c["latency_ms"] - think.get(c["bytes"], 0)   # the target's configured wait is not a round trip
     with_delack = lat >= k * rtt + 20                # a ~40 ms delayed ACK on top of the k round trips
@@ -430,7 +499,10 @@ def check_expectations(scenario, m, delay_ms, path=None):
     jitter_ms = 2 * lab.extra_delay_ms(sc)
     # every frame late (not a tenth of them): each round trip is, so the tolerance counts per round trip
     per_rt = bool(sc.get("queue")) or (sc.get("jitter") or {}).get("percent") == 100
-    mbit = 1000   # the link rate a transfer gets
+    # where the link's time rivals the round trips, a latency past them does not count round trips
+    link = sc.get("set") == "link"
+    # the link rate a transfer gets: the wire's, shared by concurrent sessions
+    mbit = sc.get("link_mbit", 1000) / sc.get("sessions", 1)
     exps = expect_for(scenario, "initiator")["commands"]
     detail = {}
 
@@ -451,12 +523,20 @@ def check_expectations(scenario, m, delay_ms, path=None):
         delayed = "delayed_ack" in e.get("findings", {})
         ok = 0
         for c in sel:
-            good = _timing_ok(e, c, rtt, think, jitter_ms, mbit, per_rt)
+            ct = think
+            if link and c["op"] == "read":
+                # the target's own time to its first Data-In (tshark: after the round trip), not a round trip:
+                # tgtd takes 0.3-5 ms to start a 1 MiB read, a round trip at 1 ms one way
+                d = tcp_detail(c)
+                own = max(0.0, d["first_reply_ms"] - rtt) if d and d["first_reply_ms"] is not None else 0.0
+                ct = dict(think)
+                ct[c["bytes"]] = think.get(c["bytes"], 0) + own
+            good = _timing_ok(e, c, rtt, ct, jitter_ms, mbit, per_rt)
             ok += good
-            if good and _between_round_trips(e, c, rtt, think, jitter_ms, mbit, per_rt):
+            if good and _between_round_trips(e, c, rtt, ct, jitter_ms, mbit, per_rt):
                 otherwise.setdefault(_exp_key(e), {})[c["itt"]] = None
             elif not good:
-                otherwise.setdefault(_exp_key(e), {})[c["itt"]] = _measured_otherwise(
+                otherwise.setdefault(_exp_key(e), {})[c["itt"]] = None if link else _measured_otherwise(
                     e, c, exps, rtt, think, jitter_ms, lambda c=c: tcp_detail(c), mbit, per_rt)
         frac = ok / len(sel)
         checks.append({"select": e["select"], "round_trips": k, "fraction_ok": round(frac, 3), "n": len(sel)})
@@ -598,12 +678,14 @@ CAUSE_SCENARIOS = ("stock-idle-read", "initiator-rcvbuf-read", "scripted-think-r
 
 def cause_kind(scenario):
     """Which configured cause a scenario's captures are checked for: its own, its base's (a noisy variant:
-    the same configuration on a jittered wire) or None."""
+    the same configuration on a jittered wire), "link" (the link set) or None."""
     sc = lab.SCENARIOS.get(scenario, {})
     if scenario in CAUSE_SCENARIOS:
         return scenario
     if sc.get("set") == "noisy" and sc.get("base") in CAUSE_SCENARIOS:
         return sc["base"]
+    if sc.get("set") == "link":
+        return "link"
     return None
 
 
@@ -699,14 +781,115 @@ def tail_loss_probes(path):
     return probes, dsacks
 
 
+def _link_detail(frames, by_n, c, rate, rtt, vantage):
+    """How command c's data moved on the wire, from tshark at this vantage: at the receiver's side the data
+    frames as they arrive, at the sender's side the ACKs that come back for them (bytes acknowledged). From
+    the command's first such frame to its last, the link's traffic in that direction (every connection's: a
+    shared link) is split into runs at pauses of at least half a round trip (an R2T, a window); busy = the
+    share of the link's capacity the runs took, run_ms = their total time; window_full = the command's data
+    frames tshark flags so."""
+    if c.get("status_frame") is None or c["first_frame"] not in by_n or c["status_frame"] not in by_n:
+        return None
+    i0, i1 = by_n[c["first_frame"]], by_n[c["status_frame"]]
+    stream = frames[i0]["stream"]
+    reads = c["op"] == "read"
+    data = [fr for fr in frames[i0:i1 + 1] if fr["stream"] == stream and fr["from_target"] == reads and fr["len"]]
+    if not data:
+        return None
+    at_receiver = (vantage == "initiator") == reads
+    lo, hi = min(fr["seq"] for fr in data), max(fr["seq"] + fr["len"] for fr in data)
+    events, every = [], []     # (t, bytes on the wire): the command's, and every connection's in that direction
+    if at_receiver:
+        for fr in frames[i0:]:
+            if fr["t"] > frames[i1]["t"]:
+                break
+            if fr["from_target"] == reads:
+                every.append((fr["t"], fr["len"] + 90))   # 90: Ethernet, IP, TCP with timestamps, preamble and gap
+        events = [(fr["t"], fr["len"] + 90) for fr in data]
+    else:
+        last = {}
+        for fr in frames[:i0]:
+            if fr["from_target"] != reads:
+                last[fr["stream"]] = fr["ack"]
+        for fr in frames[i0:]:       # up to the ACK of the command's last byte (after its status, at the sender)
+            if fr["stream"] == stream and last.get(stream, 0) >= hi:
+                break
+            if fr["from_target"] == reads:
+                continue
+            prev = last.get(fr["stream"], fr["ack"])
+            last[fr["stream"]] = max(prev, fr["ack"])
+            if fr["ack"] > prev:
+                wire = (fr["ack"] - prev) * 1538 / 1448
+                every.append((fr["t"], wire))
+                if fr["stream"] == stream and lo < fr["ack"] <= hi:
+                    events.append((fr["t"], wire))
+    runs, gap = [], rtt / 2000
+    if events:
+        first, final = events[0][0], events[-1][0]
+        for t, _ in every:
+            if not first <= t <= final:
+                continue
+            if runs and t - runs[-1][1] <= gap:
+                runs[-1][1] = t
+            else:
+                runs.append([t, t])
+    busy_bits = cap_bits = 0.0
+    for a, b in runs:
+        if b > a:
+            busy_bits += sum(w for t, w in every if a < t <= b) * 8
+            cap_bits += (b - a) * rate * 1e6
+    return {"at_receiver": at_receiver, "busy": busy_bits / cap_bits if cap_bits else 0.0,
+            "run_ms": sum(b - a for a, b in runs) * 1000, "runs": len(runs),
+            "window_full": sum(fr["window_full"] for fr in data), "latency_ms": c["latency_ms"]}
+
+
+def link_checks(scenario, vantage, path, meas, rtt):
+    """The link-bound transfers move at the link's rate, with no window full: at the receiver's side the
+    link is busy for at least half of the latency; at the sender's side the ACKs come back at the link's
+    rate. The transfers not bound by it spend at most a quarter of their latency on the wire, seen at the
+    initiator (the only vantage whose latency holds the round trip: at the target a write's is ~0.2 ms)."""
+    sc = lab.SCENARIOS[scenario]
+    frames = measure.tcp_frames(path)
+    by_n = {fr["n"]: i for i, fr in enumerate(frames)}
+    out = []
+    for e in expect_for(scenario, vantage)["commands"]:
+        bound, free = "link_limited" in e.get("findings", {}), "link_limited" in e.get("absent", [])
+        if not bound and not free:
+            continue
+        cmds = [c for c in meas["per_command"] if c["op"] == e["select"]["op"] and c["bytes"] == e["select"]["bytes"]]
+        rows = [d for d in (_link_detail(frames, by_n, c, sc["link_mbit"], rtt, vantage) for c in cmds) if d]
+        at_receiver = bool(rows) and rows[0]["at_receiver"]
+        figures = {"median_busy": round(statistics.median(d["busy"] for d in rows), 3) if rows else None,
+                   "median_wire_ms": round(statistics.median(d["run_ms"] for d in rows), 2) if rows else None}
+        if bound and at_receiver:
+            ok, n = _frac(rows, lambda d: d["busy"] >= 0.85 and d["run_ms"] >= 0.5 * d["latency_ms"]
+                          and d["window_full"] == 0)
+            what = ("the data arrives in runs (split at pauses of half a round trip) with the link >= 85% busy, "
+                    "for at least half the latency; no window full")
+        elif bound:
+            ok, n = _frac(rows, lambda d: d["busy"] >= 0.85 and d["window_full"] == 0)
+            what = "the ACKs of the data come back at >= 85% of the link's rate; no window full"
+        elif vantage == "initiator":
+            ok, n = _frac(rows, lambda d: d["run_ms"] <= 0.25 * d["latency_ms"])
+            what = "the %s moves for at most a quarter of the latency" % (
+                "data" if at_receiver else "ACKs of the data")
+        else:
+            continue
+        out.append((what, e["select"], ok, n, 0.9, figures))
+    return out
+
+
 def run_cause_checks(scenario, vantage, path, meas, delay_ms=4.0):
     kind = cause_kind(scenario)
     if kind is None:
         return [], None
     rtt = meas["rtt_ms"] or (2 * delay_ms + 0.2)   # no handshake (joined): the configured RTT
     problems, block = [], []
-    detail = measure.tcp_detail(path, meas["per_command"], rtt)
-    checks = cause_checks(scenario, vantage, meas, detail, rtt)
+    if kind == "link":
+        checks = link_checks(scenario, vantage, path, meas, rtt)
+    else:
+        detail = measure.tcp_detail(path, meas["per_command"], rtt)
+        checks = cause_checks(scenario, vantage, meas, detail, rtt)
     if scenario == "scripted-think-read-batch2":
         probes, dsacks = tail_loss_probes(path)
         checks.append(("the initiator resends a 48-byte SCSI Command segment whose original was captured (a "
@@ -867,7 +1050,10 @@ def main():
         sc = m["scenario"]
         if m["vantage"] != "target" or sc not in initiator_checks:
             continue
-        exps = [e for e in expect_for(sc, "initiator")["commands"] if "cwnd_limited" in e.get("absent", [])]
+        # (not where the link is the limit: the sender's window stops it while the link's queue is full, and
+        # tshark's link checks show the link busy, so the window cost no time)
+        exps = [e for e in expect_for(sc, "initiator")["commands"] if "cwnd_limited" in e.get("absent", [])
+                and "link_limited" not in e.get("findings", {})]
         if not exps:
             continue
         waits = congestion_window_waits(os.path.join(cap, m["file"]), meas["per_command"])
@@ -888,7 +1074,7 @@ def main():
                     "tshark at the target: an ACK left window room for more reply data, yet the target sent "
                     "only after a later ACK (its congestion window)")
                 entry[itt] = j
-    # The new sets (noisy), from tshark at one vantage of the run, for all: where an expectation rules a
+    # The new sets (noisy, link), from tshark at one vantage of the run, for all: where an expectation rules a
     # delayed ACK out, a command whose data receiver held its ACK (the configuration does not rule it out
     # there: jitter spreads the segments, a long round trip outlasts the delayed-ACK timer) may have
     # delayed_ack; a noisy variant's command for which the configured cause did not play out is not judged.
@@ -911,8 +1097,8 @@ def main():
                     continue
                 j = entry.get(itt) or {"round_trips": e.get("round_trips"), "findings": dict(e.get("findings", {})),
                                        "absent": list(e.get("absent", []))}
-                if j["round_trips"] is None:
-                    del j["round_trips"]
+                if j.get("round_trips") is None:
+                    j.pop("round_trips", None)
                 j["absent"] = [a for a in j["absent"] if a != "delayed_ack"]
                 j["why"] = (j.get("why", "") + "; " if j.get("why") else "") + (
                     "tshark at the %s: its ACK of the data left %.1f ms after it (a delayed ACK)" % (
@@ -1008,7 +1194,9 @@ def main():
                     "length; min_fraction of the selected commands must satisfy round_trips/ideal_round_trips/"
                     "findings (kind -> side)/absent; measured_otherwise: commands tshark timed otherwise at the initiator, "
                     "each judged as given there or, when null, not judged), 'session' what the session-level report must say, 'tshark' what "
-                    "Wireshark's iSCSI dissector sees (default preferences).",
+                    "Wireshark's iSCSI dissector sees (default preferences); 'set' groups later lab fixtures (noisy: "
+                    "late-start captures on a jittered wire; link: transfers bound by the link's rate), the others "
+                    "having none.",
            "captures": allc}
     with open(mpath, "w") as f:
         json.dump(doc, f, indent=1)

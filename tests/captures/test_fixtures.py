@@ -18,9 +18,9 @@ ENTRIES = MANIFEST["captures"]
 IDS = [e["file"] for e in ENTRIES]
 VANTAGES = {"initiator", "target", "midpath"}
 KINDS = {"nagle_hold", "delayed_ack", "r2t_round_trip", "cwnd_limited", "rwnd_limited", "retransmission",
-         "target_think", "serialized"}
-SIDES = {"initiator", "target"}
-SETS = {"noisy"}     # an entry without "set" belongs to the first lab fixtures
+         "target_think", "serialized", "link_limited"}
+SIDES = {"initiator", "target", "network"}
+SETS = {"noisy", "link"}     # an entry without "set" belongs to the first lab fixtures
 
 needs_tshark = pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed")
 
@@ -142,3 +142,28 @@ def test_noisy_set_is_late_start_with_jitter_on_every_frame():
     # one data centre, 4 ms, a metro link
     delays = {e["made"]["one_way_delay_ms"] for e in noisy}
     assert any(d <= 0.5 for d in delays) and 4.0 in delays and any(25 <= d <= 50 for d in delays), delays
+
+
+def test_link_set_covers_the_issue():
+    """Issue 32's lab: 100 Mbit/s and 1 Gbit/s wires at 1 and 25 ms one way, 64 KiB-1 MiB reads and writes,
+    two sessions sharing a 100 Mbit/s wire; link_limited (side network) where the configuration makes the
+    link the limit, and no link_limited where it does not."""
+    link = [e for e in ENTRIES if e.get("set") == "link"]
+    assert link
+    made = [e["made"] for e in link]
+    assert {(m["link_mbit_s"], m["one_way_delay_ms"]) for m in made} >= {(100, 1.0), (100, 25.0), (1000, 1.0),
+                                                                        (1000, 25.0)}
+    assert any(m.get("sessions", 1) == 2 and m["link_mbit_s"] == 100 for m in made)
+    for e in link:
+        assert {e["made"]["vantage"]} <= {"initiator", "target"}
+    exps = [x for e in link for x in e["expect"]]
+    bound = [x for x in exps if x["findings"].get("link_limited") == "network"]
+    free = [x for x in exps if "link_limited" in x.get("absent", [])]
+    assert bound and free
+    for x in bound:
+        assert {"cwnd_limited", "rwnd_limited", "delayed_ack", "target_think"} <= set(x["absent"]), x["select"]
+    sizes = {(x["select"]["op"], x["select"]["bytes"]) for x in bound}
+    assert {("read", 65536), ("write", 65536), ("read", 1048576), ("write", 1048576)} <= sizes
+    # elsewhere no expectation names the new kind
+    assert not any("link_limited" in x.get("findings", {}) for e in ENTRIES if e.get("set") != "link"
+                   for x in e["expect"])
