@@ -620,6 +620,34 @@ def receiver_ack_delays(path, cmds, op, min_ms=10.0):
     return out
 
 
+def target_own_ms(path, cmds):
+    """{itt: ms} of the target's own time per command, from tshark at the target (PATH): for a read, from
+    the command to its first Data-In; for a write, the time each R2T and the SCSI Response left after the
+    initiator's latest data before it, summed."""
+    frames = measure.tcp_frames(path)
+    by_n = {fr["n"]: i for i, fr in enumerate(frames)}
+    out = {}
+    for c in cmds:
+        if c.get("status_frame") is None or c["first_frame"] not in by_n or c["status_frame"] not in by_n \
+                or c["op"] not in ("read", "write"):
+            continue
+        i0, i1 = by_n[c.get("cmd_frame", c["first_frame"])], by_n[c["status_frame"]]
+        stream = frames[i0]["stream"]
+        last_in, own = frames[i0]["t"], 0.0
+        for fr in frames[i0:i1 + 1]:
+            if fr["stream"] != stream or not fr["len"]:
+                continue
+            if not fr["from_target"]:
+                last_in = fr["t"]
+            elif last_in is not None:
+                own += fr["t"] - last_in
+                last_in = None
+                if c["op"] == "read":
+                    break
+        out[c["itt"]] = round(own * 1000, 3)
+    return out
+
+
 def cause_not_played_out(scenario, path, meas, rtt):
     """ITTs of a noisy variant's commands for which tshark at the target (PATH) shows that its base's
     configured cause did not play out as configured: a slow-start read whose target had sent something
@@ -1104,6 +1132,29 @@ def main():
                     "tshark at the %s: its ACK of the data left %.1f ms after it (a delayed ACK)" % (
                         "initiator" if op == "read" else "target", held[itt]))
                 entry[itt] = j
+        if v == "target" and not lab.SCENARIOS[sc].get("think_ms"):
+            # where an expectation rules target_think out, a command the target itself held >= 2 ms
+            # (docs/rules.md think_min_ms; tgtd takes up to ~5 ms to start a 1 MiB read) may have it at
+            # some vantage: the configuration does not say how long the target takes
+            own = target_own_ms(path, meas["per_command"])
+            for e in exps:
+                if "target_think" not in e.get("absent", []):
+                    continue
+                sel = [c["itt"] for c in meas["per_command"] if c["op"] == e["select"]["op"]
+                       and c["bytes"] == e["select"].get("bytes", c["bytes"]) and own.get(c["itt"], 0) >= 2.0]
+                for itt in sel:
+                    entry = otherwise.setdefault(_exp_key(e), {})
+                    if itt in entry and entry[itt] is None:
+                        continue
+                    j = entry.get(itt) or {"round_trips": e.get("round_trips"),
+                                           "findings": dict(e.get("findings", {})), "absent": list(e.get("absent", []))}
+                    if j.get("round_trips") is None:
+                        j.pop("round_trips", None)
+                    j["absent"] = [a for a in j["absent"] if a != "target_think"]
+                    j["why"] = (j.get("why", "") + "; " if j.get("why") else "") + (
+                        "tshark at the target: it took %.1f ms of its own (first Data-In, or R2Ts and status, after "
+                        "the initiator's data)" % own[itt])
+                    entry[itt] = j
         if v == "target":
             rtt = meas["rtt_ms"] or (2 * m["made"]["one_way_delay_ms"] + 0.2)
             for itt in cause_not_played_out(sc, path, meas, rtt):
