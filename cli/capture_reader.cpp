@@ -4,6 +4,12 @@
 // any other. The pcap_t is owned by a libtins BaseSniffer, which closes it. Each packet goes to the
 // decoder chosen for the link type (packet_decoder.hpp) and, when it is TCP, to the caller as a
 // Segment.
+//
+// What libpcap cannot read goes through libwiretap (wiretap_reader.hpp), each packet to the decoder
+// of its own link type: a format libpcap does not know, from the start; a pcapng whose interfaces
+// differ in link type, from where libpcap gives up (it reads the first interface only when it opens
+// the file), the frames it already handed on skipped. wiretap opens files by name: a stream, or a
+// file we decompress, reaches it through a pipe fed by a thread (PipeFeed), never through the disk.
 #include "capture_reader.hpp"
 
 #include <fcntl.h>
@@ -16,16 +22,19 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "decompress.hpp"
 #include "packet_decoder.hpp"
+#include "wiretap_reader.hpp"
 
 namespace iscsi_doctor::cli {
 namespace {
@@ -37,6 +46,10 @@ constexpr size_t kFileBuffer = 1 << 20;       // stdio's default (4 KiB) costs a
 constexpr size_t kWindow = 1 << 20;           // bytes read at once by the pcap walker: stays in cache
 constexpr uint64_t kProgressEvery = 1 << 16;  // packets between progress calls
 constexpr int kPacketNoticesShown = 5;        // per kind of packet problem, then only counted
+// A pcapng stream's first bytes are kept (up to this many) so that wiretap can read it from the
+// start when libpcap meets a second link type.
+constexpr size_t kStreamRecordMax = 32 << 20;
+constexpr int kDltRawOpenBsd = 14;
 
 FileFormat format_of(const uint8_t* b, size_t n) {
   if (n < 4) return FileFormat::unknown;
@@ -62,11 +75,11 @@ struct StreamCookie {
   FILE* src = nullptr;  // ... or this (owned)
   std::vector<uint8_t> head;
   size_t head_pos = 0;
-  uint64_t* consumed = nullptr;  // bytes taken from fd, for progress and the size read
+  std::atomic<uint64_t>* consumed = nullptr;  // bytes taken from fd, for progress and the size read
+  std::vector<uint8_t>* record = nullptr;     // while set: every byte handed on is appended here
 };
 
-ssize_t stream_read(void* cookie, char* buf, size_t size) {
-  auto* c = static_cast<StreamCookie*>(cookie);
+ssize_t stream_read_raw(StreamCookie* c, char* buf, size_t size) {
   if (c->head_pos < c->head.size()) {
     const size_t n = std::min(size, c->head.size() - c->head_pos);
     std::memcpy(buf, c->head.data() + c->head_pos, n);
@@ -88,6 +101,20 @@ ssize_t stream_read(void* cookie, char* buf, size_t size) {
     if (n > 0 && c->consumed) *c->consumed += uint64_t(n);
     return n;
   }
+}
+
+ssize_t stream_read(void* cookie, char* buf, size_t size) {
+  auto* c = static_cast<StreamCookie*>(cookie);
+  const ssize_t n = stream_read_raw(c, buf, size);
+  if (n > 0 && c->record) {
+    if (c->record->size() + size_t(n) <= kStreamRecordMax) {
+      c->record->insert(c->record->end(), buf, buf + n);
+    } else {  // too long to keep: a later switch to wiretap is no longer possible
+      std::vector<uint8_t>().swap(*c->record);
+      c->record = nullptr;
+    }
+  }
+  return n;
 }
 
 int stream_close(void* cookie) {
@@ -126,10 +153,95 @@ public:
   explicit OfflineHandle(pcap_t* handle) { set_pcap_handle(handle); }
 };
 
+// wiretap reads a file by name: a stream, or a file we decompress, reaches it through a pipe
+// (/dev/fd/N, read once front to back as tshark reads one). A thread copies `prefix`, then the rest
+// of `src` (owned) into it; it ends when src does or when wiretap closes the pipe.
+class PipeFeed {
+public:
+  PipeFeed(FILE* src, std::vector<uint8_t> prefix) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) {
+      const int err = errno;
+      std::fclose(src);
+      throw CaptureError(fmt::format("cannot make a pipe for wiretap: {}", std::strerror(err)));
+    }
+    rfd_ = fds[0];
+    thread_ = std::thread([src, wfd = fds[1], prefix = std::move(prefix)] {
+      // Signals are the main thread's (Ctrl-C ends the read there); a closed pipe is an EPIPE here.
+      sigset_t set;
+      sigemptyset(&set);
+      for (int sig : {SIGPIPE, SIGINT, SIGTERM})
+        sigaddset(&set, sig);
+      pthread_sigmask(SIG_BLOCK, &set, nullptr);
+      auto put = [wfd](const uint8_t* b, size_t n) {
+        while (n > 0) {
+          const ssize_t w = ::write(wfd, b, n);
+          if (w < 0 && errno == EINTR) continue;
+          if (w <= 0) return false;
+          b += w;
+          n -= size_t(w);
+        }
+        return true;
+      };
+      bool ok = put(prefix.data(), prefix.size());
+      std::vector<uint8_t> buf(kStreamBuffer);
+      while (ok) {
+        const size_t n = std::fread(buf.data(), 1, buf.size(), src);
+        if (n == 0) break;
+        ok = put(buf.data(), n);
+      }
+      ::close(wfd);
+      std::fclose(src);
+    });
+  }
+  ~PipeFeed() {
+    opened();
+    if (!thread_.joinable()) return;
+    // A stream stopped by a signal may block its reader for ever: let it go with the process.
+    if (g_stream_signal)
+      thread_.detach();
+    else
+      thread_.join();
+  }
+  PipeFeed(const PipeFeed&) = delete;
+  PipeFeed& operator=(const PipeFeed&) = delete;
+  std::string path() const { return fmt::format("/dev/fd/{}", rfd_); }
+  // wiretap has a descriptor of its own: closing ours lets the feed end when wiretap's closes.
+  void opened() {
+    if (rfd_ >= 0) ::close(rfd_);
+    rfd_ = -1;
+  }
+  // After wiretap met the end of the pipe: the thread is done (its last writes happen before).
+  void finish() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+private:
+  int rfd_ = -1;
+  std::thread thread_;
+};
+
+// wiretap on src's bytes after `prefix` (through a PipeFeed kept in `feed`); null with `error` when
+// wiretap does not know them.
+std::unique_ptr<WiretapFile> open_fed(FILE* src, std::vector<uint8_t> prefix, std::unique_ptr<PipeFeed>& feed,
+                                      std::string& error) {
+  feed = std::make_unique<PipeFeed>(src, std::move(prefix));
+  auto wt = WiretapFile::open(feed->path(), error);
+  feed->opened();
+  if (!wt) feed.reset();
+  return wt;
+}
+
 // "EN10MB", "LINUX_SLL2", ... ("DLT n" for one libpcap does not name).
 std::string dlt_name(int dlt) {
+  if (dlt == kDltRawOpenBsd) return "RAW";  // libpcap knows 14 by OpenBSD's name only there
   const char* name = pcap_datalink_val_to_name(dlt);
   return name ? name : fmt::format("DLT {}", dlt);
+}
+
+std::string dlt_description(int dlt) {
+  if (dlt == kDltRawOpenBsd) return "Raw IP (link type 14)";
+  return pcap_datalink_val_to_description_or_dlt(dlt);
 }
 
 std::string describe_errno(const std::string& path, int err) {
@@ -139,8 +251,8 @@ std::string describe_errno(const std::string& path, int err) {
 std::string not_a_capture(const std::string& path) {
   return fmt::format(
       "{}: not a pcap, pcapng or gzip-compressed capture (nor one compressed with xz, zstd, "
-      "lz4 or bzip2)",
-      path);
+      "lz4 or bzip2){}",
+      path, wiretap_available() ? ", nor another capture format Wireshark reads with packets we decode" : "");
 }
 
 // Why what a compressed input holds is no capture, from its first n (up to 4) decompressed bytes;
@@ -152,8 +264,17 @@ std::string compressed_capture_error(const std::string& path, Compression c, boo
     return status.error.empty() ? fmt::format("{}: {} {} holds no capture (too short)", path, name, what)
                                 : fmt::format("{}: {}", path, status.error);
   if (format_of(head, n) == FileFormat::unknown)
-    return fmt::format("{}: {} {} does not hold a pcap or pcapng capture", path, name, what);
+    return fmt::format("{}: {} {} does not hold a pcap or pcapng capture{}", path, name, what,
+                       wiretap_available() ? ", nor another capture Wireshark reads with packets we decode" : "");
   return "";
+}
+
+// A file wiretap opened: its format and whether its packets have a link type we decode.
+bool wiretap_knows(const WiretapFile* wt, FileProbe& p) {
+  if (!wt || !wt->decodable()) return false;
+  p.format = FileFormat::other;
+  p.wiretap_format = wt->type_name();
+  return true;
 }
 
 }  // namespace
@@ -166,8 +287,25 @@ std::string_view format_name(FileFormat f) {
       return "live";
     case FileFormat::pcapng:
       return "pcapng";
+    case FileFormat::other:
+      return "other";
     default:
       return "unknown";
+  }
+}
+
+std::string_view format_name(const FileProbe& p) {
+  return p.format == FileFormat::other ? std::string_view(p.wiretap_format) : format_name(p.format);
+}
+
+std::string_view reader_name(CaptureLibrary r) {
+  switch (r) {
+    case CaptureLibrary::libpcap:
+      return "libpcap";
+    case CaptureLibrary::wiretap:
+      return "wiretap";
+    default:
+      return "";
   }
 }
 
@@ -210,10 +348,23 @@ FileProbe probe_file(const std::string& path) {
     const size_t got = read_head(f, head.data(), 4);
     std::fclose(f);
     p.error = compressed_capture_error(path, p.compression, false, head.data(), got, *status);
-    if (p.error.empty()) p.format = format_of(head.data(), got);
+    if (p.error.empty()) {
+      p.format = format_of(head.data(), got);
+    } else if (got >= 4 && wiretap_available()) {  // another format, compressed: wiretap reads it through a pipe
+      FILE* again = std::fopen(path.c_str(), "rbe");
+      FILE* g = again ? decompressed_file(p.compression, again, std::make_shared<DecompressStatus>()) : nullptr;
+      std::unique_ptr<PipeFeed> feed;
+      std::string why;
+      const auto wt = g ? open_fed(g, {}, feed, why) : nullptr;
+      if (wiretap_knows(wt.get(), p)) p.error.clear();
+    }
   } else {
     p.format = format_of(head.data(), size_t(n));
-    if (p.format == FileFormat::unknown) p.error = not_a_capture(path);
+    if (p.format == FileFormat::unknown) {
+      std::string why;
+      const auto wt = wiretap_available() ? WiretapFile::open(path, why) : nullptr;
+      if (!wiretap_knows(wt.get(), p)) p.error = not_a_capture(path);
+    }
   }
   p.is_capture = p.format != FileFormat::unknown;
   return p;
@@ -273,9 +424,28 @@ struct CaptureReader::Impl {
   FileProbe probe;
   std::unique_ptr<OfflineHandle> handle;
   std::shared_ptr<DecompressStatus> decomp;  // of a compressed input: what decompressing it met
-  uint64_t consumed = 0;                     // of a stream: bytes read from it
+  std::atomic<uint64_t> consumed = 0;        // of a stream: bytes read from it (wiretap's feed counts too)
   DecodeFn decode = nullptr;
   std::string_view decoder;
+  DecoderChoice choice = DecoderChoice::fast;
+  // wiretap, when it reads the file (feed: the pipe it reads a stream or decompressed file from;
+  // destroyed after wt, which closes the pipe's other end).
+  std::unique_ptr<PipeFeed> feed;
+  std::unique_ptr<WiretapFile> wt;
+  uint64_t skip_packets = 0;  // handed on by libpcap before it gave up: not handed on again
+  std::string switched;       // why libpcap gave the file over to wiretap part-way
+  struct Link {
+    int key;  // WiretapRecord::encap
+    DecodeFn decode;
+    std::string name, description;
+    bool warned = false;
+  };
+  std::vector<Link> links;  // wiretap: the decoder of each link type met, in the order met
+  bool used_fast = false, used_tins = false;
+  // A pcapng stream: its cookie keeps the first bytes read (stream_record) so that wiretap can
+  // take it over from its start.
+  StreamCookie* recording = nullptr;
+  std::vector<uint8_t> stream_record;
   // Uncompressed pcap 2.4: the records walked in place in a window of the file read with read()
   // (libpcap has checked the file header). libpcap's copy of each packet was over half of a run's
   // time; a mapped file cost page faults and cache misses on each record's first touch.
@@ -301,18 +471,107 @@ struct CaptureReader::Impl {
     if (dump) pcap_dump_close(dump);
   }
 
-  // The chosen decoder if it knows the handle's link type, else the other one; `what` names the
-  // input in the error.
-  void choose_decoder(DecoderChoice choice, const std::string& what) {
-    const int dlt = pcap_datalink(handle->get_pcap_handle());
+  // The chosen decoder of a link type if it knows it, else the other one (null: neither).
+  static DecodeFn pick_decoder(int dlt, DecoderChoice choice, std::string_view& name) {
     const bool tins_first = choice == DecoderChoice::libtins;
-    for (int pass = 0; pass < 2 && !decode; ++pass) {
+    for (int pass = 0; pass < 2; ++pass) {
       const bool tins = (pass == 0) == tins_first;
-      decode = tins ? tins_decoder(dlt) : fast_decoder(dlt);
-      decoder = tins ? "libtins" : "fast";
+      if (const DecodeFn fn = tins ? tins_decoder(dlt) : fast_decoder(dlt)) {
+        name = tins ? "libtins" : "fast";
+        return fn;
+      }
     }
+    return nullptr;
+  }
+
+  // The decoder of the handle's link type; `what` names the input in the error.
+  void choose_decoder(DecoderChoice c, const std::string& what) {
+    choice = c;
+    const int dlt = pcap_datalink(handle->get_pcap_handle());
+    decode = pick_decoder(dlt, choice, decoder);
     if (!decode)
       throw CaptureError(fmt::format("{}: link type {} ({}) is not supported", what, dlt, dlt_name(dlt)));
+  }
+
+  // wiretap reads a file libpcap cannot: a regular one by name, a compressed one through a pipe from
+  // our decompressor. Throws CaptureError naming the file.
+  void open_wiretap_file() {
+    std::string why;
+    if (probe.compression == Compression::none) {
+      wt = WiretapFile::open(path, why);
+    } else {
+      FILE* src = std::fopen(path.c_str(), "rbe");
+      if (!src) throw CaptureError(describe_errno(path, errno));
+      decomp = std::make_shared<DecompressStatus>();
+      FILE* f = decompressed_file(probe.compression, src, decomp);
+      if (!f)
+        throw CaptureError(fmt::format("{}: cannot decompress: the {} decoder failed to start", path,
+                                       compression_name(probe.compression)));
+      wt = open_fed(f, {}, feed, why);
+    }
+    if (!wt) throw CaptureError(fmt::format("{}: not a readable capture: {}", path, why));
+  }
+
+  // wiretap's link type `key` (a record's encap, with its DLT): its decoder, and its names.
+  Link& link_of(int key, int dlt) {
+    for (Link& l : links)
+      if (l.key == key) return l;
+    Link l{key, nullptr, "", ""};
+    std::string_view name;
+    if (dlt >= 0) {
+      l.decode = pick_decoder(dlt, choice, name);
+      l.name = dlt_name(dlt);
+      l.description = dlt_description(dlt);
+    }
+    if (!l.decode) {  // no DLT we decode: wiretap's names say what it is
+      l.name = WiretapFile::encap_name(key);
+      l.description = WiretapFile::encap_description(key);
+    }
+    (name == "libtins" ? used_tins : used_fast) |= l.decode != nullptr;
+    links.push_back(std::move(l));
+    return links.back();
+  }
+
+  // wiretap's read is over: its file closed, its feed ended (what the decompressor met is final).
+  void close_wiretap() {
+    wt->close();
+    if (feed) feed->finish();
+  }
+
+  // libpcap gave up on the file after `delivered` packets because an interface has another link
+  // type: wiretap reads it from its start, those packets passed over. False when it cannot (a
+  // stream whose start was not kept, or no wiretap).
+  bool switch_to_wiretap(uint64_t delivered) {
+    if (!wiretap_available() || live || fd >= 0) return false;
+    std::string why;
+    if (probe.stream) {
+      if (!recording || !recording->record) return false;
+      // The stream's source moves to a new cookie that hands the kept bytes back first.
+      auto* c = new StreamCookie;
+      c->fd = recording->fd;
+      c->src = recording->src;
+      c->consumed = recording->consumed;
+      c->head = std::move(stream_record);
+      recording->fd = -1;
+      recording->src = nullptr;
+      recording->record = nullptr;
+      recording = nullptr;
+      handle.reset();  // closes libpcap's side, and the emptied cookie with it
+      FILE* f = stream_file(c);
+      if (!f) return false;
+      wt = open_fed(f, {}, feed, why);
+    } else {
+      handle.reset();
+      try {
+        open_wiretap_file();
+      } catch (const CaptureError&) {
+        return false;
+      }
+    }
+    if (!wt) return false;
+    skip_packets = delivered;
+    probe.reader = CaptureLibrary::wiretap;
+    return true;
   }
 
   // A live capture ends on Ctrl-C/SIGTERM, after --duration or --count.
@@ -400,12 +659,14 @@ struct CaptureReader::Impl {
     if (!f) throw CaptureError(describe_errno(path, errno));
     std::array<uint8_t, kMagicBytes> head{};
     size_t n = read_head(f, head.data(), head.size());
+    StreamCookie* last = nullptr;
     auto give_back = [&](FILE* from, size_t k) {
       auto* c = new StreamCookie;
       c->src = from;
       c->head.assign(head.begin(), head.begin() + ptrdiff_t(k));
       FILE* g = stream_file(c);
       if (!g) throw CaptureError(describe_errno(path, errno));
+      last = c;
       return g;
     };
     if (n == 0) {
@@ -425,6 +686,18 @@ struct CaptureReader::Impl {
     } else if (format_of(head.data(), n) == FileFormat::unknown) {
       why = not_a_capture(path);
     }
+    if (!why.empty() && n >= 4 && wiretap_available()) {
+      // Another format: wiretap reads the stream through a pipe, its first bytes first.
+      std::string wt_why;
+      wt = open_fed(f, std::vector<uint8_t>(head.begin(), head.begin() + ptrdiff_t(n)), feed, wt_why);
+      if (wiretap_knows(wt.get(), probe)) {
+        probe.is_capture = true;
+        return nullptr;
+      }
+      wt.reset();
+      feed.reset();
+      throw CaptureError(why);
+    }
     if (!why.empty()) {
       std::fclose(f);
       throw CaptureError(why);
@@ -432,6 +705,10 @@ struct CaptureReader::Impl {
     probe.format = format_of(head.data(), n);
     probe.is_capture = true;
     f = give_back(f, n);
+    if (probe.format == FileFormat::pcapng && wiretap_available()) {
+      recording = last;
+      recording->record = &stream_record;
+    }
     pcap_t* p = pcap_fopen_offline_with_tstamp_precision(f, PCAP_TSTAMP_PRECISION_NANO, errbuf);
     if (!p) {
       std::fclose(f);
@@ -444,6 +721,8 @@ struct CaptureReader::Impl {
     if (probe.stream) return consumed;
     if (fd >= 0) return win_offset + win_pos;
     if (decomp) return decomp->consumed;
+    if (wt) return wt->bytes_read();
+    if (!handle) return 0;
     FILE* f = pcap_file(handle->get_pcap_handle());
     const long pos = f ? std::ftell(f) : -1;
     return pos < 0 ? 0 : uint64_t(pos);
@@ -465,8 +744,11 @@ CaptureReader::CaptureReader(const std::string& path, DecoderChoice decoder)
     m.probe = probe_file(path);
     if (!m.probe.is_capture) throw CaptureError(m.probe.error);
   }
+  m.choice = decoder;
   if (stream) {
     p = m.open_stream(errbuf);
+  } else if (m.probe.format == FileFormat::other) {
+    m.open_wiretap_file();
   } else if (m.probe.compression != Compression::none) {
     FILE* src = std::fopen(path.c_str(), "rbe");
     if (!src) throw CaptureError(describe_errno(path, errno));
@@ -494,6 +776,17 @@ CaptureReader::CaptureReader(const std::string& path, DecoderChoice decoder)
       throw CaptureError(fmt::format("{}: not a readable capture: {}", path, errbuf));
     }
   }
+  if (!p) {  // wiretap's: every packet to the decoder of its own link type
+    m.probe.reader = CaptureLibrary::wiretap;
+    if (!m.wt->decodable()) {
+      const int dlt = m.wt->file_dlt();
+      throw CaptureError(fmt::format("{}: link type {} is not supported", path,
+                                     dlt >= 0 ? dlt_name(dlt) : m.wt->type_name()));
+    }
+    if (const int dlt = m.wt->file_dlt(); dlt >= 0) Impl::pick_decoder(dlt, decoder, m.decoder);
+    return;
+  }
+  m.probe.reader = CaptureLibrary::libpcap;
   m.handle = std::make_unique<OfflineHandle>(p);
   if (!m.probe.stream && m.probe.compression == Compression::none && m.probe.format == FileFormat::pcap)
     m.try_direct(path);
@@ -569,13 +862,37 @@ CaptureReader::CaptureReader(const LiveCapture& live, DecoderChoice decoder)
 CaptureReader::~CaptureReader() = default;
 
 const FileProbe& CaptureReader::probe() const { return impl_->probe; }
-int CaptureReader::link_type() const { return impl_->handle->link_type(); }
-std::string_view CaptureReader::decoder_name() const { return impl_->decoder; }
 
-std::string CaptureReader::link_type_name() const { return dlt_name(link_type()); }
+int CaptureReader::link_type() const {
+  const Impl& m = *impl_;
+  if (!m.wt) return m.handle->link_type();
+  return m.wt->file_dlt();
+}
+
+std::string_view CaptureReader::decoder_name() const {
+  const Impl& m = *impl_;
+  if (!m.wt || (!m.used_fast && !m.used_tins)) return m.decoder;
+  return m.used_fast && m.used_tins ? "fast+libtins" : m.used_tins ? "libtins" : "fast";
+}
+
+std::string CaptureReader::link_type_name() const {
+  const Impl& m = *impl_;
+  if (!m.wt) return dlt_name(link_type());
+  std::string names;
+  for (const auto& l : m.links)  // met in packets only
+    names += (names.empty() ? "" : ",") + l.name;
+  if (names.empty() && m.wt->file_dlt() >= 0) names = dlt_name(m.wt->file_dlt());
+  return names;
+}
 
 std::string CaptureReader::link_type_description() const {
-  return pcap_datalink_val_to_description_or_dlt(link_type());
+  const Impl& m = *impl_;
+  if (!m.wt) return dlt_description(link_type());
+  std::string words;
+  for (const auto& l : m.links)
+    words += (words.empty() ? "" : ", ") + l.description;
+  if (words.empty() && m.wt->file_dlt() >= 0) words = dlt_description(m.wt->file_dlt());
+  return words;
 }
 
 ReadStats CaptureReader::read_all(ReaderEvents& events) { return impl_->read(events, nullptr); }
@@ -593,12 +910,15 @@ ReadStats CaptureReader::read_frames(ReaderEvents& events, FrameRanges ranges) {
 
 ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* only) {
   Impl& m = *this;
-  pcap_t* p = m.handle->get_pcap_handle();
-  const DecodeFn decode = m.decode;
+  pcap_t* p = m.handle ? m.handle->get_pcap_handle() : nullptr;
   ReadStats st;
   Segment seg;
   int shown_truncated = 0, shown_malformed = 0;
   uint64_t first_fragment = 0;
+  uint64_t first_odd = 0;  // the first frame whose sub-second field was out of range, and that part
+  int64_t first_odd_sub = 0;
+  bool at_end = false;
+  WiretapRecord wr;
 
   // The next record from the file, with libpcap's checks and messages (sf-pcap.c).
   pcap_pkthdr record{};
@@ -645,21 +965,65 @@ ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* onl
     return 1;
   };
 
+  // The next record through wiretap: h and data as libpcap gives them, the decoder of its link
+  // type (null: not decoded) and its time.
+  Link* link = nullptr;
+  auto wiretap_record = [&](pcap_pkthdr** h, const u_char** data, DecodeFn& fn, int64_t& t, int64_t& sub,
+                            bool& odd) -> int {
+    for (;;) {
+      const int rc = m.wt->next(wr, record_error);
+      if (rc <= 0) return rc == 0 ? PCAP_ERROR_BREAK : PCAP_ERROR;
+      link = wr.packet ? &m.link_of(wr.encap, wr.dlt) : nullptr;
+      if (m.skip_packets > 0) {  // libpcap handed these on before it gave up
+        if (wr.packet) --m.skip_packets;
+        continue;
+      }
+      record.caplen = wr.caplen;
+      record.len = wr.len;
+      *h = &record;
+      *data = wr.data;
+      fn = link ? link->decode : nullptr;
+      t = wr.has_time ? wr.time_ns : st.last_ns;  // a record without a time: its predecessor's
+      odd = wr.odd_time;
+      sub = wr.sub_ns;
+      return 1;
+    }
+  };
+
   size_t range = 0;  // the first of `only` not yet passed
   for (;;) {
     pcap_pkthdr* h = nullptr;
     const u_char* data = nullptr;
+    DecodeFn decode = m.decode;
+    int64_t t = 0, sub = 0;
+    bool odd = false;
     if (m.live && m.live_done(st.packets)) break;
-    const int rc = m.fd >= 0 ? next_record(&h, &data) : pcap_next_ex(p, &h, &data);
+    const int rc = m.wt        ? wiretap_record(&h, &data, decode, t, sub, odd)
+                   : m.fd >= 0 ? next_record(&h, &data)
+                               : pcap_next_ex(p, &h, &data);
     if (m.live && rc == 0) {  // nothing yet: wait a while for the next packet
       pollfd pfd{m.live_fd, POLLIN, 0};
       ::poll(&pfd, 1, 100);
       continue;
     }
     if (rc != 1) {
-      if (rc == PCAP_ERROR_BREAK) break;  // end of file
+      if (rc == PCAP_ERROR_BREAK) {  // end of file
+        at_end = true;
+        break;
+      }
+      if (m.wt && m.probe.stream && g_stream_signal) break;  // Ctrl-C met wiretap in its read
+      std::string why = m.fd >= 0 || m.wt ? record_error : std::string(pcap_geterr(p));
+      // A pcapng interface of another link type: libpcap cannot go on, wiretap can.
+      if (!m.wt && why.find("different from the type of the first interface") != std::string::npos &&
+          m.switch_to_wiretap(st.packets)) {
+        events.on_notice(Notice::Level::info, st.packets,
+                         fmt::format("read through wiretap{}: libpcap stopped: {}",
+                                     st.packets ? fmt::format(" after frame {}", st.packets) : "", why));
+        p = nullptr;
+        continue;
+      }
       st.damaged = true;
-      std::string why = m.fd >= 0 ? record_error : std::string(pcap_geterr(p));
+      if (m.wt) m.close_wiretap();  // its feed has ended: what it met can be read
       if (m.decomp && !m.decomp->error.empty()) why = m.decomp->error + "; " + why;
       events.on_notice(Notice::Level::error, st.packets,
                        st.packets == 0
@@ -676,11 +1040,24 @@ ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* onl
       m.consumed += h->caplen;
     }
     if (frame % kProgressEvery == 0) events.on_progress(frame, m.bytes_done());
-    // A corrupt pcapng timestamp can exceed int64 nanoseconds: clamp to +-2^62 (year 2116), which
-    // keeps every difference the engine takes in range.
-    constexpr int64_t kMaxSec = (int64_t(1) << 62) / 1'000'000'000;
-    const int64_t t = std::clamp<int64_t>(int64_t(h->ts.tv_sec), -kMaxSec, kMaxSec) * 1'000'000'000 +
-                      int64_t(h->ts.tv_usec);
+    if (!m.wt) {
+      // A corrupt pcapng timestamp can exceed int64 nanoseconds: clamp to +-2^62 (year 2116),
+      // which keeps every difference the engine takes in range.
+      constexpr int64_t kMaxSec = (int64_t(1) << 62) / 1'000'000'000;
+      sub = int64_t(h->ts.tv_usec);
+      if (sub < 0 || sub >= 1'000'000'000) {
+        // A pcap record's sub-second field out of range (>= 10^6 us, >= 10^9 ns). Wireshark
+        // (wiretap/libpcap.c) takes microseconds times 1000 in 32 bits and adds that, as a signed
+        // number of nanoseconds, to the seconds (0xFFFFFFFF us: 1 us before the second); so do we.
+        sub = int64_t(int32_t(uint32_t(uint64_t(sub))));
+        odd = true;
+      }
+      t = std::clamp<int64_t>(int64_t(h->ts.tv_sec), -kMaxSec, kMaxSec) * 1'000'000'000 + sub;
+    }
+    if (odd && st.odd_times++ == 0) {
+      first_odd = frame;
+      first_odd_sub = sub;
+    }
     if (frame == 1) {
       st.first_ns = t;
       events.on_start(t);
@@ -691,6 +1068,17 @@ ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* onl
         ++range;
       if (range == only->size()) break;            // past the last range: the rest is not needed
       if (frame < (*only)[range].first) continue;  // between ranges: not decoded
+    }
+    if (!decode) {  // wiretap: an event, or a packet of a link type no decoder knows
+      if (link) {
+        ++st.undecodable;
+        if (!link->warned)
+          events.on_notice(Notice::Level::warning, frame,
+                           fmt::format("packets of link type {} ({}) skipped: no decoder for it", link->name,
+                                       link->description));
+        link->warned = true;
+      }
+      continue;
     }
     const uint32_t caplen = h->caplen;
     const Frame f{{data, caplen}, h->len > caplen ? h->len - caplen : 0};
@@ -731,6 +1119,7 @@ ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* onl
         break;
     }
   }
+  if (m.wt && at_end) m.close_wiretap();
   if (m.probe.stream) m.probe.size = m.consumed;
   if (m.live) {
     if (m.dump) pcap_dump_flush(m.dump);
@@ -770,6 +1159,23 @@ ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* onl
   if (st.malformed > kPacketNoticesShown)
     events.on_notice(Notice::Level::warning, 0,
                      fmt::format("{} malformed packets skipped in all", st.malformed));
+  if (st.undecodable > 1)
+    events.on_notice(Notice::Level::warning, 0,
+                     fmt::format("{} packets of link types no decoder knows skipped in all", st.undecodable));
+  if (st.odd_times) {
+    const std::string how = m.probe.format == FileFormat::pcap && m.probe.wiretap_format.empty()
+                                ? " (the field, microseconds times 1000, as a signed 32-bit count of nanoseconds)"
+                                : "";
+    events.on_notice(
+        Notice::Level::warning, first_odd,
+        st.odd_times == 1
+            ? fmt::format("a timestamp's sub-second field is out of range: timed as Wireshark times it, "
+                          "{:+.9f} s from its second{}",
+                          double(first_odd_sub) / 1e9, how)
+            : fmt::format("{} timestamps' sub-second fields are out of range (the first at frame {}): timed "
+                          "as Wireshark times them, the first {:+.9f} s from its second{}",
+                          st.odd_times, first_odd, double(first_odd_sub) / 1e9, how));
+  }
   if (st.packets == 0 && !st.damaged)
     events.on_notice(Notice::Level::warning, 0, "the capture holds no packets");
   events.on_progress(st.packets, m.bytes_done());

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// Capture files in, TCP Segments out: pcap and pcapng (read by libpcap), either of them compressed
-// with gzip, xz, zstd, lz4 or bzip2 (detected by magic, decompressed on the fly: decompress.hpp),
-// every link type one of the decoders knows (packet_decoder.hpp). Frames are numbered from 1 over
-// every packet in the file, as Wireshark numbers them; timestamps are read at nanosecond precision.
+// Capture files in, TCP Segments out: pcap and pcapng read by libpcap, and what libpcap cannot read
+// (a pcapng whose interfaces differ in link type; snoop, ERF, Network Monitor and the other formats
+// Wireshark opens) by libwiretap (wiretap_reader.hpp), each packet decoded by its own link type; any
+// of them compressed with gzip, xz, zstd, lz4 or bzip2 (detected by magic, decompressed on the fly:
+// decompress.hpp), every link type one of the decoders knows (packet_decoder.hpp). Frames are
+// numbered from 1 over every packet in the file, as Wireshark numbers them; timestamps are read at
+// nanosecond precision.
 #pragma once
 
 #include <cstdint>
@@ -18,16 +21,22 @@
 
 namespace iscsi_doctor::cli {
 
-enum class FileFormat : uint8_t { unknown, pcap, pcapng, live };  // live: -i, read from the interface
+// live: -i, read from the interface; other: a format only wiretap reads (FileProbe::wiretap_format)
+enum class FileFormat : uint8_t { unknown, pcap, pcapng, live, other };
+// Which library read the packets: libpcap (with our own walk over uncompressed pcap records), or
+// libwiretap for what libpcap cannot read.
+enum class CaptureLibrary : uint8_t { none, libpcap, wiretap };
 
 // What the first bytes of a file say (looked at through the decompressor when it is compressed).
 struct FileProbe {
-  bool is_capture = false;  // pcap or pcapng, possibly compressed
+  bool is_capture = false;  // pcap, pcapng or a format wiretap reads, possibly compressed
   Compression compression = Compression::none;
   bool stream = false;  // standard input ("-"), a pipe, a FIFO: read once, as it comes
   FileFormat format = FileFormat::unknown;
   uint64_t size = 0;  // on disk; of a stream, the bytes read from it (once read)
   std::string error;  // set when !is_capture: "cannot open: ...", "empty file", ...
+  std::string wiretap_format;  // of FileFormat::other: wiretap's name ("snoop", "erf", "netmon2", ...)
+  CaptureLibrary reader = CaptureLibrary::none;  // set once a CaptureReader has it open (or has read it)
 };
 // Of a regular file only (a stream's first bytes can be looked at once: CaptureReader does).
 FileProbe probe_file(const std::string& path);
@@ -41,6 +50,8 @@ void end_streams_on_signal();
 // its path; the caller removes it. Throws CaptureError naming `path` when it cannot.
 std::string copy_stream_to_temporary(const std::string& path);
 std::string_view format_name(FileFormat);
+std::string_view format_name(const FileProbe&);  // wiretap's name for FileFormat::other
+std::string_view reader_name(CaptureLibrary);    // "libpcap", "wiretap"
 
 // A file that cannot be read as a capture at all (missing, not a capture, unknown link type).
 class CaptureError : public std::runtime_error {
@@ -87,6 +98,8 @@ struct ReadStats {
   uint64_t tcp_segments = 0;  // handed to on_segment
   uint64_t tcp_payload_bytes = 0;  // their payload as captured (what a snaplen kept)
   uint64_t fragments = 0, truncated = 0, malformed = 0, snapped = 0;
+  uint64_t undecodable = 0;  // packets of a link type no decoder knows (a file wiretap read)
+  uint64_t odd_times = 0;    // records whose sub-second timestamp field was out of range
   int64_t first_ns = 0, last_ns = 0;
   bool damaged = false;  // reading stopped before the end on a file error
 };
@@ -103,9 +116,11 @@ public:
 
   const FileProbe& probe() const;
   int link_type() const;
-  std::string link_type_name() const;         // "EN10MB", "LINUX_SLL2", ...
+  // Of a file wiretap read, the link types of its packets so far, comma-separated (after read_all:
+  // all of them), in the order first seen.
+  std::string link_type_name() const;         // "EN10MB", "LINUX_SLL2", "EN10MB,LINUX_SLL", ...
   std::string link_type_description() const;  // "Ethernet", "Linux cooked v2", ...
-  std::string_view decoder_name() const;
+  std::string_view decoder_name() const;      // "fast", "libtins", or "fast+libtins" (several link types)
 
   // Reads every packet once, in file order. A file error part-way (truncated record, corrupt
   // compressed data) ends the read with stats.damaged and an error notice naming the last good frame.

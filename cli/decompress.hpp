@@ -5,6 +5,7 @@
 // format keeps its integrity checks and says in its own words what is wrong with the data.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -26,7 +27,8 @@ std::string_view compression_name(Compression);  // "gzip", "xz", "zstd", "lz4",
 // (reading ends there), `warning` when bytes after the compressed data were ignored.
 struct DecompressStatus {
   std::string error, warning;
-  uint64_t consumed = 0;  // compressed bytes taken from the source, for progress
+  std::atomic<uint64_t> consumed = 0;  // compressed bytes taken from the source, for progress (another
+                                       // thread may decompress: wiretap's feed, capture_reader.cpp)
 };
 
 // A FILE* that reads src (owned: closed with the result) decompressed; nullptr (src closed) when

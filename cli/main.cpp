@@ -15,6 +15,7 @@
 #include "options.hpp"
 #include "pipeline.hpp"
 #include "probe.hpp"
+#include "wiretap_reader.hpp"
 
 using namespace iscsi_doctor;
 using namespace iscsi_doctor::cli;
@@ -185,7 +186,8 @@ int report_main(int argc, char** argv) {
   app.add_option("--decoder", decoder,
                  "packet decoder: fast (default) or libtins (slower; for cross-checking)")
       ->check(CLI::IsMember({"fast", "libtins"}));
-  app.set_version_flag("--version", std::string("iscsi-doctor ") + ISCSI_DOCTOR_VERSION);
+  app.set_version_flag("--version", std::string("iscsi-doctor ") + ISCSI_DOCTOR_VERSION +
+                                        (wiretap_available() ? " (libwiretap " + wiretap_version() + ")" : ""));
 
   if (const auto code = parse_command_line(app, argc, argv)) return *code;
 

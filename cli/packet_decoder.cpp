@@ -307,6 +307,9 @@ Decoded decode_ppp(Frame f, Segment& s, std::string_view& why) {
 #ifndef DLT_IPV6
 #define DLT_IPV6 229
 #endif
+// A file's link type 14 is raw IP as OpenBSD writes it (its DLT_RAW; Wireshark reads it so);
+// libpcap on other systems hands the number through.
+constexpr int kDltRawOpenBsd = 14;
 
 struct LinkEntry {
   int dlt;
@@ -318,6 +321,7 @@ constexpr std::array kLinkTable{
     LinkEntry{DLT_IPV4, decode_ipv4},       LinkEntry{DLT_IPV6, decode_ipv6},
     LinkEntry{DLT_NULL, decode_null},       LinkEntry{DLT_LOOP, decode_null},
     LinkEntry{DLT_PPP, decode_ppp},         LinkEntry{DLT_PPP_SERIAL, decode_ppp},
+    LinkEntry{kDltRawOpenBsd, decode_ip_any},
 };
 
 }  // namespace

@@ -46,7 +46,7 @@ constexpr size_t kOutputBuffer = size_t(1) << 20;  // stdio buffer of the report
 // reads them (a field added there is added here, once).
 template <typename Command, typename Visit>
 void command_fields(Command& c, Visit&& f) {
-  f(c.session), f(c.connection), f(c.itt), f(c.cmdsn), f(c.iscsi_opcode), f(c.op), f(c.kind), f(c.lba);
+  f(c.session), f(c.connection), f(c.itt), f(c.cmdsn), f(c.lun), f(c.iscsi_opcode), f(c.op), f(c.kind), f(c.lba);
   f(c.bytes), f(c.first_frame), f(c.status_frame), f(c.first_ns), f(c.status_ns), f(c.latency_ms);
   f(c.round_trips), f(c.ideal_round_trips), f(c.scsi_status), f(c.iscsi_response), f(c.sense_key);
   f(c.asc), f(c.ascq), f(c.findings), f(c.breakdown), f(c.completed), f(c.data_incomplete);
@@ -54,7 +54,7 @@ void command_fields(Command& c, Visit&& f) {
 template <typename Found, typename Visit>
 void finding_fields(Found& x, Visit&& f) {
   f(x.kind), f(x.side), f(x.session), f(x.connection), f(x.frame), f(x.related), f(x.lost_ms), f(x.itt);
-  f(x.command_first_frame), f(x.detail);
+  f(x.command_first_frame), f(x.detail), f(x.inferred);
 }
 
 struct SpoolWriter {
@@ -398,8 +398,13 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
         bridge.set_intervals(intervals.get());
       }
       r.stats = reader.read_all(bridge);
-      r.probe.size = reader.probe().size;  // a stream's: what was read
+      // A stream's size is what was read; a file libpcap gave over to wiretap says so now, and a
+      // file wiretap read now knows all its link types.
+      r.probe = reader.probe();
       if (r.read_path != in.path) r.probe.stream = true;
+      r.link_type = reader.link_type_name();
+      r.link_description = reader.link_type_description();
+      r.decoder = reader.decoder_name();
       // (a live capture's second pass reads the file -w wrote)
       if (in.live && !sh.opt.live.write_path.empty()) r.read_path = sh.opt.live.write_path;
       analyzer.finish();

@@ -842,7 +842,7 @@ void capture_section(const CaptureResult& r, Aggregates& agg, const ReportOption
   put(o,
       "<p class=\"facts\">{}{}, {}, {} bytes, {} packets over {:.1f} s · {} SCSI commands, {} completed, "
       "<b>{} excess round trips</b></p>\n",
-      format_name(r.probe.format), compression_text(r.probe.compression), esc(r.link_description),
+      esc(std::string(format_name(r.probe))), compression_text(r.probe.compression), esc(r.link_description),
       count_text(r.probe.size), count_text(r.stats.packets), secs, count_text(s.commands()),
       count_text(s.completed()), count_text(s.excess_round_trips()));
 

@@ -231,7 +231,7 @@ nlohmann::json capture_json(const CaptureResult& r, const std::string& filter) {
   c["path"] = r.path;
   c["usable"] = r.usable;
   c["error"] = r.usable ? nlohmann::json(nullptr) : nlohmann::json(r.error);
-  c["format"] = r.probe.is_capture ? nlohmann::json(format_name(r.probe.format)) : nlohmann::json(nullptr);
+  c["format"] = r.probe.is_capture ? nlohmann::json(format_name(r.probe)) : nlohmann::json(nullptr);
   c["gzip"] = r.probe.compression == Compression::gzip;
   c["compression"] = r.probe.compression == Compression::none
                          ? nlohmann::json(nullptr)
@@ -244,6 +244,8 @@ nlohmann::json capture_json(const CaptureResult& r, const std::string& filter) {
   c["size_bytes"] = r.probe.size;
   c["link_type"] = r.link_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.link_type);
   c["decoder"] = r.decoder.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.decoder);
+  c["reader"] = r.probe.reader == CaptureLibrary::none ? nlohmann::json(nullptr)
+                                                       : nlohmann::json(reader_name(r.probe.reader));
   c["packets"] = r.stats.packets;
   c["tcp_segments"] = r.stats.tcp_segments;
   c["damaged"] = r.stats.damaged;

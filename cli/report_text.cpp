@@ -216,10 +216,11 @@ public:
       return;
     }
     const double secs = r.stats.packets ? (r.stats.last_ns - r.stats.first_ns) / 1e9 : 0;
-    o += fmt::format("== {} ==\n{}{}, {}, {}, {} packets over {:.1f} s\n", where,
-                     r.probe.format == FileFormat::live ? "live capture" : format_name(r.probe.format),
+    o += fmt::format("== {} ==\n{}{}, {}, {}, {} packets over {:.1f} s{}\n", where,
+                     r.probe.format == FileFormat::live ? "live capture" : format_name(r.probe),
                      compression_text(r.probe.compression), r.link_description, file_size_text(r.probe.size),
-                     count_text(r.stats.packets), secs);
+                     count_text(r.stats.packets), secs,
+                     r.probe.reader == CaptureLibrary::wiretap ? " (read through wiretap)" : "");
     const Summary& s = *r.summary;
     o += fmt::format("{} SCSI commands, {} completed, {} excess round trips\n", count_text(s.commands()),
                      count_text(s.completed()), count_text(s.excess_round_trips()));

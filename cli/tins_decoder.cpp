@@ -154,6 +154,7 @@ const std::array kTinsTable{
     LinkEntry{DLT_NULL, decode_with<make<Tins::Loopback>>},
     LinkEntry{DLT_LOOP, decode_with<make<Tins::Loopback>>},
     LinkEntry{DLT_RAW, decode_with<ip_from_bytes>},
+    LinkEntry{14, decode_with<ip_from_bytes>},  // raw IP as OpenBSD numbers it (packet_decoder.cpp)
     LinkEntry{DLT_IPV4, decode_with<ip_from_bytes>},
     LinkEntry{DLT_IPV6, decode_with<ip_from_bytes>},
     LinkEntry{DLT_IEEE802_11, decode_with<make_dot11>},

@@ -320,6 +320,19 @@ def case_dup_reorder(made):
                 % (len(dups), dups[0], dups[1], len(range(15, len(out) - 1, 15)))}
 
 
+def case_subsecond(made):
+    """A record whose microsecond field is 0xFFFFFFFF: Wireshark (wiretap/libpcap.c) times it 1 us
+    before its second (the field times 1000, cut to 32 bits, signed); so must iscsi-doctor, with a
+    notice."""
+    hdr, recs = base("stock-qd8-read--initiator.pcap.gz")
+    k = 40
+    recs[k][1] = 0xFFFFFFFF
+    write("subsecond-out-of-range.pcap.gz", pcap_bytes(hdr, recs))
+    made["subsecond-out-of-range.pcap.gz"] = {
+        "source": source("stock-qd8-read--initiator.pcap.gz"),
+        "says": "frame %d's microsecond field set to 0xFFFFFFFF: no frame and no byte is gone" % (k + 1)}
+
+
 def case_mid_pdu(made):
     hdr, recs = base("stock-qd8-read--initiator.pcap.gz")
     ki, kt = keys(recs)
@@ -826,7 +839,7 @@ def main():
     for case in (case_file_level, case_snaplen, case_lost, case_dup_reorder, case_mid_pdu, case_bhs, case_digest,
                  case_data_digest, case_non_iscsi, case_itt_reuse, case_no_response, case_open_commands,
                  case_two_connections, case_reorder_cap, case_max_connections, case_login_caps,
-                 case_one_direction):
+                 case_one_direction, case_subsecond):
         case(made)
     if a.json:
         print(json.dumps(made, indent=1, sort_keys=True))
