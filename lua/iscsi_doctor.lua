@@ -69,7 +69,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "bc5f73d9383c9498aa76dc25330022bdbbc82252768e223614b5d5da763385ce",
+  doc_sha256 = "0f7fb475924ffc1aa3c34537f41566dcbd40db6ec3d0a9eda62b797f062cfad1",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -821,6 +821,89 @@ local function kept_data_limit(b)
     return hasbit(b.flags, 0x01) and 256 or 0
   end
   return 0
+end
+
+---------------------------------------------------------------------------------------------
+-- StreamDetector (engine/src/iscsi/detector.cpp): iSCSI on a port not known to carry it, in a
+-- connection joined mid-session (no SYN, no login), recognised from PDU structure in both
+-- directions (docs/rules.md "Ports").
+
+local StreamDetector = {}
+StreamDetector.__index = StreamDetector
+local DETECT_ANSWERS_NEEDED, DETECT_HEADERS_MAX, DETECT_SEGMENTS_MAX, DETECT_COMMANDS_KEPT = 2, 64, 4096, 16
+
+function StreamDetector.new()
+  return setmetatable({ itts = { [0] = {}, [1] = {} }, kept = { [0] = 0, [1] = 0 }, role = { [0] = -1, [1] = -1 },
+                        answered = 0, segments = 0, headers = 0, initiator_side = -1, verdict = "undecided",
+                        saw_header = false }, StreamDetector)
+end
+
+-- A header at byte p of s that passes the strict checks for the direction its opcode belongs to.
+local function detect_header_at(s, p)
+  if p + 47 > #s then return nil end
+  local b = parse_bhs(s, p)
+  if not OPNAMES[b.opcode] or not plausible(b, is_initiator_opcode(b.opcode), true) then return nil end
+  return b
+end
+StreamDetector.header_at = detect_header_at
+
+function StreamDetector:command(side, itt)
+  self.itts[side][self.kept[side] % DETECT_COMMANDS_KEPT + 1] = itt
+  self.kept[side] = self.kept[side] + 1
+end
+
+function StreamDetector:answer(side, itt)
+  local kept = self.itts[1 - side]
+  for i = 1, math.min(self.kept[1 - side], DETECT_COMMANDS_KEPT) do
+    if kept[i] == itt and itt ~= 0xffffffff then
+      kept[i] = 0xffffffff  -- each command counts once
+      self.answered = self.answered + 1
+      return
+    end
+  end
+end
+
+-- Walks the PDUs that start the payload; false when one points at a header that is not one.
+function StreamDetector:walk(side, s)
+  local off, first = 1, true
+  self.saw_header = false
+  while off + 47 <= #s do
+    local b = detect_header_at(s, off)
+    if not b then return first end
+    self.saw_header = true
+    local role = is_initiator_opcode(b.opcode) and 1 or 0
+    if self.role[side] >= 0 and self.role[side] ~= role then return false end
+    self.role[side] = role
+    if b.itt ~= 0xffffffff then
+      if b.opcode == OP.ScsiCommand then self:command(side, b.itt) end
+      if b.opcode == OP.ScsiResponse or b.opcode == OP.DataIn or b.opcode == OP.R2T then self:answer(side, b.itt) end
+    end
+    local plain = off + header_length(b, false) + pad4(b.data_length)
+    local nxt
+    for _, at in ipairs({ plain, plain + 4, plain + 8 }) do
+      if at + 47 > #s or detect_header_at(s, at) then nxt = at; break end
+    end
+    if not nxt then return false end
+    off = nxt
+    first = false
+  end
+  return true
+end
+
+function StreamDetector:feed(side, s)
+  if self.verdict ~= "undecided" or #s == 0 then return self.verdict end
+  local ok = self:walk(side, s)
+  self.segments = self.segments + 1
+  if self.saw_header and ok and self.segments <= DETECT_SEGMENTS_MAX then self.headers = self.headers + 1 end
+  if not ok or self.segments > DETECT_SEGMENTS_MAX or self.headers > DETECT_HEADERS_MAX then
+    self.verdict = "not_iscsi"
+    return self.verdict
+  end
+  if self.answered >= DETECT_ANSWERS_NEEDED and self.role[0] >= 0 and self.role[1] >= 0 and self.role[0] ~= self.role[1] then
+    self.verdict = "iscsi"
+    self.initiator_side = self.role[0] == 1 and 0 or 1
+  end
+  return self.verdict
 end
 
 ---------------------------------------------------------------------------------------------
@@ -2003,10 +2086,20 @@ function Connection:on_login(dir, ev, seg)
     self.isid = string.format("%08x%04x", b.lun_hi, floor(b.lun_lo / 65536))
     if b.opcode == OP.LoginResponse then self.tsih = b.lun_lo % 65536 end
   end
+  if ev.data_incomplete then self.login_cut = true end
   self.login:add_pdu(b, ev.data, ev.kept_truncated)
   local k = self.login.result
   if not k.complete or self.login_done then return end
   self.login_done = true
+  if self.login_cut then
+    -- Keys read from a cut text are not taken: inferred as for a joined capture (the engine's).
+    self.keys.login_cut = true
+    self.initiator_name = k.initiator_name
+    self.target_name = k.target_name
+    self.session_type = k.session_type
+    self:session_id()
+    return
+  end
   local keys = self.keys
   keys.immediate_data = k.immediate_data
   keys.initial_r2t = k.initial_r2t
@@ -2127,7 +2220,8 @@ function Connection:facts()
              { "MaxOutstandingR2T", num(k.max_outstanding_r2t) },
              { "HeaderDigest", self.header_digest and "CRC32C" or "None" },
              { "DataDigest", self.data_digest and "CRC32C" or "None" },
-             { "source", k.from_login and "login" or (k.initial_r2t_inferred and "inferred" or "default") } }
+             { "source", k.from_login and "login" or (k.login_cut and "login cut short" or
+                         (k.initial_r2t_inferred and "inferred" or "default")) } }
   f.mid_session_start = self.mid_session
   return f
 end
@@ -2914,7 +3008,9 @@ function Analyzer.new(options)
     cur_frame = 0, finished = false, last_frame = 0,
     pending = {}, pending_count = 0, pending_order = {}, po_head = 1, po_tail = 0,
     closing = {}, cl_head = 1, cl_tail = 0, last_idle_scan = nil, refused = {}, refused_count = 0,
-    segments = 0, scan_segments = 0, probation = {}, probation_count = 0, probation_bytes = 0 }, Analyzer)
+    segments = 0, scan_segments = 0, probation = {}, probation_count = 0, probation_bytes = 0,
+    sniffing = {}, sniff_count = 0, sniff_order = {}, so_head = 1, so_tail = 0, not_iscsi = {}, not_iscsi_count = 0,
+    detected = {} }, Analyzer)
   return a
 end
 
@@ -3107,6 +3203,74 @@ local function endpoint_order(ep)
   return table.concat(out) .. (v6 and "1" or "0") .. string.format("%04x", tonumber(port) % 65536)
 end
 
+-- Connections on ports not known to be iSCSI, joined mid-session, whose first payload began with
+-- a plausible PDU header: held while their PDUs' structure is judged (StreamDetector), then
+-- replayed as iSCSI, or forgotten (engine/src/analyzer.cpp, Impl::sniff).
+local SNIFFED_MAX, SNIFFED_BYTES_MAX, NOT_ISCSI_MAX = 8, 2 * 1048576, 65536
+
+function Analyzer:give_up(key)
+  if self.sniffing[key] then
+    self.sniffing[key] = nil
+    self.sniff_count = self.sniff_count - 1
+  end
+  if self.not_iscsi_count >= NOT_ISCSI_MAX then self.not_iscsi, self.not_iscsi_count = {}, 0 end
+  if not self.not_iscsi[key] then
+    self.not_iscsi[key] = true
+    self.not_iscsi_count = self.not_iscsi_count + 1
+  end
+end
+
+function Analyzer:sniff(key, seg)
+  local s = self.sniffing[key]
+  if not s then
+    if self.not_iscsi[key] or not StreamDetector.header_at(seg.payload, 1) then return end
+    while self.sniff_count >= SNIFFED_MAX and self.so_head <= self.so_tail do
+      local old = self.sniff_order[self.so_head]
+      self.sniff_order[self.so_head] = nil
+      self.so_head = self.so_head + 1
+      if self.sniffing[old] then
+        self.sniffing[old] = nil
+        self.sniff_count = self.sniff_count - 1
+      end
+    end
+    if self.so_tail - self.so_head + 1 >= 2 * SNIFFED_MAX then  -- drop keys decided since
+      local order, n = {}, 0
+      for k = self.so_head, self.so_tail do
+        local x = self.sniff_order[k]
+        if self.sniffing[x] then n = n + 1; order[n] = x end
+      end
+      self.sniff_order, self.so_head, self.so_tail = order, 1, n
+    end
+    s = { detector = StreamDetector.new(), side0 = seg.src, side1 = seg.dst, held = {}, h_head = 1, h_tail = 0,
+          bytes = 0 }
+    self.sniffing[key] = s
+    self.sniff_count = self.sniff_count + 1
+    self.so_tail = self.so_tail + 1
+    self.sniff_order[self.so_tail] = key
+  end
+  local copy = {}
+  for k, v in pairs(seg) do copy[k] = v end
+  s.h_tail = s.h_tail + 1
+  s.held[s.h_tail] = copy
+  s.bytes = s.bytes + #seg.payload + RULES.probation_segment_cost
+  while s.bytes > SNIFFED_BYTES_MAX and s.h_tail > s.h_head do
+    s.bytes = s.bytes - #s.held[s.h_head].payload - RULES.probation_segment_cost
+    s.held[s.h_head] = nil
+    s.h_head = s.h_head + 1
+  end
+  local v = s.detector:feed(seg.src == s.side0 and 0 or 1, seg.payload)
+  if v == "not_iscsi" then self:give_up(key) return end
+  if v == "undecided" then return end
+  self.detected[key] = s.detector.initiator_side == 0 and s.side1 or s.side0
+  self.sniffing[key] = nil
+  self.sniff_count = self.sniff_count - 1
+  for i = s.h_head, s.h_tail do
+    local h = s.held[i]
+    h.key = key
+    self:feed(h)
+  end
+end
+
 local function looks_like_login(payload)
   if #payload < 48 or payload:byte(1) ~= 0x43 then return false end
   return plausible(parse_bhs(payload), true, true)
@@ -3137,6 +3301,9 @@ function Analyzer:feed(seg)
        (hasbit(seg.flags, 0x02) or hasbit(seg.flags, 0x10)) then
       self:remember_handshake(key, seg, syn)
     end
+    -- A connection whose PDUs are being judged keeps every segment (its ACKs time its path).
+    local known_port = opt.ports[seg.dport] or opt.ports[seg.sport]
+    if not known_port and not syn and self.sniff_count > 0 and self.sniffing[key] then return self:sniff(key, seg) end
     if not syn and seg.wire_len == 0 then return end
     -- A connection the cap refused stays unanalysed until its 4-tuple starts anew (SYN).
     if self.refused[key] then
@@ -3147,8 +3314,15 @@ function Analyzer:feed(seg)
     local ini, tgt
     if opt.ports[seg.dport] then ini, tgt = seg.src, seg.dst
     elseif opt.ports[seg.sport] then ini, tgt = seg.dst, seg.src
-    elseif opt.detect_ports and not syn and looks_like_login(seg.payload) then ini, tgt = seg.src, seg.dst end
-    if not ini then return end
+    elseif opt.detect_ports and not syn and looks_like_login(seg.payload) then ini, tgt = seg.src, seg.dst
+    elseif self.detected[key] then
+      if seg.src == self.detected[key] then ini, tgt = seg.dst, seg.src else ini, tgt = seg.src, seg.dst end
+    end
+    if not ini then
+      if not known_port and opt.detect_ports and not syn and #seg.payload > 0 then return self:sniff(key, seg) end
+      return
+    end
+    self.detected[key] = nil
     if self.live_count >= opt.max_connections then self:finish_idle(seg.t) end
     if self.live_count >= opt.max_connections then
       if self.refused_count >= 65536 then self.refused, self.refused_count = {}, 0 end

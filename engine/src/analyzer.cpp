@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "iscsi/detector.hpp"
 #include "iscsi/pdu.hpp"
 #include "rules/constants.hpp"
 #include "session/connection.hpp"
@@ -200,6 +201,80 @@ struct Analyzer::Impl {
     copy.payload = {};
     it->second.push_back(copy);
   }
+  // Connections on ports not known to be iSCSI, joined mid-session (no SYN, no login), whose
+  // first payload began with a plausible PDU header: held while their PDUs' structure is judged
+  // (iscsi/detector.hpp), then replayed as iSCSI, or forgotten (docs/rules.md "Ports").
+  struct Sniffed {
+    iscsi::StreamDetector detector;
+    Endpoint side0;  // the sender of the first payload
+    std::deque<Held> held;  // the latest ones: the connection is analysed from the first kept
+    size_t bytes = 0;
+  };
+  static constexpr size_t kMaxSniffed = 8, kMaxSniffedBytes = 2 << 20, kMaxNotIscsi = 65536;
+  std::map<Key, std::unique_ptr<Sniffed>> sniffing;
+  std::deque<Key> sniff_order;
+  std::set<Key> not_iscsi;            // judged not iSCSI (forgotten when the set is full)
+  std::map<Key, Endpoint> detected;   // judged iSCSI: its target, until its connection is made
+  void give_up(const Key& key) {
+    sniffing.erase(key);
+    if (not_iscsi.size() >= kMaxNotIscsi) not_iscsi.clear();
+    not_iscsi.insert(key);
+  }
+  SegmentStatus sniff(Analyzer& a, const Key& key, const Segment& seg) {
+    using Verdict = iscsi::StreamDetector::Verdict;
+    auto sn = sniffing.find(key);
+    if (sn == sniffing.end()) {
+      if (not_iscsi.count(key)) return SegmentStatus::ignored;
+      const auto b = iscsi::parse_bhs(seg.payload);
+      if (!b || !iscsi::is_known_opcode(b->opcode) ||
+          !iscsi::plausible_bhs(*b, iscsi::is_initiator_opcode(b->opcode)))
+        return SegmentStatus::ignored;
+      while (sniffing.size() >= kMaxSniffed && !sniff_order.empty()) {
+        sniffing.erase(sniff_order.front());
+        sniff_order.pop_front();
+      }
+      if (sniff_order.size() >= 2 * kMaxSniffed) {  // drop keys decided since
+        std::deque<Key> open;
+        for (const Key& k : sniff_order)
+          if (sniffing.count(k)) open.push_back(k);
+        sniff_order.swap(open);
+      }
+      sn = sniffing.emplace(key, std::make_unique<Sniffed>()).first;
+      sn->second->side0 = seg.src;
+      sniff_order.push_back(key);
+    }
+    Sniffed& s = *sn->second;
+    s.held.push_back({seg, std::vector<uint8_t>(seg.payload.begin(), seg.payload.end()), 0});
+    s.held.back().seg.payload = {};
+    s.bytes += seg.payload.size() + rules::probation_segment_cost;
+    while (s.bytes > kMaxSniffedBytes && s.held.size() > 1) {
+      s.bytes -= s.held.front().payload.size() + rules::probation_segment_cost;
+      s.held.pop_front();
+    }
+    const Verdict v = s.detector.feed(seg.src == s.side0 ? 0 : 1, seg.payload);
+    if (v == Verdict::not_iscsi) {
+      give_up(key);
+      return SegmentStatus::ignored;
+    }
+    if (v == Verdict::undecided) return SegmentStatus::ignored;
+    const Endpoint other = key.first == s.side0 ? key.second : key.first;
+    const Endpoint target = s.detector.initiator_side() == 0 ? other : s.side0;
+    detected[key] = target;
+    std::unique_ptr<Sniffed> found = std::move(sn->second);
+    sniffing.erase(sn);
+    sink.on_notice({Notice::Level::info, found->held.front().seg.frame, 0,
+                    "iSCSI found on port " + std::to_string(target.port) + " (target " + target.str() +
+                        ") without its login: the PDUs chain by their lengths and commands are answered "
+                        "by their task tags; analysed from frame " +
+                        std::to_string(found->held.front().seg.frame)});
+    SegmentStatus status = SegmentStatus::ignored;
+    for (Held& h : found->held) {
+      h.seg.payload = std::span<const uint8_t>(h.payload.data(), h.payload.size());
+      status = a.feed(h.seg);
+    }
+    return status;
+  }
+
   std::vector<ConnectionInfo> infos;  // finished connections
   session::SessionRegistry sessions;
   uint32_t next_id = 1;
@@ -231,6 +306,8 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
     if (!known_port && m.options.detect_ports && seg.payload_wire_len == 0 &&
         (seg.flags & (tcp_flag::syn | tcp_flag::ack)))
       m.remember_handshake(key, seg, syn);
+    // A connection whose PDUs are being judged keeps every segment (its ACKs time its path).
+    if (!known_port && !syn && !m.sniffing.empty() && m.sniffing.count(key)) return m.sniff(*this, key, seg);
     if (!syn && seg.payload_wire_len == 0) return SegmentStatus::ignored;  // stray ACKs, FINs
     // A connection the cap refused stays unanalysed until its 4-tuple starts anew (SYN): joined
     // later, mid-stream, it would be judged on half its evidence.
@@ -245,7 +322,15 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
       initiator = &seg.dst, target = &seg.src;
     else if (m.options.detect_ports && !syn && Impl::looks_like_login(seg))
       initiator = &seg.src, target = &seg.dst;
-    if (!initiator) return SegmentStatus::ignored;
+    else if (auto d = m.detected.find(key); d != m.detected.end()) {
+      const bool from_target = seg.src == d->second;
+      initiator = from_target ? &seg.dst : &seg.src;
+      target = from_target ? &seg.src : &seg.dst;
+    }
+    if (!initiator) {
+      if (!known_port && m.options.detect_ports && !syn && !seg.payload.empty()) return m.sniff(*this, key, seg);
+      return SegmentStatus::ignored;
+    }
     if (m.live.size() >= m.options.max_connections) m.finish_idle(seg.time_ns);
     if (m.live.size() >= m.options.max_connections) {
       if (!m.cap_reported)
@@ -258,6 +343,7 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
       ++m.refused;
       return SegmentStatus::ignored;
     }
+    if (!m.detected.empty()) m.detected.erase(key);
     auto conn = std::make_unique<Connection>(m.next_id++, *initiator, *target, m.options, m.sink, m.sessions);
     conn->set_tracer(m.tracer);  // not the scout's: its findings are a first look, replayed later
     it = m.live.emplace(key, std::move(conn)).first;

@@ -12,7 +12,9 @@ function Analyzer.new(options)
     cur_frame = 0, finished = false, last_frame = 0,
     pending = {}, pending_count = 0, pending_order = {}, po_head = 1, po_tail = 0,
     closing = {}, cl_head = 1, cl_tail = 0, last_idle_scan = nil, refused = {}, refused_count = 0,
-    segments = 0, scan_segments = 0, probation = {}, probation_count = 0, probation_bytes = 0 }, Analyzer)
+    segments = 0, scan_segments = 0, probation = {}, probation_count = 0, probation_bytes = 0,
+    sniffing = {}, sniff_count = 0, sniff_order = {}, so_head = 1, so_tail = 0, not_iscsi = {}, not_iscsi_count = 0,
+    detected = {} }, Analyzer)
   return a
 end
 
@@ -205,6 +207,74 @@ local function endpoint_order(ep)
   return table.concat(out) .. (v6 and "1" or "0") .. string.format("%04x", tonumber(port) % 65536)
 end
 
+-- Connections on ports not known to be iSCSI, joined mid-session, whose first payload began with
+-- a plausible PDU header: held while their PDUs' structure is judged (StreamDetector), then
+-- replayed as iSCSI, or forgotten (engine/src/analyzer.cpp, Impl::sniff).
+local SNIFFED_MAX, SNIFFED_BYTES_MAX, NOT_ISCSI_MAX = 8, 2 * 1048576, 65536
+
+function Analyzer:give_up(key)
+  if self.sniffing[key] then
+    self.sniffing[key] = nil
+    self.sniff_count = self.sniff_count - 1
+  end
+  if self.not_iscsi_count >= NOT_ISCSI_MAX then self.not_iscsi, self.not_iscsi_count = {}, 0 end
+  if not self.not_iscsi[key] then
+    self.not_iscsi[key] = true
+    self.not_iscsi_count = self.not_iscsi_count + 1
+  end
+end
+
+function Analyzer:sniff(key, seg)
+  local s = self.sniffing[key]
+  if not s then
+    if self.not_iscsi[key] or not StreamDetector.header_at(seg.payload, 1) then return end
+    while self.sniff_count >= SNIFFED_MAX and self.so_head <= self.so_tail do
+      local old = self.sniff_order[self.so_head]
+      self.sniff_order[self.so_head] = nil
+      self.so_head = self.so_head + 1
+      if self.sniffing[old] then
+        self.sniffing[old] = nil
+        self.sniff_count = self.sniff_count - 1
+      end
+    end
+    if self.so_tail - self.so_head + 1 >= 2 * SNIFFED_MAX then  -- drop keys decided since
+      local order, n = {}, 0
+      for k = self.so_head, self.so_tail do
+        local x = self.sniff_order[k]
+        if self.sniffing[x] then n = n + 1; order[n] = x end
+      end
+      self.sniff_order, self.so_head, self.so_tail = order, 1, n
+    end
+    s = { detector = StreamDetector.new(), side0 = seg.src, side1 = seg.dst, held = {}, h_head = 1, h_tail = 0,
+          bytes = 0 }
+    self.sniffing[key] = s
+    self.sniff_count = self.sniff_count + 1
+    self.so_tail = self.so_tail + 1
+    self.sniff_order[self.so_tail] = key
+  end
+  local copy = {}
+  for k, v in pairs(seg) do copy[k] = v end
+  s.h_tail = s.h_tail + 1
+  s.held[s.h_tail] = copy
+  s.bytes = s.bytes + #seg.payload + RULES.probation_segment_cost
+  while s.bytes > SNIFFED_BYTES_MAX and s.h_tail > s.h_head do
+    s.bytes = s.bytes - #s.held[s.h_head].payload - RULES.probation_segment_cost
+    s.held[s.h_head] = nil
+    s.h_head = s.h_head + 1
+  end
+  local v = s.detector:feed(seg.src == s.side0 and 0 or 1, seg.payload)
+  if v == "not_iscsi" then self:give_up(key) return end
+  if v == "undecided" then return end
+  self.detected[key] = s.detector.initiator_side == 0 and s.side1 or s.side0
+  self.sniffing[key] = nil
+  self.sniff_count = self.sniff_count - 1
+  for i = s.h_head, s.h_tail do
+    local h = s.held[i]
+    h.key = key
+    self:feed(h)
+  end
+end
+
 local function looks_like_login(payload)
   if #payload < 48 or payload:byte(1) ~= 0x43 then return false end
   return plausible(parse_bhs(payload), true, true)
@@ -235,6 +305,9 @@ function Analyzer:feed(seg)
        (hasbit(seg.flags, 0x02) or hasbit(seg.flags, 0x10)) then
       self:remember_handshake(key, seg, syn)
     end
+    -- A connection whose PDUs are being judged keeps every segment (its ACKs time its path).
+    local known_port = opt.ports[seg.dport] or opt.ports[seg.sport]
+    if not known_port and not syn and self.sniff_count > 0 and self.sniffing[key] then return self:sniff(key, seg) end
     if not syn and seg.wire_len == 0 then return end
     -- A connection the cap refused stays unanalysed until its 4-tuple starts anew (SYN).
     if self.refused[key] then
@@ -245,8 +318,15 @@ function Analyzer:feed(seg)
     local ini, tgt
     if opt.ports[seg.dport] then ini, tgt = seg.src, seg.dst
     elseif opt.ports[seg.sport] then ini, tgt = seg.dst, seg.src
-    elseif opt.detect_ports and not syn and looks_like_login(seg.payload) then ini, tgt = seg.src, seg.dst end
-    if not ini then return end
+    elseif opt.detect_ports and not syn and looks_like_login(seg.payload) then ini, tgt = seg.src, seg.dst
+    elseif self.detected[key] then
+      if seg.src == self.detected[key] then ini, tgt = seg.dst, seg.src else ini, tgt = seg.src, seg.dst end
+    end
+    if not ini then
+      if not known_port and opt.detect_ports and not syn and #seg.payload > 0 then return self:sniff(key, seg) end
+      return
+    end
+    self.detected[key] = nil
     if self.live_count >= opt.max_connections then self:finish_idle(seg.t) end
     if self.live_count >= opt.max_connections then
       if self.refused_count >= 65536 then self.refused, self.refused_count = {}, 0 end

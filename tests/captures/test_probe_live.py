@@ -54,8 +54,9 @@ def scsi_ops(pcap):
     assert r.returncode == 0, r.stderr
     out = {}
     for line in r.stdout.split():
-        op = int(line.split(",")[0], 0)
-        out[op] = out.get(op, 0) + 1
+        for field in line.split(","):  # every command of the frame (several share one under load)
+            op = int(field, 0)
+            out[op] = out.get(op, 0) + 1
     return out
 
 

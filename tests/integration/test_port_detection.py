@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """iSCSI on a port other than 3260 (docs/cli.md, --no-detect-ports): a connection that starts with
-a Login Request is followed wherever its target listens, unless detection is turned off.
+a Login Request is followed wherever its target listens, unless detection is turned off; one joined
+mid-session (no SYN, no login) is found from its PDUs' structure (docs/rules.md "Ports").
 
 Each fixture whose capture holds the login (captures/MANIFEST.json: a lab capture that does not
 start mid-session) is rewritten with the target's port 3260 changed to another port, TCP checksums
@@ -127,8 +128,25 @@ IDENTITY = ("capture", "session", "connection", "itt", "cmdsn", "op", "iscsi_opc
             "data_incomplete")
 
 
+def named(doc):
+    """The report with connection and session numbers replaced by the connection's endpoints: the
+    numbers follow the order connections were made in, which on a capture of several sessions is
+    the order of their SYNs with the port given and of their Login Requests when the port is found
+    from the login (the analysis is the same)."""
+    ends = {c["connection"]: c["initiator"] + ">" + c["target"].rsplit(":", 1)[0]
+            for s in doc["sessions"] for c in s["connections"]}
+    sess = {s["session"]: ",".join(sorted(ends[c["connection"]] for c in s["connections"])) for s in doc["sessions"]}
+    out = json.loads(json.dumps(doc))
+    for key in ("commands", "findings"):
+        for x in out[key]:
+            x["connection"] = ends.get(x["connection"], x["connection"])
+            x["session"] = sess.get(x["session"], x["session"])
+        out[key].sort(key=lambda x: json.dumps(x, sort_keys=True))
+    return out
+
+
 def identities(doc):
-    return [tuple(json.dumps(c.get(k)) for k in IDENTITY) for c in doc["commands"]]
+    return sorted(tuple(json.dumps(c.get(k)) for k in IDENTITY) for c in named(doc)["commands"])
 
 
 @functools.lru_cache(maxsize=None)
@@ -167,6 +185,8 @@ def test_iscsi_on_another_port_is_detected_from_the_login(entry):
     # Detection off and the port given: exactly the original's report.
     assert given["commands"] == base["commands"]
     assert given["findings"] == base["findings"]
+    # Found from the login: the same analysis (connection numbers may follow the logins' order).
+    assert named(found)["findings"] == named(base)["findings"]
 
 
 def connection_facts(doc):
@@ -179,6 +199,84 @@ def connection_facts(doc):
 def test_detected_connection_is_analysed_as_with_its_port_given(entry):
     """Detection decides which connections are iSCSI; it must not change how they are analysed."""
     (base, found, off, given), _ = _runs(entry["file"])
-    assert connection_facts(found) == connection_facts(given)
+    key = lambda f: json.dumps(f, sort_keys=True)  # noqa: E731
+    assert sorted(connection_facts(found), key=key) == sorted(connection_facts(given), key=key)
+    assert named(found)["commands"] == named(given)["commands"]
+    assert named(found)["findings"] == named(given)["findings"]
+
+
+def _mid_entries():
+    if not MANIFEST.exists():
+        return []
+    out = []
+    for e in json.loads(MANIFEST.read_text())["captures"]:
+        m = e["made"]
+        if m.get("lab") and m.get("starts_mid_session") and e["file"].endswith(".pcap.gz"):
+            out.append(e)
+    return out
+
+
+MID = _mid_entries()
+
+
+@pytest.mark.skipif(not MID, reason="no mid-session lab fixtures in captures/MANIFEST.json")
+@pytest.mark.parametrize("entry", MID, ids=[e["file"] for e in MID])
+def test_mid_session_on_another_port_is_found_from_its_pdus(entry, tmp_path):
+    """No SYN, no login: the connection is found from PDUs that chain by their lengths and commands
+    answered by their task tags, and analysed exactly as with its port given."""
+    original = ROOT / "captures" / entry["file"]
+    moved = tmp_path / "moved.pcap"
+    try:
+        changed, ports = rewrite_port(original, moved, 3260, NEW_PORT)
+    except ValueError as e:  # pcapng
+        pytest.skip(str(e))
+    assert changed and NEW_PORT not in ports
+    found, given = run(moved), run("--no-detect-ports", "--port", NEW_PORT, moved)
+    theirs = {(t.itt, t.first_frame) for t in oracle.commands(original)}
+    ours = {(int(c["itt"], 16), c["first_frame"]) for c in found["commands"]}
+    assert theirs and len(ours & theirs) >= 0.9 * len(theirs), "the commands Wireshark sees on port 3260"
     assert found["commands"] == given["commands"]
     assert found["findings"] == given["findings"]
+    assert run("--no-detect-ports", moved)["commands"] == []
+
+
+def _tcp_pcap(path, segments):
+    """A pcap of Ethernet/IPv4/TCP frames: segments are (from_a, seq, ack, payload)."""
+    import random  # noqa: F401 (the caller seeds its own)
+    out = bytearray(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+    a, b = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
+    for i, (from_a, seq, ack, payload) in enumerate(segments):
+        src, dst = (a, b) if from_a else (b, a)
+        sport, dport = (40000, NEW_PORT) if from_a else (NEW_PORT, 40000)
+        tcp = struct.pack(">HHIIBBHHH", sport, dport, seq, ack, 5 << 4, 0x18, 65535, 0, 0) + payload
+        ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), i & 0xFFFF, 0x4000, 64, 6, 0, src, dst)
+        frame = b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01\x08\x00" + ip + tcp
+        out += struct.pack("<IIII", 1_000_000 + i // 1000, (i % 1000) * 1000, len(frame), len(frame)) + frame
+    Path(path).write_bytes(bytes(out))
+
+
+def test_other_traffic_on_another_port_is_not_taken_for_iscsi(tmp_path):
+    """Random payload, some of it starting with a real SCSI Command header (copied from a lab
+    capture) that nothing answers or chains to: no iSCSI is found on the unknown port."""
+    import random
+    rng = random.Random(7)
+    path = ROOT / "captures" / "fixtures" / "scripted-nagle-read-1k--initiator.pcap.gz"
+    headers = [bytes.fromhex(line) for line in subprocess.run(
+        ["tshark", "-r", str(path), "-Y", "iscsi.opcode == 0x01", "-T", "fields", "-e", "tcp.payload"],
+        capture_output=True, text=True, check=True).stdout.split()][:20]
+    assert headers
+    segs, seq = [], [1, 1]
+    for i in range(4000):
+        side = i % 2
+        body = bytes(rng.getrandbits(8) for _ in range(rng.choice((48, 200, 1448))))
+        if side == 0 and i % 10 == 0:
+            body = headers[(i // 10) % len(headers)][:48] + body
+        segs.append((side == 0, seq[side], seq[1 - side], body))
+        seq[side] += len(body)
+    moved = tmp_path / "random.pcap"
+    _tcp_pcap(moved, segs)
+    doc = run(moved)
+    assert doc["commands"] == [] and doc["sessions"] == []
+    # the same traffic on 3260 is iSCSI by its port: there the commands are seen (the test's bytes
+    # are what they seem)
+    assert run("--port", NEW_PORT, moved)["commands"]

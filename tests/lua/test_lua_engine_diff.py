@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import zlib
 from pathlib import Path
@@ -317,3 +318,21 @@ def test_same_json_under_other_lua(need_tools, version, name):
     with tempfile.TemporaryDirectory() as tmp:
         pcap = to_pcap(ROOT / name, tmp)
         assert lua_json(pcap, lua) == lua_json(pcap, LUA)
+
+
+# iSCSI on another port, joined mid-session (no SYN, no login): found from the PDUs' structure
+# (docs/rules.md "Ports") by the Lua core as by the engine, on lab captures whose target port is
+# rewritten (tests/integration/test_port_detection.py's rewriter).
+MOVED = ["captures/fixtures/scripted-nagle-read-8k-joined--initiator.pcap.gz",
+         "captures/fixtures/stock-idle-read-joined--target.pcap.gz",
+         "captures/fixtures/initiator-nagle-write-1k-joined--target.pcap.gz"]
+
+
+@pytest.mark.parametrize("name", MOVED, ids=[Path(n).name for n in MOVED])
+def test_lua_equals_engine_on_another_port(need_tools, name, tmp_path):
+    sys.path.insert(0, str(ROOT / "tests" / "integration"))
+    from test_port_detection import rewrite_port
+    moved = tmp_path / "moved.pcap"
+    rewrite_port(ROOT / name, moved, 3260, 13260)
+    assert cli_json(moved)["commands"], "the engine finds the moved connection"
+    compare(moved)

@@ -389,6 +389,7 @@ void Connection::on_login(int dir, const PduEvent& ev, const Segment& seg) {
     isid_ = buf;
     if (b.op() == iscsi::Opcode::LoginResponse) tsih_ = b.tsih();
   }
+  if (ev.data_incomplete) login_cut_ = true;
   login_.add_pdu(b, ev.data, ev.kept_truncated);
   const iscsi::Negotiated& k = login_.result();
   if (k.text_bytes_clipped)
@@ -405,6 +406,17 @@ void Connection::on_login(int dir, const PduEvent& ev, const Segment& seg) {
                std::to_string(k.status_detail));
   if (!k.complete || login_done_) return;
   login_done_ = true;
+  if (login_cut_) {
+    // Keys read from a cut text would be half the negotiation and RFC defaults for the rest:
+    // they are inferred from the PDUs instead, as for a capture joined mid-session, and digests
+    // detected (docs/rules.md "Inferred facts").
+    keys_.login_cut = true;
+    initiator_name_ = k.initiator_name.value;
+    target_name_ = k.target_name.value;
+    session_type_ = k.session_type.value;
+    session_id();
+    return;
+  }
   keys_.immediate_data = k.immediate_data.value;
   keys_.initial_r2t = k.initial_r2t.value;
   keys_.first_burst = k.first_burst_length.value;
@@ -583,7 +595,10 @@ ConnectionInfo Connection::info() const {
             {"MaxOutstandingR2T", std::to_string(keys_.max_outstanding_r2t)},
             {"HeaderDigest", header_digest_ ? "CRC32C" : "None"},
             {"DataDigest", data_digest_ ? "CRC32C" : "None"},
-            {"source", keys_.from_login ? "login" : (keys_.initial_r2t_inferred ? "inferred" : "default")}};
+            {"source", keys_.from_login   ? "login"
+                       : keys_.login_cut  ? "login cut short"
+                       : keys_.initial_r2t_inferred ? "inferred"
+                                                    : "default"}};
   i.header_digest = header_digest_ || pdus_[kI2T].header_digest_on();
   i.data_digest = data_digest_ || pdus_[kI2T].data_digest_on();
   i.frames = frames_;

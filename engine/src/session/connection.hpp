@@ -173,6 +173,7 @@ private:
   OperationalKeys keys_;
   iscsi::Negotiation login_;
   bool login_done_ = false, saw_login_ = false;
+  bool login_cut_ = false;  // a Login/Text PDU's text was cut short (snaplen)
   std::string initiator_name_, target_name_, session_type_, isid_;
   uint16_t tsih_ = 0;
   bool header_digest_ = false, data_digest_ = false;

@@ -15,6 +15,7 @@ struct OperationalKeys {
   uint32_t initiator_mrdsl = 8192;
   uint32_t max_outstanding_r2t = 1;
   bool from_login = false;  // seen in this capture, not defaulted or inferred
+  bool login_cut = false;   // the login was captured, its text cut short (snaplen): not taken
   bool initial_r2t_inferred = false;
 
   // Round trips a command needs at best under these keys: 1, plus one per R2T cycle that the

@@ -317,10 +317,20 @@ function Connection:on_login(dir, ev, seg)
     self.isid = string.format("%08x%04x", b.lun_hi, floor(b.lun_lo / 65536))
     if b.opcode == OP.LoginResponse then self.tsih = b.lun_lo % 65536 end
   end
+  if ev.data_incomplete then self.login_cut = true end
   self.login:add_pdu(b, ev.data, ev.kept_truncated)
   local k = self.login.result
   if not k.complete or self.login_done then return end
   self.login_done = true
+  if self.login_cut then
+    -- Keys read from a cut text are not taken: inferred as for a joined capture (the engine's).
+    self.keys.login_cut = true
+    self.initiator_name = k.initiator_name
+    self.target_name = k.target_name
+    self.session_type = k.session_type
+    self:session_id()
+    return
+  end
   local keys = self.keys
   keys.immediate_data = k.immediate_data
   keys.initial_r2t = k.initial_r2t

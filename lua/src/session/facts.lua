@@ -42,7 +42,8 @@ function Connection:facts()
              { "MaxOutstandingR2T", num(k.max_outstanding_r2t) },
              { "HeaderDigest", self.header_digest and "CRC32C" or "None" },
              { "DataDigest", self.data_digest and "CRC32C" or "None" },
-             { "source", k.from_login and "login" or (k.initial_r2t_inferred and "inferred" or "default") } }
+             { "source", k.from_login and "login" or (k.login_cut and "login cut short" or
+                         (k.initial_r2t_inferred and "inferred" or "default")) } }
   f.mid_session_start = self.mid_session
   return f
 end
