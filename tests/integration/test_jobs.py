@@ -19,7 +19,9 @@ FIX = ROOT / "captures" / "fixtures"
 # its place, whatever -j).
 FILES = [FIX / "scripted-nagle-read-1k--initiator.pcap.gz", FIX / "test-cu--initiator.pcap.gz",
          FIX / "stock-loss-read--target.pcap.gz", ROOT / "tests" / "corpus" / "bad-magic.pcap",
-         ROOT / "captures" / "wireshark-wiki" / "iscsi-scsi-data-cdrom.pcap.gz"]
+         ROOT / "captures" / "wireshark-wiki" / "iscsi-scsi-data-cdrom.pcap.gz",
+         # joined mid-session: findings that rest on inferred facts (the run's advice lists them)
+         FIX / "scripted-nagle-read-8k-joined--initiator.pcap.gz", FIX / "initiator-nagle-write-8k-joined--target.pcap.gz"]
 USABLE = [f for f in FILES if f.name != "bad-magic.pcap"]
 
 
