@@ -279,6 +279,27 @@ bool wiretap_knows(const WiretapFile* wt, FileProbe& p) {
 
 }  // namespace
 
+#ifndef ISCSI_DOCTOR_WIRETAP
+// Built without libwiretap (wiretap_reader.cpp is then empty): what libpcap cannot read is refused.
+bool wiretap_available() { return false; }
+std::string wiretap_version() { return ""; }
+struct WiretapFile::Impl {};
+WiretapFile::WiretapFile(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+WiretapFile::~WiretapFile() = default;
+std::unique_ptr<WiretapFile> WiretapFile::open(const std::string&, std::string& error) {
+  error = "this build has no libwiretap";
+  return nullptr;
+}
+int WiretapFile::next(WiretapRecord&, std::string&) { return 0; }
+void WiretapFile::close() {}
+std::string WiretapFile::type_name() const { return ""; }
+int WiretapFile::file_dlt() const { return -1; }
+bool WiretapFile::decodable() const { return false; }
+uint64_t WiretapFile::bytes_read() const { return 0; }
+std::string WiretapFile::encap_name(int encap) { return fmt::format("encapsulation {}", encap); }
+std::string WiretapFile::encap_description(int encap) { return encap_name(encap); }
+#endif
+
 std::string_view format_name(FileFormat f) {
   switch (f) {
     case FileFormat::pcap:

@@ -2,7 +2,8 @@
 // libwiretap behind a small interface. The API moved between the Wireshark versions we build
 // against: 4.6 keeps a record's bytes in the wtap_rec (wtap_read without a Buffer, wtap_rec_init
 // with a size); 4.0 and 4.4 read into a Buffer of the caller's. Everything else used here is the
-// same in 4.0, 4.4 and 4.6.
+// same in 4.0, 4.4 and 4.6. Without ISCSI_DOCTOR_WIRETAP this file is empty and capture_reader.cpp
+// holds the stand-ins (so that what compiles capture_reader.cpp alone, as tests/fuzz does, links).
 #include "wiretap_reader.hpp"
 
 #include <fmt/format.h>
@@ -20,27 +21,7 @@
 
 namespace iscsi_doctor::cli {
 
-#ifndef ISCSI_DOCTOR_WIRETAP
-
-bool wiretap_available() { return false; }
-std::string wiretap_version() { return ""; }
-struct WiretapFile::Impl {};
-WiretapFile::WiretapFile(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-WiretapFile::~WiretapFile() = default;
-std::unique_ptr<WiretapFile> WiretapFile::open(const std::string&, std::string& error) {
-  error = "this build has no libwiretap";
-  return nullptr;
-}
-int WiretapFile::next(WiretapRecord&, std::string&) { return 0; }
-void WiretapFile::close() {}
-std::string WiretapFile::type_name() const { return ""; }
-int WiretapFile::file_dlt() const { return -1; }
-bool WiretapFile::decodable() const { return false; }
-uint64_t WiretapFile::bytes_read() const { return 0; }
-std::string WiretapFile::encap_name(int encap) { return fmt::format("encapsulation {}", encap); }
-std::string WiretapFile::encap_description(int encap) { return encap_name(encap); }
-
-#else
+#ifdef ISCSI_DOCTOR_WIRETAP
 
 namespace {
 
