@@ -280,7 +280,11 @@ void collect_ladders(const std::string& path, DecoderChoice decoder, const Optio
     x.first = r.command.first_frame;
     x.forced.insert(r.command.first_frame);
     x.forced.insert(r.command.status_frame);
+    // The evidence of its first findings (kLadderEvidenceFindings).
+    size_t shown = 0;
+    r.findings_not_drawn = r.findings.size() > kLadderEvidenceFindings ? r.findings.size() - kLadderEvidenceFindings : 0;
     for (const Finding& f : r.findings) {
+      if (shown++ == kLadderEvidenceFindings) break;
       x.forced.insert(f.frame);
       for (const auto& [name, frame] : f.related)
         x.forced.insert(frame);

@@ -33,12 +33,18 @@ struct LadderSeg {
 };
 
 // A command to draw, with what the first pass knew about it; collect_ladders fills `segs`.
+// Findings of a command whose evidence frames its ladder always draws: a transfer held flight after
+// flight (a slow link, a small window) has one per flight, and all of them would make the ladder as
+// tall as the transfer; the others' frames may be elided with the other segments, and it says so.
+inline constexpr size_t kLadderEvidenceFindings = 6;
+
 struct LadderRequest {
   CommandResult command;
   std::vector<Finding> findings;  // the findings tied to this command
   ConnectionInfo conn;            // peers, RTTs, vantage, digests
   std::vector<LadderSeg> segs;
   uint64_t elided_after = 0;  // segments left out at the end (still open command)
+  size_t findings_not_drawn = 0;  // findings past kLadderEvidenceFindings, whose evidence may be elided
 };
 
 // Second pass: reads `path` and fills each request's segments (those of its connection from just

@@ -749,6 +749,10 @@ std::string render_ladder(const LadderRequest& r, std::string_view pfx, bool sta
         "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#888\" font-style=\"italic\">… {} more "
         "segments not drawn …</text>\n",
         num((kInitiatorX + kTargetX) / 2), num(bottom - 8), count_text(r.elided_after));
+  if (r.findings_not_drawn)  // said outside the drawing (the HTML caption); kept here for tools
+    put(o, "<desc data-role=\"evidence-elided\" data-findings=\"{}\">evidence of the first {} findings drawn; {} more in "
+        "the report</desc>\n",
+        r.findings_not_drawn, kLadderEvidenceFindings, r.findings_not_drawn);
   draw_legend(o, bottom, r.conn, cp, roles, true);
   o += "</svg>\n";
   return o;

@@ -907,10 +907,14 @@ void capture_section(const CaptureResult& r, Aggregates& agg, const ReportOption
       drawn.emplace(key, lid);
       put(o,
           "<figure data-kind=\"{}\" data-kinds=\"{}\" data-itt=\"{}\"><figcaption>{} · connection {} · "
-          "illustrates {} · <code>iscsi-doctor ladder --itt {} --frame {} {}</code></figcaption>\n",
+          "illustrates {} · <code>iscsi-doctor ladder --itt {} --frame {} {}</code>{}</figcaption>\n",
           kname, join(kinds_of[key], " "), hex32(p.req.command.itt), by, p.req.command.connection,
           esc(join(illustrates[key], ", ")), hex32(p.req.command.itt), p.req.command.first_frame,
-          esc(r.path));
+          esc(r.path),
+          it->second.findings_not_drawn
+              ? fmt::format(" · the evidence of its first {} findings is drawn, of {} (the others in the findings)",
+                            kLadderEvidenceFindings, kLadderEvidenceFindings + it->second.findings_not_drawn)
+              : std::string());
       o += render_ladder(it->second, lid, false);
       o += "</figure>\n";
     }

@@ -212,11 +212,19 @@ def evidence_frames(finding):
     return frames
 
 
+LADDER_EVIDENCE_FINDINGS = 6  # cli/ladder.hpp kLadderEvidenceFindings
+
+
 def check_ladder_against_json(svg_el, command, findings, where):
     drawn = {int(el.get("data-frame")) for el in svg_el.iter() if el.get("data-frame")}
-    for f in findings:
+    # The first findings' evidence is drawn; past them (a transfer held flight after flight) the
+    # ladder says how many more the report has.
+    for f in findings[:LADDER_EVIDENCE_FINDINGS]:
         missing = evidence_frames(f) - drawn
         assert not missing, f"{where}: {f['kind']} at frame {f['frame']}: frames {sorted(missing)} not drawn"
+    said = [int(el.get("data-findings")) for el in svg_el.iter() if el.get("data-role") == "evidence-elided"]
+    assert said == ([len(findings) - LADDER_EVIDENCE_FINDINGS] if len(findings) > LADDER_EVIDENCE_FINDINGS else []), \
+        f"{where}: {len(findings)} findings, the ladder says {said}"
     title = [el.text or "" for el in svg_el.iter() if local(el.tag) == "text" and el.get("y") == "42"][0]
     if command["completed"]:
         m = re.search(r"(\d+) round trips? \(ideal (\d+)\)", title)
