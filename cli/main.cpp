@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // iscsi-doctor: explains, per SCSI command in an iSCSI capture, why it was slow.
 // This file only turns the command line into PipelineOptions (docs/cli.md); pipeline.cpp does the rest.
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -277,7 +280,24 @@ int report_main(int argc, char** argv) {
 
 }  // namespace
 
+// `iscsi-doctor -q ladder ...`: options given before a subcommand's name go after it, where the
+// subcommand reads them. Only when all of them begin with '-' (a flag, or --name=value: a value in
+// its own word could be a capture named like a subcommand) and no file has that name.
+static void subcommand_first(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a(argv[i]);
+    if (a == "ladder" || a == "diff" || a == "probe") {
+      std::error_code ec;
+      if (i == 1 || std::filesystem::exists(argv[i], ec)) return;
+      std::rotate(argv + 1, argv + i, argv + i + 1);
+      return;
+    }
+    if (a.empty() || a[0] != '-' || a == "-" || a == "--") return;
+  }
+}
+
 int main(int argc, char** argv) {
+  subcommand_first(argc, argv);
   // `iscsi-doctor ladder ...`: one command's diagram (ladder.cpp has its own options).
   if (argc > 1 && std::string_view(argv[1]) == "ladder") return ladder_main(argc - 1, argv + 1);
   // `iscsi-doctor diff BEFORE AFTER`: two captures or reports compared (diff.cpp).

@@ -779,3 +779,18 @@ def test_probe_interrupted_leaves_no_temporary_capture(tmp_path):
     assert p.returncode == 2, err
     assert "interrupted" in err, err
     assert not list(tmp.iterdir())
+
+
+def test_options_before_a_subcommand(tmp_path):
+    """`iscsi-doctor -q ladder ...` is the ladder subcommand with -q (it was read as a capture named
+    'ladder', and a text report went into the SVG file)."""
+    path = ROOT / "captures" / "fixtures" / "scripted-nagle-read-1k--initiator.pcap.gz"
+    doc = json.loads(subprocess.run([BIN, "-q", "--format", "json", str(path)], capture_output=True, text=True,
+                                    check=True).stdout)
+    c = doc["commands"][3]
+    out = tmp_path / "l.svg"
+    r = subprocess.run([BIN, "-q", "ladder", "--itt", c["itt"], str(path), "-o", str(out)], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    svg = out.read_text()
+    assert svg.startswith("<?xml") and f'data-first-frame="{c["first_frame"]}"' in svg
