@@ -18,16 +18,25 @@ TSHARK = os.environ.get("TSHARK") or shutil.which("tshark") or "tshark"
 MANIFEST = ROOT / "captures" / "MANIFEST.json"
 
 
+# ISCSI_DOCTOR_CAPTURE_SETS=lab (scripts/test-wireshark-versions.sh): only the manifest's sets named
+# (a fixture's `set`, `lab` when it has none), so that each other Wireshark version runs the first
+# sets and the host's own run (every set) stays the one that sees all.
+CAPTURE_SETS = {s for s in os.environ.get("ISCSI_DOCTOR_CAPTURE_SETS", "").split(",") if s}
+
+
 def capture_files():
     """Every capture in captures/MANIFEST.json, plus every fixture and Wireshark wiki capture on
     disk. A manifest entry whose file is missing stays in the list, so its tests fail."""
-    files = []
+    files, left_out = [], set()
     if MANIFEST.exists():
         for e in json.loads(MANIFEST.read_text())["captures"]:
+            if CAPTURE_SETS and e.get("set", "lab") not in CAPTURE_SETS:
+                left_out.add(ROOT / "captures" / e["file"])
+                continue
             files.append(ROOT / "captures" / e["file"])
     for d in ("fixtures", "wireshark-wiki"):
         for f in sorted((ROOT / "captures" / d).glob("*.pcap*")):
-            if f not in files:
+            if f not in files and f not in left_out:
                 files.append(f)
     return files
 
