@@ -49,12 +49,17 @@ def probe(target, outdir, *args):
 
 def scsi_ops(pcap):
     """SCSI opcodes of the SCSI Command PDUs in the capture, as Wireshark reads them."""
-    r = subprocess.run(["tshark", "-r", str(pcap), "-Y", "iscsi.opcode == 0x01", "-T", "fields", "-e", "scsi_sbc.opcode"],
+    r = subprocess.run(["tshark", "-r", str(pcap), "-Y", "iscsi.opcode == 0x01", "-T", "fields",
+                        "-e", "iscsi.opcode", "-e", "scsi_sbc.opcode"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     out = {}
-    for line in r.stdout.split():
-        for field in line.split(","):  # every command of the frame (several share one under load)
+    for line in r.stdout.splitlines():
+        iscsi_ops, sbc_ops = (line.split("\t") + [""])[:2]
+        # Every SCSI Command of the frame (several share one under load); a write's immediate data
+        # repeats its opcode after it, so the frame's first as many as it has commands.
+        commands = sum(1 for o in iscsi_ops.split(",") if o and int(o, 0) == 1)
+        for field in [f for f in sbc_ops.split(",") if f][:commands]:
             op = int(field, 0)
             out[op] = out.get(op, 0) + 1
     return out

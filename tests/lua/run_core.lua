@@ -61,7 +61,13 @@ while true do
   frame = frame + 1
   if not base then base = sec end
   if decode and decode(pkt, #pkt, orig > #pkt and orig - #pkt or 0, seg) then
-    seg.frame, seg.t = frame, (sec - base) * 1e9 + (nano and frac or frac * 1000)
+    -- A sub-second field out of range: in 32 bits, signed, as Wireshark (and the CLI) take it.
+    local sub = nano and frac or frac * 1000
+    if sub >= 1e9 then
+      sub = sub % 4294967296
+      if sub >= 2147483648 then sub = sub - 4294967296 end
+    end
+    seg.frame, seg.t = frame, (sec - base) * 1e9 + sub
     an:feed(seg)
   end
 end
