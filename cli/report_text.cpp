@@ -3,6 +3,11 @@
 // keys), the findings ranked by time lost with their fix and evidence frames, the command classes,
 // the worst commands and the notices; with several captures, a closing section for all of them.
 #include <cmath>
+#include <cstddef>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -244,14 +249,48 @@ public:
     write_worst(o, s);
     const auto& notices = s.notices();
     if (!notices.empty()) {
+      // Notices that differ only in their numbers (the same kind of missing bytes at many frames)
+      // are one line with a count and their first frames (all are in --format json).
+      struct Group {
+        const Notice* first;
+        size_t count = 0;
+        std::vector<uint64_t> frames;
+      };
+      std::vector<Group> groups;
+      std::map<std::pair<int, std::string>, size_t> by_shape;
+      for (const Notice& n : notices) {
+        std::string shape;
+        for (char ch : n.message) {
+          const bool digit = ch >= '0' && ch <= '9';
+          if (!digit)
+            shape += ch;
+          else if (shape.empty() || shape.back() != '#')
+            shape += '#';
+        }
+        auto [it, fresh] = by_shape.try_emplace({int(n.level), shape}, groups.size());
+        if (fresh) groups.push_back(Group{&n, 0, {}});
+        Group& g = groups[it->second];
+        ++g.count;
+        if (n.frame && g.frames.size() < 5) g.frames.push_back(n.frame);
+      }
       o += fmt::format("\nNotices ({})\n", notices.size());
-      for (size_t i = 0; i < notices.size() && i < kNoticesShown; ++i) {
-        const Notice& n = notices[i];
+      for (size_t i = 0; i < groups.size() && i < kNoticesShown; ++i) {
+        const Notice& n = *groups[i].first;
         o += fmt::format("  {:<7}  {:<12} {}\n", notice_level_name(n.level),
                          n.frame ? fmt::format("frame {}", n.frame) : std::string("-"), n.message);
+        const Group& g = groups[i];
+        if (g.count > 1) {
+          // the frames of the others (the first's is on the line above when it has one)
+          const size_t skip = n.frame && !g.frames.empty() ? 1 : 0;
+          const std::vector<uint64_t> others(g.frames.begin() + ptrdiff_t(skip), g.frames.end());
+          o += fmt::format("  {:<7}  {:<12} ... and {} more like it{}\n", "", "", g.count - 1,
+                           others.empty() ? std::string()
+                                          : fmt::format(" (frames {}{})", frames_text(others),
+                                                        g.count - skip > others.size() ? ", ..." : ""));
+        }
       }
-      if (notices.size() > kNoticesShown)
-        o += fmt::format("  ... and {} more (see --format json)\n", notices.size() - kNoticesShown);
+      if (groups.size() > kNoticesShown)
+        o += fmt::format("  ... and {} more kinds (see --format json)\n", groups.size() - kNoticesShown);
     }
     o += "\n";
     std::fputs(o.c_str(), out);

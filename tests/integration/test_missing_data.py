@@ -52,3 +52,19 @@ def test_headline_when_most_data_is_missing():
     # a capture with every byte does not say it
     whole = subprocess.run([BIN, "-q", str(WIKI / "iscsi-tapel.pcap.gz")], capture_output=True, text=True).stdout
     assert "most of the iSCSI data is missing" not in whole
+
+
+def test_notices_of_one_kind_are_one_line():
+    """The 10TB capture's notices of missing bytes differ only in their numbers: the text report
+    gives each kind once, with how many more there are (the JSON keeps every one)."""
+    path = WIKI / "iscsi-scsi-10TB-data-device.pcap.gz"
+    text = subprocess.run([BIN, "-q", str(path)], capture_output=True, text=True, check=True).stdout
+    doc = json.loads(subprocess.run([BIN, "-q", "--format", "json", str(path)], capture_output=True, text=True,
+                                    check=True).stdout)
+    section = text[text.index("\nNotices ("):]
+    import re
+    shape = re.compile(r"\d+ bytes missing from the target's stream \(")
+    same = [n for n in doc["notices"] if shape.match(n["message"])]
+    assert len(same) > 10
+    assert section.count("2684 bytes missing from the target's stream") == 1
+    assert f"... and {len(same) - 1} more like it (frames " in section
