@@ -11,7 +11,7 @@
 // jumbograms) means "as long as the frame".
 #include "packet_decoder.hpp"
 
-#include <pcap/dlt.h>
+#include "dlt.hpp"
 
 #include <algorithm>
 #include <array>
@@ -298,15 +298,6 @@ Decoded decode_ppp(Frame f, Segment& s, std::string_view& why) {
   }
 }
 
-#ifndef DLT_LINUX_SLL2
-#define DLT_LINUX_SLL2 276
-#endif
-#ifndef DLT_IPV4
-#define DLT_IPV4 228
-#endif
-#ifndef DLT_IPV6
-#define DLT_IPV6 229
-#endif
 // A file's link type 14 is raw IP as OpenBSD writes it (its DLT_RAW; Wireshark reads it so);
 // libpcap on other systems hands the number through.
 constexpr int kDltRawOpenBsd = 14;

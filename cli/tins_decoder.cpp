@@ -23,7 +23,7 @@
 #include <tins/sll.h>
 #include <tins/tcp.h>
 
-#include <pcap/dlt.h>
+#include "dlt.hpp"
 
 #include <array>
 #include <memory>
@@ -133,16 +133,6 @@ Decoded decode_with(Frame f, Segment& s, std::string_view& why) {
     return Decoded::malformed;
   }
 }
-
-#ifndef DLT_PKTAP
-#define DLT_PKTAP 258
-#endif
-#ifndef DLT_IPV4
-#define DLT_IPV4 228
-#endif
-#ifndef DLT_IPV6
-#define DLT_IPV6 229
-#endif
 
 struct LinkEntry {
   int dlt;

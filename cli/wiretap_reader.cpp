@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #ifdef ISCSI_DOCTOR_WIRETAP
-#include <pcap/dlt.h>
+#include "dlt.hpp"
 #include <ws_version.h>
 #include <wiretap/wtap.h>
 
@@ -24,19 +24,6 @@ namespace iscsi_doctor::cli {
 #ifdef ISCSI_DOCTOR_WIRETAP
 
 namespace {
-
-#ifndef DLT_LINUX_SLL2
-#define DLT_LINUX_SLL2 276
-#endif
-#ifndef DLT_IPV4
-#define DLT_IPV4 228
-#endif
-#ifndef DLT_IPV6
-#define DLT_IPV6 229
-#endif
-#ifndef DLT_PKTAP
-#define DLT_PKTAP 258
-#endif
 
 // ERF record types (wiretap/erf_record.h, not installed): Ethernet ones carry a 2-byte pad that
 // wiretap moves into the pseudo-header, so what is left is a plain Ethernet frame.

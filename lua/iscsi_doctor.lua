@@ -3000,16 +3000,49 @@ end
 local Analyzer = {}
 Analyzer.__index = Analyzer
 
+-- Entries by connection, at most max: a new one evicts the oldest (insertion order); the order drops
+-- the keys removed since once it reaches twice the bound (the engine's OldestFirst).
+local function oldest_first() return { map = {}, count = 0, order = {}, head = 1, tail = 0 } end
+local function of_insert(t, key, value, max)
+  while t.count >= max and t.head <= t.tail do
+    local old = t.order[t.head]
+    t.order[t.head] = nil
+    t.head = t.head + 1
+    if t.map[old] then
+      t.map[old] = nil
+      t.count = t.count - 1
+    end
+  end
+  if t.tail - t.head + 1 >= 2 * max then
+    local order, n = {}, 0
+    for k = t.head, t.tail do
+      local x = t.order[k]
+      if t.map[x] then n = n + 1; order[n] = x end
+    end
+    t.order, t.head, t.tail = order, 1, n
+  end
+  t.tail = t.tail + 1
+  t.order[t.tail] = key
+  t.map[key] = value
+  t.count = t.count + 1
+end
+local function of_remove(t, key)
+  if t.map[key] then
+    t.map[key] = nil
+    t.count = t.count - 1
+  end
+end
+
 function Analyzer.new(options)
   local a = setmetatable({ options = options or DEFAULT_OPTIONS, live = {}, live_count = 0,
     connections = {}, next_id = 1, sessions = {}, session_keys = {},
     findings = {}, commands = {}, by_evidence = {}, by_decision = {}, by_status = {},
     cmd_by_decision = {},
     cur_frame = 0, finished = false, last_frame = 0,
-    pending = {}, pending_count = 0, pending_order = {}, po_head = 1, po_tail = 0,
+    pending = oldest_first(),
     closing = {}, cl_head = 1, cl_tail = 0, last_idle_scan = nil, refused = {}, refused_count = 0,
     segments = 0, scan_segments = 0, probation = {}, probation_count = 0, probation_bytes = 0,
-    sniffing = {}, sniff_count = 0, sniff_order = {}, so_head = 1, so_tail = 0, not_iscsi = {}, not_iscsi_count = 0,
+    sniffing = oldest_first(), not_iscsi = {}, not_iscsi_count = 0,
     detected = {} }, Analyzer)
   return a
 end
@@ -3094,32 +3127,10 @@ end
 -- (then replayed into it: MSS, window scale and round trips come from them).
 local MAX_PENDING_HANDSHAKES = 4096
 function Analyzer:remember_handshake(key, seg, syn)
-  local p = self.pending[key]
+  local p = self.pending.map[key]
   if syn then
-    if not p then
-      while self.pending_count >= MAX_PENDING_HANDSHAKES and self.po_head <= self.po_tail do
-        local old = self.pending_order[self.po_head]
-        self.pending_order[self.po_head] = nil
-        self.po_head = self.po_head + 1
-        if self.pending[old] then
-          self.pending[old] = nil
-          self.pending_count = self.pending_count - 1
-        end
-      end
-      if self.po_tail - self.po_head + 1 >= 2 * MAX_PENDING_HANDSHAKES then  -- drop replayed keys
-        local order, n = {}, 0
-        for k = self.po_head, self.po_tail do
-          local x = self.pending_order[k]
-          if self.pending[x] then n = n + 1; order[n] = x end
-        end
-        self.pending_order, self.po_head, self.po_tail = order, 1, n
-      end
-      self.pending_count = self.pending_count + 1
-      self.po_tail = self.po_tail + 1
-      self.pending_order[self.po_tail] = key
-    end
     p = {}
-    self.pending[key] = p
+    if self.pending.map[key] then self.pending.map[key] = p else of_insert(self.pending, key, p, MAX_PENDING_HANDSHAKES) end
   elseif not p or #p >= 3 then
     return
   end
@@ -3209,10 +3220,7 @@ end
 local SNIFFED_MAX, SNIFFED_BYTES_MAX, NOT_ISCSI_MAX = 8, 2 * 1048576, 65536
 
 function Analyzer:give_up(key)
-  if self.sniffing[key] then
-    self.sniffing[key] = nil
-    self.sniff_count = self.sniff_count - 1
-  end
+  of_remove(self.sniffing, key)
   if self.not_iscsi_count >= NOT_ISCSI_MAX then self.not_iscsi, self.not_iscsi_count = {}, 0 end
   if not self.not_iscsi[key] then
     self.not_iscsi[key] = true
@@ -3221,32 +3229,12 @@ function Analyzer:give_up(key)
 end
 
 function Analyzer:sniff(key, seg)
-  local s = self.sniffing[key]
+  local s = self.sniffing.map[key]
   if not s then
     if self.not_iscsi[key] or not StreamDetector.header_at(seg.payload, 1) then return end
-    while self.sniff_count >= SNIFFED_MAX and self.so_head <= self.so_tail do
-      local old = self.sniff_order[self.so_head]
-      self.sniff_order[self.so_head] = nil
-      self.so_head = self.so_head + 1
-      if self.sniffing[old] then
-        self.sniffing[old] = nil
-        self.sniff_count = self.sniff_count - 1
-      end
-    end
-    if self.so_tail - self.so_head + 1 >= 2 * SNIFFED_MAX then  -- drop keys decided since
-      local order, n = {}, 0
-      for k = self.so_head, self.so_tail do
-        local x = self.sniff_order[k]
-        if self.sniffing[x] then n = n + 1; order[n] = x end
-      end
-      self.sniff_order, self.so_head, self.so_tail = order, 1, n
-    end
     s = { detector = StreamDetector.new(), side0 = seg.src, side1 = seg.dst, held = {}, h_head = 1, h_tail = 0,
           bytes = 0 }
-    self.sniffing[key] = s
-    self.sniff_count = self.sniff_count + 1
-    self.so_tail = self.so_tail + 1
-    self.sniff_order[self.so_tail] = key
+    of_insert(self.sniffing, key, s, SNIFFED_MAX)
   end
   local copy = {}
   for k, v in pairs(seg) do copy[k] = v end
@@ -3262,8 +3250,7 @@ function Analyzer:sniff(key, seg)
   if v == "not_iscsi" then self:give_up(key) return end
   if v == "undecided" then return end
   self.detected[key] = s.detector.initiator_side == 0 and s.side1 or s.side0
-  self.sniffing[key] = nil
-  self.sniff_count = self.sniff_count - 1
+  of_remove(self.sniffing, key)
   for i = s.h_head, s.h_tail do
     local h = s.held[i]
     h.key = key
@@ -3303,7 +3290,7 @@ function Analyzer:feed(seg)
     end
     -- A connection whose PDUs are being judged keeps every segment (its ACKs time its path).
     local known_port = opt.ports[seg.dport] or opt.ports[seg.sport]
-    if not known_port and not syn and self.sniff_count > 0 and self.sniffing[key] then return self:sniff(key, seg) end
+    if not known_port and not syn and self.sniffing.count > 0 and self.sniffing.map[key] then return self:sniff(key, seg) end
     if not syn and seg.wire_len == 0 then return end
     -- A connection the cap refused stays unanalysed until its 4-tuple starts anew (SYN).
     if self.refused[key] then
@@ -3338,11 +3325,10 @@ function Analyzer:feed(seg)
     self.live[key] = c
     self.live_count = self.live_count + 1
     self.connections[#self.connections + 1] = c
-    local p = self.pending[key]
+    local p = self.pending.map[key]
     if p then
       for _, h in ipairs(p) do c:on_segment(h, h.src == ini and I2T or T2I) end
-      self.pending[key] = nil
-      self.pending_count = self.pending_count - 1
+      of_remove(self.pending, key)
     elseif not syn and self.probation_count < RULES.probation_connections_max then
       self.probation[key] = { scout = Connection.new(discarding(self.options), c.id, ini, tgt), held = {}, bytes = 0 }
       self.probation_count = self.probation_count + 1

@@ -171,30 +171,37 @@ struct Analyzer::Impl {
     live.erase(it);
   }
   std::unordered_map<uint32_t, Connection*> by_id;  // the live connections by number
+  // Entries by connection, at most `max`: a new one evicts the oldest (insertion order). The order
+  // drops the keys erased since once it reaches twice the bound, so it stays bounded too.
+  template <typename V>
+  struct OldestFirst {
+    std::map<Key, V> entries;
+    std::deque<Key> order;
+    typename std::map<Key, V>::iterator insert(const Key& key, size_t max) {
+      while (entries.size() >= max && !order.empty()) {
+        entries.erase(order.front());
+        order.pop_front();
+      }
+      if (order.size() >= 2 * max) {
+        std::deque<Key> kept;
+        for (const Key& k : order)
+          if (entries.count(k)) kept.push_back(k);
+        order.swap(kept);
+      }
+      order.push_back(key);
+      return entries.emplace(key, V{}).first;
+    }
+  };
   // Handshakes on ports not known to be iSCSI, kept until a Login Request shows the connection is
   // (then replayed into it: MSS, window scale and round trips come from them).
   static constexpr size_t kMaxPendingHandshakes = 4096;
-  std::map<Key, std::vector<Segment>> pending;
-  std::deque<Key> pending_order;
+  OldestFirst<std::vector<Segment>> pending;
   void remember_handshake(const Key& key, const Segment& seg, bool syn) {
-    auto it = pending.find(key);
+    auto it = pending.entries.find(key);
     if (syn) {
-      if (it == pending.end()) {
-        while (pending.size() >= kMaxPendingHandshakes && !pending_order.empty()) {
-          pending.erase(pending_order.front());
-          pending_order.pop_front();
-        }
-        if (pending_order.size() >= 2 * kMaxPendingHandshakes) {  // drop keys replayed since
-          std::deque<Key> live_keys;
-          for (const Key& k : pending_order)
-            if (pending.count(k)) live_keys.push_back(k);
-          pending_order.swap(live_keys);
-        }
-        it = pending.emplace(key, std::vector<Segment>{}).first;
-        pending_order.push_back(key);
-      }
+      if (it == pending.entries.end()) it = pending.insert(key, kMaxPendingHandshakes);
       it->second.clear();
-    } else if (it == pending.end() || it->second.size() >= 3) {
+    } else if (it == pending.entries.end() || it->second.size() >= 3) {
       return;
     }
     Segment copy = seg;
@@ -211,37 +218,23 @@ struct Analyzer::Impl {
     size_t bytes = 0;
   };
   static constexpr size_t kMaxSniffed = 8, kMaxSniffedBytes = 2 << 20, kMaxNotIscsi = 65536;
-  std::map<Key, std::unique_ptr<Sniffed>> sniffing;
-  std::deque<Key> sniff_order;
+  OldestFirst<std::unique_ptr<Sniffed>> sniffing;
   std::set<Key> not_iscsi;            // judged not iSCSI (forgotten when the set is full)
   std::map<Key, Endpoint> detected;   // judged iSCSI: its target, until its connection is made
   void give_up(const Key& key) {
-    sniffing.erase(key);
+    sniffing.entries.erase(key);
     if (not_iscsi.size() >= kMaxNotIscsi) not_iscsi.clear();
     not_iscsi.insert(key);
   }
   SegmentStatus sniff(Analyzer& a, const Key& key, const Segment& seg) {
     using Verdict = iscsi::StreamDetector::Verdict;
-    auto sn = sniffing.find(key);
-    if (sn == sniffing.end()) {
-      if (not_iscsi.count(key)) return SegmentStatus::ignored;
-      const auto b = iscsi::parse_bhs(seg.payload);
-      if (!b || !iscsi::is_known_opcode(b->opcode) ||
-          !iscsi::plausible_bhs(*b, iscsi::is_initiator_opcode(b->opcode)))
+    auto sn = sniffing.entries.find(key);
+    if (sn == sniffing.entries.end()) {
+      if (not_iscsi.count(key) || !iscsi::StreamDetector::starts_with_header(seg.payload))
         return SegmentStatus::ignored;
-      while (sniffing.size() >= kMaxSniffed && !sniff_order.empty()) {
-        sniffing.erase(sniff_order.front());
-        sniff_order.pop_front();
-      }
-      if (sniff_order.size() >= 2 * kMaxSniffed) {  // drop keys decided since
-        std::deque<Key> open;
-        for (const Key& k : sniff_order)
-          if (sniffing.count(k)) open.push_back(k);
-        sniff_order.swap(open);
-      }
-      sn = sniffing.emplace(key, std::make_unique<Sniffed>()).first;
+      sn = sniffing.insert(key, kMaxSniffed);
+      sn->second = std::make_unique<Sniffed>();
       sn->second->side0 = seg.src;
-      sniff_order.push_back(key);
     }
     Sniffed& s = *sn->second;
     s.held.push_back({seg, std::vector<uint8_t>(seg.payload.begin(), seg.payload.end()), 0});
@@ -261,7 +254,7 @@ struct Analyzer::Impl {
     const Endpoint target = s.detector.initiator_side() == 0 ? other : s.side0;
     detected[key] = target;
     std::unique_ptr<Sniffed> found = std::move(sn->second);
-    sniffing.erase(sn);
+    sniffing.entries.erase(sn);
     sink.on_notice({Notice::Level::info, found->held.front().seg.frame, 0,
                     "iSCSI found on port " + std::to_string(target.port) + " (target " + target.str() +
                         ") without its login: the PDUs chain by their lengths and commands are answered "
@@ -307,7 +300,8 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
         (seg.flags & (tcp_flag::syn | tcp_flag::ack)))
       m.remember_handshake(key, seg, syn);
     // A connection whose PDUs are being judged keeps every segment (its ACKs time its path).
-    if (!known_port && !syn && !m.sniffing.empty() && m.sniffing.count(key)) return m.sniff(*this, key, seg);
+    if (!known_port && !syn && !m.sniffing.entries.empty() && m.sniffing.entries.count(key))
+      return m.sniff(*this, key, seg);
     if (!syn && seg.payload_wire_len == 0) return SegmentStatus::ignored;  // stray ACKs, FINs
     // A connection the cap refused stays unanalysed until its 4-tuple starts anew (SYN): joined
     // later, mid-stream, it would be judged on half its evidence.
@@ -348,10 +342,10 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
     conn->set_tracer(m.tracer);  // not the scout's: its findings are a first look, replayed later
     it = m.live.emplace(key, std::move(conn)).first;
     m.by_id[it->second->id()] = it->second.get();
-    if (auto p = m.pending.find(key); p != m.pending.end()) {
+    if (auto p = m.pending.entries.find(key); p != m.pending.entries.end()) {
       for (const Segment& h : p->second)
         it->second->on_segment(h, h.src == *initiator ? session::kI2T : session::kT2I);
-      m.pending.erase(p);
+      m.pending.entries.erase(p);
     } else if (!syn && m.probation.size() < rules::probation_connections_max) {
       auto pr = std::make_unique<Impl::Probation>();
       pr->scout = std::make_unique<Connection>(it->second->id(), *initiator, *target, m.options, pr->discard,

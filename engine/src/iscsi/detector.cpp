@@ -20,6 +20,8 @@ std::optional<Bhs> header_at(std::span<const uint8_t> bytes) {
 }
 }  // namespace
 
+bool StreamDetector::starts_with_header(std::span<const uint8_t> bytes) { return header_at(bytes).has_value(); }
+
 StreamDetector::Verdict StreamDetector::feed(int side, std::span<const uint8_t> payload) {
   if (verdict_ != Verdict::undecided || payload.empty()) return verdict_;
   if (!walk(side, payload) || ++segments_ > kSegmentsMax || (saw_header_ && ++headers_ > kHeadersMax)) {

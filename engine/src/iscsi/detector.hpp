@@ -16,6 +16,9 @@ public:
   Verdict feed(int side, std::span<const uint8_t> payload);
   Verdict verdict() const { return verdict_; }
   int initiator_side() const { return initiator_side_; }  // once iscsi
+  // A header at the start of `bytes` that passes the strict checks for its opcode's direction:
+  // what a connection's first payload must show to be judged at all.
+  static bool starts_with_header(std::span<const uint8_t> bytes);
 
   static constexpr int kAnswersNeeded = 2;     // commands answered by ITT from the other side
   static constexpr int kHeadersMax = 64;       // segments that begin with a header, before giving up

@@ -8,6 +8,7 @@
 #include "iscsi/pdu.hpp"
 #include "rules/constants.hpp"
 #include "scsi/cdb.hpp"
+#include "util/hex.hpp"
 #include "util/units.hpp"
 
 namespace iscsi_doctor::session {
@@ -21,11 +22,6 @@ std::string hex2(uint8_t v) {
   return {d[v >> 4], d[v & 15]};
 }
 
-std::string hex_itt(uint32_t itt) {
-  char b[16];
-  std::snprintf(b, sizeof b, "0x%08x", itt);
-  return b;
-}
 }  // namespace
 
 Connection::Connection(uint32_t id, const Endpoint& initiator, const Endpoint& target, const Options& options,

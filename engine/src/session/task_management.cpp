@@ -2,8 +2,8 @@
 #include "session/task_management.hpp"
 
 #include <algorithm>
-#include <cstdio>
 
+#include "util/hex.hpp"
 #include "util/units.hpp"
 
 namespace iscsi_doctor::session {
@@ -38,12 +38,6 @@ std::string response_name(uint8_t r) {
   }
 }
 
-std::string hex32(uint32_t v) {
-  char b[11];
-  std::snprintf(b, sizeof b, "0x%08x", v);
-  return b;
-}
-
 }  // namespace
 
 void TaskManagement::on_request(const iscsi::Bhs& b, uint64_t frame, int64_t t, const Referenced& ref) {
@@ -75,7 +69,7 @@ Notice TaskManagement::words(const Pending& p, const std::string& answer) {
   // Aborts and resets end commands: what an initiator does when one timed out.
   const bool ends_commands = p.function >= 1 && p.function <= 7;
   if (p.function == 1 || p.function == 8) {
-    m += " of ITT " + hex32(p.referenced);
+    m += " of ITT " + hex_itt(p.referenced);
     m += p.ref.open ? " (" + p.ref.op + ", open " + whole_ms(ms(p.t - p.ref.first_ns)) + " ms)"
                     : " (no such command open in the capture)";
   } else {
