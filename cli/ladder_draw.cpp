@@ -141,7 +141,8 @@ std::vector<Arrow> make_arrows(const LadderRequest& r, const CapturePoint& cp) {
 
 // Round trips as the engine counted them (docs/rules.md "Round trips"): a marker where the
 // command's half trips complete another round trip (every second crossing). Should the drawn
-// events end short of the round trips the command is reported with, its status says them.
+// events end short of the round trips the command is reported with, its status says them; none
+// is drawn past them (a link_limited command's holds were the link's queue, not round trips).
 void number_round_trips(std::vector<Arrow>& arrows, const CommandResult& c) {
   int shown = 0;
   Arrow* status = nullptr;
@@ -149,6 +150,7 @@ void number_round_trips(std::vector<Arrow>& arrows, const CommandResult& c) {
     const LadderSeg& s = *a.s;
     if (c.status_frame && s.frame == c.status_frame) status = &a;
     if (s.half_trips < 0 || s.half_trips / 2 <= shown) continue;
+    if (c.completed && s.half_trips / 2 > c.round_trips) continue;
     a.rt = shown = s.half_trips / 2;
   }
   if (status && shown < c.round_trips) status->rt = c.round_trips;

@@ -183,7 +183,7 @@ struct BreakdownPart {
   std::string_view name;
   double Breakdown::*field;
 };
-extern const BreakdownPart kBreakdownParts[9];
+extern const BreakdownPart kBreakdownParts[10];
 
 nlohmann::json summary_json(const Summary&);  // commands, completed, advice, classes, ...
 // The per-session rows labelled for people: "N (target)", N as the session list names it.

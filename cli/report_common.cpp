@@ -10,7 +10,7 @@
 
 namespace iscsi_doctor::cli {
 
-const BreakdownPart kBreakdownParts[9] = {
+const BreakdownPart kBreakdownParts[10] = {
     {"request", &Breakdown::request_ms},
     {"think", &Breakdown::think_ms},
     {"data", &Breakdown::data_ms},
@@ -20,6 +20,7 @@ const BreakdownPart kBreakdownParts[9] = {
     {"window", &Breakdown::window_ms},
     {"loss", &Breakdown::loss_ms},
     {"response", &Breakdown::response_ms},
+    {"link", &Breakdown::link_ms},
 };
 
 std::string_view command_kind_name(char kind) {
@@ -294,6 +295,10 @@ nlohmann::json connection_json(const ConnectionInfo& c) {
       {"rtt_initiator_ms", ms_or_null(c.rtt_initiator_ms)},
       {"rtt_target_ms", ms_or_null(c.rtt_target_ms)},
       {"rtt_source", {{"initiator", c.rtt_source_initiator}, {"target", c.rtt_source_target}}},
+      {"path_rate_mbit_s",
+       {{"to_target", c.rate_to_target_mbit_s < 0 ? nlohmann::json(nullptr) : nlohmann::json(std::round(c.rate_to_target_mbit_s * 10) / 10)},
+        {"to_initiator",
+         c.rate_to_initiator_mbit_s < 0 ? nlohmann::json(nullptr) : nlohmann::json(std::round(c.rate_to_initiator_mbit_s * 10) / 10)}}},
       {"mss",
        {{"initiator", c.mss_initiator},
         {"target", c.mss_target},

@@ -254,7 +254,8 @@ const char* part_color(std::string_view part) {
   static const std::map<std::string_view, const char*> k = {
       {"request", "#8ab6d6"}, {"think", "#7fb77e"},       {"data", "#c9c9c9"},
       {"nagle", "#d62728"},   {"delayed_ack", "#f2b705"}, {"r2t", "#9467bd"},
-      {"window", "#17becf"},  {"loss", "#8c564b"},        {"response", "#4a6fa5"}};
+      {"window", "#17becf"},  {"loss", "#8c564b"},        {"response", "#4a6fa5"},
+      {"link", "#e377c2"}};
   auto it = k.find(part);
   return it == k.end() ? "#999" : it->second;
 }
@@ -433,7 +434,9 @@ void breakdown_chart(Out& o, const std::string& id,
   o += "</svg>\n";
 }
 
-void timeline_chart(Out& o, const std::string& id, const svg::TimeBins& tb) {
+// rate_mbs: the path's rate each way as the connections' ACKs showed it (docs/rules.md "The link"),
+// read (to the initiator) then write, MB/s; 0: none measured.
+void timeline_chart(Out& o, const std::string& id, const svg::TimeBins& tb, const double (&rate_mbs)[2]) {
   const size_t n = tb.used();
   if (n == 0) return;
   const double w_s = double(tb.width_ns) / 1e9;
@@ -485,6 +488,25 @@ void timeline_chart(Out& o, const std::string& id, const svg::TimeBins& tb) {
     }
     put(o, "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#999\"/>", num(L), num(y1),
         num(W - R));
+    // The path's rate as a dashed line where the throughput comes near it (a link at its limit);
+    // far above, it is said in words (small I/O on a fast link would be a flat line under it).
+    for (size_t k = 0; k < 2; ++k) {
+      const double rate = rate_mbs[k];
+      if (rate <= 0) continue;
+      if (rate <= 2 * bmax) {
+        const double y = y1 - ph * std::min(rate / bmax, 1.0);
+        put(o,
+            "<line class=\"path-rate\" x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"{3}\" "
+            "stroke-dasharray=\"5,3\"><title>path rate {4}: {5:.1f} MB/s (fastest ACK train; at least)</title></line>",
+            num(L), num(y), num(W - R), k == 0 ? "#1f6fd0" : "#e76f51", k == 0 ? "to the initiator (reads)" : "to the target (writes)", rate);
+        if (rate > bmax)
+          put(o, "<text x=\"{}\" y=\"{}\" fill=\"#555\">path rate {}: {:.1f} MB/s (above)</text>", num(W - R - 250),
+              num(y1 - ph + 12 + 12 * double(k)), k == 0 ? "reads" : "writes", rate);
+      } else {
+        put(o, "<text class=\"path-rate\" x=\"{}\" y=\"{}\" fill=\"#555\">path rate {}: {:.1f} MB/s, far above</text>",
+            num(W - R - 250), num(y1 - ph + 12 + 12 * double(k)), k == 0 ? "reads" : "writes", rate);
+      }
+    }
     value_ticks(o, L - 4, y1, ph, bmax, 0, " MB/s");
     axis_y = y1;
   }
@@ -966,7 +988,12 @@ void capture_section(const CaptureResult& r, Aggregates& agg, const ReportOption
     luns_table(o, s);
     statuses_table(o, s);
     o += "<h3>Queue depth and throughput over time</h3>\n";
-    timeline_chart(o, cid + "-timeline", agg.time);
+    double rate_mbs[2] = {0, 0};  // the fastest path each way among the capture's connections
+    for (const ConnectionInfo& ci : r.connections) {
+      rate_mbs[0] = std::max(rate_mbs[0], ci.rate_to_initiator_mbit_s / 8);
+      rate_mbs[1] = std::max(rate_mbs[1], ci.rate_to_target_mbit_s / 8);
+    }
+    timeline_chart(o, cid + "-timeline", agg.time, rate_mbs);
   }
   if (agg.gap_pairs || !agg.scatter.empty()) {
     o += "<h3>Access pattern: sequential or scattered</h3>\n<div class=\"charts\">\n";

@@ -178,6 +178,12 @@ void write_sessions(std::string& o, const CaptureResult& r) {
         if (c.offload_segments) keys.push_back(offload_words(c));
         if (c.rtt_source_initiator != "handshake" || c.rtt_source_target != "handshake")
           keys.push_back("round trips from " + rtt_source_words(c));
+        if (c.rate_to_target_mbit_s > 0 || c.rate_to_initiator_mbit_s > 0) {
+          // docs/rules.md "The link": the fastest train of ACKs, a lower bound of the path's rate
+          auto rate = [](double m) { return m > 0 ? fmt::format("{:.0f} Mbit/s", m) : std::string("unknown"); };
+          keys.push_back(fmt::format("path rate to target {}, to initiator {} (fastest ACK train: at least)",
+                                     rate(c.rate_to_target_mbit_s), rate(c.rate_to_initiator_mbit_s)));
+        }
         wrap(o, keys, "    ");
         std::vector<std::string> counts{fmt::format("{} frames", count_text(c.frames)),
                                         fmt::format("{} PDUs", count_text(c.pdus)),

@@ -80,9 +80,10 @@ enum BreakdownPart {
   bd_window,
   bd_loss,
   bd_response,
+  bd_link,
   bd_count
 };
-std::array<int, bd_count> hf_bd{-1, -1, -1, -1, -1, -1, -1, -1, -1};
+std::array<int, bd_count> hf_bd{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
 
 int hf_finding_tree = -1, hf_finding = -1, hf_side = -1, hf_lost_ms = -1, hf_fix = -1, hf_detail = -1,
     hf_finding_itt = -1, hf_command_frame = -1, hf_decided_in = -1, hf_decided_at_end = -1,
@@ -416,7 +417,8 @@ void add_command(proto_tree* tree, tvbuff_t* tvb, const CommandResult& c, uint64
   const Breakdown& b = c.breakdown;
   const std::array<double, bd_count> parts{b.request_ms, b.think_ms,       b.data_ms,
                                            b.nagle_ms,   b.delayed_ack_ms, b.r2t_ms,
-                                           b.window_ms,  b.loss_ms,        b.response_ms};
+                                           b.window_ms,  b.loss_ms,        b.response_ms,
+                                           b.link_ms};
   proto_item* bi = proto_tree_add_none_format(ct, hf_breakdown, tvb, 0, 0, "Latency breakdown");
   gen(bi);
   proto_tree* bt = proto_item_add_subtree(bi, ett_breakdown);
@@ -797,6 +799,8 @@ extern "C" void proto_register_iscsi_doctor(void) {
        {"Loss (ms)", "iscsi_doctor.breakdown.loss_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0, NULL, HFILL}},
       {&hf_bd[bd_response],
        {"Response (ms)", "iscsi_doctor.breakdown.response_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0, NULL, HFILL}},
+      {&hf_bd[bd_link],
+       {"Link (ms)", "iscsi_doctor.breakdown.link_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0, NULL, HFILL}},
 
       {&hf_finding_tree,
        {"Finding", "iscsi_doctor.finding_tree", FT_NONE, BASE_NONE, NULL, 0x0,
@@ -807,7 +811,7 @@ extern "C" void proto_register_iscsi_doctor(void) {
         "rwnd_limited, retransmission, target_think, serialized)",
         HFILL}},
       {&hf_side,
-       {"Side", "iscsi_doctor.side", FT_STRING, BASE_NONE, NULL, 0x0, "Side at fault (initiator or target)",
+       {"Side", "iscsi_doctor.side", FT_STRING, BASE_NONE, NULL, 0x0, "Side at fault (initiator, target, or network: the path)",
         HFILL}},
       {&hf_lost_ms, {"Time lost (ms)", "iscsi_doctor.lost_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0, NULL, HFILL}},
       {&hf_fix, {"Fix", "iscsi_doctor.fix", FT_STRING, BASE_NONE, NULL, 0x0, "What to change", HFILL}},

@@ -20,7 +20,7 @@ local VERSION = "0.1.0"
 
 local FINDING_KINDS = {
   "nagle_hold", "delayed_ack", "r2t_round_trip", "cwnd_limited", "rwnd_limited",
-  "retransmission", "target_think", "serialized",
+  "retransmission", "target_think", "serialized", "link_limited",
 }
 -- Finding kinds of docs/rules.md this plugin does not implement (none; see lua/README.md).
 local UNSUPPORTED_KINDS = {}
@@ -61,6 +61,9 @@ local function fix_for(kind, side)
   elseif kind == "serialized" then
     return "keep more commands outstanding (queue depth > 1: more I/O threads, async I/O, a " ..
            "larger nr_requests/queue depth) or larger transfers, so round trips overlap"
+  elseif kind == "link_limited" then
+    return "the transfer is bound by the link's rate: a faster link or path, or fewer bytes; larger " ..
+           "blocks, TCP tuning and the target do not help"
   end
   return ""
 end
@@ -69,7 +72,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "0f7fb475924ffc1aa3c34537f41566dcbd40db6ec3d0a9eda62b797f062cfad1",
+  doc_sha256 = "7904e82035728077d5b87447d15302dd936f0a3475fe7274dfe782bb76ce37af",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -107,6 +110,13 @@ local RULES = {
   probation_ms = 10000,
   probation_bytes_all_max = 67108864,
   probation_connections_max = 4096,
+  link_train_gap_rtt_divisor = 4,
+  link_run_bytes_min = 262144,
+  link_busy_gap_rtts = 2,
+  link_busy_rate_divisor = 4,
+  link_command_bytes_min = 65536,
+  link_share = 0.5,
+  link_shared_rate_share = 0.7,
 }
 
 -- Options (engine/include/iscsi_doctor/analyzer.hpp)
@@ -1623,7 +1633,33 @@ function Flow.new()
     unacked = {}, ua_head = 1, ua_tail = 0, ooo = {}, ooo_count = 0, ooo_bytes = 0,
     hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0, acked_data_t = 0,
     acked_data_frame = 0, unseen_upto = 0, unseen_t = 0, unseen_frame = 0,
-    acks = {}, ak_head = 1, ak_tail = 0 }, Flow)
+    acks = {}, ak_head = 1, ak_tail = 0,
+    link = { last_t = -1, busy_ns = 0, busy_bytes = 0, run_ns = 0, run_bytes = 0, rate = 0, rate_bytes = 0 } },
+    Flow)
+end
+
+-- The path's rate as the peer's ACKs show it (engine: tcp::LinkMeter, docs/rules.md "The link"):
+-- its fastest train of ACKs each under a quarter round trip apart, and the busy time: gaps up to
+-- two round trips whose ACK acknowledged data at no less than a quarter of that rate.
+local function link_advanced(m, bytes, t, rtt)
+  local gap = m.last_t < 0 and -1 or t - m.last_t
+  m.last_t = t
+  if gap < 0 then return end
+  if gap <= floor(rtt / RULES.link_train_gap_rtt_divisor) then
+    m.run_ns = m.run_ns + gap
+    m.run_bytes = m.run_bytes + bytes
+    if m.run_bytes >= RULES.link_run_bytes_min and m.run_ns > 0 then
+      local r = m.run_bytes * 1e9 / m.run_ns
+      if r > m.rate then m.rate, m.rate_bytes = r, m.run_bytes end
+    end
+  else
+    m.run_ns, m.run_bytes = 0, 0
+  end
+  if m.rate > 0 and gap <= rtt * RULES.link_busy_gap_rtts and
+     bytes * 1e9 >= gap * m.rate / RULES.link_busy_rate_divisor then
+    m.busy_ns = m.busy_ns + gap
+    m.busy_bytes = m.busy_bytes + bytes
+  end
 end
 
 function Flow:unwrap(seq)
@@ -1798,6 +1834,12 @@ function Connection.new(an, id, initiator, target)
     serial_commands = 0, serial_wait_ms = 0, serial_cycle_ms = 0, serial_crossing_ms = 0, first_command_frame = 0,
     retransmissions = 0, digest_errors = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 },
     pending_resends = {} }, Connection)
+  -- The link each way, shared by the connections between the same two hosts (engine:
+  -- SessionRegistry::path); a scout's analyzer has none.
+  if an.link_path then
+    c.flow[I2T].path = an:link_path(initiator, target)
+    c.flow[T2I].path = an:link_path(target, initiator)
+  end
   return c
 end
 
@@ -2043,6 +2085,8 @@ function Connection:emit_command(c)
     c.latency_ms = ms(c.status_t - c.first_t)
     c.round_trips = max(1, floor((c.h_target + 1) / 2))
     self.completed = self.completed + 1
+    self:judge_link_limited(c)  -- before the holds are given: those the link explains are not
+    self:give_held_findings(c)
     if c.write and c.r2ts > 0 and c.bytes <= RULES.r2t_max_write_bytes then
       self:add_kind(c, "r2t_round_trip")
       self:emit_finding({ kind = "r2t_round_trip", side = "target", frame = c.first_r2t_frame,
@@ -2075,6 +2119,7 @@ function Connection:emit_command(c)
     end
     if not self.latest_status_t or c.status_t > self.latest_status_t then self.latest_status_t = c.status_t end
   end
+  self:give_held_findings(c)  -- an open command's (a no-op once given)
   self.an:on_command(c)
 end
 
@@ -2367,7 +2412,11 @@ function Connection:handle_ack(seg, dir)
       peer.unseen_upto = max(peer.unseen_upto, upto)
     end
   end
-  peer:acked(ack, seg.t, seg.frame)
+  local before = peer.una_known and peer.una or ack
+  if peer:acked(ack, seg.t, seg.frame) then
+    link_advanced(peer.link, ack - before, seg.t, self:full_rtt_ns())
+    if peer.path then link_advanced(peer.path, ack - before, seg.t, self:full_rtt_ns()) end
+  end
 end
 
 function Connection:declare_unseen(dir)
@@ -2602,7 +2651,7 @@ end
 
 local function new_breakdown()
   return { request = 0, think = 0, data = 0, nagle = 0, delayed_ack = 0, r2t = 0, window = 0,
-           loss = 0, response = 0, cwnd = 0, rwnd = 0 }  -- cwnd + rwnd: window's parts
+           loss = 0, response = 0, link = 0, cwnd = 0, rwnd = 0 }  -- cwnd + rwnd: window's parts
 end
 
 function Connection:touch_for_start(dir, ev, seg)
@@ -2645,6 +2694,11 @@ function Connection:touch_for_start(dir, ev, seg)
       c.unsolicited_expected = 0
     end
     c.ideal_round_trips = ideal_round_trips(self.keys, w, w and b.w20 or 0)
+    -- The link (rules/link_limited.lua): the data flow's busy time when the command began, the
+    -- half trips its holds add, and their findings, given when it is reported.
+    local df = self.flow[w and I2T or T2I]
+    c.link_busy0, c.link_bytes0, c.link_busy_reply = (df.path or df.link).busy_ns, df.link.busy_bytes, -1
+    c.held_h, c.held_findings = 0, {}
     c.last_event_t = c.first_t
     self.slots[slot] = c
     self.by_itt[b.itt] = c
@@ -2747,7 +2801,7 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
         else
           fd.detail = "sender waited for ACKs to grow its congestion window"
         end
-        self:emit_finding(fd)
+        c.held_findings[#c.held_findings + 1] = fd  -- given with the command
         if verdict.delayed_ack_ms > 0 then
           local da = { kind = "delayed_ack", side = side_of(1 - dir), frame = verdict.release_frame,
                        related = { { "acks", verdict.acked_frame }, { "released", seg.frame } },
@@ -2755,7 +2809,7 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
                        command_first_frame = c.first_frame,
                        detail = "ACK sent " .. whole_ms(verdict.delayed_ack_ms) ..
                                 " ms late by the delayed-ACK timer while the peer waited" }
-          self:emit_finding(da)
+          c.held_findings[#c.held_findings + 1] = da
         end
       end
     end
@@ -2776,11 +2830,13 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
       -- Two crossings after the data the releasing ACK acknowledged: that ACK's, and this one's
       -- (data of another command says nothing of this one's progress: then on top of it).
       local h = dir == I2T and c.h_initiator or c.h_target
+      local h_before = h
       if verdict.release_h >= 0 and verdict.release_cmd == c.first_frame then
         h = max(h, verdict.release_h + 2)
       else
         h = h + 2
       end
+      c.held_h = c.held_h + h - h_before
       if dir == I2T then c.h_initiator = h else c.h_target = h end
       rest = 0
     end
@@ -2793,7 +2849,11 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
     elseif c.has_seg[T2I] then bd.data = bd.data + rest / 1e6
     else bd.request = bd.request + ms(rest) end
   end
-  if reply and c.first_reply_frame == 0 then c.first_reply_frame = seg.frame end
+  if reply and c.first_reply_frame == 0 then
+    c.first_reply_frame = seg.frame
+    local df = self.flow[c.write and I2T or T2I]
+    c.link_busy_reply = (df.path or df.link).busy_ns
+  end
   self.seg_h = dir == I2T and c.h_initiator or c.h_target
   self.seg_cmd = c.first_frame
   self.seg_itt = c.itt
@@ -2835,6 +2895,10 @@ function Connection:classify_hold(dir, seg, ready)
   -- A Nagle hold has its proof in the stream: its release may come as late as the path's largest
   -- recent round trip (the engine's nagle_late).
   local nagle_late = tol + math.min(self:jitter_ns(dir, RULES.nagle_jitter_percentile), bound)
+  -- How late the path alone may bring the receiver's ACK: an ACK later than its round trip by no
+  -- more is not proven delayed (the engine's receiver_jitter).
+  local receiver_jitter = math.min(self:jitter_ns(1 - dir, RULES.nagle_jitter_percentile),
+                                   math.min(floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor), self:rtt_ns(1 - dir)))
   local function released_within(ack_t, upto)
     local d = seg.t - (ack_t + rtt_side)
     return d >= -tol and d <= upto and ack_t + rtt_side > ready
@@ -2854,7 +2918,7 @@ function Connection:classify_hold(dir, seg, ready)
     v.acked_frame = small.frame
     v.release_h, v.release_cmd = small.h or -1, small.cmd or 0
     local ack_delay = small.ack_t - small.t - self:rtt_ns(1 - dir)
-    if ms(ack_delay) >= self.opt.delayed_ack_min_ms then v.delayed_ack_ms = ms(ack_delay) end
+    if ms(ack_delay - receiver_jitter) >= self.opt.delayed_ack_min_ms then v.delayed_ack_ms = ms(ack_delay) end
     return v
   end
   -- Window holds: released by the first ACK that could have reached the sender when this segment
@@ -2880,7 +2944,7 @@ function Connection:classify_hold(dir, seg, ready)
   local acknowledged_more = i == f.ak_head or rel.ack > a[i - 1].ack  -- not a window update
   if rel.data_frame ~= 0 and acknowledged_more then
     local ack_delay = rel.t - rel.data_t - self:rtt_ns(1 - dir)
-    if ms(ack_delay) >= self.opt.delayed_ack_min_ms then
+    if ms(ack_delay - receiver_jitter) >= self.opt.delayed_ack_min_ms then
       v.delayed_ack_ms = ms(ack_delay)
       v.acked_frame = rel.data_frame
     end
@@ -2995,6 +3059,117 @@ function Connection:report_resend(dir, frame, t, orig)
 end
 
 ---------------------------------------------------------------------------------------------
+-- link_limited (engine/src/rules/link_limited.cpp, docs/rules.md "The link"): a command whose
+-- data kept the path busy for most of its time beyond the round trips it needs; the holds the
+-- link explains are not given.
+
+local function mbit_words(bytes_per_s)
+  local mbit = bytes_per_s * 8 / 1e6
+  return string.format(mbit >= 100 and "%.0f" or mbit >= 10 and "%.1f" or "%.2f", mbit)
+end
+
+-- The breakdown part a hold finding of this kind explains (its own time).
+local HELD_PART = { nagle_hold = "nagle", delayed_ack = "delayed_ack", cwnd_limited = "cwnd",
+                    rwnd_limited = "rwnd" }
+local HELD_KINDS = { "nagle_hold", "delayed_ack", "cwnd_limited", "rwnd_limited" }
+
+local function link_wait_min_ms(self)
+  local floor_ns = floor(RULES.wait_min_ms * 1e6 + 0.5)
+  local rtt_part = floor(self:full_rtt_ns() / RULES.wait_min_rtt_divisor)
+  return ms(floor_ns > rtt_part and floor_ns or rtt_part)
+end
+
+function Connection:judge_link_limited(c)
+  if c.bytes < RULES.link_command_bytes_min then return end  -- too little data to keep a link busy
+  local flow = self.flow[c.write and I2T or T2I]
+  local m = flow.path or flow.link  -- the link, whoever's data kept it busy
+  local busy_ns = m.busy_ns - c.link_busy0
+  local busy, rtt = ms(busy_ns), ms(self:full_rtt_ns())
+  if busy_ns <= 0 or rtt <= 0 then return end
+  -- The link's time must be a large share of what the command needs at best (its round trips)
+  -- and of what it took beyond them: else the round trips or a window were the limit.
+  local k_rtt = c.ideal_round_trips * rtt
+  if busy < RULES.link_share * k_rtt or busy < RULES.link_share * (c.latency_ms - k_rtt) then return end
+  local bd = c.breakdown
+  local left = busy
+  local function take(part)
+    local x = min(bd[part], left)
+    bd[part] = bd[part] - x
+    left = left - x
+    bd.link = bd.link + x
+    return x
+  end
+  take("data")
+  local w = take("window")
+  local wc = min(bd.cwnd, w)
+  bd.cwnd = bd.cwnd - wc
+  bd.rwnd = bd.rwnd - min(bd.rwnd, w - wc)
+  take("delayed_ack")
+  take("nagle")
+  take("response")
+  if not c.write and not self:near(T2I) and c.link_busy_reply >= 0 then
+    -- A read's first reply that came while the link was busy with other data was queued behind it.
+    local queued = min(bd.think, ms(c.link_busy_reply - c.link_busy0))
+    local x = min(queued, left)
+    bd.think = bd.think - x
+    left = left - x
+    bd.link = bd.link + x
+  end
+  if c.write then
+    -- A write's data reached the target only at the link's pace.
+    take("think")
+    take("request")
+  end
+  if bd.link <= 0 then return end
+  -- Holds the link explains added no round trip of their own: the data was clocked out by it.
+  local wait_min = link_wait_min_ms(self)
+  local holds_left = false
+  for _, k in ipairs(HELD_KINDS) do
+    if bd[HELD_PART[k]] >= wait_min then
+      holds_left = true
+    elseif c.findings_set[k] then
+      c.findings_set[k] = nil
+      for i = #c.findings, 1, -1 do
+        if c.findings[i] == k then table.remove(c.findings, i) end
+      end
+    end
+  end
+  if not holds_left then c.round_trips = max(1, floor((c.h_target - c.held_h + 1) / 2)) end
+  local bytes = flow.link.busy_bytes - c.link_bytes0
+  local rate = bytes * 1e9 / busy_ns
+  local detail = "the data moved at " .. mbit_words(rate) .. " Mbit/s, the link busy for " .. whole_ms(busy) ..
+                 " ms: the transfer is bound by the link's rate"
+  if m.rate > 0 and rate < RULES.link_shared_rate_share * m.rate then
+    detail = detail .. " (the link has carried " .. mbit_words(m.rate) .. " Mbit/s: it is shared)"
+  end
+  self:add_kind(c, "link_limited")
+  self:emit_finding({ kind = "link_limited", side = "network", frame = c.status_frame,
+    related = { { "command", c.first_frame } }, lost_ms = bd.link, itt = c.itt,
+    command_first_frame = c.first_frame, detail = detail })
+end
+
+-- The holds a command's segments waited on, given when the command is reported: those whose
+-- time the link explains are dropped, the others keep what is left of it.
+function Connection:give_held_findings(c)
+  local held = c.held_findings
+  if not held or #held == 0 then return end
+  local bd = c.breakdown
+  local linked = bd.link > 0
+  local wait_min = link_wait_min_ms(self)
+  for _, f in ipairs(held) do
+    local keep = true
+    if linked then
+      local part = HELD_PART[f.kind]
+      if part then
+        if bd[part] < wait_min then keep = false else f.lost_ms = min(f.lost_ms, bd[part]) end
+      end
+    end
+    if keep then self:emit_finding(f) end
+  end
+  c.held_findings = {}
+end
+
+---------------------------------------------------------------------------------------------
 -- Analyzer: the connection table (engine/src/analyzer.cpp) and the results per frame.
 
 local Analyzer = {}
@@ -3035,7 +3210,7 @@ end
 
 function Analyzer.new(options)
   local a = setmetatable({ options = options or DEFAULT_OPTIONS, live = {}, live_count = 0,
-    connections = {}, next_id = 1, sessions = {}, session_keys = {},
+    connections = {}, next_id = 1, sessions = {}, session_keys = {}, paths = {}, path_count = 0,
     findings = {}, commands = {}, by_evidence = {}, by_decision = {}, by_status = {},
     cmd_by_decision = {},
     cur_frame = 0, finished = false, last_frame = 0,
@@ -3138,6 +3313,19 @@ function Analyzer:remember_handshake(key, seg, syn)
   for k, v in pairs(seg) do copy[k] = v end
   copy.payload = ""
   p[#p + 1] = copy
+end
+
+-- The link from one host to another (engine: SessionRegistry::path): keyed by the addresses
+-- without ports; nil beyond 4096 host pairs, where each connection keeps its own.
+local MAX_PATHS = 4096
+function Analyzer:link_path(from, to)
+  local key = (from:match("^(.*):%d+$") or from) .. ">" .. (to:match("^(.*):%d+$") or to)
+  local m = self.paths[key]
+  if m then return m end
+  if self.path_count >= MAX_PATHS then return nil end
+  m = { last_t = -1, busy_ns = 0, busy_bytes = 0, run_ns = 0, run_bytes = 0, rate = 0, rate_bytes = 0 }
+  self.paths[key], self.path_count = m, self.path_count + 1
+  return m
 end
 
 function Analyzer:resolve_session(key, conn)
@@ -3384,7 +3572,7 @@ local function fmt_ms(v) return string.format("%.3f", v or 0) end
 -- command's parts add up to at most its latency, where the findings' lost_ms overlap.
 local OWN_PART = { nagle_hold = "nagle", delayed_ack = "delayed_ack", r2t_round_trip = "r2t",
                    cwnd_limited = "cwnd", rwnd_limited = "rwnd", retransmission = "loss",
-                   target_think = "think" }
+                   target_think = "think", link_limited = "link" }
 
 function Analyzer:report()
   local out = {}
@@ -3522,10 +3710,10 @@ for role, title in pairs(RELATED) do
 end
 -- Latency breakdown of a command (docs/rules.md "Latency breakdown"): the parts add up.
 local BREAKDOWN = { "request", "think", "data", "nagle", "delayed_ack", "r2t", "window", "loss",
-                    "response" }
+                    "response", "link" }
 local BREAKDOWN_TITLE = { request = "Request", think = "Target think", data = "Data", nagle = "Nagle",
                           delayed_ack = "Delayed ACK", r2t = "R2T", window = "Window", loss = "Loss",
-                          response = "Response" }
+                          response = "Response", link = "Link" }
 for _, part in ipairs(BREAKDOWN) do
   pf["bd_" .. part] = ProtoField.double("iscsi_doctor_lua.breakdown." .. part .. "_ms",
                                         BREAKDOWN_TITLE[part] .. " (ms)")

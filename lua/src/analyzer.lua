@@ -39,7 +39,7 @@ end
 
 function Analyzer.new(options)
   local a = setmetatable({ options = options or DEFAULT_OPTIONS, live = {}, live_count = 0,
-    connections = {}, next_id = 1, sessions = {}, session_keys = {},
+    connections = {}, next_id = 1, sessions = {}, session_keys = {}, paths = {}, path_count = 0,
     findings = {}, commands = {}, by_evidence = {}, by_decision = {}, by_status = {},
     cmd_by_decision = {},
     cur_frame = 0, finished = false, last_frame = 0,
@@ -142,6 +142,19 @@ function Analyzer:remember_handshake(key, seg, syn)
   for k, v in pairs(seg) do copy[k] = v end
   copy.payload = ""
   p[#p + 1] = copy
+end
+
+-- The link from one host to another (engine: SessionRegistry::path): keyed by the addresses
+-- without ports; nil beyond 4096 host pairs, where each connection keeps its own.
+local MAX_PATHS = 4096
+function Analyzer:link_path(from, to)
+  local key = (from:match("^(.*):%d+$") or from) .. ">" .. (to:match("^(.*):%d+$") or to)
+  local m = self.paths[key]
+  if m then return m end
+  if self.path_count >= MAX_PATHS then return nil end
+  m = { last_t = -1, busy_ns = 0, busy_bytes = 0, run_ns = 0, run_bytes = 0, rate = 0, rate_bytes = 0 }
+  self.paths[key], self.path_count = m, self.path_count + 1
+  return m
 end
 
 function Analyzer:resolve_session(key, conn)

@@ -3,7 +3,7 @@
 
 local FINDING_KINDS = {
   "nagle_hold", "delayed_ack", "r2t_round_trip", "cwnd_limited", "rwnd_limited",
-  "retransmission", "target_think", "serialized",
+  "retransmission", "target_think", "serialized", "link_limited",
 }
 -- Finding kinds of docs/rules.md this plugin does not implement (none; see lua/README.md).
 local UNSUPPORTED_KINDS = {}
@@ -44,6 +44,9 @@ local function fix_for(kind, side)
   elseif kind == "serialized" then
     return "keep more commands outstanding (queue depth > 1: more I/O threads, async I/O, a " ..
            "larger nr_requests/queue depth) or larger transfers, so round trips overlap"
+  elseif kind == "link_limited" then
+    return "the transfer is bound by the link's rate: a faster link or path, or fewer bytes; larger " ..
+           "blocks, TCP tuning and the target do not help"
   end
   return ""
 end

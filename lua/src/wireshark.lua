@@ -59,10 +59,10 @@ for role, title in pairs(RELATED) do
 end
 -- Latency breakdown of a command (docs/rules.md "Latency breakdown"): the parts add up.
 local BREAKDOWN = { "request", "think", "data", "nagle", "delayed_ack", "r2t", "window", "loss",
-                    "response" }
+                    "response", "link" }
 local BREAKDOWN_TITLE = { request = "Request", think = "Target think", data = "Data", nagle = "Nagle",
                           delayed_ack = "Delayed ACK", r2t = "R2T", window = "Window", loss = "Loss",
-                          response = "Response" }
+                          response = "Response", link = "Link" }
 for _, part in ipairs(BREAKDOWN) do
   pf["bd_" .. part] = ProtoField.double("iscsi_doctor_lua.breakdown." .. part .. "_ms",
                                         BREAKDOWN_TITLE[part] .. " (ms)")

@@ -69,8 +69,8 @@ ENTRIES = [e for e in manifest_entries() if e.get("expect")]
 # on). The expectations and the accuracy floor are enforced for the sets named here; the others are
 # judged and printed, their misses an expected failure, until the engine handles them: then add them.
 #   noisy: late-start captures on a jittered wire at every vantage (issue 26)
-#   link:  transfers bound by the link's rate, link_limited (issue 32)
-ENFORCED_SETS = {"lab"}
+#   link:  transfers bound by the link's rate, link_limited (issue 32; enforced)
+ENFORCED_SETS = {"lab", "link"}
 
 
 def fixture_set(entry):

@@ -119,7 +119,7 @@ local SENSE_KEYS = { [0] = "NO_SENSE", "RECOVERED_ERROR", "NOT_READY", "MEDIUM_E
   "VENDOR_SPECIFIC", "COPY_ABORTED", "ABORTED_COMMAND", "RESERVED_0C", "VOLUME_OVERFLOW",
   "MISCOMPARE", "COMPLETED" }
 local BREAKDOWN = { "request", "think", "data", "nagle", "delayed_ack", "r2t", "window", "loss",
-                    "response" }
+                    "response", "link" }
 
 local out = {}
 for _, c in ipairs(an.commands) do

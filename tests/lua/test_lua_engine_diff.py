@@ -88,6 +88,7 @@ def engine_fixes():
     for kind, row in rows:
         groups = string_groups(row)
         fixes[(kind, "target")], fixes[(kind, "initiator")] = groups[-2], groups[-1] or groups[-2]
+        fixes[(kind, "network")] = groups[-2]  # link_limited: the path's (fix_target)
     return fixes
 
 

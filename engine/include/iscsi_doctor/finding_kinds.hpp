@@ -76,6 +76,11 @@ inline constexpr std::array<FindingKindInfo, finding_kind_count> kFindingKinds{{
      "nr_requests/queue "
      "depth) or larger transfers, so round trips overlap",
      ""},
+    {FindingKind::link_limited, "link_limited", "link", "Transfer bound by the link's rate", Severity::note,
+     &Breakdown::link_ms, nullptr,
+     "the transfer is bound by the link's rate: a faster link or path, or fewer bytes; larger blocks, TCP "
+     "tuning and the target do not help",
+     ""},
 }};
 
 constexpr bool finding_kinds_in_enum_order() {

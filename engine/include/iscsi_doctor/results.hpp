@@ -14,7 +14,8 @@
 
 namespace iscsi_doctor {
 
-enum class Side : uint8_t { initiator, target };
+// network: the path between them (link_limited), no peer's own doing.
+enum class Side : uint8_t { initiator, target, network };
 std::string_view side_name(Side);
 
 enum class FindingKind : uint8_t {
@@ -26,6 +27,7 @@ enum class FindingKind : uint8_t {
   retransmission,  // a segment sent again (loss recovery)
   target_think,    // the target itself was slow, not the network
   serialized,      // queue depth 1 with the link idle between commands (connection level)
+  link_limited,    // the data moved at the path's rate: its time is what the bytes need on the link
   count_
 };
 inline constexpr size_t finding_kind_count = static_cast<size_t>(FindingKind::count_);
@@ -47,6 +49,7 @@ struct Breakdown {
   double cwnd_ms = 0, rwnd_ms = 0;  // window_ms's two parts (not in the reports' breakdown: window is)
   double loss_ms = 0;               // loss recovery (retransmissions)
   double response_ms = 0;           // status crossing back to the initiator
+  double link_ms = 0;               // data serialised at the path's rate (link_limited)
 };
 
 struct CommandResult {
@@ -119,6 +122,11 @@ struct ConnectionInfo {
   // Each round trip's evidence: "handshake", "pure ACKs", "ACKs on data" (an upper bound: the
   // side's answer time may be in every sample), "" (none).
   std::string rtt_source_initiator, rtt_source_target;
+  // The path's rate each way as the receiver's ACKs show it (docs/rules.md "The link"): the
+  // fastest busy run of at least link_run_bytes_min; a lower bound where the data never filled it.
+  // Mbit/s of payload, -1: no such run; with the bytes of that run.
+  double rate_to_target_mbit_s = -1, rate_to_initiator_mbit_s = -1;
+  uint64_t rate_to_target_bytes = 0, rate_to_initiator_bytes = 0;
   Vantage vantage = Vantage::unknown;
   std::vector<std::pair<std::string, std::string>> keys;  // negotiated operational values in effect
   bool header_digest = false, data_digest = false;

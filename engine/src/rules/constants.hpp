@@ -45,6 +45,13 @@ inline constexpr size_t probation_bytes_max = 1048576;
 inline constexpr double probation_ms = 10000;
 inline constexpr size_t probation_bytes_all_max = 67108864;
 inline constexpr size_t probation_connections_max = 4096;
+inline constexpr int64_t link_train_gap_rtt_divisor = 4;
+inline constexpr uint64_t link_run_bytes_min = 262144;
+inline constexpr int64_t link_busy_gap_rtts = 2;
+inline constexpr double link_busy_rate_divisor = 4;
+inline constexpr uint32_t link_command_bytes_min = 65536;
+inline constexpr double link_share = 0.5;
+inline constexpr double link_shared_rate_share = 0.7;
 
 // Milliseconds as integer nanoseconds (rounded: 0.3 ms is not exact in binary).
 constexpr int64_t ns(double ms) { return int64_t(ms * 1e6 + (ms >= 0 ? 0.5 : -0.5)); }

@@ -27,6 +27,10 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   // this one was ready, so it could not leave before the ACK reached S): its release may come as
   // late as the path's largest recent round trip, not only its usual spread.
   const int64_t nagle_late = tol + std::min(tcp_.rtt(dir).jitter_ns(rules::nagle_jitter_percentile), bound);
+  // How late the path alone may bring the receiver's ACK (its largest recent round trip, within the
+  // same bounds): an ACK later than its round trip by no more is not proven delayed.
+  const int64_t receiver_jitter = std::min(tcp_.rtt(dir ^ 1).jitter_ns(rules::nagle_jitter_percentile),
+                                           std::min(full_rtt_ns() / rules::jitter_rtt_divisor, rtt_ns(dir ^ 1)));
   auto released_within = [&](int64_t ack_t, int64_t upto) {
     const int64_t d = seg.time_ns - (ack_t + rtt_side);
     return d >= -tol && d <= upto && ack_t + rtt_side > ready;
@@ -48,9 +52,10 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
     v.acked_frame = small.frame;
     v.release_h = small.h;
     v.release_cmd = small.cmd;
-    // Delayed ACK: the receiver sat on the ACK beyond its round trip from the capture point.
+    // Delayed ACK: the receiver sat on the ACK beyond its round trip from the capture point, by
+    // more than the path's jitter could have delayed it.
     int64_t ack_delay = small.ack_t - small.t - rtt_ns(dir ^ 1);
-    if (ms(ack_delay) >= options_.delayed_ack_min_ms) v.delayed_ack_ms = ms(ack_delay);
+    if (ms(ack_delay - receiver_jitter) >= options_.delayed_ack_min_ms) v.delayed_ack_ms = ms(ack_delay);
     return v;
   }
   // Window holds: released by the first ACK that could have reached the sender when this segment
@@ -79,7 +84,7 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   const bool acknowledged_more = i == 0 || rel.ack > f.acks[i - 1].ack;  // not a window update
   if (rel.data_frame && acknowledged_more) {
     int64_t ack_delay = rel.t - rel.data_t - rtt_ns(dir ^ 1);
-    if (ms(ack_delay) >= options_.delayed_ack_min_ms) {
+    if (ms(ack_delay - receiver_jitter) >= options_.delayed_ack_min_ms) {
       v.delayed_ack_ms = ms(ack_delay);
       v.acked_frame = rel.data_frame;
     }
@@ -104,8 +109,8 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
 }
 
 // A held segment: nagle_hold, cwnd_limited or rwnd_limited on its sender, and delayed_ack on the
-// peer when the releasing ACK was itself late.
-void Connection::report_hold(int dir, const Segment& seg, const OpenCommand& c, const HoldVerdict& verdict,
+// peer when the releasing ACK was itself late; kept with the command until it is reported.
+void Connection::report_hold(int dir, const Segment& seg, OpenCommand& c, const HoldVerdict& verdict,
                              double held_ms) {
   Finding fd = finding(verdict.kind, side_of(dir), seg.frame, held_ms, &c);
   fd.related.reserve(2);
@@ -116,7 +121,7 @@ void Connection::report_hold(int dir, const Segment& seg, const OpenCommand& c, 
               : verdict.kind == FindingKind::rwnd_limited
                   ? "sender waited for the receiver's window to open"
                   : "sender waited for ACKs to grow its congestion window";
-  emit_finding(fd);
+  c.held_findings.push_back(std::move(fd));  // given with the command (rules/link_limited.cpp)
   if (verdict.delayed_ack_ms > 0) {
     Finding da = finding(FindingKind::delayed_ack, side_of(dir ^ 1), verdict.release_frame,
                          std::min(verdict.delayed_ack_ms, held_ms), &c);
@@ -125,7 +130,7 @@ void Connection::report_hold(int dir, const Segment& seg, const OpenCommand& c, 
     da.related.emplace_back("released", seg.frame);
     da.detail = "ACK sent " + whole_ms(verdict.delayed_ack_ms) +
                 " ms late by the delayed-ACK timer while the peer waited";
-    emit_finding(da);
+    c.held_findings.push_back(std::move(da));
   }
 }
 

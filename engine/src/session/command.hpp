@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "iscsi_doctor/results.hpp"
 
@@ -32,6 +33,14 @@ struct OpenCommand {
   bool settling = false;
   uint64_t settle_seq = 0;  // target stream position the ACK must reach
   uint32_t open_pos = 0;    // index in Connection::open_slots_ while open (not yet answered)
+  // The link (rules/link_limited.cpp): the busy time of the data's flow when the command began,
+  // the half trips its holds added, and their findings, given when the command is reported (a
+  // hold the link explains is not one).
+  int64_t link_busy0 = 0;      // of the path (all connections between the two hosts)
+  uint64_t link_bytes0 = 0;    // of this connection's own data
+  int64_t link_busy_reply = -1;  // the path's busy time at the first reply
+  int held_h = 0;
+  std::vector<Finding> held_findings;
 };
 
 }  // namespace iscsi_doctor::session

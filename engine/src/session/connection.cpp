@@ -33,7 +33,10 @@ Connection::Connection(uint32_t id, const Endpoint& initiator, const Endpoint& t
       options_(options),
       sink_(sink),
       tcp_(options.max_out_of_order_bytes),
-      pdus_{PduStream(true), PduStream(false)} {}
+      pdus_{PduStream(true), PduStream(false)} {
+  tcp_.share_link(kI2T, sessions.path(initiator.addr, target.addr));
+  tcp_.share_link(kT2I, sessions.path(target.addr, initiator.addr));
+}
 
 uint32_t Connection::session_id() const {
   if (session_) return session_;
@@ -366,11 +369,14 @@ void Connection::emit_command(OpenCommand& c) {
     r.latency_ms = ms(r.status_ns - r.first_ns);
     r.round_trips = std::max(1, (c.h_target + 1) / 2);
     ++completed_;
+    judge_link_limited(c);  // before the holds are given: those the link explains are not
+    give_held_findings(c);
     judge_r2t_round_trip(c);
     judge_target_think(c);
     if (max_outstanding_ <= 1) count_serialized(c);
     latest_status_ns_ = std::max(latest_status_ns_, r.status_ns);
   }
+  give_held_findings(c);  // an open command's (a no-op once given)
   sink_.on_command(r);
 }
 
@@ -569,6 +575,12 @@ ConnectionInfo Connection::info() const {
   if (tcp_.rtt(kT2I).known()) i.rtt_target_ms = ms(tcp_.rtt(kT2I).ns());
   i.rtt_source_initiator = tcp_.rtt(kI2T).source();
   i.rtt_source_target = tcp_.rtt(kT2I).source();
+  for (int d = 0; d < 2; ++d) {
+    const tcp::LinkMeter& m = tcp_.flow(d).link;
+    if (m.rate <= 0) continue;
+    (d == kI2T ? i.rate_to_target_mbit_s : i.rate_to_initiator_mbit_s) = m.rate * 8 / 1e6;
+    (d == kI2T ? i.rate_to_target_bytes : i.rate_to_initiator_bytes) = m.rate_bytes;
+  }
   if (tcp_.rtt(kI2T).known() && tcp_.rtt(kT2I).known()) {
     i.rtt_ms = ms(full_rtt_ns());
     double share = full_rtt_ns() > 0 ? double(tcp_.rtt(kI2T).ns()) / double(full_rtt_ns()) : 0.5;

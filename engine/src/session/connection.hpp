@@ -121,8 +121,10 @@ private:
   void emit_finding(Finding f);
 
   // The rules, one file each under engine/src/rules/ (docs/rules.md).
-  void report_hold(int dir, const Segment& seg, const OpenCommand& c, const HoldVerdict& verdict,
+  void report_hold(int dir, const Segment& seg, OpenCommand& c, const HoldVerdict& verdict,
                    double held_ms);             // holds.cpp
+  void judge_link_limited(OpenCommand& c);      // link_limited.cpp
+  void give_held_findings(OpenCommand& c);
   void judge_r2t_round_trip(OpenCommand& c);    // r2t_round_trip.cpp
   void judge_target_think(OpenCommand& c);      // target_think.cpp
   void count_serialized(const OpenCommand& c);  // serialized.cpp

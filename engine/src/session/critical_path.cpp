@@ -116,6 +116,12 @@ uint32_t Connection::path_event_for_start(int dir, const PduEvent& ev, const Seg
     if (keys_.from_login == false && w && b.data_length > 0) keys_.immediate_data = true;
     c.r.ideal_round_trips = keys_.ideal_round_trips(w, w ? b.expected_length() : 0);
     c.h_initiator = 1;
+    const tcp::Flow& data_flow = tcp_.flow(w ? kI2T : kT2I);
+    c.link_busy0 = (data_flow.path ? *data_flow.path : data_flow.link).busy_ns;
+    c.link_bytes0 = data_flow.link.busy_bytes;
+    c.link_busy_reply = -1;
+    c.held_h = 0;
+    c.held_findings.clear();
     if (tracer_) trace_path(kI2T, c.r.first_frame, c);
     c.last_event_t = c.r.first_ns;
     c.last_seg_t[kI2T] = seg.time_ns;
@@ -217,9 +223,11 @@ void Connection::analyse_path_event(int dir, const Segment& seg, const PathEvent
       // Two crossings after the data the releasing ACK acknowledged: that ACK's, and this one's.
       // (Data of another command says nothing of this one's progress: then on top of it.)
       int32_t& h = dir == kI2T ? c.h_initiator : c.h_target;
+      const int32_t h_before = h;
       h = verdict.release_h >= 0 && verdict.release_cmd == c.r.first_frame
               ? std::max(h, verdict.release_h + 2)
               : h + 2;
+      c.held_h += h - h_before;
       rest = 0;
     }
   }
@@ -237,7 +245,11 @@ void Connection::analyse_path_event(int dir, const Segment& seg, const PathEvent
     else
       bd.request_ms += ms(rest);
   }
-  if (reply && !c.first_reply_frame) c.first_reply_frame = seg.frame;
+  if (reply && !c.first_reply_frame) {
+    c.first_reply_frame = seg.frame;
+    const tcp::Flow& data_flow = tcp_.flow(c.write ? kI2T : kT2I);
+    c.link_busy_reply = (data_flow.path ? *data_flow.path : data_flow.link).busy_ns;
+  }
   seg_h_ = dir == kI2T ? c.h_initiator : c.h_target;
   seg_cmd_ = c.r.first_frame;
   seg_itt_ = c.r.itt;

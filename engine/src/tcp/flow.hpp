@@ -45,6 +45,45 @@ struct AckRecord {
   uint64_t edge() const { return ack + window; }
 };
 
+// The path's rate as the peer's ACKs show it (docs/rules.md "The link"). Its rate: the fastest
+// run of ACKs each less than a quarter round trip after the previous one (a train clocked by
+// the link) over at least link_run_bytes_min. Its busy time: the gaps, up to two round trips
+// (stretch ACKs), whose ACK acknowledged data at no less than a quarter of that rate (an
+// application's trickle of small PDUs, or a window's idle wait, is not the link at work).
+struct LinkMeter {
+  int64_t last_t = -1;      // the latest ACK that advanced una
+  int64_t busy_ns = 0;      // cumulative busy time (commands take differences)
+  uint64_t busy_bytes = 0;  // and the bytes acknowledged in it
+  int64_t run_ns = 0;       // the current train
+  uint64_t run_bytes = 0;
+  double rate = 0;          // bytes per second: the fastest train (0: none yet)
+  uint64_t rate_bytes = 0;  // that train's bytes
+  void advanced(uint64_t bytes, int64_t t, int64_t rtt) {
+    const int64_t gap = last_t < 0 ? -1 : t - last_t;
+    last_t = t;
+    if (gap < 0) return;
+    if (gap <= rtt / rules::link_train_gap_rtt_divisor) {
+      run_ns += gap;
+      run_bytes += bytes;
+      if (run_bytes >= rules::link_run_bytes_min && run_ns > 0) {
+        const double r = double(run_bytes) * 1e9 / double(run_ns);
+        if (r > rate) {
+          rate = r;
+          rate_bytes = run_bytes;
+        }
+      }
+    } else {
+      run_ns = 0;
+      run_bytes = 0;
+    }
+    if (rate > 0 && gap <= rtt * rules::link_busy_gap_rtts &&
+        double(bytes) * 1e9 >= double(gap) * rate / rules::link_busy_rate_divisor) {
+      busy_ns += gap;
+      busy_bytes += bytes;
+    }
+  }
+};
+
 struct SmallSegment {
   uint64_t end = 0;
   int64_t t = 0;
@@ -94,6 +133,10 @@ public:
   int64_t last_data_t = 0;  // previous new-data segment from this side
   uint64_t last_data_frame = 0;
 
+  LinkMeter link;                   // this side's data through the path, by the peer's ACKs
+  // The same for every connection between these two hosts, in this direction (a link they
+  // share: SessionRegistry::path); null: none (the registry's cap).
+  LinkMeter* path = nullptr;
   util::Fifo<SentSegment> unacked;  // bounded by the window, capped by the tracker
   util::Fifo<AckRecord> acks;       // recent advancing ACKs, oldest first (see record_ack)
   struct Held {

@@ -119,7 +119,11 @@ void Tracker::ack(const Segment& seg, int dir, Receiver& r) {
       peer.unseen_upto = std::max(peer.unseen_upto, upto);
     }
   }
-  peer.acked(ack, seg.time_ns, seg.frame);
+  const uint64_t before = peer.una_known ? peer.una : ack;
+  if (peer.acked(ack, seg.time_ns, seg.frame)) {
+    peer.link.advanced(ack - before, seg.time_ns, full_rtt_ns());
+    if (peer.path) peer.path->advanced(ack - before, seg.time_ns, full_rtt_ns());
+  }
 }
 
 void Tracker::declare_unseen(int dir, Receiver& r) {

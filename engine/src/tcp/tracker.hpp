@@ -54,6 +54,7 @@ public:
   void finish(Receiver& r);
 
   const Flow& flow(int dir) const { return flow_[dir]; }
+  void share_link(int dir, LinkMeter* path) { flow_[dir].path = path; }
   const RttEstimate& rtt(int side_dir) const { return rtt_[side_dir]; }
   void seed_rtt(int side_dir, int64_t ns, int64_t jitter) { rtt_[side_dir].seed(ns, jitter); }
   int64_t rtt_ns(int side_dir) const { return rtt_[side_dir].ns(); }  // capture point <-> that side

@@ -7,7 +7,9 @@
 
 namespace iscsi_doctor {
 
-std::string_view side_name(Side s) { return s == Side::initiator ? "initiator" : "target"; }
+std::string_view side_name(Side s) {
+  return s == Side::initiator ? "initiator" : s == Side::target ? "target" : "network";
+}
 
 std::string_view finding_name(FindingKind k) {
   return static_cast<size_t>(k) < kFindingKinds.size() ? finding_kind(k).name : "unknown";

@@ -2,7 +2,7 @@
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "0f7fb475924ffc1aa3c34537f41566dcbd40db6ec3d0a9eda62b797f062cfad1",
+  doc_sha256 = "7904e82035728077d5b87447d15302dd936f0a3475fe7274dfe782bb76ce37af",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -40,6 +40,13 @@ local RULES = {
   probation_ms = 10000,
   probation_bytes_all_max = 67108864,
   probation_connections_max = 4096,
+  link_train_gap_rtt_divisor = 4,
+  link_run_bytes_min = 262144,
+  link_busy_gap_rtts = 2,
+  link_busy_rate_divisor = 4,
+  link_command_bytes_min = 65536,
+  link_share = 0.5,
+  link_shared_rate_share = 0.7,
 }
 
 -- Options (engine/include/iscsi_doctor/analyzer.hpp)

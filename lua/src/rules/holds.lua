@@ -16,6 +16,10 @@ function Connection:classify_hold(dir, seg, ready)
   -- A Nagle hold has its proof in the stream: its release may come as late as the path's largest
   -- recent round trip (the engine's nagle_late).
   local nagle_late = tol + math.min(self:jitter_ns(dir, RULES.nagle_jitter_percentile), bound)
+  -- How late the path alone may bring the receiver's ACK: an ACK later than its round trip by no
+  -- more is not proven delayed (the engine's receiver_jitter).
+  local receiver_jitter = math.min(self:jitter_ns(1 - dir, RULES.nagle_jitter_percentile),
+                                   math.min(floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor), self:rtt_ns(1 - dir)))
   local function released_within(ack_t, upto)
     local d = seg.t - (ack_t + rtt_side)
     return d >= -tol and d <= upto and ack_t + rtt_side > ready
@@ -35,7 +39,7 @@ function Connection:classify_hold(dir, seg, ready)
     v.acked_frame = small.frame
     v.release_h, v.release_cmd = small.h or -1, small.cmd or 0
     local ack_delay = small.ack_t - small.t - self:rtt_ns(1 - dir)
-    if ms(ack_delay) >= self.opt.delayed_ack_min_ms then v.delayed_ack_ms = ms(ack_delay) end
+    if ms(ack_delay - receiver_jitter) >= self.opt.delayed_ack_min_ms then v.delayed_ack_ms = ms(ack_delay) end
     return v
   end
   -- Window holds: released by the first ACK that could have reached the sender when this segment
@@ -61,7 +65,7 @@ function Connection:classify_hold(dir, seg, ready)
   local acknowledged_more = i == f.ak_head or rel.ack > a[i - 1].ack  -- not a window update
   if rel.data_frame ~= 0 and acknowledged_more then
     local ack_delay = rel.t - rel.data_t - self:rtt_ns(1 - dir)
-    if ms(ack_delay) >= self.opt.delayed_ack_min_ms then
+    if ms(ack_delay - receiver_jitter) >= self.opt.delayed_ack_min_ms then
       v.delayed_ack_ms = ms(ack_delay)
       v.acked_frame = rel.data_frame
     end

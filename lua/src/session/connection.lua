@@ -29,6 +29,12 @@ function Connection.new(an, id, initiator, target)
     serial_commands = 0, serial_wait_ms = 0, serial_cycle_ms = 0, serial_crossing_ms = 0, first_command_frame = 0,
     retransmissions = 0, digest_errors = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 },
     pending_resends = {} }, Connection)
+  -- The link each way, shared by the connections between the same two hosts (engine:
+  -- SessionRegistry::path); a scout's analyzer has none.
+  if an.link_path then
+    c.flow[I2T].path = an:link_path(initiator, target)
+    c.flow[T2I].path = an:link_path(target, initiator)
+  end
   return c
 end
 
@@ -274,6 +280,8 @@ function Connection:emit_command(c)
     c.latency_ms = ms(c.status_t - c.first_t)
     c.round_trips = max(1, floor((c.h_target + 1) / 2))
     self.completed = self.completed + 1
+    self:judge_link_limited(c)  -- before the holds are given: those the link explains are not
+    self:give_held_findings(c)
     if c.write and c.r2ts > 0 and c.bytes <= RULES.r2t_max_write_bytes then
       self:add_kind(c, "r2t_round_trip")
       self:emit_finding({ kind = "r2t_round_trip", side = "target", frame = c.first_r2t_frame,
@@ -306,6 +314,7 @@ function Connection:emit_command(c)
     end
     if not self.latest_status_t or c.status_t > self.latest_status_t then self.latest_status_t = c.status_t end
   end
+  self:give_held_findings(c)  -- an open command's (a no-op once given)
   self.an:on_command(c)
 end
 

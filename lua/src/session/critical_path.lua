@@ -62,7 +62,7 @@ end
 
 local function new_breakdown()
   return { request = 0, think = 0, data = 0, nagle = 0, delayed_ack = 0, r2t = 0, window = 0,
-           loss = 0, response = 0, cwnd = 0, rwnd = 0 }  -- cwnd + rwnd: window's parts
+           loss = 0, response = 0, link = 0, cwnd = 0, rwnd = 0 }  -- cwnd + rwnd: window's parts
 end
 
 function Connection:touch_for_start(dir, ev, seg)
@@ -105,6 +105,11 @@ function Connection:touch_for_start(dir, ev, seg)
       c.unsolicited_expected = 0
     end
     c.ideal_round_trips = ideal_round_trips(self.keys, w, w and b.w20 or 0)
+    -- The link (rules/link_limited.lua): the data flow's busy time when the command began, the
+    -- half trips its holds add, and their findings, given when it is reported.
+    local df = self.flow[w and I2T or T2I]
+    c.link_busy0, c.link_bytes0, c.link_busy_reply = (df.path or df.link).busy_ns, df.link.busy_bytes, -1
+    c.held_h, c.held_findings = 0, {}
     c.last_event_t = c.first_t
     self.slots[slot] = c
     self.by_itt[b.itt] = c
@@ -207,7 +212,7 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
         else
           fd.detail = "sender waited for ACKs to grow its congestion window"
         end
-        self:emit_finding(fd)
+        c.held_findings[#c.held_findings + 1] = fd  -- given with the command
         if verdict.delayed_ack_ms > 0 then
           local da = { kind = "delayed_ack", side = side_of(1 - dir), frame = verdict.release_frame,
                        related = { { "acks", verdict.acked_frame }, { "released", seg.frame } },
@@ -215,7 +220,7 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
                        command_first_frame = c.first_frame,
                        detail = "ACK sent " .. whole_ms(verdict.delayed_ack_ms) ..
                                 " ms late by the delayed-ACK timer while the peer waited" }
-          self:emit_finding(da)
+          c.held_findings[#c.held_findings + 1] = da
         end
       end
     end
@@ -236,11 +241,13 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
       -- Two crossings after the data the releasing ACK acknowledged: that ACK's, and this one's
       -- (data of another command says nothing of this one's progress: then on top of it).
       local h = dir == I2T and c.h_initiator or c.h_target
+      local h_before = h
       if verdict.release_h >= 0 and verdict.release_cmd == c.first_frame then
         h = max(h, verdict.release_h + 2)
       else
         h = h + 2
       end
+      c.held_h = c.held_h + h - h_before
       if dir == I2T then c.h_initiator = h else c.h_target = h end
       rest = 0
     end
@@ -253,7 +260,11 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
     elseif c.has_seg[T2I] then bd.data = bd.data + rest / 1e6
     else bd.request = bd.request + ms(rest) end
   end
-  if reply and c.first_reply_frame == 0 then c.first_reply_frame = seg.frame end
+  if reply and c.first_reply_frame == 0 then
+    c.first_reply_frame = seg.frame
+    local df = self.flow[c.write and I2T or T2I]
+    c.link_busy_reply = (df.path or df.link).busy_ns
+  end
   self.seg_h = dir == I2T and c.h_initiator or c.h_target
   self.seg_cmd = c.first_frame
   self.seg_itt = c.itt

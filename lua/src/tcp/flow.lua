@@ -13,7 +13,33 @@ function Flow.new()
     unacked = {}, ua_head = 1, ua_tail = 0, ooo = {}, ooo_count = 0, ooo_bytes = 0,
     hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0, acked_data_t = 0,
     acked_data_frame = 0, unseen_upto = 0, unseen_t = 0, unseen_frame = 0,
-    acks = {}, ak_head = 1, ak_tail = 0 }, Flow)
+    acks = {}, ak_head = 1, ak_tail = 0,
+    link = { last_t = -1, busy_ns = 0, busy_bytes = 0, run_ns = 0, run_bytes = 0, rate = 0, rate_bytes = 0 } },
+    Flow)
+end
+
+-- The path's rate as the peer's ACKs show it (engine: tcp::LinkMeter, docs/rules.md "The link"):
+-- its fastest train of ACKs each under a quarter round trip apart, and the busy time: gaps up to
+-- two round trips whose ACK acknowledged data at no less than a quarter of that rate.
+local function link_advanced(m, bytes, t, rtt)
+  local gap = m.last_t < 0 and -1 or t - m.last_t
+  m.last_t = t
+  if gap < 0 then return end
+  if gap <= floor(rtt / RULES.link_train_gap_rtt_divisor) then
+    m.run_ns = m.run_ns + gap
+    m.run_bytes = m.run_bytes + bytes
+    if m.run_bytes >= RULES.link_run_bytes_min and m.run_ns > 0 then
+      local r = m.run_bytes * 1e9 / m.run_ns
+      if r > m.rate then m.rate, m.rate_bytes = r, m.run_bytes end
+    end
+  else
+    m.run_ns, m.run_bytes = 0, 0
+  end
+  if m.rate > 0 and gap <= rtt * RULES.link_busy_gap_rtts and
+     bytes * 1e9 >= gap * m.rate / RULES.link_busy_rate_divisor then
+    m.busy_ns = m.busy_ns + gap
+    m.busy_bytes = m.busy_bytes + bytes
+  end
 end
 
 function Flow:unwrap(seq)

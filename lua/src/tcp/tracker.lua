@@ -103,7 +103,11 @@ function Connection:handle_ack(seg, dir)
       peer.unseen_upto = max(peer.unseen_upto, upto)
     end
   end
-  peer:acked(ack, seg.t, seg.frame)
+  local before = peer.una_known and peer.una or ack
+  if peer:acked(ack, seg.t, seg.frame) then
+    link_advanced(peer.link, ack - before, seg.t, self:full_rtt_ns())
+    if peer.path then link_advanced(peer.path, ack - before, seg.t, self:full_rtt_ns()) end
+  end
 end
 
 function Connection:declare_unseen(dir)
