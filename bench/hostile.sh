@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 cache=${BENCH_CACHE:-$PWD/bench/cache}/hostile
 build=${BENCH_BUILD:-/tmp/build-bench}
 cases=(open-commands-1m.pcap sequential-connections-100k.pcap concurrent-connections-100k.pcap
-       huge-claims.pcap random-payload-500m.pcap resend-storm.pcap)
+       huge-claims.pcap random-payload-500m.pcap random-bytes-500m.pcap random-bytes-500m-joined.pcap
+       resend-storm.pcap)
 mkdir -p "$cache"
 for c in "${cases[@]}"; do
   [ -s "$cache/$c" ] || python3 tests/corpus/make_corpus.py --big "$cache" "$c" >/dev/null

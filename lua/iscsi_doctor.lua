@@ -72,7 +72,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "7904e82035728077d5b87447d15302dd936f0a3475fe7274dfe782bb76ce37af",
+  doc_sha256 = "ad99fa0a637f88cbefcc360bd2c4eb4b14094b3bcebe8e7a324a6285cfc9ab64",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -920,6 +920,8 @@ end
 -- Streaming framer (engine/src/iscsi/framer.cpp). Events go to `sink`:
 --   sink:on_pdu_start(bhs, first_abs), sink:on_pdu_end(bhs, first_abs, kept, data_incomplete,
 --   truncated), sink:on_sync_lost().
+-- Unconfirmed framing (a SCSI Command found by scanning inside a chunk) is held until it chains:
+-- the engine's emit_start, emit_end, confirm.
 
 local Framer = {}
 Framer.__index = Framer
@@ -928,7 +930,8 @@ local CARRY, PROBE = 47, 52
 function Framer.new(from_initiator)
   local f = setmetatable({ from_initiator = from_initiator, hd = "unknown", dd = "unknown",
     next_abs = 0, chunk_base = 0, chunk_end = 0, carry = "", carry_abs = 0, candidate = false,
-    login_possible = true, max_dl = MAX_DATA_SEGMENT, pdus = 0, resyncs = 0, digest_bad = false },
+    login_possible = true, max_dl = MAX_DATA_SEGMENT, pdus = 0, resyncs = 0, digest_bad = false,
+    unconfirmed = false, strict_next = false, fresh = true, at_chunk_start = false, held = {} },
     Framer)
   f:reset_pdu()
   return f
@@ -962,6 +965,8 @@ end
 
 function Framer:start_unsynced()
   self.login_possible = false
+  self.fresh = false
+  self:drop_held()
   self:reset_pdu()
   self.state = "scan"
   self.candidate = false
@@ -1018,6 +1023,7 @@ function Framer:enter_candidate(at)
   self:reset_pdu()
   self.candidate = true
   self.pdu_abs = at
+  self.at_chunk_start = at == self.chunk_base and at < self.chunk_end
 end
 
 function Framer:step_scan(s, i, abs)
@@ -1067,7 +1073,10 @@ function Framer:step_scan(s, i, abs)
 end
 
 function Framer:step_header(s, i, abs)
-  if #self.hdr == 0 then self.pdu_abs = abs end
+  if #self.hdr == 0 then
+    self.pdu_abs = abs
+    if not self.candidate then self.at_chunk_start = abs == self.chunk_base and abs < self.chunk_end end
+  end
   local nin = #s - i + 1
   local take = min(nin, self.hdr_need - #self.hdr)
   self.hdr = self.hdr .. s:sub(i, i + take - 1)
@@ -1075,7 +1084,10 @@ function Framer:step_header(s, i, abs)
   if not self.bhs then
     local b = parse_bhs(self.hdr)
     self.bhs = b
-    if not plausible(b, self.from_initiator, self.candidate, self.max_dl) then
+    -- A stream's first header, and the one after a PDU found by searching, pass the strict checks.
+    local strict = self.candidate or self.fresh or self.strict_next
+    self.fresh, self.strict_next = false, false
+    if not plausible(b, self.from_initiator, strict, self.max_dl) then
       if self.candidate then
         self:reject_candidate()
       else
@@ -1087,6 +1099,7 @@ function Framer:step_header(s, i, abs)
       end
       return take
     end
+    if self.unconfirmed and not self.candidate then self:confirm() end  -- it chains with this one
     self.hd_this = carries_digests(b.opcode) and self.hd ~= "off"
     self.hdr_need = header_length(b, self.hd_this)
     if #self.hdr < self.hdr_need then return take end
@@ -1128,11 +1141,20 @@ function Framer:header_complete()
   end
   if self.candidate then
     self.candidate = false
+    self.strict_next = true
+    -- Senders begin PDUs at a segment's start: a command found inside one is held until it chains.
+    self.unconfirmed = not self.at_chunk_start and b.opcode == 0x01
+    self.held = {}
     self.resyncs = self.resyncs + 1
   end
   self.started = true
   if carries_digests(b.opcode) then self.login_possible = false end
-  self.sink:on_pdu_start(b, self.pdu_abs)
+  if self.unconfirmed then
+    local h = self.held
+    h[#h + 1] = { b, self.pdu_abs }
+  else
+    self.sink:on_pdu_start(b, self.pdu_abs)
+  end
   self:begin_data()
 end
 
@@ -1248,10 +1270,37 @@ function Framer:end_pdu(last_abs, truncated)
   local kept_truncated = #keep < b.data_length
   self.pdus = self.pdus + 1
   self:reset_pdu()
-  self.sink:on_pdu_end(b, first, last_abs, keep, kept_truncated, inc, truncated, self.digest_bad)
+  if not self.unconfirmed then
+    self.sink:on_pdu_end(b, first, last_abs, keep, kept_truncated, inc, truncated, self.digest_bad)
+    return
+  end
+  local h = self.held
+  h[#h + 1] = { b, first, last_abs, keep, kept_truncated, inc, truncated, self.digest_bad, n = 8 }
+  -- Ended at a chunk's end: where senders end PDUs, not chance.
+  if not truncated and (last_abs + 1 == self.chunk_end or last_abs + 1 == self.chunk_base) then
+    self:confirm()
+  end
+end
+
+function Framer:confirm()
+  local held = self.held
+  self.unconfirmed, self.held = false, {}
+  for _, h in ipairs(held) do
+    if h.n then
+      self.sink:on_pdu_end(h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8])
+    else
+      self.sink:on_pdu_start(h[1], h[2])
+    end
+  end
+end
+
+function Framer:drop_held()
+  self.unconfirmed, self.strict_next = false, false
+  if #self.held > 0 then self.held = {} end
 end
 
 function Framer:lose_sync(at)
+  self:drop_held()  -- it did not chain
   self:reset_pdu()
   self.state = "scan"
   self.candidate = false
@@ -1268,6 +1317,8 @@ function Framer:gap(lost, sink)
   self.next_abs = self.next_abs + lost
   local left = lost
   while true do
+    local h = self.held
+    if self.unconfirmed and #h > 0 and h[#h].n then self:confirm() end  -- its chain is lost
     local st = self.state
     if st == "scan" then
       self.carry = ""
@@ -1340,6 +1391,7 @@ function Framer:finish(sink)
     self:end_pdu(self.next_abs == 0 and 0 or self.next_abs - 1, true)
   end
   if self.state == "scan" then self.carry = "" else self:reset_pdu() end
+  self:drop_held()  -- never chained
 end
 
 ---------------------------------------------------------------------------------------------
@@ -3701,6 +3753,7 @@ local pf = {
   conn_keys = ProtoField.string("iscsi_doctor_lua.connection.keys", "Keys"),
   conn_offload = ProtoField.uint32("iscsi_doctor_lua.connection.offload_segments", "Offload segments"),
   conn_rtt_source = ProtoField.string("iscsi_doctor_lua.connection.rtt_source", "RTT from"),
+  notice = ProtoField.string("iscsi_doctor_lua.notice", "Notice", "What the engine could not analyse, and why"),
 }
 -- Related frames by their role (the engine's names), as the C plugin's fields.
 local RELATED = { released_by = "Released by", acks = "Acknowledges", released = "Released",
@@ -3729,7 +3782,9 @@ local ef = {
   slow = ProtoExpert.new("iscsi_doctor_lua.expert.excess_round_trips",
                          "Command needed more round trips than ideal", expert.group.SEQUENCE, expert.severity.NOTE),
 }
-local experts = { ef.slow }
+ef.notice_info = ProtoExpert.new("iscsi_doctor_lua.expert.notice_info", "iscsi-doctor notice",
+                                 expert.group.PROTOCOL, expert.severity.NOTE)
+local experts = { ef.slow, ef.notice_info }
 for _, kind in ipairs(FINDING_KINDS) do
   ef[kind] = ProtoExpert.new("iscsi_doctor_lua.expert." .. kind, "iscsi-doctor finding: " .. kind,
                              expert.group.SEQUENCE, NOTE_KINDS[kind] and expert.severity.NOTE or expert.severity.WARN)
@@ -3763,8 +3818,11 @@ end
 
 local listen_for_the_end  -- below
 
+local never_answered = nil  -- frame -> notices, once the capture is read
+
 function proto.init()
   state = Analyzer.new(options_from_prefs())
+  never_answered = nil
   link, last_read, t_ns, abs0 = nil, 0, nil, nil
   listen_for_the_end()
 end
@@ -3844,9 +3902,9 @@ local function uint64_of(dec)
 end
 
 local function add_command(root, c)
-  local t = root:add(pf.command):set_text(string.format(
-    "Command ITT 0x%08x %s: %d round trip(s) (ideal %d), %.3f ms", c.itt, c.op or "?", c.round_trips,
-    c.ideal_round_trips, c.latency_ms))
+  local t = root:add(pf.command):set_text(string.format(  -- the C plugin's words
+    "Command ITT 0x%08x %s: %d round trip%s (ideal %d), %.3f ms", c.itt, c.op or "?", c.round_trips,
+    c.round_trips == 1 and "" or "s", c.ideal_round_trips, c.latency_ms))
   t:add(pf.itt, c.itt)
   t:add(pf.op, c.op or "?")
   if c.session then t:add(pf.session, c.session) end
@@ -3916,10 +3974,38 @@ local function add_finding(root, f)
   kind_item:add_proto_expert_info(ef[f.kind] or ef.slow, f.kind .. " (" .. f.side .. " side); fix: " .. f.fix)
 end
 
+-- Commands open at the end, per connection, as the engine's notice on the first one's frame
+-- (engine/src/session/connection.cpp, Connection::finish).
+local function never_answered_notices()
+  local open, order = {}, {}
+  for _, c in ipairs(state.commands) do
+    if not c.completed and c.conn then
+      local o = open[c.conn]
+      if not o then
+        o = { n = 0 }
+        open[c.conn] = o
+        order[#order + 1] = c.conn
+      end
+      o.n = o.n + 1
+      if not o.first or c.first_frame < o.first.first_frame then o.first = c end
+    end
+  end
+  local by_frame = {}
+  for _, conn in ipairs(order) do
+    local o = open[conn]
+    local f = o.first
+    local l = by_frame[f.first_frame] or {}
+    by_frame[f.first_frame] = l
+    l[#l + 1] = string.format("%d %s never answered by the end of the capture (first: ITT 0x%08x, frame %d)", o.n,
+                              o.n == 1 and "command" or "commands", f.itt, f.first_frame)
+  end
+  return by_frame
+end
+
 function proto.dissector(tvb, pinfo, tree)
   if not state then proto.init() end
   local n = pinfo.number
-  local findings, cmds
+  local findings, cmds, notices
   if not pinfo.visited then
     -- The pass that builds the state, once, in frame order; a frame shows what it decided, and
     -- the evidence_frame/status_frame fields say where (the evidence may be earlier).
@@ -3931,12 +4017,19 @@ function proto.dissector(tvb, pinfo, tree)
   else
     state:finish()  -- the first pass is over: results on their evidence and status frames
     findings, cmds = state.by_evidence[n], state.by_status[n]
+    never_answered = never_answered or never_answered_notices()
+    notices = never_answered[n]
   end
-  if not cmds and not findings then return end
+  if not cmds and not findings and not notices then return end
   -- A protocol root node, as the C plugin's, with the commands and findings under it.
   local root = tree:add(proto)
   if cmds then for _, c in ipairs(cmds) do add_command(root, c) end end
   if findings then for _, f in ipairs(findings) do add_finding(root, f) end end
+  if notices then
+    for _, m in ipairs(notices) do
+      root:add(pf.notice, m):add_proto_expert_info(ef.notice_info, "iscsi-doctor: " .. m)
+    end
+  end
 end
 
 register_postdissector(proto)

@@ -50,6 +50,7 @@ local pf = {
   conn_keys = ProtoField.string("iscsi_doctor_lua.connection.keys", "Keys"),
   conn_offload = ProtoField.uint32("iscsi_doctor_lua.connection.offload_segments", "Offload segments"),
   conn_rtt_source = ProtoField.string("iscsi_doctor_lua.connection.rtt_source", "RTT from"),
+  notice = ProtoField.string("iscsi_doctor_lua.notice", "Notice", "What the engine could not analyse, and why"),
 }
 -- Related frames by their role (the engine's names), as the C plugin's fields.
 local RELATED = { released_by = "Released by", acks = "Acknowledges", released = "Released",
@@ -78,7 +79,9 @@ local ef = {
   slow = ProtoExpert.new("iscsi_doctor_lua.expert.excess_round_trips",
                          "Command needed more round trips than ideal", expert.group.SEQUENCE, expert.severity.NOTE),
 }
-local experts = { ef.slow }
+ef.notice_info = ProtoExpert.new("iscsi_doctor_lua.expert.notice_info", "iscsi-doctor notice",
+                                 expert.group.PROTOCOL, expert.severity.NOTE)
+local experts = { ef.slow, ef.notice_info }
 for _, kind in ipairs(FINDING_KINDS) do
   ef[kind] = ProtoExpert.new("iscsi_doctor_lua.expert." .. kind, "iscsi-doctor finding: " .. kind,
                              expert.group.SEQUENCE, NOTE_KINDS[kind] and expert.severity.NOTE or expert.severity.WARN)
@@ -112,8 +115,11 @@ end
 
 local listen_for_the_end  -- below
 
+local never_answered = nil  -- frame -> notices, once the capture is read
+
 function proto.init()
   state = Analyzer.new(options_from_prefs())
+  never_answered = nil
   link, last_read, t_ns, abs0 = nil, 0, nil, nil
   listen_for_the_end()
 end
@@ -193,9 +199,9 @@ local function uint64_of(dec)
 end
 
 local function add_command(root, c)
-  local t = root:add(pf.command):set_text(string.format(
-    "Command ITT 0x%08x %s: %d round trip(s) (ideal %d), %.3f ms", c.itt, c.op or "?", c.round_trips,
-    c.ideal_round_trips, c.latency_ms))
+  local t = root:add(pf.command):set_text(string.format(  -- the C plugin's words
+    "Command ITT 0x%08x %s: %d round trip%s (ideal %d), %.3f ms", c.itt, c.op or "?", c.round_trips,
+    c.round_trips == 1 and "" or "s", c.ideal_round_trips, c.latency_ms))
   t:add(pf.itt, c.itt)
   t:add(pf.op, c.op or "?")
   if c.session then t:add(pf.session, c.session) end
@@ -265,10 +271,38 @@ local function add_finding(root, f)
   kind_item:add_proto_expert_info(ef[f.kind] or ef.slow, f.kind .. " (" .. f.side .. " side); fix: " .. f.fix)
 end
 
+-- Commands open at the end, per connection, as the engine's notice on the first one's frame
+-- (engine/src/session/connection.cpp, Connection::finish).
+local function never_answered_notices()
+  local open, order = {}, {}
+  for _, c in ipairs(state.commands) do
+    if not c.completed and c.conn then
+      local o = open[c.conn]
+      if not o then
+        o = { n = 0 }
+        open[c.conn] = o
+        order[#order + 1] = c.conn
+      end
+      o.n = o.n + 1
+      if not o.first or c.first_frame < o.first.first_frame then o.first = c end
+    end
+  end
+  local by_frame = {}
+  for _, conn in ipairs(order) do
+    local o = open[conn]
+    local f = o.first
+    local l = by_frame[f.first_frame] or {}
+    by_frame[f.first_frame] = l
+    l[#l + 1] = string.format("%d %s never answered by the end of the capture (first: ITT 0x%08x, frame %d)", o.n,
+                              o.n == 1 and "command" or "commands", f.itt, f.first_frame)
+  end
+  return by_frame
+end
+
 function proto.dissector(tvb, pinfo, tree)
   if not state then proto.init() end
   local n = pinfo.number
-  local findings, cmds
+  local findings, cmds, notices
   if not pinfo.visited then
     -- The pass that builds the state, once, in frame order; a frame shows what it decided, and
     -- the evidence_frame/status_frame fields say where (the evidence may be earlier).
@@ -280,12 +314,19 @@ function proto.dissector(tvb, pinfo, tree)
   else
     state:finish()  -- the first pass is over: results on their evidence and status frames
     findings, cmds = state.by_evidence[n], state.by_status[n]
+    never_answered = never_answered or never_answered_notices()
+    notices = never_answered[n]
   end
-  if not cmds and not findings then return end
+  if not cmds and not findings and not notices then return end
   -- A protocol root node, as the C plugin's, with the commands and findings under it.
   local root = tree:add(proto)
   if cmds then for _, c in ipairs(cmds) do add_command(root, c) end end
   if findings then for _, f in ipairs(findings) do add_finding(root, f) end end
+  if notices then
+    for _, m in ipairs(notices) do
+      root:add(pf.notice, m):add_proto_expert_info(ef.notice_info, "iscsi-doctor: " .. m)
+    end
+  end
 end
 
 register_postdissector(proto)

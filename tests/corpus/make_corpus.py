@@ -744,6 +744,33 @@ def random_payload(megabytes):
     return b"".join(out)
 
 
+def random_bytes(megabytes, seed, handshake=True):
+    """One connection on port 3260 carrying random bytes (each byte drawn, none repeated), with or
+    without the handshake: each segment from a side drawn at random, half of them full (1448
+    bytes), half of a random length, every other one acknowledged. Framing must find no command
+    in it (docs/rules.md "Ports")."""
+    hdr = struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 262144, 1)
+    rnd = random.Random(seed)
+    c = Synth(ini=bytes([10, 9, 0, 1]))
+    if not handshake:
+        c.recs = []
+    out = [pcap_bytes(hdr, c.recs)]
+    rec = struct.Struct("<IIII")
+    left, k = megabytes << 20, 0
+    while left > 0:
+        c.recs = []
+        d = rnd.getrandbits(1)
+        n = 1448 if rnd.random() < 0.5 else rnd.randint(1, 1448)
+        c.seg(d, 0x18, rnd.randbytes(n))
+        if k % 2:
+            c.seg(1 - d, 0x10, b"")
+        for r in c.recs:
+            out.append(rec.pack(r[0], r[1], len(r[3]), r[2]) + bytes(r[3]))
+        left -= n
+        k += 1
+    return b"".join(out)
+
+
 def resend_storm(n=65536, size=100):
     """The worst case for matching ACKs and resends to what was sent: the target sends n segments
     that no ACK covers (the record of unacknowledged segments full), resends the last one n times,
@@ -826,6 +853,8 @@ def main():
                "open-commands-1m.pcap": lambda: open_commands(1_000_000),
                "huge-claims.pcap": huge_claims,
                "random-payload-500m.pcap": lambda: random_payload(500),
+               "random-bytes-500m.pcap": lambda: random_bytes(500, 1),
+               "random-bytes-500m-joined.pcap": lambda: random_bytes(500, 2, handshake=False),
                "resend-storm.pcap": resend_storm}
         for name in a.cases or big:
             path = os.path.join(a.big, name)

@@ -776,3 +776,73 @@ TEST(IscsiFramer, LoginResyncStillPossibleDuringLogin) {
   EXPECT_EQ(ends[0].opcode, 0x03);
   EXPECT_EQ(ends[0].first, 3u);
 }
+
+// docs/rules.md "Ports": a SCSI Command found by searching inside a chunk is believed only once
+// it chains; random bytes that pass the strict checks by chance give no command.
+TEST(IscsiFramer, CommandFoundInsideChunkHeldUntilItChains) {
+  const auto cmd = encode_pdu(read10(1), {}, false, false, {});
+  const auto next = encode_pdu(read10(2), {}, false, false, {});
+  auto joined = [&](std::initializer_list<std::vector<uint8_t>> parts) {
+    std::vector<uint8_t> v(30, 0);  // zeros: no strict header
+    for (const auto& p : parts)
+      v.insert(v.end(), p.begin(), p.end());
+    return v;
+  };
+  {  // followed by bytes that are no strict header: dropped, sync lost
+    Feeder f(true);
+    f.framer.start_unsynced();
+    f.feed(joined({cmd, std::vector<uint8_t>(100, 0)}));
+    f.finish();
+    EXPECT_EQ(f.rec.count('S'), 0);
+    EXPECT_EQ(f.rec.count('E'), 0);
+    EXPECT_GE(f.rec.count('L'), 1);
+    EXPECT_EQ(f.rec.position_errors, 0);
+  }
+  {  // followed by the next command in a later chunk: both, at their offsets
+    Feeder f(true);
+    f.framer.start_unsynced();
+    const auto a = joined({cmd, std::vector<uint8_t>(next.begin(), next.begin() + 10)});
+    f.feed(a);
+    EXPECT_EQ(f.rec.count('S'), 0);  // held: its successor's header is not whole yet
+    auto rest = std::vector<uint8_t>(next.begin() + 10, next.end());
+    rest.insert(rest.end(), 4, 0);  // what tells the successor has no header digest
+    f.feed(rest);
+    const auto ends = f.rec.ends();
+    ASSERT_EQ(ends.size(), 2u);
+    EXPECT_EQ(ends[0].first, 30u);
+    EXPECT_EQ(ends[1].first, 30u + cmd.size());
+    EXPECT_EQ(f.rec.position_errors, 0);
+  }
+  {  // ending where its chunk ends: believed then (its end known once the next 4 bytes show no
+     // header digest), whatever follows
+    Feeder f(true);
+    f.framer.start_unsynced();
+    f.feed(joined({cmd}));
+    f.feed(std::vector<uint8_t>(100, 0));
+    EXPECT_EQ(f.rec.ends().size(), 1u);
+    EXPECT_EQ(f.rec.position_errors, 0);
+  }
+  {  // at a chunk's first byte, where senders begin PDUs: believed at once
+    Feeder f(true);
+    f.framer.start_unsynced();
+    f.feed(std::vector<uint8_t>(30, 0));
+    auto b = cmd;
+    b.insert(b.end(), 20, 0);
+    f.feed(b);
+    EXPECT_EQ(f.rec.ends().size(), 1u);
+  }
+  {  // the capture ends before it chains: dropped
+    Feeder f(true);
+    f.framer.start_unsynced();
+    f.feed(joined({cmd, std::vector<uint8_t>(next.begin(), next.begin() + 10)}));
+    f.finish();
+    EXPECT_EQ(f.rec.count('S'), 0);
+  }
+}
+
+TEST(IscsiFramer, FirstHeaderOfStreamMustPassStrictChecks) {
+  Feeder f(true, FramerConfig{false, false, true});
+  f.feed(std::vector<uint8_t>(200, 0));  // a NOP-Out by the loose checks, not by the strict ones
+  EXPECT_EQ(f.rec.count('S'), 0);
+  EXPECT_GE(f.rec.count('L'), 1);
+}

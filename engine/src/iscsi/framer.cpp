@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <utility>
 
 #include "iscsi/crc32c.hpp"
 
@@ -66,6 +67,8 @@ std::optional<bool> Framer::data_digest() const {
 
 void Framer::start_unsynced() {
   login_possible_ = false;
+  fresh_ = false;
+  drop_held();
   reset_pdu();
   state_ = State::scan;
   candidate_ = false;
@@ -178,6 +181,7 @@ size_t Framer::step_scan(std::span<const uint8_t> bytes, uint64_t abs) {
     reset_pdu();
     candidate_ = true;
     pdu_abs_ = at;
+    at_chunk_start_ = at == chunk_base_ && at < chunk_end_;
   };
   if (!carry_.empty()) {
     // Windows that start in the carry and end in this input.
@@ -228,20 +232,26 @@ size_t Framer::step_scan(std::span<const uint8_t> bytes, uint64_t abs) {
 }
 
 size_t Framer::step_header(std::span<const uint8_t> bytes, uint64_t abs, FramerSink& sink) {
-  if (hdr_.empty()) pdu_abs_ = abs;
+  if (hdr_.empty()) {
+    pdu_abs_ = abs;
+    if (!candidate_) at_chunk_start_ = abs == chunk_base_ && abs < chunk_end_;
+  }
   const size_t take = std::min<size_t>(bytes.size(), hdr_need_ - hdr_.size());
   hdr_.insert(hdr_.end(), bytes.begin(), bytes.begin() + ptrdiff_t(take));
   if (hdr_.size() < hdr_need_) return take;
   if (!bhs_parsed_) {
     bhs_ = *parse_bhs(hdr_);  // hdr_ holds 48 bytes here
     bhs_parsed_ = true;
-    if (!plausible_bhs(bhs_, from_initiator_, config_.max_data_segment, candidate_)) {
+    // A stream's first header, and the one after a PDU found by searching, pass the strict checks.
+    const bool fresh = std::exchange(fresh_, false), after_scan = std::exchange(strict_next_, false);
+    const bool strict = candidate_ || fresh || after_scan;
+    if (!plausible_bhs(bhs_, from_initiator_, config_.max_data_segment, strict)) {
       if (candidate_) {
         reject_candidate();
       } else {
         const uint64_t at = pdu_abs_;
         std::vector<uint8_t> rest(hdr_.begin() + 1, hdr_.end());
-        const char* why = implausible_reason(bhs_, from_initiator_, config_.max_data_segment, false);
+        const char* why = implausible_reason(bhs_, from_initiator_, config_.max_data_segment, strict);
         reset_pdu();
         lose_sync(sink, why, at);
         skipped(1);
@@ -249,6 +259,7 @@ size_t Framer::step_header(std::span<const uint8_t> bytes, uint64_t abs, FramerS
       }
       return take;
     }
+    if (unconfirmed_ && !candidate_) confirm(sink);  // the held PDU chains with this one
     // Header digest: on, or unknown → collect 4 more bytes to test (§11.2, §13.1).
     hd_this_ = pdu_carries_digests(bhs_.opcode) && hd_ != Tri::off;
     hdr_need_ = bhs_.header_length(hd_this_);
@@ -295,13 +306,17 @@ void Framer::header_complete(FramerSink& sink) {
   }
   if (candidate_) {
     candidate_ = false;
+    strict_next_ = true;
+    // Senders begin PDUs at a segment's start: a command found inside one is held until it chains.
+    unconfirmed_ = !at_chunk_start_ && bhs_.op() == Opcode::ScsiCommand;
+    held_.clear();
     ++stats_.resyncs;
     sink.on_resync(Resync{pos(pdu_abs_), skipped_episode_});
     skipped_episode_ = 0;
   }
   started_ = true;
   if (pdu_carries_digests(bhs_.opcode)) login_possible_ = false;
-  sink.on_pdu_start(PduStart{bhs_, pos(pdu_abs_), hd_check_});
+  emit_start(sink, PduStart{bhs_, pos(pdu_abs_), hd_check_});
   begin_data(sink);
 }
 
@@ -410,13 +425,63 @@ void Framer::end_pdu(FramerSink& sink, uint64_t last_abs, bool truncated) {
   ++stats_.pdus;
   if (data_incomplete_) ++stats_.data_incomplete_pdus;
   const bool kept_truncated = keep_.size() < bhs_.data_length;
-  sink.on_pdu_end(PduEnd{bhs_, keep_, kept_truncated, pos(pdu_abs_), pos(last_abs), hd_check_, dd_check_,
-                         data_incomplete_, truncated});
+  emit_end(sink, PduEnd{bhs_, keep_, kept_truncated, pos(pdu_abs_), pos(last_abs), hd_check_, dd_check_,
+                        data_incomplete_, truncated});
+  // Ended at a chunk's end: where senders end PDUs, not chance.
+  if (unconfirmed_ && !truncated && (last_abs + 1 == chunk_end_ || last_abs + 1 == chunk_base_))
+    confirm(sink);
   reset_pdu();
+}
+
+void Framer::emit_start(FramerSink& sink, const PduStart& s) {
+  if (!unconfirmed_) {
+    sink.on_pdu_start(s);
+    return;
+  }
+  Held& h = held_.emplace_back();
+  h.bhs = s.bhs;
+  h.first_abs = s.first_byte.stream_offset;
+  h.header_digest = s.header_digest;
+}
+
+void Framer::emit_end(FramerSink& sink, const PduEnd& e) {
+  if (!unconfirmed_) {
+    sink.on_pdu_end(e);
+    return;
+  }
+  Held& h = held_.emplace_back();
+  h.end = true;
+  h.bhs = e.bhs;
+  h.first_abs = e.first_byte.stream_offset;
+  h.last_abs = e.last_byte.stream_offset;
+  h.header_digest = e.header_digest;
+  h.data_digest = e.data_digest;
+  h.kept.assign(e.kept_data.begin(), e.kept_data.end());
+  h.kept_truncated = e.kept_truncated;
+  h.data_incomplete = e.data_incomplete;
+  h.truncated = e.truncated;
+}
+
+void Framer::confirm(FramerSink& sink) {
+  unconfirmed_ = false;
+  const std::vector<Held> held = std::exchange(held_, {});
+  for (const Held& h : held) {
+    if (h.end)
+      sink.on_pdu_end(PduEnd{h.bhs, h.kept, h.kept_truncated, pos(h.first_abs), pos(h.last_abs),
+                             h.header_digest, h.data_digest, h.data_incomplete, h.truncated});
+    else
+      sink.on_pdu_start(PduStart{h.bhs, pos(h.first_abs), h.header_digest});
+  }
+}
+
+void Framer::drop_held() {
+  unconfirmed_ = strict_next_ = false;
+  held_.clear();
 }
 
 void Framer::lose_sync(FramerSink& sink, const char* why, uint64_t at_abs) {
   ++stats_.sync_losses;
+  drop_held();  // it did not chain
   reset_pdu();
   state_ = State::scan;
   candidate_ = false;
@@ -434,6 +499,7 @@ void Framer::gap(uint64_t lost, FramerSink& sink) {
   uint64_t left = lost;
 
   for (;;) {
+    if (unconfirmed_ && !held_.empty() && held_.back().end) confirm(sink);  // its chain is lost
     switch (state_) {
       case State::scan:
         skipped(carry_.size());
@@ -523,6 +589,7 @@ void Framer::finish(FramerSink& sink) {
   } else {
     reset_pdu();
   }
+  drop_held();  // never chained
 }
 
 }  // namespace iscsi_doctor::iscsi

@@ -23,6 +23,12 @@
 //    digests were configured, or the stream was joined mid-way (start_unsynced).
 //    A candidate that fails late is dropped and scanning resumes one byte after its start;
 //  - digest mismatches are reported (PduStart/PduEnd, stats) and framing continues.
+// Unconfirmed framing (docs/rules.md "Ports": random bytes give no commands): a SCSI Command
+// found by scanning that does not begin at a chunk's first byte is held (its events delayed) until
+// it chains: the next header stands where its lengths put it and passes the strict checks, the
+// PDU ends at a chunk's end, or a gap follows its end (nothing left to check). The header after any
+// PDU found by scanning, and a stream's first header, must pass the strict checks, else sync is
+// lost; a held PDU is then dropped, as at finish().
 // Every on_pdu_start is followed by exactly one on_pdu_end (possibly flagged truncated by
 // finish()). Digests: Login PDUs never carry them (RFC 7143 §13.1). When !digests_known the
 // framer detects them: header digest on iff the 4 bytes after the first non-Login header equal
@@ -159,6 +165,11 @@ private:
   Position pos(uint64_t abs) const;
   void skipped(uint64_t n);
   void reset_pdu();
+  // Unconfirmed framing: events held until the PDU chains (see above).
+  void emit_start(FramerSink& sink, const PduStart& s);
+  void emit_end(FramerSink& sink, const PduEnd& e);
+  void confirm(FramerSink& sink);
+  void drop_held();
 
   bool from_initiator_;
   FramerConfig config_;
@@ -199,6 +210,21 @@ private:
   // bytes rejected by a state that must be re-examined before the rest of the input
   std::vector<uint8_t> pushback_;
   uint64_t pushback_abs_ = 0;
+
+  // held events of an unconfirmed PDU
+  struct Held {
+    bool end = false;
+    Bhs bhs{};
+    uint64_t first_abs = 0, last_abs = 0;
+    DigestCheck header_digest = DigestCheck::absent, data_digest = DigestCheck::absent;
+    std::vector<uint8_t> kept;
+    bool kept_truncated = false, data_incomplete = false, truncated = false;
+  };
+  bool unconfirmed_ = false;  // the current PDU's events are held
+  bool strict_next_ = false;  // the header after a PDU found by scanning passes the strict checks
+  bool fresh_ = true;         // no header parsed yet in this stream
+  bool at_chunk_start_ = false;  // the current PDU began at a chunk's first byte
+  std::vector<Held> held_;
 
   FramerStats stats_;
 };

@@ -2,6 +2,8 @@
 -- Streaming framer (engine/src/iscsi/framer.cpp). Events go to `sink`:
 --   sink:on_pdu_start(bhs, first_abs), sink:on_pdu_end(bhs, first_abs, kept, data_incomplete,
 --   truncated), sink:on_sync_lost().
+-- Unconfirmed framing (a SCSI Command found by scanning inside a chunk) is held until it chains:
+-- the engine's emit_start, emit_end, confirm.
 
 local Framer = {}
 Framer.__index = Framer
@@ -10,7 +12,8 @@ local CARRY, PROBE = 47, 52
 function Framer.new(from_initiator)
   local f = setmetatable({ from_initiator = from_initiator, hd = "unknown", dd = "unknown",
     next_abs = 0, chunk_base = 0, chunk_end = 0, carry = "", carry_abs = 0, candidate = false,
-    login_possible = true, max_dl = MAX_DATA_SEGMENT, pdus = 0, resyncs = 0, digest_bad = false },
+    login_possible = true, max_dl = MAX_DATA_SEGMENT, pdus = 0, resyncs = 0, digest_bad = false,
+    unconfirmed = false, strict_next = false, fresh = true, at_chunk_start = false, held = {} },
     Framer)
   f:reset_pdu()
   return f
@@ -44,6 +47,8 @@ end
 
 function Framer:start_unsynced()
   self.login_possible = false
+  self.fresh = false
+  self:drop_held()
   self:reset_pdu()
   self.state = "scan"
   self.candidate = false
@@ -100,6 +105,7 @@ function Framer:enter_candidate(at)
   self:reset_pdu()
   self.candidate = true
   self.pdu_abs = at
+  self.at_chunk_start = at == self.chunk_base and at < self.chunk_end
 end
 
 function Framer:step_scan(s, i, abs)
@@ -149,7 +155,10 @@ function Framer:step_scan(s, i, abs)
 end
 
 function Framer:step_header(s, i, abs)
-  if #self.hdr == 0 then self.pdu_abs = abs end
+  if #self.hdr == 0 then
+    self.pdu_abs = abs
+    if not self.candidate then self.at_chunk_start = abs == self.chunk_base and abs < self.chunk_end end
+  end
   local nin = #s - i + 1
   local take = min(nin, self.hdr_need - #self.hdr)
   self.hdr = self.hdr .. s:sub(i, i + take - 1)
@@ -157,7 +166,10 @@ function Framer:step_header(s, i, abs)
   if not self.bhs then
     local b = parse_bhs(self.hdr)
     self.bhs = b
-    if not plausible(b, self.from_initiator, self.candidate, self.max_dl) then
+    -- A stream's first header, and the one after a PDU found by searching, pass the strict checks.
+    local strict = self.candidate or self.fresh or self.strict_next
+    self.fresh, self.strict_next = false, false
+    if not plausible(b, self.from_initiator, strict, self.max_dl) then
       if self.candidate then
         self:reject_candidate()
       else
@@ -169,6 +181,7 @@ function Framer:step_header(s, i, abs)
       end
       return take
     end
+    if self.unconfirmed and not self.candidate then self:confirm() end  -- it chains with this one
     self.hd_this = carries_digests(b.opcode) and self.hd ~= "off"
     self.hdr_need = header_length(b, self.hd_this)
     if #self.hdr < self.hdr_need then return take end
@@ -210,11 +223,20 @@ function Framer:header_complete()
   end
   if self.candidate then
     self.candidate = false
+    self.strict_next = true
+    -- Senders begin PDUs at a segment's start: a command found inside one is held until it chains.
+    self.unconfirmed = not self.at_chunk_start and b.opcode == 0x01
+    self.held = {}
     self.resyncs = self.resyncs + 1
   end
   self.started = true
   if carries_digests(b.opcode) then self.login_possible = false end
-  self.sink:on_pdu_start(b, self.pdu_abs)
+  if self.unconfirmed then
+    local h = self.held
+    h[#h + 1] = { b, self.pdu_abs }
+  else
+    self.sink:on_pdu_start(b, self.pdu_abs)
+  end
   self:begin_data()
 end
 
@@ -330,10 +352,37 @@ function Framer:end_pdu(last_abs, truncated)
   local kept_truncated = #keep < b.data_length
   self.pdus = self.pdus + 1
   self:reset_pdu()
-  self.sink:on_pdu_end(b, first, last_abs, keep, kept_truncated, inc, truncated, self.digest_bad)
+  if not self.unconfirmed then
+    self.sink:on_pdu_end(b, first, last_abs, keep, kept_truncated, inc, truncated, self.digest_bad)
+    return
+  end
+  local h = self.held
+  h[#h + 1] = { b, first, last_abs, keep, kept_truncated, inc, truncated, self.digest_bad, n = 8 }
+  -- Ended at a chunk's end: where senders end PDUs, not chance.
+  if not truncated and (last_abs + 1 == self.chunk_end or last_abs + 1 == self.chunk_base) then
+    self:confirm()
+  end
+end
+
+function Framer:confirm()
+  local held = self.held
+  self.unconfirmed, self.held = false, {}
+  for _, h in ipairs(held) do
+    if h.n then
+      self.sink:on_pdu_end(h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8])
+    else
+      self.sink:on_pdu_start(h[1], h[2])
+    end
+  end
+end
+
+function Framer:drop_held()
+  self.unconfirmed, self.strict_next = false, false
+  if #self.held > 0 then self.held = {} end
 end
 
 function Framer:lose_sync(at)
+  self:drop_held()  -- it did not chain
   self:reset_pdu()
   self.state = "scan"
   self.candidate = false
@@ -350,6 +399,8 @@ function Framer:gap(lost, sink)
   self.next_abs = self.next_abs + lost
   local left = lost
   while true do
+    local h = self.held
+    if self.unconfirmed and #h > 0 and h[#h].n then self:confirm() end  -- its chain is lost
     local st = self.state
     if st == "scan" then
       self.carry = ""
@@ -422,4 +473,5 @@ function Framer:finish(sink)
     self:end_pdu(self.next_abs == 0 and 0 or self.next_abs - 1, true)
   end
   if self.state == "scan" then self.carry = "" else self:reset_pdu() end
+  self:drop_held()  -- never chained
 end
