@@ -130,7 +130,9 @@ bool write_junit(const std::string& file, const std::vector<JunitCapture>& captu
       continue;
     }
     for (size_t k = 0; k < finding_kind_count; ++k)
-      for (Side side : {Side::initiator, Side::target}) {
+      for (Side side : {Side::initiator, Side::target, Side::network}) {
+        // The path's own kind has the network side only; the peers' kinds have theirs.
+        if ((side == Side::network) != (FindingKind(k) == FindingKind::link_limited)) continue;
         Case c{classname, fmt::format("{} ({})", finding_name(FindingKind(k)), side_name(side))};
         for (const Advice& a : cap.advice) {
           if (size_t(a.kind) != k || a.side != side) continue;
@@ -139,8 +141,10 @@ bool write_junit(const std::string& file, const std::vector<JunitCapture>& captu
                                        a.commands, ms_text(a.lost_ms), ms_text(a.exclusive_ms))
                          : fmt::format("{}: {} (connection level)", finding_name(a.kind), ms_text(a.lost_ms));
           // With --fail-on, the kinds it names fail their case; without, every kind but serialized
-          // (the workload's queue depth, which neither peer's code can change).
-          bool gated = gate.fail_on.empty() && a.kind != FindingKind::serialized;
+          // and link_limited (the workload's queue depth, the link's rate: neither peer's code can
+          // change them).
+          bool gated =
+              gate.fail_on.empty() && a.kind != FindingKind::serialized && a.kind != FindingKind::link_limited;
           for (const std::string& g : gate.fail_on)
             gated = gated || g == finding_name(a.kind);
           if (gated) {

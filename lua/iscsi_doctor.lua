@@ -72,7 +72,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "ad99fa0a637f88cbefcc360bd2c4eb4b14094b3bcebe8e7a324a6285cfc9ab64",
+  doc_sha256 = "e210e8d840c25b196bd6418cc000a57602648dd612ee62927549356cfb4d76e2",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -2794,6 +2794,29 @@ end
 
 local WAIT_MIN_FLOOR_NS = floor(RULES.wait_min_ms * 1e6 + 0.5)  -- (a constant: once, not per segment)
 
+-- Window arithmetic (engine: window_edge_half_trips): more of a flight past the edge the ACKs had
+-- offered could leave only once an ACK opening that far reached the sender; without a wait of
+-- its own it still counts that ACK's crossings.
+function Connection:window_edge_half_trips(dir, seg, c)
+  local f = self.flow[dir]
+  if f.ak_tail < f.ak_head or not self.rtt[dir].known then return end
+  local first_end = f:unwrap(seg.seq) + min(seg.wire_len, f:effective_mss())
+  local a = f.acks
+  for i = f.ak_head, f.ak_tail do
+    local r = a[i]
+    local w = f.peer_wscale_known and r.window or r.raw * 2 ^ f.peer_wscale_min
+    if r.ack + w >= first_end then
+      if r.h < 0 or r.cmd ~= c.first_frame or r.t + self:rtt_ns(dir) - self:tolerance_ns() > seg.t then return end
+      local h = dir == I2T and c.h_initiator or c.h_target
+      if r.h + 2 > h then
+        c.held_h = c.held_h + r.h + 2 - h  -- as a hold's (a link-bound command takes them back)
+        if dir == I2T then c.h_initiator = r.h + 2 else c.h_target = r.h + 2 end
+      end
+      return
+    end
+  end
+end
+
 -- Returns the verdict, the segment's own once a hold was judged (see NOT_JUDGED).
 function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
   local c = self.slots[slot]
@@ -2893,6 +2916,9 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
       rest = 0
     end
   end
+  if role == "cont" and c.has_seg[dir] and not verdict.reported then  -- no wait of its own judged
+    self:window_edge_half_trips(dir, seg, c)
+  end
   if rest > 0 then
     if dir == T2I and (reply or rest > wait_min) then bd.think = bd.think + ms(rest)
     elseif solicited then bd.r2t = bd.r2t + ms(rest)
@@ -2983,8 +3009,21 @@ function Connection:classify_hold(dir, seg, ready)
     while i <= f.ak_tail and not released_within(a[i].t, upto) do i = i + 1 end
     return i
   end
-  local i = first_release(tol)
-  if i > f.ak_tail and late > tol then i = first_release(late) end
+  -- Window arithmetic first: where the sender stopped at the edge an ACK had offered and this
+  -- segment lies past it, the first ACK that opened the window past it released it, if the path's
+  -- bounds let it reach the sender by then (the engine's at_edge).
+  local seg_start = f:unwrap(seg.seq)
+  local mss = f:effective_mss()
+  local seg_first_end = seg_start + min(seg.wire_len, mss)
+  local function edge(r) return r.ack + (f.peer_wscale_known and r.window or r.raw * 2 ^ f.peer_wscale_min) end
+  local i = f.ak_head
+  while i <= f.ak_tail and edge(a[i]) < seg_first_end do i = i + 1 end
+  local at_edge = i > f.ak_head and i <= f.ak_tail and seg_start <= edge(a[i - 1]) and
+                  seg_start + mss > edge(a[i - 1])
+  if not (at_edge and released_within(a[i].t, late)) then
+    i = first_release(tol)
+    if i > f.ak_tail and late > tol then i = first_release(late) end
+  end
   if i > f.ak_tail then return v end
   local rel = a[i]
   v.held = true

@@ -362,16 +362,20 @@ def _link_expectation(scenario, op, nbytes, state_round_trips=True):
     return e
 
 
-def _link(scenario, *sel, shared=False):
+def _link(scenario, *sel, shared=False, link_busy=False):
     """Round trips are stated for reads and single-burst writes; not where two sessions share the link (a
     FIFO shared by two connections splits it by their windows, not evenly: tshark cannot time a command's
-    share), and not for the session's serialized verdict there either."""
+    share), and not for the session's serialized verdict there either. Nor where the link carries the
+    data for most of each cycle (link_busy: 100 Mbit/s at 1 ms, 64 KiB-1.5 MiB taking 5.7-133 ms on the
+    wire against a 2 ms round trip): serialized counts the time the link sits idle on round trips
+    (docs/rules.md), which there is 11% of the latency at the initiator and 17% at the target once the
+    link's own time is not counted as a wait: not stated."""
     EXPECT[scenario] = {"commands": [_link_expectation(scenario, op, n, not shared and (n < 1048576 or op == "read"))
                                      for op, n in sel],
-                        "session": {} if shared else {"findings": ["serialized"]}}
+                        "session": {} if shared or link_busy else {"findings": ["serialized"]}}
 
 
-_link("link-100m-1ms", ("read", 1048576), ("write", 1048576), ("read", 65536), ("write", 65536))
+_link("link-100m-1ms", ("read", 1048576), ("write", 1048576), ("read", 65536), ("write", 65536), link_busy=True)
 _link("link-100m-25ms", ("read", 1048576), ("write", 1048576), ("write", 65536))
 _link("link-1g-1ms", ("read", 1048576), ("write", 1048576), ("read", 8192), ("write", 8192))
 _link("link-1g-25ms", ("read", 1048576), ("read", 65536), ("write", 65536))

@@ -71,8 +71,24 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
     }
     return i;
   };
-  size_t i = first_release(tol);
-  if (i == f.acks.size() && late > tol) i = first_release(late);
+  // Window arithmetic first: where the sender stopped at the edge an ACK had offered (this segment
+  // starts within a segment of it) and this segment lies past it, the first ACK that opened the
+  // window past it released it, if the path's bounds let it reach the sender by then (near the
+  // receiver the later ACKs of the flight pass the capture point before the data comes back).
+  const uint64_t seg_start = f.unwrap(seg.seq);
+  const uint64_t seg_first_end = seg_start + std::min<uint64_t>(seg.payload_wire_len, f.effective_mss());
+  auto edge = [&](const tcp::AckRecord& a) {
+    return a.ack + (f.peer_wscale_known ? a.window : uint64_t(a.raw_window) << f.peer_wscale_min);
+  };
+  size_t i = 0;
+  while (i < f.acks.size() && edge(f.acks[i]) < seg_first_end)
+    ++i;
+  const bool at_edge = i > 0 && i < f.acks.size() && seg_start <= edge(f.acks[i - 1]) &&
+                       seg_start + f.effective_mss() > edge(f.acks[i - 1]);
+  if (!(at_edge && released_within(f.acks[i].t, late))) {
+    i = first_release(tol);
+    if (i == f.acks.size() && late > tol) i = first_release(late);
+  }
   if (i == f.acks.size()) return v;
   const tcp::AckRecord& rel = f.acks[i];
   v.held = true;

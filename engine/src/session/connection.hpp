@@ -108,6 +108,7 @@ private:
   uint32_t path_event_for_start(int dir, const PduEvent& ev, const Segment& seg, PathEvent::Role& role);
   void analyse_path_event(int dir, const Segment& seg, const PathEvent& event, HoldVerdict& verdict);
   HoldVerdict classify_hold(int dir, const Segment& seg, int64_t ready);  // rules/holds.cpp
+  void window_edge_half_trips(int dir, const Segment& seg, OpenCommand& c);
   void on_pdu_end(int dir, const Segment& seg, const PduEvent& ev);
   void on_login(int dir, const PduEvent& ev, const Segment& seg);
   void replay_orphans(uint32_t itt);

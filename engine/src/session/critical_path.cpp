@@ -231,6 +231,8 @@ void Connection::analyse_path_event(int dir, const Segment& seg, const PathEvent
       rest = 0;
     }
   }
+  if (t.role == PathEvent::Role::cont && c.has_seg[dir] && !verdict.reported)  // no wait of its own judged
+    window_edge_half_trips(dir, seg, c);
   if (rest > 0) {
     if (dir == kT2I && (reply || rest > wait_min))
       bd.think_ms += ms(rest);
@@ -257,6 +259,28 @@ void Connection::analyse_path_event(int dir, const Segment& seg, const PathEvent
   c.last_event_t = std::max(c.last_event_t, now);
   c.last_seg_t[dir] = now;
   c.has_seg[dir] = true;
+}
+
+// Window arithmetic (docs/rules.md "Round trips"): more of a flight that lies past the edge the
+// ACKs had offered when its command's data began to flow could leave only once an ACK opening
+// that far reached the sender; without a wait of its own (its flight went on from a hold released
+// earlier) it still counts that ACK's crossings.
+void Connection::window_edge_half_trips(int dir, const Segment& seg, OpenCommand& c) {
+  const tcp::Flow& f = tcp_.flow(dir);
+  if (f.acks.empty() || !tcp_.rtt(dir).known()) return;
+  const uint64_t first_end = f.unwrap(seg.seq) + std::min<uint64_t>(seg.payload_wire_len, f.effective_mss());
+  for (const tcp::AckRecord& a : f.acks) {
+    const uint64_t w = f.peer_wscale_known ? a.window : uint64_t(a.raw_window) << f.peer_wscale_min;
+    if (a.ack + w < first_end) continue;
+    // The first ACK that opened the window this far; it must have had time to reach the sender.
+    if (a.h < 0 || a.cmd != c.r.first_frame || a.t + rtt_ns(dir) - tolerance_ns() > seg.time_ns) return;
+    int32_t& h = dir == kI2T ? c.h_initiator : c.h_target;
+    if (a.h + 2 > h) {
+      c.held_h += a.h + 2 - h;  // as a hold's (a link-bound command takes them back)
+      h = a.h + 2;
+    }
+    return;
+  }
 }
 
 void Connection::trace_path(int dir, uint64_t frame, const OpenCommand& c) const {

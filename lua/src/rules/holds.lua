@@ -52,8 +52,21 @@ function Connection:classify_hold(dir, seg, ready)
     while i <= f.ak_tail and not released_within(a[i].t, upto) do i = i + 1 end
     return i
   end
-  local i = first_release(tol)
-  if i > f.ak_tail and late > tol then i = first_release(late) end
+  -- Window arithmetic first: where the sender stopped at the edge an ACK had offered and this
+  -- segment lies past it, the first ACK that opened the window past it released it, if the path's
+  -- bounds let it reach the sender by then (the engine's at_edge).
+  local seg_start = f:unwrap(seg.seq)
+  local mss = f:effective_mss()
+  local seg_first_end = seg_start + min(seg.wire_len, mss)
+  local function edge(r) return r.ack + (f.peer_wscale_known and r.window or r.raw * 2 ^ f.peer_wscale_min) end
+  local i = f.ak_head
+  while i <= f.ak_tail and edge(a[i]) < seg_first_end do i = i + 1 end
+  local at_edge = i > f.ak_head and i <= f.ak_tail and seg_start <= edge(a[i - 1]) and
+                  seg_start + mss > edge(a[i - 1])
+  if not (at_edge and released_within(a[i].t, late)) then
+    i = first_release(tol)
+    if i > f.ak_tail and late > tol then i = first_release(late) end
+  end
   if i > f.ak_tail then return v end
   local rel = a[i]
   v.held = true

@@ -153,6 +153,29 @@ end
 
 local WAIT_MIN_FLOOR_NS = floor(RULES.wait_min_ms * 1e6 + 0.5)  -- (a constant: once, not per segment)
 
+-- Window arithmetic (engine: window_edge_half_trips): more of a flight past the edge the ACKs had
+-- offered could leave only once an ACK opening that far reached the sender; without a wait of
+-- its own it still counts that ACK's crossings.
+function Connection:window_edge_half_trips(dir, seg, c)
+  local f = self.flow[dir]
+  if f.ak_tail < f.ak_head or not self.rtt[dir].known then return end
+  local first_end = f:unwrap(seg.seq) + min(seg.wire_len, f:effective_mss())
+  local a = f.acks
+  for i = f.ak_head, f.ak_tail do
+    local r = a[i]
+    local w = f.peer_wscale_known and r.window or r.raw * 2 ^ f.peer_wscale_min
+    if r.ack + w >= first_end then
+      if r.h < 0 or r.cmd ~= c.first_frame or r.t + self:rtt_ns(dir) - self:tolerance_ns() > seg.t then return end
+      local h = dir == I2T and c.h_initiator or c.h_target
+      if r.h + 2 > h then
+        c.held_h = c.held_h + r.h + 2 - h  -- as a hold's (a link-bound command takes them back)
+        if dir == I2T then c.h_initiator = r.h + 2 else c.h_target = r.h + 2 end
+      end
+      return
+    end
+  end
+end
+
 -- Returns the verdict, the segment's own once a hold was judged (see NOT_JUDGED).
 function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
   local c = self.slots[slot]
@@ -251,6 +274,9 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
       if dir == I2T then c.h_initiator = h else c.h_target = h end
       rest = 0
     end
+  end
+  if role == "cont" and c.has_seg[dir] and not verdict.reported then  -- no wait of its own judged
+    self:window_edge_half_trips(dir, seg, c)
   end
   if rest > 0 then
     if dir == T2I and (reply or rest > wait_min) then bd.think = bd.think + ms(rest)
