@@ -17,7 +17,9 @@ MANIFEST = {c["file"]: c for c in json.loads((ROOT / "captures" / "MANIFEST.json
 NAGLE = "fixtures/scripted-nagle-read-1k--initiator.pcap.gz"  # Nagle hold + delayed ACK per read
 STOCK = "fixtures/stock-read--initiator.pcap.gz"              # TCP_NODELAY peers: no holds
 KINDS = ["nagle_hold", "delayed_ack", "r2t_round_trip", "cwnd_limited", "rwnd_limited", "retransmission",
-         "target_think", "serialized"]
+         "target_think", "serialized", "link_limited"]
+# The sides each kind's case is about: the path's own kind (the link) has the network side only.
+SIDES = {k: ("network",) if k == "link_limited" else ("initiator", "target") for k in KINDS}
 
 
 def junit(tmp_path, *args):
@@ -91,7 +93,7 @@ def expected(file):
 def test_every_kind_and_side_is_a_case_and_the_configured_findings_fail(tmp_path):
     _, root = junit(tmp_path, str(ROOT / "captures" / NAGLE))
     cases = cases_of(root, str(ROOT / "captures" / NAGLE))
-    assert set(cases) == {f"{k} ({s})" for k in KINDS for s in ("initiator", "target")}
+    assert set(cases) == {f"{k} ({s})" for k in KINDS for s in SIDES[k]}
     must, never = expected(NAGLE)
     assert must  # nagle_hold (target), delayed_ack (initiator)
     for kind, side in must.items():
@@ -99,7 +101,7 @@ def test_every_kind_and_side_is_a_case_and_the_configured_findings_fail(tmp_path
         assert f is not None and f.get("type") == kind
         assert "fix: " in f.text and "evidence frames: " in f.text
     for kind in never:
-        for side in ("initiator", "target"):
+        for side in SIDES[kind]:
             assert outcome(cases[f"{kind} ({side})"]) == "pass"
     # A workload's queue depth is not a defect of either peer: serialized is told, not failed.
     assert MANIFEST[NAGLE]["session"]["findings"] == ["serialized"]
