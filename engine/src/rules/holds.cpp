@@ -31,9 +31,17 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   // same bounds): an ACK later than its round trip by no more is not proven delayed.
   const int64_t receiver_jitter = std::min(tcp_.rtt(dir ^ 1).jitter_ns(rules::nagle_jitter_percentile),
                                            std::min(full_rtt_ns() / rules::jitter_rtt_divisor, rtt_ns(dir ^ 1)));
+  // rtt(S) measured only from ACKs that rode on S's data is an upper bound (S's answer time may be
+  // in every sample): with the capture point near S (that bound a small part of the path's round
+  // trip) a release may come as soon as just after the ACK.
+  const tcp::RttEstimate& est = tcp_.rtt(dir);
+  const int64_t early = !est.from_handshake() && est.clean_samples() == 0 &&
+                                rtt_side * rules::wait_min_rtt_divisor < full_rtt_ns()
+                            ? std::max(tol, rtt_side)
+                            : tol;
   auto released_within = [&](int64_t ack_t, int64_t upto) {
     const int64_t d = seg.time_ns - (ack_t + rtt_side);
-    return d >= -tol && d <= upto && ack_t + rtt_side > ready;
+    return d >= -early && d <= upto && ack_t + rtt_side - early + tol > ready;
   };
   uint32_t len = seg.payload_wire_len;
   const tcp::SmallSegment& small = f.last_small;

@@ -20,9 +20,16 @@ function Connection:classify_hold(dir, seg, ready)
   -- more is not proven delayed (the engine's receiver_jitter).
   local receiver_jitter = math.min(self:jitter_ns(1 - dir, RULES.nagle_jitter_percentile),
                                    math.min(floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor), self:rtt_ns(1 - dir)))
+  -- rtt(S) from ACKs that rode on S's data only is an upper bound: near S a release may come as
+  -- soon as just after the ACK (the engine's early).
+  local est = self.rtt[dir]
+  local early = tol
+  if not est.hs and est.clean == 0 and rtt_side * RULES.wait_min_rtt_divisor < self:full_rtt_ns() then
+    early = max(tol, rtt_side)
+  end
   local function released_within(ack_t, upto)
     local d = seg.t - (ack_t + rtt_side)
-    return d >= -tol and d <= upto and ack_t + rtt_side > ready
+    return d >= -early and d <= upto and ack_t + rtt_side - early + tol > ready
   end
   local len = seg.wire_len
   local small = f.last_small
