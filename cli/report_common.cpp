@@ -299,6 +299,8 @@ nlohmann::json connection_json(const ConnectionInfo& c) {
        {{"to_target", c.rate_to_target_mbit_s < 0 ? nlohmann::json(nullptr) : nlohmann::json(std::round(c.rate_to_target_mbit_s * 10) / 10)},
         {"to_initiator",
          c.rate_to_initiator_mbit_s < 0 ? nlohmann::json(nullptr) : nlohmann::json(std::round(c.rate_to_initiator_mbit_s * 10) / 10)}}},
+      // Its evidence: the bytes the ACK train that showed it acknowledged (0: none).
+      {"path_rate_train_bytes", {{"to_target", c.rate_to_target_bytes}, {"to_initiator", c.rate_to_initiator_bytes}}},
       {"mss",
        {{"initiator", c.mss_initiator},
         {"target", c.mss_target},
