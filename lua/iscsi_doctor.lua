@@ -22,6 +22,12 @@ local FINDING_KINDS = {
   "nagle_hold", "delayed_ack", "r2t_round_trip", "cwnd_limited", "rwnd_limited",
   "retransmission", "target_think", "serialized", "link_limited",
 }
+-- The breakdown part that is each kind's own (finding_kinds.hpp exclusive_ms): over all kinds a
+-- command's parts add up to at most its latency, where the findings' lost_ms overlap.
+local OWN_PART = { nagle_hold = "nagle", delayed_ack = "delayed_ack", r2t_round_trip = "r2t",
+                   cwnd_limited = "cwnd", rwnd_limited = "rwnd", retransmission = "loss",
+                   target_think = "think", link_limited = "link" }
+
 -- Finding kinds of docs/rules.md this plugin does not implement (none; see lua/README.md).
 local UNSUPPORTED_KINDS = {}
 
@@ -1820,6 +1826,29 @@ end
 -- changed the window): kept a while, since a sender may be released by an ACK older than the
 -- latest (the capture point is one side's round trip away from the sender).
 local MAX_ACK_RECORDS = 4096
+-- The edge an ACK offered (engine: Flow::edge): its window scaled as known, or by the lower bound
+-- the data in flight proves now.
+function Flow:edge(r)
+  return r.ack + (self.peer_wscale_known and r.window or r.raw * 2 ^ self.peer_wscale_min)
+end
+-- The first kept ACK whose edge takes in `e` (ak_tail + 1: none); edges only grow, so a binary
+-- search (engine: Flow::first_opening).
+function Flow:first_opening(e)
+  local lo, hi = self.ak_head, self.ak_tail + 1
+  while lo < hi do
+    local mid = lo + floor((hi - lo) / 2)
+    if self:edge(self.acks[mid]) < e then lo = mid + 1 else hi = mid end
+  end
+  return lo
+end
+-- The end of a segment's first wire segment (engine: Flow::first_wire_end).
+function Flow:first_wire_end(seq, len)
+  local mss = self:effective_mss()
+  return self:unwrap(seq) + (len < mss and len or mss)
+end
+-- The link this side's data crosses: the host pair's shared meter, else its own.
+function Flow:link_meter() return self.path or self.link end
+
 function Flow:record_ack(r, horizon)
   local a = self.acks
   -- the newest record older than the horizon stays: the edge in force until the next one
@@ -2749,7 +2778,7 @@ function Connection:touch_for_start(dir, ev, seg)
     -- The link (rules/link_limited.lua): the data flow's busy time when the command began, the
     -- half trips its holds add, and their findings, given when it is reported.
     local df = self.flow[w and I2T or T2I]
-    c.link_busy0, c.link_bytes0, c.link_busy_reply = (df.path or df.link).busy_ns, df.link.busy_bytes, -1
+    c.link_busy0, c.link_bytes0, c.link_busy_reply = df:link_meter().busy_ns, df.link.busy_bytes, -1
     c.held_h, c.held_findings = 0, {}
     c.last_event_t = c.first_t
     self.slots[slot] = c
@@ -2793,27 +2822,27 @@ function Connection:touch_for_start(dir, ev, seg)
 end
 
 local WAIT_MIN_FLOOR_NS = floor(RULES.wait_min_ms * 1e6 + 0.5)  -- (a constant: once, not per segment)
+-- A rest longer than this is a wait (engine: wait_min_ns).
+function Connection:wait_min_ns()
+  local wait_rtt = floor(self:full_rtt_ns() / RULES.wait_min_rtt_divisor)
+  return WAIT_MIN_FLOOR_NS > wait_rtt and WAIT_MIN_FLOOR_NS or wait_rtt
+end
 
 -- Window arithmetic (engine: window_edge_half_trips): more of a flight past the edge the ACKs had
 -- offered could leave only once an ACK opening that far reached the sender; without a wait of
 -- its own it still counts that ACK's crossings.
 function Connection:window_edge_half_trips(dir, seg, c)
   local f = self.flow[dir]
-  if f.ak_tail < f.ak_head or not self.rtt[dir].known then return end
-  local first_end = f:unwrap(seg.seq) + min(seg.wire_len, f:effective_mss())
-  local a = f.acks
-  for i = f.ak_head, f.ak_tail do
-    local r = a[i]
-    local w = f.peer_wscale_known and r.window or r.raw * 2 ^ f.peer_wscale_min
-    if r.ack + w >= first_end then
-      if r.h < 0 or r.cmd ~= c.first_frame or r.t + self:rtt_ns(dir) - self:tolerance_ns() > seg.t then return end
-      local h = dir == I2T and c.h_initiator or c.h_target
-      if r.h + 2 > h then
-        c.held_h = c.held_h + r.h + 2 - h  -- as a hold's (a link-bound command takes them back)
-        if dir == I2T then c.h_initiator = r.h + 2 else c.h_target = r.h + 2 end
-      end
-      return
-    end
+  if not self.rtt[dir].known then return end
+  local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
+  if i > f.ak_tail then return end
+  -- The first ACK that opened the window this far; it must have had time to reach the sender.
+  local r = f.acks[i]
+  if r.h < 0 or r.cmd ~= c.first_frame or r.t + self:rtt_ns(dir) - self:tolerance_ns() > seg.t then return end
+  local h = dir == I2T and c.h_initiator or c.h_target
+  if r.h + 2 > h then
+    c.held_h = c.held_h + r.h + 2 - h  -- as a hold's (a link-bound command takes them back)
+    if dir == I2T then c.h_initiator = r.h + 2 else c.h_target = r.h + 2 end
   end
 end
 
@@ -2849,8 +2878,7 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
     if solicited or (reply and c.r2ts > 0) then bd.r2t = bd.r2t + ms(crossing)
     else bd.request = bd.request + ms(crossing) end
   end
-  local wait_rtt = floor(self:full_rtt_ns() / RULES.wait_min_rtt_divisor)
-  local wait_min = WAIT_MIN_FLOOR_NS > wait_rtt and WAIT_MIN_FLOOR_NS or wait_rtt
+  local wait_min = self:wait_min_ns()
   local rest_ms = rest / 1e6
   local loss = c.loss_pending_ms < rest_ms and c.loss_pending_ms or rest_ms
   if loss > 0 then
@@ -2929,8 +2957,7 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
   end
   if reply and c.first_reply_frame == 0 then
     c.first_reply_frame = seg.frame
-    local df = self.flow[c.write and I2T or T2I]
-    c.link_busy_reply = (df.path or df.link).busy_ns
+    c.link_busy_reply = self.flow[c.write and I2T or T2I]:link_meter().busy_ns
   end
   self.seg_h = dir == I2T and c.h_initiator or c.h_target
   self.seg_cmd = c.first_frame
@@ -3021,12 +3048,9 @@ function Connection:classify_hold(dir, seg, ready)
   -- bounds let it reach the sender by then (the engine's at_edge).
   local seg_start = f:unwrap(seg.seq)
   local mss = f:effective_mss()
-  local seg_first_end = seg_start + min(seg.wire_len, mss)
-  local function edge(r) return r.ack + (f.peer_wscale_known and r.window or r.raw * 2 ^ f.peer_wscale_min) end
-  local i = f.ak_head
-  while i <= f.ak_tail and edge(a[i]) < seg_first_end do i = i + 1 end
-  local at_edge = i > f.ak_head and i <= f.ak_tail and seg_start <= edge(a[i - 1]) and
-                  seg_start + mss > edge(a[i - 1])
+  local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
+  local at_edge = i > f.ak_head and i <= f.ak_tail and seg_start <= f:edge(a[i - 1]) and
+                  seg_start + mss > f:edge(a[i - 1])
   if not (at_edge and released_within(a[i].t, late)) then
     i = first_release(tol)
     if i > f.ak_tail and late > tol then i = first_release(late) end
@@ -3052,7 +3076,7 @@ function Connection:classify_hold(dir, seg, ready)
   local before = i > f.ak_head and a[i - 1] or nil
   -- (With the window scale unknown, no SYNs, the edge is the lower bound the data in flight proves
   -- by now.)
-  local window = before and (f.peer_wscale_known and before.window or before.raw * 2 ^ f.peer_wscale_min)
+  local window = before and f:edge(before) - before.ack
   -- (Data sent past that edge before this segment proves it was not in force.)
   if before and f:unwrap(seg.seq) <= before.ack + window and f.max_end + max(f:effective_mss(), floor(window / RULES.rwnd_edge_window_divisor)) > before.ack + window then
     v.kind = "rwnd_limited"
@@ -3166,21 +3190,13 @@ local function mbit_words(bytes_per_s)
   return string.format(mbit >= 100 and "%.0f" or mbit >= 10 and "%.1f" or "%.2f", mbit)
 end
 
--- The breakdown part a hold finding of this kind explains (its own time).
-local HELD_PART = { nagle_hold = "nagle", delayed_ack = "delayed_ack", cwnd_limited = "cwnd",
-                    rwnd_limited = "rwnd" }
+-- The hold kinds: each one's own time is its breakdown part (OWN_PART).
 local HELD_KINDS = { "nagle_hold", "delayed_ack", "cwnd_limited", "rwnd_limited" }
-
-local function link_wait_min_ms(self)
-  local floor_ns = floor(RULES.wait_min_ms * 1e6 + 0.5)
-  local rtt_part = floor(self:full_rtt_ns() / RULES.wait_min_rtt_divisor)
-  return ms(floor_ns > rtt_part and floor_ns or rtt_part)
-end
 
 function Connection:judge_link_limited(c)
   if c.bytes < RULES.link_command_bytes_min then return end  -- too little data to keep a link busy
   local flow = self.flow[c.write and I2T or T2I]
-  local m = flow.path or flow.link  -- the link, whoever's data kept it busy
+  local m = flow:link_meter()  -- the link, whoever's data kept it busy
   local busy_ns = m.busy_ns - c.link_busy0
   local busy, rtt = ms(busy_ns), ms(self:full_rtt_ns())
   if busy_ns <= 0 or rtt <= 0 then return end
@@ -3190,8 +3206,8 @@ function Connection:judge_link_limited(c)
   if busy < RULES.link_share * k_rtt or busy < RULES.link_share * (c.latency_ms - k_rtt) then return end
   local bd = c.breakdown
   local left = busy
-  local function take(part)
-    local x = min(bd[part], left)
+  local function take(part, at_most)
+    local x = min(min(bd[part], left), at_most or math.huge)
     bd[part] = bd[part] - x
     left = left - x
     bd.link = bd.link + x
@@ -3207,11 +3223,7 @@ function Connection:judge_link_limited(c)
   take("response")
   if not c.write and not self:near(T2I) and c.link_busy_reply >= 0 then
     -- A read's first reply that came while the link was busy with other data was queued behind it.
-    local queued = min(bd.think, ms(c.link_busy_reply - c.link_busy0))
-    local x = min(queued, left)
-    bd.think = bd.think - x
-    left = left - x
-    bd.link = bd.link + x
+    take("think", ms(c.link_busy_reply - c.link_busy0))
   end
   if c.write then
     -- A write's data reached the target only at the link's pace.
@@ -3220,10 +3232,10 @@ function Connection:judge_link_limited(c)
   end
   if bd.link <= 0 then return end
   -- Holds the link explains added no round trip of their own: the data was clocked out by it.
-  local wait_min = link_wait_min_ms(self)
+  local wait_min = ms(self:wait_min_ns())
   local holds_left = false
   for _, k in ipairs(HELD_KINDS) do
-    if bd[HELD_PART[k]] >= wait_min then
+    if bd[OWN_PART[k]] >= wait_min then
       holds_left = true
     elseif c.findings_set[k] then
       c.findings_set[k] = nil
@@ -3253,16 +3265,13 @@ function Connection:give_held_findings(c)
   if not held or #held == 0 then return end
   local bd = c.breakdown
   local linked = bd.link > 0
-  local wait_min = link_wait_min_ms(self)
+  local wait_min = ms(self:wait_min_ns())
   for _, f in ipairs(held) do
-    local keep = true
-    if linked then
-      local part = HELD_PART[f.kind]
-      if part then
-        if bd[part] < wait_min then keep = false else f.lost_ms = min(f.lost_ms, bd[part]) end
-      end
+    local left = bd[OWN_PART[f.kind]]  -- every held finding is a hold kind's
+    if not linked or left >= wait_min then
+      if linked then f.lost_ms = min(f.lost_ms, left) end
+      self:emit_finding(f)
     end
-    if keep then self:emit_finding(f) end
   end
   c.held_findings = {}
 end
@@ -3665,12 +3674,6 @@ end
 -- Text report (the Tools menu window, and tshark with -o iscsi_doctor_lua.report:TRUE)
 
 local function fmt_ms(v) return string.format("%.3f", v or 0) end
-
--- The breakdown part that is each kind's own (finding_kinds.hpp exclusive_ms): over all kinds a
--- command's parts add up to at most its latency, where the findings' lost_ms overlap.
-local OWN_PART = { nagle_hold = "nagle", delayed_ack = "delayed_ack", r2t_round_trip = "r2t",
-                   cwnd_limited = "cwnd", rwnd_limited = "rwnd", retransmission = "loss",
-                   target_think = "think", link_limited = "link" }
 
 function Analyzer:report()
   local out = {}

@@ -5,6 +5,12 @@ local FINDING_KINDS = {
   "nagle_hold", "delayed_ack", "r2t_round_trip", "cwnd_limited", "rwnd_limited",
   "retransmission", "target_think", "serialized", "link_limited",
 }
+-- The breakdown part that is each kind's own (finding_kinds.hpp exclusive_ms): over all kinds a
+-- command's parts add up to at most its latency, where the findings' lost_ms overlap.
+local OWN_PART = { nagle_hold = "nagle", delayed_ack = "delayed_ack", r2t_round_trip = "r2t",
+                   cwnd_limited = "cwnd", rwnd_limited = "rwnd", retransmission = "loss",
+                   target_think = "think", link_limited = "link" }
+
 -- Finding kinds of docs/rules.md this plugin does not implement (none; see lua/README.md).
 local UNSUPPORTED_KINDS = {}
 

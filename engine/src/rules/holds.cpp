@@ -84,15 +84,9 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   // window past it released it, if the path's bounds let it reach the sender by then (near the
   // receiver the later ACKs of the flight pass the capture point before the data comes back).
   const uint64_t seg_start = f.unwrap(seg.seq);
-  const uint64_t seg_first_end = seg_start + std::min<uint64_t>(seg.payload_wire_len, f.effective_mss());
-  auto edge = [&](const tcp::AckRecord& a) {
-    return a.ack + (f.peer_wscale_known ? a.window : uint64_t(a.raw_window) << f.peer_wscale_min);
-  };
-  size_t i = 0;
-  while (i < f.acks.size() && edge(f.acks[i]) < seg_first_end)
-    ++i;
-  const bool at_edge = i > 0 && i < f.acks.size() && seg_start <= edge(f.acks[i - 1]) &&
-                       seg_start + f.effective_mss() > edge(f.acks[i - 1]);
+  size_t i = f.first_opening(f.first_wire_end(seg.seq, seg.payload_wire_len));
+  const bool at_edge = i > 0 && i < f.acks.size() && seg_start <= f.edge(f.acks[i - 1]) &&
+                       seg_start + f.effective_mss() > f.edge(f.acks[i - 1]);
   if (!(at_edge && released_within(f.acks[i].t, late))) {
     i = first_release(tol);
     if (i == f.acks.size() && late > tol) i = first_release(late);
@@ -120,9 +114,7 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   // now (an ACK recorded before the bound rose would understate its window). Data sent past that
   // edge before this segment proves it was not in force: no receive-window stall is proven.
   const tcp::AckRecord* before = i > 0 ? &f.acks[i - 1] : nullptr;
-  const uint64_t window = !before               ? 0
-                          : f.peer_wscale_known ? before->window
-                                                : uint64_t(before->raw_window) << f.peer_wscale_min;
+  const uint64_t window = before ? f.edge(*before) - before->ack : 0;
   if (before && f.unwrap(seg.seq) <= before->ack + window &&
       f.max_end + std::max<uint64_t>(f.effective_mss(), window / rules::rwnd_edge_window_divisor) >
           before->ack + window)

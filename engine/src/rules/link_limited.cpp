@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "iscsi_doctor/finding_kinds.hpp"
 #include "rules/constants.hpp"
 #include "session/connection.hpp"
 #include "util/units.hpp"
@@ -22,21 +23,9 @@ std::string mbit_words(double bytes_per_s) {
   return buf;
 }
 
-// The parts of a command's breakdown a hold finding of this kind explains (its own time).
-double* held_part(FindingKind k, Breakdown& bd) {
-  switch (k) {
-    case FindingKind::nagle_hold:
-      return &bd.nagle_ms;
-    case FindingKind::delayed_ack:
-      return &bd.delayed_ack_ms;
-    case FindingKind::cwnd_limited:
-      return &bd.cwnd_ms;
-    case FindingKind::rwnd_limited:
-      return &bd.rwnd_ms;
-    default:
-      return nullptr;
-  }
-}
+// The hold kinds: each one's own time is its breakdown part (finding_kinds.hpp).
+constexpr FindingKind kHoldKinds[] = {FindingKind::nagle_hold, FindingKind::delayed_ack, FindingKind::cwnd_limited,
+                                      FindingKind::rwnd_limited};
 }  // namespace
 
 void Connection::judge_link_limited(OpenCommand& c) {
@@ -44,7 +33,7 @@ void Connection::judge_link_limited(OpenCommand& c) {
   if (r.bytes < rules::link_command_bytes_min) return;  // too little data to keep a link busy
   const int d = c.write ? kI2T : kT2I;  // the data's direction
   const tcp::Flow& flow = tcp_.flow(d);
-  const tcp::LinkMeter& m = flow.path ? *flow.path : flow.link;  // the link, whoever's data kept it busy
+  const tcp::LinkMeter& m = flow.link_meter();  // the link, whoever's data kept it busy
   const int64_t busy_ns = m.busy_ns - c.link_busy0;
   const double busy = ms(busy_ns), rtt = ms(full_rtt_ns());
   if (busy_ns <= 0 || rtt <= 0) return;
@@ -54,8 +43,8 @@ void Connection::judge_link_limited(OpenCommand& c) {
   if (busy < rules::link_share * k_rtt || busy < rules::link_share * (r.latency_ms - k_rtt)) return;
   Breakdown& bd = r.breakdown;
   double left = busy;
-  auto take = [&](double& part) {
-    const double x = std::min(part, left);
+  auto take = [&](double& part, double at_most = INFINITY) {
+    const double x = std::min({part, left, at_most});
     part -= x;
     left -= x;
     bd.link_ms += x;
@@ -69,16 +58,11 @@ void Connection::judge_link_limited(OpenCommand& c) {
   take(bd.delayed_ack_ms);
   take(bd.nagle_ms);
   take(bd.response_ms);
-  if (!c.write && !near(kT2I) && c.link_busy_reply >= 0) {
+  if (!c.write && !near(kT2I) && c.link_busy_reply >= 0)
     // A read's first reply that came while the link was busy with other data (another
     // connection's, on a shared link) was queued behind it: not the target's time (where the
     // capture is at the target, its wait is).
-    double queued = std::min(bd.think_ms, ms(c.link_busy_reply - c.link_busy0));
-    const double x = std::min(queued, left);
-    bd.think_ms -= x;
-    left -= x;
-    bd.link_ms += x;
-  }
+    take(bd.think_ms, ms(c.link_busy_reply - c.link_busy0));
   if (c.write) {
     // A write's data reached the target only at the link's pace: the wait for the reply after it,
     // and the data's own arrival (at the target), are the link's.
@@ -87,11 +71,9 @@ void Connection::judge_link_limited(OpenCommand& c) {
   }
   if (bd.link_ms <= 0) return;
   // Holds the link explains added no round trip of their own: the data was clocked out by it.
-  const int64_t wait_min = std::max<int64_t>(rules::ns(rules::wait_min_ms), full_rtt_ns() / rules::wait_min_rtt_divisor);
   bool holds_left = false;
-  for (FindingKind k :
-       {FindingKind::nagle_hold, FindingKind::delayed_ack, FindingKind::cwnd_limited, FindingKind::rwnd_limited}) {
-    if (*held_part(k, bd) >= ms(wait_min))
+  for (FindingKind k : kHoldKinds) {
+    if (exclusive_ms(k, bd) >= ms(wait_min_ns()))
       holds_left = true;
     else
       r.findings.erase(std::remove(r.findings.begin(), r.findings.end(), k), r.findings.end());
@@ -115,16 +97,13 @@ void Connection::judge_link_limited(OpenCommand& c) {
 // time the link explains (judge_link_limited) are dropped, the others keep what is left of it.
 void Connection::give_held_findings(OpenCommand& c) {
   if (c.held_findings.empty()) return;
-  Breakdown& bd = c.r.breakdown;
+  const Breakdown& bd = c.r.breakdown;
   const bool linked = bd.link_ms > 0;
-  const double wait_min =
-      ms(std::max<int64_t>(rules::ns(rules::wait_min_ms), full_rtt_ns() / rules::wait_min_rtt_divisor));
   for (Finding& f : c.held_findings) {
     if (linked) {
-      const double* part = held_part(f.kind, bd);
-      const double left = part ? *part : 0;
-      if (part && left < wait_min) continue;
-      if (part) f.lost_ms = std::min(f.lost_ms, left);
+      const double left = exclusive_ms(f.kind, bd);  // every held finding is a hold kind's
+      if (left < ms(wait_min_ns())) continue;
+      f.lost_ms = std::min(f.lost_ms, left);
     }
     emit_finding(std::move(f));
   }

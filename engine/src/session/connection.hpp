@@ -101,6 +101,10 @@ private:
   int64_t rtt_ns(int side_dir) const { return tcp_.rtt_ns(side_dir); }  // capture point <-> that side
   int64_t full_rtt_ns() const { return tcp_.full_rtt_ns(); }
   int64_t tolerance_ns() const;
+  // A rest longer than this is a wait (docs/rules.md "The critical path").
+  int64_t wait_min_ns() const {
+    return std::max<int64_t>(rules::ns(rules::wait_min_ms), full_rtt_ns() / rules::wait_min_rtt_divisor);
+  }
 
   // iSCSI
   void on_pdus(int dir, const Segment& seg, std::vector<PduEvent>& events, bool began_mid_pdu,

@@ -117,11 +117,8 @@ uint32_t Connection::path_event_for_start(int dir, const PduEvent& ev, const Seg
     c.r.ideal_round_trips = keys_.ideal_round_trips(w, w ? b.expected_length() : 0);
     c.h_initiator = 1;
     const tcp::Flow& data_flow = tcp_.flow(w ? kI2T : kT2I);
-    c.link_busy0 = (data_flow.path ? *data_flow.path : data_flow.link).busy_ns;
+    c.link_busy0 = data_flow.link_meter().busy_ns;
     c.link_bytes0 = data_flow.link.busy_bytes;
-    c.link_busy_reply = -1;
-    c.held_h = 0;
-    c.held_findings.clear();
     if (tracer_) trace_path(kI2T, c.r.first_frame, c);
     c.last_event_t = c.r.first_ns;
     c.last_seg_t[kI2T] = seg.time_ns;
@@ -197,8 +194,7 @@ void Connection::analyse_path_event(int dir, const Segment& seg, const PathEvent
       bd.request_ms += ms(crossing);
   }
 
-  int64_t wait_min =
-      std::max<int64_t>(rules::ns(rules::wait_min_ms), full_rtt_ns() / rules::wait_min_rtt_divisor);
+  const int64_t wait_min = wait_min_ns();
   double loss = std::min(c.loss_pending_ms, ms(rest));
   if (loss > 0) {
     bd.loss_ms += loss;
@@ -249,8 +245,7 @@ void Connection::analyse_path_event(int dir, const Segment& seg, const PathEvent
   }
   if (reply && !c.first_reply_frame) {
     c.first_reply_frame = seg.frame;
-    const tcp::Flow& data_flow = tcp_.flow(c.write ? kI2T : kT2I);
-    c.link_busy_reply = (data_flow.path ? *data_flow.path : data_flow.link).busy_ns;
+    c.link_busy_reply = tcp_.flow(c.write ? kI2T : kT2I).link_meter().busy_ns;
   }
   seg_h_ = dir == kI2T ? c.h_initiator : c.h_target;
   seg_cmd_ = c.r.first_frame;
@@ -267,19 +262,16 @@ void Connection::analyse_path_event(int dir, const Segment& seg, const PathEvent
 // earlier) it still counts that ACK's crossings.
 void Connection::window_edge_half_trips(int dir, const Segment& seg, OpenCommand& c) {
   const tcp::Flow& f = tcp_.flow(dir);
-  if (f.acks.empty() || !tcp_.rtt(dir).known()) return;
-  const uint64_t first_end = f.unwrap(seg.seq) + std::min<uint64_t>(seg.payload_wire_len, f.effective_mss());
-  for (const tcp::AckRecord& a : f.acks) {
-    const uint64_t w = f.peer_wscale_known ? a.window : uint64_t(a.raw_window) << f.peer_wscale_min;
-    if (a.ack + w < first_end) continue;
-    // The first ACK that opened the window this far; it must have had time to reach the sender.
-    if (a.h < 0 || a.cmd != c.r.first_frame || a.t + rtt_ns(dir) - tolerance_ns() > seg.time_ns) return;
-    int32_t& h = dir == kI2T ? c.h_initiator : c.h_target;
-    if (a.h + 2 > h) {
-      c.held_h += a.h + 2 - h;  // as a hold's (a link-bound command takes them back)
-      h = a.h + 2;
-    }
-    return;
+  if (!tcp_.rtt(dir).known()) return;
+  const size_t i = f.first_opening(f.first_wire_end(seg.seq, seg.payload_wire_len));
+  if (i == f.acks.size()) return;
+  // The first ACK that opened the window this far; it must have had time to reach the sender.
+  const tcp::AckRecord& a = f.acks[i];
+  if (a.h < 0 || a.cmd != c.r.first_frame || a.t + rtt_ns(dir) - tolerance_ns() > seg.time_ns) return;
+  int32_t& h = dir == kI2T ? c.h_initiator : c.h_target;
+  if (a.h + 2 > h) {
+    c.held_h += a.h + 2 - h;  // as a hold's (a link-bound command takes them back)
+    h = a.h + 2;
   }
 }
 

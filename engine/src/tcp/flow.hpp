@@ -213,6 +213,32 @@ public:
   // Records an ACK that moved the edge; forgets records older than `horizon` (capture time) but
   // the newest of those (the edge in force), keeping at most kMaxAckRecords.
   void record_ack(const AckRecord& r, int64_t horizon);
+  // The edge an ACK offered (ack + window): its window scaled as known, or by the lower bound the
+  // data in flight proves now (docs/rules.md "Window scale").
+  uint64_t edge(const AckRecord& a) const {
+    return a.ack + (peer_wscale_known ? a.window : uint64_t(a.raw_window) << peer_wscale_min);
+  }
+  // The first kept ACK whose edge takes in `end` (acks.size(): none). Edges only grow (a receiver
+  // does not shrink its window), so a binary search: it runs for every segment of a flight.
+  size_t first_opening(uint64_t end) const {
+    size_t lo = 0, hi = acks.size();
+    while (lo < hi) {
+      const size_t mid = lo + (hi - lo) / 2;
+      if (edge(acks[mid]) < end)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    return lo;
+  }
+  // The end of a segment's first wire segment (of a TSO/GRO aggregate, the rest may have left on
+  // later ACKs): what a window must take in for the segment to leave.
+  uint64_t first_wire_end(uint32_t seq, uint32_t len) const {
+    return unwrap(seq) + std::min<uint64_t>(len, effective_mss());
+  }
+  // The link this side's data crosses: shared with the other connections between the two hosts
+  // when there is such a meter, else this connection's own.
+  const LinkMeter& link_meter() const { return path ? *path : link; }
   int32_t acked_h = -1;  // half trips of the latest data acknowledged, and its command
   uint64_t acked_cmd = 0;
   int64_t acked_data_t = 0;  // the latest segment acknowledged in full

@@ -3,12 +3,6 @@
 
 local function fmt_ms(v) return string.format("%.3f", v or 0) end
 
--- The breakdown part that is each kind's own (finding_kinds.hpp exclusive_ms): over all kinds a
--- command's parts add up to at most its latency, where the findings' lost_ms overlap.
-local OWN_PART = { nagle_hold = "nagle", delayed_ack = "delayed_ack", r2t_round_trip = "r2t",
-                   cwnd_limited = "cwnd", rwnd_limited = "rwnd", retransmission = "loss",
-                   target_think = "think", link_limited = "link" }
-
 function Analyzer:report()
   local out = {}
   local function p(s) out[#out + 1] = s end

@@ -64,12 +64,9 @@ function Connection:classify_hold(dir, seg, ready)
   -- bounds let it reach the sender by then (the engine's at_edge).
   local seg_start = f:unwrap(seg.seq)
   local mss = f:effective_mss()
-  local seg_first_end = seg_start + min(seg.wire_len, mss)
-  local function edge(r) return r.ack + (f.peer_wscale_known and r.window or r.raw * 2 ^ f.peer_wscale_min) end
-  local i = f.ak_head
-  while i <= f.ak_tail and edge(a[i]) < seg_first_end do i = i + 1 end
-  local at_edge = i > f.ak_head and i <= f.ak_tail and seg_start <= edge(a[i - 1]) and
-                  seg_start + mss > edge(a[i - 1])
+  local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
+  local at_edge = i > f.ak_head and i <= f.ak_tail and seg_start <= f:edge(a[i - 1]) and
+                  seg_start + mss > f:edge(a[i - 1])
   if not (at_edge and released_within(a[i].t, late)) then
     i = first_release(tol)
     if i > f.ak_tail and late > tol then i = first_release(late) end
@@ -95,7 +92,7 @@ function Connection:classify_hold(dir, seg, ready)
   local before = i > f.ak_head and a[i - 1] or nil
   -- (With the window scale unknown, no SYNs, the edge is the lower bound the data in flight proves
   -- by now.)
-  local window = before and (f.peer_wscale_known and before.window or before.raw * 2 ^ f.peer_wscale_min)
+  local window = before and f:edge(before) - before.ack
   -- (Data sent past that edge before this segment proves it was not in force.)
   if before and f:unwrap(seg.seq) <= before.ack + window and f.max_end + max(f:effective_mss(), floor(window / RULES.rwnd_edge_window_divisor)) > before.ack + window then
     v.kind = "rwnd_limited"

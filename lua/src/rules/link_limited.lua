@@ -8,21 +8,13 @@ local function mbit_words(bytes_per_s)
   return string.format(mbit >= 100 and "%.0f" or mbit >= 10 and "%.1f" or "%.2f", mbit)
 end
 
--- The breakdown part a hold finding of this kind explains (its own time).
-local HELD_PART = { nagle_hold = "nagle", delayed_ack = "delayed_ack", cwnd_limited = "cwnd",
-                    rwnd_limited = "rwnd" }
+-- The hold kinds: each one's own time is its breakdown part (OWN_PART).
 local HELD_KINDS = { "nagle_hold", "delayed_ack", "cwnd_limited", "rwnd_limited" }
-
-local function link_wait_min_ms(self)
-  local floor_ns = floor(RULES.wait_min_ms * 1e6 + 0.5)
-  local rtt_part = floor(self:full_rtt_ns() / RULES.wait_min_rtt_divisor)
-  return ms(floor_ns > rtt_part and floor_ns or rtt_part)
-end
 
 function Connection:judge_link_limited(c)
   if c.bytes < RULES.link_command_bytes_min then return end  -- too little data to keep a link busy
   local flow = self.flow[c.write and I2T or T2I]
-  local m = flow.path or flow.link  -- the link, whoever's data kept it busy
+  local m = flow:link_meter()  -- the link, whoever's data kept it busy
   local busy_ns = m.busy_ns - c.link_busy0
   local busy, rtt = ms(busy_ns), ms(self:full_rtt_ns())
   if busy_ns <= 0 or rtt <= 0 then return end
@@ -32,8 +24,8 @@ function Connection:judge_link_limited(c)
   if busy < RULES.link_share * k_rtt or busy < RULES.link_share * (c.latency_ms - k_rtt) then return end
   local bd = c.breakdown
   local left = busy
-  local function take(part)
-    local x = min(bd[part], left)
+  local function take(part, at_most)
+    local x = min(min(bd[part], left), at_most or math.huge)
     bd[part] = bd[part] - x
     left = left - x
     bd.link = bd.link + x
@@ -49,11 +41,7 @@ function Connection:judge_link_limited(c)
   take("response")
   if not c.write and not self:near(T2I) and c.link_busy_reply >= 0 then
     -- A read's first reply that came while the link was busy with other data was queued behind it.
-    local queued = min(bd.think, ms(c.link_busy_reply - c.link_busy0))
-    local x = min(queued, left)
-    bd.think = bd.think - x
-    left = left - x
-    bd.link = bd.link + x
+    take("think", ms(c.link_busy_reply - c.link_busy0))
   end
   if c.write then
     -- A write's data reached the target only at the link's pace.
@@ -62,10 +50,10 @@ function Connection:judge_link_limited(c)
   end
   if bd.link <= 0 then return end
   -- Holds the link explains added no round trip of their own: the data was clocked out by it.
-  local wait_min = link_wait_min_ms(self)
+  local wait_min = ms(self:wait_min_ns())
   local holds_left = false
   for _, k in ipairs(HELD_KINDS) do
-    if bd[HELD_PART[k]] >= wait_min then
+    if bd[OWN_PART[k]] >= wait_min then
       holds_left = true
     elseif c.findings_set[k] then
       c.findings_set[k] = nil
@@ -95,16 +83,13 @@ function Connection:give_held_findings(c)
   if not held or #held == 0 then return end
   local bd = c.breakdown
   local linked = bd.link > 0
-  local wait_min = link_wait_min_ms(self)
+  local wait_min = ms(self:wait_min_ns())
   for _, f in ipairs(held) do
-    local keep = true
-    if linked then
-      local part = HELD_PART[f.kind]
-      if part then
-        if bd[part] < wait_min then keep = false else f.lost_ms = min(f.lost_ms, bd[part]) end
-      end
+    local left = bd[OWN_PART[f.kind]]  -- every held finding is a hold kind's
+    if not linked or left >= wait_min then
+      if linked then f.lost_ms = min(f.lost_ms, left) end
+      self:emit_finding(f)
     end
-    if keep then self:emit_finding(f) end
   end
   c.held_findings = {}
 end

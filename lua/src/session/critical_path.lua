@@ -108,7 +108,7 @@ function Connection:touch_for_start(dir, ev, seg)
     -- The link (rules/link_limited.lua): the data flow's busy time when the command began, the
     -- half trips its holds add, and their findings, given when it is reported.
     local df = self.flow[w and I2T or T2I]
-    c.link_busy0, c.link_bytes0, c.link_busy_reply = (df.path or df.link).busy_ns, df.link.busy_bytes, -1
+    c.link_busy0, c.link_bytes0, c.link_busy_reply = df:link_meter().busy_ns, df.link.busy_bytes, -1
     c.held_h, c.held_findings = 0, {}
     c.last_event_t = c.first_t
     self.slots[slot] = c
@@ -152,27 +152,27 @@ function Connection:touch_for_start(dir, ev, seg)
 end
 
 local WAIT_MIN_FLOOR_NS = floor(RULES.wait_min_ms * 1e6 + 0.5)  -- (a constant: once, not per segment)
+-- A rest longer than this is a wait (engine: wait_min_ns).
+function Connection:wait_min_ns()
+  local wait_rtt = floor(self:full_rtt_ns() / RULES.wait_min_rtt_divisor)
+  return WAIT_MIN_FLOOR_NS > wait_rtt and WAIT_MIN_FLOOR_NS or wait_rtt
+end
 
 -- Window arithmetic (engine: window_edge_half_trips): more of a flight past the edge the ACKs had
 -- offered could leave only once an ACK opening that far reached the sender; without a wait of
 -- its own it still counts that ACK's crossings.
 function Connection:window_edge_half_trips(dir, seg, c)
   local f = self.flow[dir]
-  if f.ak_tail < f.ak_head or not self.rtt[dir].known then return end
-  local first_end = f:unwrap(seg.seq) + min(seg.wire_len, f:effective_mss())
-  local a = f.acks
-  for i = f.ak_head, f.ak_tail do
-    local r = a[i]
-    local w = f.peer_wscale_known and r.window or r.raw * 2 ^ f.peer_wscale_min
-    if r.ack + w >= first_end then
-      if r.h < 0 or r.cmd ~= c.first_frame or r.t + self:rtt_ns(dir) - self:tolerance_ns() > seg.t then return end
-      local h = dir == I2T and c.h_initiator or c.h_target
-      if r.h + 2 > h then
-        c.held_h = c.held_h + r.h + 2 - h  -- as a hold's (a link-bound command takes them back)
-        if dir == I2T then c.h_initiator = r.h + 2 else c.h_target = r.h + 2 end
-      end
-      return
-    end
+  if not self.rtt[dir].known then return end
+  local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
+  if i > f.ak_tail then return end
+  -- The first ACK that opened the window this far; it must have had time to reach the sender.
+  local r = f.acks[i]
+  if r.h < 0 or r.cmd ~= c.first_frame or r.t + self:rtt_ns(dir) - self:tolerance_ns() > seg.t then return end
+  local h = dir == I2T and c.h_initiator or c.h_target
+  if r.h + 2 > h then
+    c.held_h = c.held_h + r.h + 2 - h  -- as a hold's (a link-bound command takes them back)
+    if dir == I2T then c.h_initiator = r.h + 2 else c.h_target = r.h + 2 end
   end
 end
 
@@ -208,8 +208,7 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
     if solicited or (reply and c.r2ts > 0) then bd.r2t = bd.r2t + ms(crossing)
     else bd.request = bd.request + ms(crossing) end
   end
-  local wait_rtt = floor(self:full_rtt_ns() / RULES.wait_min_rtt_divisor)
-  local wait_min = WAIT_MIN_FLOOR_NS > wait_rtt and WAIT_MIN_FLOOR_NS or wait_rtt
+  local wait_min = self:wait_min_ns()
   local rest_ms = rest / 1e6
   local loss = c.loss_pending_ms < rest_ms and c.loss_pending_ms or rest_ms
   if loss > 0 then
@@ -288,8 +287,7 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
   end
   if reply and c.first_reply_frame == 0 then
     c.first_reply_frame = seg.frame
-    local df = self.flow[c.write and I2T or T2I]
-    c.link_busy_reply = (df.path or df.link).busy_ns
+    c.link_busy_reply = self.flow[c.write and I2T or T2I]:link_meter().busy_ns
   end
   self.seg_h = dir == I2T and c.h_initiator or c.h_target
   self.seg_cmd = c.first_frame

@@ -148,6 +148,29 @@ end
 -- changed the window): kept a while, since a sender may be released by an ACK older than the
 -- latest (the capture point is one side's round trip away from the sender).
 local MAX_ACK_RECORDS = 4096
+-- The edge an ACK offered (engine: Flow::edge): its window scaled as known, or by the lower bound
+-- the data in flight proves now.
+function Flow:edge(r)
+  return r.ack + (self.peer_wscale_known and r.window or r.raw * 2 ^ self.peer_wscale_min)
+end
+-- The first kept ACK whose edge takes in `e` (ak_tail + 1: none); edges only grow, so a binary
+-- search (engine: Flow::first_opening).
+function Flow:first_opening(e)
+  local lo, hi = self.ak_head, self.ak_tail + 1
+  while lo < hi do
+    local mid = lo + floor((hi - lo) / 2)
+    if self:edge(self.acks[mid]) < e then lo = mid + 1 else hi = mid end
+  end
+  return lo
+end
+-- The end of a segment's first wire segment (engine: Flow::first_wire_end).
+function Flow:first_wire_end(seq, len)
+  local mss = self:effective_mss()
+  return self:unwrap(seq) + (len < mss and len or mss)
+end
+-- The link this side's data crosses: the host pair's shared meter, else its own.
+function Flow:link_meter() return self.path or self.link end
+
 function Flow:record_ack(r, horizon)
   local a = self.acks
   -- the newest record older than the horizon stays: the edge in force until the next one
