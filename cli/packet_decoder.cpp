@@ -55,6 +55,7 @@ Decoded decode_tcp(Bytes tcp, uint32_t wire_len, Segment& s, std::string_view& w
   s.mss_option = 0;
   s.wscale_option = -1;
   s.sack_left = s.sack_right = 0;
+  s.has_timestamps = false;
   if (header_len < 20 || header_len > wire_len) {
     why = header_len < 20 ? "TCP data offset < 5" : "TCP header longer than the IP payload";
     return Decoded::malformed;

@@ -63,6 +63,7 @@ Decoded decode_with(Frame f, Segment& s, std::string_view& why) {
   s.mss_option = 0;
   s.wscale_option = -1;
   s.sack_left = s.sack_right = 0;
+  s.has_timestamps = false;
   try {
     held_pdu.reset(F(f.bytes.data(), uint32_t(f.bytes.size())));
     if (!held_pdu) return Decoded::not_tcp;
@@ -125,6 +126,12 @@ Decoded decode_with(Frame f, Segment& s, std::string_view& why) {
       const uint8_t* d = o->data_ptr();  // the first block
       s.sack_left = uint32_t(d[0]) << 24 | uint32_t(d[1]) << 16 | uint32_t(d[2]) << 8 | d[3];
       s.sack_right = uint32_t(d[4]) << 24 | uint32_t(d[5]) << 16 | uint32_t(d[6]) << 8 | d[7];
+    }
+    if (const auto* o = tcp->search_option(Tins::TCP::TSOPT); o && o->data_size() == 8) {
+      const uint8_t* d = o->data_ptr();
+      s.has_timestamps = true;
+      s.tsval = uint32_t(d[0]) << 24 | uint32_t(d[1]) << 16 | uint32_t(d[2]) << 8 | d[3];
+      s.tsecr = uint32_t(d[4]) << 24 | uint32_t(d[5]) << 16 | uint32_t(d[6]) << 8 | d[7];
     }
     return Decoded::tcp;
   } catch (const std::exception& e) {  // Tins::malformed_packet and friends

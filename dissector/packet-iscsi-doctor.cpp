@@ -360,6 +360,9 @@ void feed_frame(packet_info* pinfo, proto_tree* tree) {
                        opts);
       s.sack_left = opts.sack_left;
       s.sack_right = opts.sack_right;
+      s.has_timestamps = opts.has_timestamps;
+      s.tsval = opts.tsval;
+      s.tsecr = opts.tsecr;
     }
   }
   const guint8* payload = nullptr;

@@ -72,7 +72,7 @@ struct Analyzer::Impl {
     probation.erase(p);
     probation_bytes -= pr->bytes;
     for (int d = 0; d < 2; ++d) {
-      if (pr->scout->rtt(d).known()) c.seed_rtt(d, pr->scout->rtt(d).ns(), pr->scout->rtt(d).jitter_ns());
+      if (pr->scout->rtt(d).known()) c.seed_rtt(d, pr->scout->rtt(d));
       c.seed_digests(d, pr->scout->header_digest_seen(d), pr->scout->data_digest_seen(d));
     }
     for (Held& h : pr->held) {

@@ -84,6 +84,8 @@ struct Segment {
   int8_t wscale_option = -1;         // -1 when absent
   uint32_t sack_left = 0;            // the first SACK block (RFC 2018) as on the wire, equal when
   uint32_t sack_right = 0;           // absent: a D-SACK (RFC 2883) when it lies below the ACK
+  bool has_timestamps = false;       // RFC 7323 TSval and TSecr as on the wire, when present
+  uint32_t tsval = 0, tsecr = 0;
   uint8_t options_len = 0;           // TCP header bytes beyond the fixed 20 (0 when unknown): data
                                      // segments carry them inside the MSS (timestamps: 1460 -> 1448)
   std::span<const uint8_t> payload;  // valid only during Analyzer::feed
@@ -92,7 +94,8 @@ struct Segment {
 };
 
 // Reads a TCP header's options (the bytes after its fixed 20) into s: the MSS and window scale of
-// a SYN (s.flags set first), the first SACK block of any segment (tcp/options.cpp).
+// a SYN (s.flags set first), the first SACK block and the timestamps of any segment
+// (tcp/options.cpp).
 void read_tcp_options(std::span<const uint8_t> options, Segment& s);
 
 }  // namespace iscsi_doctor

@@ -52,6 +52,8 @@ inline constexpr double link_busy_rate_divisor = 4;
 inline constexpr uint32_t link_command_bytes_min = 65536;
 inline constexpr double link_share = 0.5;
 inline constexpr double link_shared_rate_share = 0.7;
+inline constexpr double echo_keep_ms = 1000;
+inline constexpr size_t echo_records_max = 256;
 
 // Milliseconds as integer nanoseconds (rounded: 0.3 ms is not exact in binary).
 constexpr int64_t ns(double ms) { return int64_t(ms * 1e6 + (ms >= 0 ? 0.5 : -0.5)); }

@@ -35,13 +35,20 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   // in every sample): with the capture point near S (that bound a small part of the path's round
   // trip) a release may come as soon as just after the ACK.
   const tcp::RttEstimate& est = tcp_.rtt(dir);
-  const int64_t early = !est.from_handshake() && est.clean_samples() == 0 &&
+  const int64_t early = !est.tight() &&
                                 rtt_side * rules::wait_min_rtt_divisor < full_rtt_ns()
                             ? std::max(tol, rtt_side)
                             : tol;
   auto released_within = [&](int64_t ack_t, int64_t upto) {
     const int64_t d = seg.time_ns - (ack_t + rtt_side);
     return d >= -early && d <= upto && ack_t + rtt_side - early + tol > ready;
+  };
+  // ACK causality by timestamps (RFC 7323): a segment echoing the ACK's timestamp or a later one
+  // left after that ACK reached its sender, however late the path brought it; only the earliest
+  // the release can be seen is timing's.
+  auto echoes = [&](bool has_ts, uint32_t tsval, int64_t ack_t) {
+    return has_ts && seg.has_timestamps && int32_t(seg.tsecr - tsval) >= 0 &&
+           released_within(ack_t, seg.time_ns - ack_t);
   };
   uint32_t len = seg.payload_wire_len;
   const tcp::SmallSegment& small = f.last_small;
@@ -87,7 +94,7 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   size_t i = f.first_opening(f.first_wire_end(seg.seq, seg.payload_wire_len));
   const bool at_edge = i > 0 && i < f.acks.size() && seg_start <= f.edge(f.acks[i - 1]) &&
                        seg_start + f.effective_mss() > f.edge(f.acks[i - 1]);
-  if (!(at_edge && released_within(f.acks[i].t, late))) {
+  if (!(at_edge && (released_within(f.acks[i].t, late) || echoes(f.acks[i].has_ts, f.acks[i].tsval, f.acks[i].t)))) {
     i = first_release(tol);
     if (i == f.acks.size() && late > tol) i = first_release(late);
   }

@@ -52,7 +52,8 @@ public:
   int64_t last_t() const { return last_t_; }  // capture time of its latest segment
   // What a first look at a joined connection found (Analyzer), given before its first segment:
   // the round trips, and the digests the framing of a stream joined mid-way would probe for.
-  void seed_rtt(int side_dir, int64_t ns, int64_t jitter) { tcp_.seed_rtt(side_dir, ns, jitter); }
+  // The round trips a scout measured on the same segments, with their spread (Analyzer).
+  void seed_rtt(int side_dir, const tcp::RttEstimate& scout) { tcp_.seed_rtt(side_dir, scout); }
   void seed_digests(int dir, std::optional<bool> header, std::optional<bool> data) {
     digest_seed_[dir] = {header, data};
   }
@@ -113,6 +114,7 @@ private:
   void analyse_path_event(int dir, const Segment& seg, const PathEvent& event, HoldVerdict& verdict);
   HoldVerdict classify_hold(int dir, const Segment& seg, int64_t ready);  // rules/holds.cpp
   void window_edge_half_trips(int dir, const Segment& seg, OpenCommand& c);
+  void echo_half_trips(int dir, const Segment& seg, OpenCommand& c);
   void on_pdu_end(int dir, const Segment& seg, const PduEvent& ev);
   void on_login(int dir, const PduEvent& ev, const Segment& seg);
   void replay_orphans(uint32_t itt);

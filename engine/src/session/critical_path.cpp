@@ -228,7 +228,10 @@ void Connection::analyse_path_event(int dir, const Segment& seg, const PathEvent
     }
   }
   if (t.role == PathEvent::Role::cont && c.has_seg[dir] && !verdict.reported)  // no wait of its own judged
+  {
     window_edge_half_trips(dir, seg, c);
+    echo_half_trips(dir, seg, c);
+  }
   if (rest > 0) {
     if (dir == kT2I && (reply || rest > wait_min))
       bd.think_ms += ms(rest);
@@ -266,6 +269,24 @@ void Connection::window_edge_half_trips(int dir, const Segment& seg, OpenCommand
   const size_t i = f.first_opening(f.first_wire_end(seg.seq, seg.payload_wire_len));
   if (i == f.acks.size()) return;
   // The first ACK that opened the window this far; it must have had time to reach the sender.
+  const tcp::AckRecord& a = f.acks[i];
+  if (a.h < 0 || a.cmd != c.r.first_frame || a.t + rtt_ns(dir) - tolerance_ns() > seg.time_ns) return;
+  int32_t& h = dir == kI2T ? c.h_initiator : c.h_target;
+  if (a.h + 2 > h) {
+    c.held_h += a.h + 2 - h;  // as a hold's (a link-bound command takes them back)
+    h = a.h + 2;
+  }
+}
+
+// ACK causality by timestamps (docs/rules.md "Round trips"): a data segment that echoes a newer
+// timestamp than the data segment before it left after an ACK reached its sender in between; had
+// it been sendable before, it would have left right behind that one. So that ACK (the first with
+// the echoed timestamp, at the least) released it: two crossings after the data it acknowledged.
+void Connection::echo_half_trips(int dir, const Segment& seg, OpenCommand& c) {
+  const tcp::Flow& f = tcp_.flow(dir);
+  if (!seg.has_timestamps || f.echo_moved_frame != seg.frame || !tcp_.rtt(dir).known()) return;
+  const size_t i = f.first_with_ts(seg.tsecr);
+  if (i == f.acks.size()) return;
   const tcp::AckRecord& a = f.acks[i];
   if (a.h < 0 || a.cmd != c.r.first_frame || a.t + rtt_ns(dir) - tolerance_ns() > seg.time_ns) return;
   int32_t& h = dir == kI2T ? c.h_initiator : c.h_target;

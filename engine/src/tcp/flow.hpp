@@ -42,6 +42,8 @@ struct AckRecord {
   int64_t data_t = 0;   // capture time and frame of the latest segment it acknowledged in full
   uint64_t data_frame = 0;
   uint32_t raw_window = 0;  // as sent (without both SYNs, rescaled by the bound proven later)
+  uint32_t tsval = 0;       // its timestamp (RFC 7323), when has_ts
+  bool has_ts = false;
   uint64_t edge() const { return ack + window; }
 };
 
@@ -82,6 +84,14 @@ struct LinkMeter {
       busy_bytes += bytes;
     }
   }
+};
+
+// A TSval of this side at its first sight (RFC 7323): the peer echoes the latest it has received,
+// so the peer's first segment echoing it left after it arrived (Tracker::echo).
+struct TsFirst {
+  uint32_t val = 0;
+  int64_t t = 0;
+  bool pure = false;  // it came on a segment without data
 };
 
 struct SmallSegment {
@@ -139,6 +149,26 @@ public:
   LinkMeter* path = nullptr;
   util::Fifo<SentSegment> unacked;  // bounded by the window, capped by the tracker
   util::Fifo<AckRecord> acks;       // recent advancing ACKs, oldest first (see record_ack)
+  util::Fifo<TsFirst> ts_firsts;    // this side's recent TSvals, each at its first sight
+  int64_t last_payload_t = INT64_MIN;  // this side's latest segment with data
+  // The latest timestamp this side's data echoed, and the frame of its latest data segment that
+  // echoed a newer one than the data before it: an ACK reached it between the two
+  // (Connection::echo_half_trips).
+  uint32_t data_echo = 0;
+  bool data_echo_seen = false;
+  uint64_t echo_moved_frame = 0;
+  // The first kept ACK record with timestamp `val` (acks.size(): none). Timestamps only grow.
+  size_t first_with_ts(uint32_t val) const {
+    size_t lo = 0, hi = acks.size();
+    while (lo < hi) {
+      const size_t mid = lo + (hi - lo) / 2;
+      if (!acks[mid].has_ts || int32_t(acks[mid].tsval - val) < 0)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    return lo < acks.size() && acks[lo].has_ts && acks[lo].tsval == val ? lo : acks.size();
+  }
   struct Held {
     std::vector<uint8_t> bytes;
     int64_t t = 0;
@@ -263,48 +293,55 @@ public:
     if (clean) ++clean_samples_;
     if (!known_ || ns < min_) min_ = ns;
     known_ = true;
-    recent_[samples_++ % rules::jitter_window] = ns;
-  }
-  // The minimum found by a first look at the connection (a joined one: see Analyzer), before any
-  // sample of its own: no sample is counted.
-  // With it, the jitter that first look measured, until the connection's own samples give one.
-  void seed(int64_t ns, int64_t jitter = 0) {
-    if (ns < 0 || ns > rules::ns(rules::rtt_max_ms)) return;
-    if (!known_ || ns < min_) min_ = ns;
-    known_ = true;
-    seeded_jitter_ = std::clamp<int64_t>(jitter, 0, rules::ns(rules::jitter_excess_max_ms));
+    ++samples_;
+    recent_[ring_++ % rules::jitter_window] = ns;
   }
   bool known() const { return known_; }
   int64_t ns() const { return known_ ? min_ : 0; }
   uint64_t samples() const { return samples_; }
   uint64_t clean_samples() const { return clean_samples_; }
   bool from_handshake() const { return handshake_; }
+  // A sample from data the side sent after it received the pure ACK whose timestamp it echoes
+  // (Tracker::echo): a release, no answer to data, so the path's spread too. Not counted as a
+  // sample of the ACKs (probation waits for those).
+  void released(int64_t ns) {
+    if (ns < 0 || ns > rules::ns(rules::rtt_max_ms)) return;
+    if (!known_ || ns < min_) {
+      min_ = ns;
+      released_ = true;
+    }
+    known_ = true;
+    recent_[ring_++ % rules::jitter_window] = ns;
+  }
+  // The minimum came from such releases, a handshake or pure ACKs: not only an upper bound that
+  // may hold the side's answer time.
+  bool tight() const { return handshake_ || clean_samples_ || released_; }
   // Where the estimate comes from (docs/rules.md "Joined connections"): only ACKs that rode on
   // data make it an upper bound, which may hold the side's answer time.
   const char* source() const {
-    return handshake_ ? "handshake" : clean_samples_ ? "pure ACKs" : samples_ ? "ACKs on data" : "";
+    return handshake_ ? "handshake" : released_ ? "echoed timestamps" : clean_samples_ ? "pure ACKs" : samples_ ? "ACKs on data" : "";
   }
   // The jitter percentile of the latest samples' excess over the minimum, counting only excesses
   // below jitter_excess_max_ms (beyond are delayed ACKs, not the path); 0 with too few such
-  // samples (or the seeded one). (The caller bounds it by the RTT: on a LAN the excess is think
+  // samples. (The caller bounds it by the RTT: on a LAN the excess is think
   // time, not jitter.)
   int64_t jitter_ns(size_t percentile = rules::jitter_percentile) const {
     std::array<int64_t, rules::jitter_window> ex;
     size_t n = 0;
-    const size_t have = size_t(std::min<uint64_t>(samples_, rules::jitter_window));
+    const size_t have = size_t(std::min<uint64_t>(ring_, rules::jitter_window));
     const int64_t cap = std::max(rules::ns(rules::jitter_excess_max_ms), min_ / rules::jitter_rtt_divisor);
     for (size_t i = 0; i < have; ++i)
       if (recent_[i] - min_ <= cap) ex[n++] = recent_[i] - min_;
-    if (n < rules::jitter_samples_min) return seeded_jitter_;
+    if (n < rules::jitter_samples_min) return 0;
     const size_t k = (n - 1) * percentile / 100;
     std::nth_element(ex.begin(), ex.begin() + ptrdiff_t(k), ex.begin() + ptrdiff_t(n));
     return ex[k];
   }
 
 private:
-  int64_t min_ = 0, seeded_jitter_ = 0;
-  bool known_ = false, handshake_ = false;
-  uint64_t samples_ = 0, clean_samples_ = 0;
+  int64_t min_ = 0;
+  bool known_ = false, handshake_ = false, released_ = false;
+  uint64_t samples_ = 0, clean_samples_ = 0, ring_ = 0;
   std::array<int64_t, rules::jitter_window> recent_{};
 };
 

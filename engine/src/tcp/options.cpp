@@ -33,6 +33,11 @@ void read_tcp_options(std::span<const uint8_t> opts, Segment& s) {
       s.sack_left = be32(opts, i + 2);
       s.sack_right = be32(opts, i + 6);
     }
+    if (kind == 8 && len == 10) {  // timestamps (RFC 7323 3.2)
+      s.has_timestamps = true;
+      s.tsval = be32(opts, i + 2);
+      s.tsecr = be32(opts, i + 6);
+    }
     i += len;
   }
 }

@@ -24,6 +24,8 @@ SegmentStatus Tracker::on_segment(const Segment& seg, int dir, Receiver& r) {
     status_ = SegmentStatus::syn;
     handshake(seg, dir, r);
   }
+  if (seg.has_timestamps) echo(seg, dir);
+  if (seg.payload_wire_len > 0) flow_[dir].last_payload_t = seg.time_ns;
   if (seg.flags & tcp_flag::ack) ack(seg, dir, r);
   if (seg.payload_wire_len > 0 && !(seg.flags & tcp_flag::syn)) payload(seg, dir, r);
   bool no_data = status_ == SegmentStatus::pure_ack;
@@ -57,7 +59,7 @@ SegmentStatus Tracker::on_segment(const Segment& seg, int dir, Receiver& r) {
   if (other.una_known && (other.una != una_before || window_changed || other.acks.empty()))
     other.record_ack(
         {other.una, seg.time_ns, seg.frame, win, other.acked_h, other.acked_cmd, other.acked_data_t,
-         other.acked_data_frame, raw},
+         other.acked_data_frame, raw, seg.tsval, seg.has_timestamps},
         // what a hold's release may be matched against (rules/holds.cpp)
         seg.time_ns - rules::ack_record_keep_rtts * full_rtt_ns() - rules::ns(rules::ack_record_keep_ms));
   if (status_ == SegmentStatus::pure_ack && window_changed && flow_[dir ^ 1].una == una_before)
@@ -84,6 +86,34 @@ void Tracker::handshake(const Segment& seg, int dir, Receiver& r) {
     saw_synack_ = true;
     synack_t_ = seg.time_ns;
     rtt_[1].sample(seg.time_ns - syn_t_, true);
+  }
+}
+
+// Timestamps (RFC 7323; docs/rules.md "Measures taken from TCP"): a side echoes the latest TSval
+// it has received. A data segment echoing a newer one than the side's data before it left after
+// that TSval's first segment arrived: with that segment a pure ACK (no data to answer), a release,
+// so a round-trip sample that data released by ACKs makes tight.
+void Tracker::echo(const Segment& seg, int dir) {
+  Flow& f = flow_[dir];
+  if (f.ts_firsts.empty() || f.ts_firsts.back().val != seg.tsval) {
+    while (!f.ts_firsts.empty() && (f.ts_firsts.size() >= rules::echo_records_max ||
+                                    f.ts_firsts.front().t < seg.time_ns - rules::ns(rules::echo_keep_ms)))
+      f.ts_firsts.pop_front();
+    f.ts_firsts.push_back({seg.tsval, seg.time_ns, seg.payload_wire_len == 0});
+  }
+  if (seg.payload_wire_len == 0 || !(seg.flags & tcp_flag::ack)) return;
+  const bool newer = !f.data_echo_seen || int32_t(seg.tsecr - f.data_echo) > 0;
+  if (!newer) return;
+  if (f.data_echo_seen) f.echo_moved_frame = seg.frame;
+  f.data_echo_seen = true;
+  f.data_echo = seg.tsecr;
+  const Flow& peer = flow_[dir ^ 1];
+  for (size_t i = peer.ts_firsts.size(); i > 0; --i) {
+    const TsFirst& e = peer.ts_firsts[i - 1];
+    if (e.val != seg.tsecr) continue;
+    // Not when the peer sent data since: this may answer that data after a think time.
+    if (e.pure && peer.last_payload_t < e.t) rtt_[dir].released(seg.time_ns - e.t);
+    break;
   }
 }
 

@@ -56,7 +56,7 @@ public:
   const Flow& flow(int dir) const { return flow_[dir]; }
   void share_link(int dir, LinkMeter* path) { flow_[dir].path = path; }
   const RttEstimate& rtt(int side_dir) const { return rtt_[side_dir]; }
-  void seed_rtt(int side_dir, int64_t ns, int64_t jitter) { rtt_[side_dir].seed(ns, jitter); }
+  void seed_rtt(int side_dir, const RttEstimate& scout) { rtt_[side_dir] = scout; }
   int64_t rtt_ns(int side_dir) const { return rtt_[side_dir].ns(); }  // capture point <-> that side
   int64_t full_rtt_ns() const { return rtt_[0].ns() + rtt_[1].ns(); }
   bool saw_syn() const { return saw_syn_; }
@@ -67,6 +67,7 @@ public:
 private:
   void handshake(const Segment& seg, int dir, Receiver& r);
   void ack(const Segment& seg, int dir, Receiver& r);
+  void echo(const Segment& seg, int dir);
   void payload(const Segment& seg, int dir, Receiver& r);
   void drain_out_of_order(int dir, const Segment& seg, Receiver& r);
   static void infer_window_scale(Flow& f);
