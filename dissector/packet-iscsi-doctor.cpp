@@ -780,7 +780,7 @@ extern "C" void proto_register_iscsi_doctor(void) {
         "Segments longer than the MSS: TSO/GRO at the capture point", HFILL}},
       {&hf_conn_rtt_source,
        {"RTT from", "iscsi_doctor.connection.rtt_source", FT_STRING, BASE_NONE, NULL, 0x0,
-        "Each side's round trip evidence: handshake, pure ACKs, or ACKs on data only (an upper bound)",
+        "Each side's round trip evidence: handshake, echoed timestamps, pure ACKs, or ACKs on data only (an upper bound)",
         HFILL}},
       {&hf_bd[bd_request],
        {"Request (ms)", "iscsi_doctor.breakdown.request_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0, NULL, HFILL}},

@@ -78,7 +78,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "20d388c1adb09a25bd5b86fbf7afbcc79674968e3f789e00bb56dda6c9a1adc5",
+  doc_sha256 = "632fc5af67aa759c03d3e7715d9544c654f44a88a018e29448c747233a208510",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -123,6 +123,8 @@ local RULES = {
   link_command_bytes_min = 65536,
   link_share = 0.5,
   link_shared_rate_share = 0.7,
+  echo_keep_ms = 1000,
+  echo_records_max = 256,
 }
 
 -- Options (engine/include/iscsi_doctor/analyzer.hpp)
@@ -310,14 +312,15 @@ do
     local hl = HEADER_LEN[off]
     if hl < 20 or hl > wire_len then return false end
     local flags = fl % 64  -- FIN..URG; ECE/CWR are not part of the engine's flag set
-    local mss, ws, sl, sr = 0, -1, 0, 0
+    local mss, ws, sl, sr, ts, tv, te = 0, -1, 0, 0, false, 0, 0
     local syn = flags % 4 >= 2
     -- MSS and window scale mean something on a SYN only; the first SACK block anywhere. Options of
     -- NOP, NOP, timestamps alone (most segments) hold neither.
     local options = hl > 20
     if hl == 32 and not syn then
-      local o1, _, o3 = byte(pkt, p + 20, p + 22)
+      local o1, _, o3, o4 = byte(pkt, p + 20, p + 23)
       options = o1 ~= 1 or o3 ~= 8
+      if not options and o4 == 10 and cap_end >= p + 32 then ts, tv, te = true, be32(pkt, p + 24), be32(pkt, p + 28) end
     end
     if options then
       local o, oe = p + 20, min(p + hl, cap_end)
@@ -331,6 +334,7 @@ do
           if syn and kind == 2 and len == 4 then mss = be16(pkt, o + 2) end
           if syn and kind == 3 and len == 3 then ws = min(byte(pkt, o + 2), 14) end
           if kind == 5 and len >= 10 and sl == sr then sl, sr = be32(pkt, o + 2), be32(pkt, o + 6) end
+          if kind == 8 and len == 10 then ts, tv, te = true, be32(pkt, o + 2), be32(pkt, o + 6) end
           o = o + len
         end
       end
@@ -343,6 +347,7 @@ do
     seg.payload = cap_end > p + hl and sub(pkt, p + hl, cap_end - 1) or ""
     seg.wire_len = wire_len - hl
     seg.sack_left, seg.sack_right = sl, sr
+    seg.has_ts, seg.tsval, seg.tsecr = ts, tv, te
     return true
   end
 
@@ -1692,6 +1697,9 @@ function Flow.new()
     hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0, acked_data_t = 0,
     acked_data_frame = 0, unseen_upto = 0, unseen_t = 0, unseen_frame = 0,
     acks = {}, ak_head = 1, ak_tail = 0,
+    -- this side's recent timestamps at first sight; its latest data segment's echo (engine: Flow)
+    tsf = {}, tsf_head = 1, tsf_tail = 0, last_payload_t = -math.huge,
+    data_echo = 0, data_echo_seen = false, echo_moved_frame = 0,
     link = { last_t = -1, busy_ns = 0, busy_bytes = 0, run_ns = 0, run_bytes = 0, rate = 0, rate_bytes = 0 } },
     Flow)
 end
@@ -1841,6 +1849,18 @@ function Flow:first_opening(e)
   end
   return lo
 end
+-- The first kept ACK record with timestamp `val` (ak_tail + 1: none); timestamps only grow
+-- (engine: Flow::first_with_ts).
+function Flow:first_with_ts(val)
+  local lo, hi = self.ak_head, self.ak_tail + 1
+  while lo < hi do
+    local mid = lo + floor((hi - lo) / 2)
+    local r = self.acks[mid]
+    if not r.has_ts or (r.tsval - val) % TWO32 >= 2147483648 then lo = mid + 1 else hi = mid end
+  end
+  if lo <= self.ak_tail and self.acks[lo].has_ts and self.acks[lo].tsval == val then return lo end
+  return self.ak_tail + 1
+end
 -- The end of a segment's first wire segment (engine: Flow::first_wire_end).
 function Flow:first_wire_end(seq, len)
   local mss = self:effective_mss()
@@ -1904,8 +1924,8 @@ function Connection.new(an, id, initiator, target)
   local c = setmetatable({ an = an, id = id, initiator = initiator, target = target,
     opt = an.options, flow = { [0] = Flow.new(), [1] = Flow.new() },
     pdus = { [0] = PduStream.new(true), [1] = PduStream.new(false) },
-    rtt = { [0] = { known = false, min = 0, hs = false, n = 0, clean = 0, recent = {} },
-            [1] = { known = false, min = 0, hs = false, n = 0, clean = 0, recent = {} } },
+    rtt = { [0] = { known = false, min = 0, hs = false, rel = false, n = 0, clean = 0, ring = 0, recent = {} },
+            [1] = { known = false, min = 0, hs = false, rel = false, n = 0, clean = 0, ring = 0, recent = {} } },
     saw_syn = false, saw_synack = false, closed = false, syn_t = 0, synack_t = 0,
     mid_session = false, keys = default_keys(), login = Negotiation.new(), login_done = false,
     saw_login = false, initiator_name = "", target_name = "", isid = "", tsih = 0,
@@ -1931,9 +1951,21 @@ local function rtt_sample(r, ns, hs, dirty)
   if not dirty then r.clean = r.clean + 1 end
   if not r.known or ns < r.min then r.min = ns end
   r.known = true
-  r.recent[r.n % RULES.jitter_window + 1] = ns
+  r.recent[r.ring % RULES.jitter_window + 1] = ns
+  r.ring = r.ring + 1
   r.n = r.n + 1
 end
+-- Data the side sent after the pure ACK whose timestamp it echoes (engine: RttEstimate::released):
+-- a release, so the path's spread too; not counted as a sample of the ACKs.
+local function rtt_released(r, ns)
+  if ns < 0 or ns > RULES.rtt_max_ms * 1e6 then return end
+  if not r.known or ns <= r.min then r.min, r.rel = ns, true end
+  r.known = true
+  r.recent[r.ring % RULES.jitter_window + 1] = ns
+  r.ring = r.ring + 1
+end
+-- Not only an upper bound that may hold the side's answer time (engine: RttEstimate::tight).
+local function rtt_tight(r) return r.hs or r.clean > 0 or r.rel end
 
 function Connection:session_id()
   if self.session then return self.session end
@@ -1947,14 +1979,14 @@ function Connection:session_id()
   return self.session
 end
 
--- What a first look at a joined connection found (Analyzer), given before its first segment.
--- With it, the jitter that first look measured, until the connection's own samples give one.
-function Connection:seed_rtt(dir, ns, jitter)
-  local r = self.rtt[dir]
-  if ns < 0 or ns > RULES.rtt_max_ms * 1e6 then return end
-  if not r.known or ns < r.min then r.min = ns end
-  r.known = true
-  r.seeded_jitter = math.max(0, math.min(jitter, floor(RULES.jitter_excess_max_ms * 1e6 + 0.5)))
+-- The round trips a scout measured on the same segments, with their spread (Analyzer), given
+-- before the connection's first segment.
+function Connection:seed_rtt(dir, scout)
+  local r = {}
+  for k, v in pairs(scout) do r[k] = v end
+  r.recent = {}
+  for k, v in pairs(scout.recent) do r.recent[k] = v end
+  self.rtt[dir] = r
 end
 local function detected(v) if v == "on" then return true elseif v == "off" then return false end return nil end
 function Connection:digests_seen(dir)
@@ -1973,17 +2005,17 @@ function Connection:full_rtt_ns()  -- rtt_ns of both sides, written out (called 
 end
 -- The path's jitter seen from one side: the jitter percentile of the latest samples' excess over
 -- the minimum, excesses beyond jitter_excess_max_ms (or half the minimum) left out (delayed ACKs);
--- the seeded one (a joined connection's first look) or 0 with too few.
+-- 0 with too few.
 -- (The caller bounds it by the RTT: on a LAN the excess is think time, not jitter.)
 function Connection:jitter_ns(dir, percentile)
   local r = self.rtt[dir]
   local cap = math.max(floor(RULES.jitter_excess_max_ms * 1e6 + 0.5), floor(r.min / RULES.jitter_rtt_divisor))
   local ex = {}
-  for i = 1, math.min(r.n, RULES.jitter_window) do
+  for i = 1, math.min(r.ring, RULES.jitter_window) do
     local e = r.recent[i] - r.min
     if e <= cap then ex[#ex + 1] = e end
   end
-  if #ex < RULES.jitter_samples_min then return r.seeded_jitter or 0 end
+  if #ex < RULES.jitter_samples_min then return 0 end
   table.sort(ex)
   return ex[floor((#ex - 1) * (percentile or RULES.jitter_percentile) / 100) + 1]
 end
@@ -2309,6 +2341,7 @@ end
 -- Where a round trip comes from (engine/src/tcp/flow.hpp RttEstimate::source).
 local function rtt_source(r)
   if r.hs then return "handshake" end
+  if r.rel then return "echoed timestamps" end
   if r.clean > 0 then return "pure ACKs" end
   if r.n > 0 then return "ACKs on data" end
   return ""
@@ -2406,6 +2439,8 @@ function Connection:on_segment(seg, dir)
   local syn, rst = fl % 4 >= 2, fl % 8 >= 4
   local una_before = self.flow[1 - dir].una
   if syn then self:handle_handshake(seg, dir) end
+  if seg.has_ts then self:handle_echo(seg, dir) end
+  if seg.wire_len > 0 then self.flow[dir].last_payload_t = seg.t end
   if fl % 32 >= 16 then self:handle_ack(seg, dir) end
   if seg.wire_len > 0 and not syn then self:handle_payload(seg, dir) end
   local f = self.flow[dir]
@@ -2441,7 +2476,8 @@ function Connection:on_segment(seg, dir)
     -- (what classify_hold may need)
     other:record_ack({ ack = other.una, t = seg.t, frame = seg.frame, window = win, h = other.acked_h,
                        cmd = other.acked_cmd, data_t = other.acked_data_t,
-                       data_frame = other.acked_data_frame, raw = raw }, seg.t - RULES.ack_record_keep_rtts * self:full_rtt_ns() - RULES.ack_record_keep_ms * 1e6)
+                       data_frame = other.acked_data_frame, raw = raw, tsval = seg.tsval or 0,
+                       has_ts = seg.has_ts or false }, seg.t - RULES.ack_record_keep_rtts * self:full_rtt_ns() - RULES.ack_record_keep_ms * 1e6)
   end
   if self.settling.head <= self.settling.tail then self:settle(seg.t) end
 end
@@ -2464,6 +2500,38 @@ function Connection:handle_handshake(seg, dir)
     self.saw_synack = true
     self.synack_t = seg.t
     rtt_sample(self.rtt[T2I], seg.t - self.syn_t, true)
+  end
+end
+
+-- Timestamps (engine: Tracker::echo): a data segment echoing a newer TSval than the side's data
+-- before it left after that TSval's first segment arrived; with that segment a pure ACK, a release.
+local ECHO_KEEP_NS = RULES.echo_keep_ms * 1e6
+function Connection:handle_echo(seg, dir)
+  local f = self.flow[dir]
+  if f.tsf_tail < f.tsf_head or f.tsf[f.tsf_tail].val ~= seg.tsval then
+    while f.tsf_head <= f.tsf_tail and (f.tsf_tail - f.tsf_head + 1 >= RULES.echo_records_max or
+          f.tsf[f.tsf_head].t < seg.t - ECHO_KEEP_NS) do
+      f.tsf[f.tsf_head] = nil
+      f.tsf_head = f.tsf_head + 1
+    end
+    f.tsf_tail = f.tsf_tail + 1
+    f.tsf[f.tsf_tail] = { val = seg.tsval, t = seg.t, pure = seg.wire_len == 0 }
+  end
+  if seg.wire_len == 0 or not hasbit(seg.flags, 0x10) then return end
+  if f.data_echo_seen then
+    local d = (seg.tsecr - f.data_echo) % TWO32
+    if d == 0 or d >= 2147483648 then return end
+    f.echo_moved_frame = seg.frame
+  end
+  f.data_echo_seen, f.data_echo = true, seg.tsecr
+  local peer = self.flow[1 - dir]
+  for i = peer.tsf_tail, peer.tsf_head, -1 do
+    local e = peer.tsf[i]
+    if e.val == seg.tsecr then
+      -- not when the peer sent data since: this may answer that data after a think time
+      if e.pure and peer.last_payload_t < e.t then rtt_released(self.rtt[dir], seg.t - e.t) end
+      break
+    end
   end
 end
 
@@ -2846,6 +2914,23 @@ function Connection:window_edge_half_trips(dir, seg, c)
   end
 end
 
+-- ACK causality by timestamps (engine: echo_half_trips): a data segment echoing a newer timestamp
+-- than the data before it was released by an ACK in between (the first with that timestamp, at the
+-- least): two crossings after the data that ACK acknowledged.
+function Connection:echo_half_trips(dir, seg, c)
+  local f = self.flow[dir]
+  if not seg.has_ts or f.echo_moved_frame ~= seg.frame or not self.rtt[dir].known then return end
+  local i = f:first_with_ts(seg.tsecr)
+  if i > f.ak_tail then return end
+  local r = f.acks[i]
+  if r.h < 0 or r.cmd ~= c.first_frame or r.t + self:rtt_ns(dir) - self:tolerance_ns() > seg.t then return end
+  local h = dir == I2T and c.h_initiator or c.h_target
+  if r.h + 2 > h then
+    c.held_h = c.held_h + r.h + 2 - h  -- as a hold's (a link-bound command takes them back)
+    if dir == I2T then c.h_initiator = r.h + 2 else c.h_target = r.h + 2 end
+  end
+end
+
 -- Returns the verdict, the segment's own once a hold was judged (see NOT_JUDGED).
 function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
   local c = self.slots[slot]
@@ -2946,6 +3031,7 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
   end
   if role == "cont" and c.has_seg[dir] and not verdict.reported then  -- no wait of its own judged
     self:window_edge_half_trips(dir, seg, c)
+    self:echo_half_trips(dir, seg, c)
   end
   if rest > 0 then
     if dir == T2I and (reply or rest > wait_min) then bd.think = bd.think + ms(rest)
@@ -3008,12 +3094,18 @@ function Connection:classify_hold(dir, seg, ready)
   -- soon as just after the ACK (the engine's early).
   local est = self.rtt[dir]
   local early = tol
-  if not est.hs and est.clean == 0 and rtt_side * RULES.wait_min_rtt_divisor < self:full_rtt_ns() then
+  if not rtt_tight(est) and rtt_side * RULES.wait_min_rtt_divisor < self:full_rtt_ns() then
     early = max(tol, rtt_side)
   end
   local function released_within(ack_t, upto)
     local d = seg.t - (ack_t + rtt_side)
     return d >= -early and d <= upto and ack_t + rtt_side - early + tol > ready
+  end
+  -- ACK causality by timestamps (engine: echoes): a segment echoing the ACK's timestamp or a later
+  -- one left after that ACK reached its sender; only the earliest the release can be seen is timing's.
+  local function echoes(r)
+    return r.has_ts and seg.has_ts and (seg.tsecr - r.tsval) % TWO32 < 2147483648 and
+           released_within(r.t, seg.t - r.t)
   end
   local len = seg.wire_len
   local small = f.last_small
@@ -3051,7 +3143,7 @@ function Connection:classify_hold(dir, seg, ready)
   local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
   local at_edge = i > f.ak_head and i <= f.ak_tail and seg_start <= f:edge(a[i - 1]) and
                   seg_start + mss > f:edge(a[i - 1])
-  if not (at_edge and released_within(a[i].t, late)) then
+  if not (at_edge and (released_within(a[i].t, late) or echoes(a[i]))) then
     i = first_release(tol)
     if i > f.ak_tail and late > tol then i = first_release(late) end
   end
@@ -3356,7 +3448,7 @@ function Analyzer:end_probation(key, c)
   self.probation_count = self.probation_count - 1
   self.probation_bytes = self.probation_bytes - pr.bytes
   for d = 0, 1 do
-    if pr.scout.rtt[d].known then c:seed_rtt(d, pr.scout.rtt[d].min, pr.scout:jitter_ns(d)) end
+    if pr.scout.rtt[d].known then c:seed_rtt(d, pr.scout.rtt[d]) end
     c:seed_digests(d, pr.scout:digests_seen(d))
   end
   for _, h in ipairs(pr.held) do c:on_segment(h.seg, h.dir) end
@@ -3880,7 +3972,7 @@ end
 -- table itself (less garbage per packet). The decoder sets every key but frame and t.
 local seg = { frame = 0, t = 0, src = "", dst = "", sport = 0, dport = 0, seq = 0, ack = 0, flags = 0,
               window = 0, mss = 0, wscale = -1, options_len = 0, payload = "", wire_len = 0,
-              sack_left = 0, sack_right = 0 }
+              sack_left = 0, sack_right = 0, has_ts = false, tsval = 0, tsecr = 0 }
 
 -- A frame's time in ns since the first frame. Wireshark gives a Lua plugin times as seconds in
 -- doubles: the time since the previous frame is exact to the nanosecond and is summed. It reads

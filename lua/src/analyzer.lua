@@ -78,7 +78,7 @@ function Analyzer:end_probation(key, c)
   self.probation_count = self.probation_count - 1
   self.probation_bytes = self.probation_bytes - pr.bytes
   for d = 0, 1 do
-    if pr.scout.rtt[d].known then c:seed_rtt(d, pr.scout.rtt[d].min, pr.scout:jitter_ns(d)) end
+    if pr.scout.rtt[d].known then c:seed_rtt(d, pr.scout.rtt[d]) end
     c:seed_digests(d, pr.scout:digests_seen(d))
   end
   for _, h in ipairs(pr.held) do c:on_segment(h.seg, h.dir) end

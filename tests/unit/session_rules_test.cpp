@@ -514,6 +514,68 @@ TEST(SessionRules, JoinedAtTheTargetThinkTimeIsNotTakenForTheNetwork) {
   EXPECT_EQ(think_reads_at_target(false, commands).rtt_source_target, "ACKs on data");
 }
 
+// ACK causality by timestamps (docs/rules.md "Round trips"), at the initiator 8 ms from the target:
+// a 20-segment read whose first flight of 10 reaches the capture spread over 8 ms (a jittery path)
+// and whose second flight, released by the initiator's first ACK, comes right behind it. No gap
+// shows the wait for that ACK; the second flight echoing the ACK's timestamp proves it. Without
+// timestamps the capture cannot tell, and the read counts one round trip.
+namespace {
+CommandResult blurred_flights(bool timestamps, bool handshake, ConnectionInfo& info) {
+  Recorder rec;
+  Analyzer an(Options{}, rec);
+  Wire w(an);
+  w.options(12);
+  w.timestamps(timestamps);
+  if (handshake) w.handshake(0, 8 * kMs, 50'000);
+  for (uint32_t i = 0; i < 2; ++i) {  // two small reads before (a joined stream's framing starts)
+    const int64_t t = (100 + 20 * int64_t(i)) * kMs;
+    w.echo(true, uint32_t(t / kMs) - 1);
+    w.data(true, t, read10(i + 1, 1024));
+    w.echo(false, uint32_t(t / kMs));
+    w.data(false, t + 8 * kMs, data_in(i + 1, 1024, true));
+    w.echo(true, uint32_t((t + 8 * kMs) / kMs));
+    w.ack(true, t + 8 * kMs + 50'000);
+  }
+  w.data(true, 210 * kMs, read10(3, 20 * 1448 - 48));
+  const std::vector<uint8_t> pdu = data_in(3, 20 * 1448 - 48, true);
+  auto part = [&](int k) {
+    return std::vector<uint8_t>(pdu.begin() + long(k) * 1448, pdu.begin() + long(k + 1) * 1448);
+  };
+  w.echo(false, 210);  // the command's
+  int64_t first_ack = 0;
+  for (int k = 0; k < 10; ++k) {
+    const int64_t t = 218 * kMs + k * 900'000;
+    w.send(false, t, tcp_flag::ack, part(k));
+    if (k % 2 == 1) {
+      w.ack(true, t + 50'000);
+      if (!first_ack) first_ack = t + 50'000;
+    }
+  }
+  w.echo(false, uint32_t(first_ack / kMs));  // released by the first ACK, 8 ms after it
+  for (int k = 10; k < 20; ++k)
+    w.send(false, first_ack + 8 * kMs + (k - 10) * 10'000, tcp_flag::ack | (k == 19 ? tcp_flag::psh : 0), part(k));
+  w.ack(true, first_ack + 8 * kMs + 200'000);
+  an.finish();
+  info = rec.connections.at(0);
+  return rec.commands.at(2);
+}
+}  // namespace
+
+TEST(SessionRules, EchoedTimestampsCountAFlightTheJitterBlurred) {
+  ConnectionInfo info;
+  const CommandResult with = blurred_flights(true, true, info);
+  EXPECT_EQ(with.round_trips, 2);
+  EXPECT_EQ(std::find(with.findings.begin(), with.findings.end(), FindingKind::target_think), with.findings.end());
+  EXPECT_EQ(blurred_flights(false, true, info).round_trips, 1);
+  // Joined (no handshake): the target's only other samples ride on its replies; the release is
+  // the round trip's evidence.
+  EXPECT_EQ(blurred_flights(true, false, info).round_trips, 2);
+  EXPECT_EQ(info.rtt_source_target, "echoed timestamps");
+  EXPECT_NEAR(info.rtt_target_ms, 8.0, 0.01);
+  blurred_flights(false, false, info);
+  EXPECT_EQ(info.rtt_source_target, "ACKs on data");
+}
+
 // A resend of a segment the capture saw arrive at the receiver (capture point near it) is a
 // spurious retransmission (a tail-loss probe while the ACK is late): not a loss. The same exchange
 // captured near the sender, with a plain ACK one round trip after the probe, cannot tell, and

@@ -60,6 +60,10 @@ public:
   uint16_t window = 65535;                          // advertised on later segments
   // TCP option bytes on every later segment (12 for timestamps).
   void options(uint8_t n) { options_len_ = n; }
+  // Timestamps (RFC 7323) on every later segment: TSval the sender's millisecond clock (the capture
+  // time), TSecr what echo() set for that side.
+  void timestamps(bool on) { ts_ = on; }
+  void echo(bool from_initiator, uint32_t tsecr) { echo_[from_initiator ? 0 : 1] = tsecr; }
   uint32_t next_seq(bool from_initiator) const { return from_initiator ? iseq_ : tseq_; }
   // Initial sequence number of one side: call before its SYN (its data starts at isn + 1) or, with
   // no handshake, before its first segment (its data starts at isn).
@@ -125,6 +129,9 @@ public:
     s.options_len = options_len_;
     s.sack_left = sack_left_;
     s.sack_right = sack_right_;
+    s.has_timestamps = ts_;
+    s.tsval = uint32_t(t / kMs);
+    s.tsecr = echo_[from_initiator ? 0 : 1];
     s.payload = payload;
     s.payload_wire_len = uint32_t(payload.size());
     status_ = a_.feed(s);
@@ -138,6 +145,8 @@ private:
   uint64_t frame_ = 0;
   uint8_t options_len_ = 0;
   uint32_t sack_left_ = 0, sack_right_ = 0;
+  bool ts_ = false;
+  uint32_t echo_[2] = {0, 0};
   SegmentStatus status_ = SegmentStatus::ignored;
 };
 

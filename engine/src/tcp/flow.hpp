@@ -306,7 +306,7 @@ public:
   // sample of the ACKs (probation waits for those).
   void released(int64_t ns) {
     if (ns < 0 || ns > rules::ns(rules::rtt_max_ms)) return;
-    if (!known_ || ns < min_) {
+    if (!known_ || ns <= min_) {
       min_ = ns;
       released_ = true;
     }

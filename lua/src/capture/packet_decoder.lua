@@ -79,14 +79,15 @@ do
     local hl = HEADER_LEN[off]
     if hl < 20 or hl > wire_len then return false end
     local flags = fl % 64  -- FIN..URG; ECE/CWR are not part of the engine's flag set
-    local mss, ws, sl, sr = 0, -1, 0, 0
+    local mss, ws, sl, sr, ts, tv, te = 0, -1, 0, 0, false, 0, 0
     local syn = flags % 4 >= 2
     -- MSS and window scale mean something on a SYN only; the first SACK block anywhere. Options of
     -- NOP, NOP, timestamps alone (most segments) hold neither.
     local options = hl > 20
     if hl == 32 and not syn then
-      local o1, _, o3 = byte(pkt, p + 20, p + 22)
+      local o1, _, o3, o4 = byte(pkt, p + 20, p + 23)
       options = o1 ~= 1 or o3 ~= 8
+      if not options and o4 == 10 and cap_end >= p + 32 then ts, tv, te = true, be32(pkt, p + 24), be32(pkt, p + 28) end
     end
     if options then
       local o, oe = p + 20, min(p + hl, cap_end)
@@ -100,6 +101,7 @@ do
           if syn and kind == 2 and len == 4 then mss = be16(pkt, o + 2) end
           if syn and kind == 3 and len == 3 then ws = min(byte(pkt, o + 2), 14) end
           if kind == 5 and len >= 10 and sl == sr then sl, sr = be32(pkt, o + 2), be32(pkt, o + 6) end
+          if kind == 8 and len == 10 then ts, tv, te = true, be32(pkt, o + 2), be32(pkt, o + 6) end
           o = o + len
         end
       end
@@ -112,6 +114,7 @@ do
     seg.payload = cap_end > p + hl and sub(pkt, p + hl, cap_end - 1) or ""
     seg.wire_len = wire_len - hl
     seg.sack_left, seg.sack_right = sl, sr
+    seg.has_ts, seg.tsval, seg.tsecr = ts, tv, te
     return true
   end
 

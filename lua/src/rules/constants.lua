@@ -2,7 +2,7 @@
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "20d388c1adb09a25bd5b86fbf7afbcc79674968e3f789e00bb56dda6c9a1adc5",
+  doc_sha256 = "632fc5af67aa759c03d3e7715d9544c654f44a88a018e29448c747233a208510",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -47,6 +47,8 @@ local RULES = {
   link_command_bytes_min = 65536,
   link_share = 0.5,
   link_shared_rate_share = 0.7,
+  echo_keep_ms = 1000,
+  echo_records_max = 256,
 }
 
 -- Options (engine/include/iscsi_doctor/analyzer.hpp)

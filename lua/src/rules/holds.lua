@@ -24,12 +24,18 @@ function Connection:classify_hold(dir, seg, ready)
   -- soon as just after the ACK (the engine's early).
   local est = self.rtt[dir]
   local early = tol
-  if not est.hs and est.clean == 0 and rtt_side * RULES.wait_min_rtt_divisor < self:full_rtt_ns() then
+  if not rtt_tight(est) and rtt_side * RULES.wait_min_rtt_divisor < self:full_rtt_ns() then
     early = max(tol, rtt_side)
   end
   local function released_within(ack_t, upto)
     local d = seg.t - (ack_t + rtt_side)
     return d >= -early and d <= upto and ack_t + rtt_side - early + tol > ready
+  end
+  -- ACK causality by timestamps (engine: echoes): a segment echoing the ACK's timestamp or a later
+  -- one left after that ACK reached its sender; only the earliest the release can be seen is timing's.
+  local function echoes(r)
+    return r.has_ts and seg.has_ts and (seg.tsecr - r.tsval) % TWO32 < 2147483648 and
+           released_within(r.t, seg.t - r.t)
   end
   local len = seg.wire_len
   local small = f.last_small
@@ -67,7 +73,7 @@ function Connection:classify_hold(dir, seg, ready)
   local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
   local at_edge = i > f.ak_head and i <= f.ak_tail and seg_start <= f:edge(a[i - 1]) and
                   seg_start + mss > f:edge(a[i - 1])
-  if not (at_edge and released_within(a[i].t, late)) then
+  if not (at_edge and (released_within(a[i].t, late) or echoes(a[i]))) then
     i = first_release(tol)
     if i > f.ak_tail and late > tol then i = first_release(late) end
   end

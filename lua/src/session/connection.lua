@@ -18,8 +18,8 @@ function Connection.new(an, id, initiator, target)
   local c = setmetatable({ an = an, id = id, initiator = initiator, target = target,
     opt = an.options, flow = { [0] = Flow.new(), [1] = Flow.new() },
     pdus = { [0] = PduStream.new(true), [1] = PduStream.new(false) },
-    rtt = { [0] = { known = false, min = 0, hs = false, n = 0, clean = 0, recent = {} },
-            [1] = { known = false, min = 0, hs = false, n = 0, clean = 0, recent = {} } },
+    rtt = { [0] = { known = false, min = 0, hs = false, rel = false, n = 0, clean = 0, ring = 0, recent = {} },
+            [1] = { known = false, min = 0, hs = false, rel = false, n = 0, clean = 0, ring = 0, recent = {} } },
     saw_syn = false, saw_synack = false, closed = false, syn_t = 0, synack_t = 0,
     mid_session = false, keys = default_keys(), login = Negotiation.new(), login_done = false,
     saw_login = false, initiator_name = "", target_name = "", isid = "", tsih = 0,
@@ -45,9 +45,21 @@ local function rtt_sample(r, ns, hs, dirty)
   if not dirty then r.clean = r.clean + 1 end
   if not r.known or ns < r.min then r.min = ns end
   r.known = true
-  r.recent[r.n % RULES.jitter_window + 1] = ns
+  r.recent[r.ring % RULES.jitter_window + 1] = ns
+  r.ring = r.ring + 1
   r.n = r.n + 1
 end
+-- Data the side sent after the pure ACK whose timestamp it echoes (engine: RttEstimate::released):
+-- a release, so the path's spread too; not counted as a sample of the ACKs.
+local function rtt_released(r, ns)
+  if ns < 0 or ns > RULES.rtt_max_ms * 1e6 then return end
+  if not r.known or ns <= r.min then r.min, r.rel = ns, true end
+  r.known = true
+  r.recent[r.ring % RULES.jitter_window + 1] = ns
+  r.ring = r.ring + 1
+end
+-- Not only an upper bound that may hold the side's answer time (engine: RttEstimate::tight).
+local function rtt_tight(r) return r.hs or r.clean > 0 or r.rel end
 
 function Connection:session_id()
   if self.session then return self.session end
@@ -61,14 +73,14 @@ function Connection:session_id()
   return self.session
 end
 
--- What a first look at a joined connection found (Analyzer), given before its first segment.
--- With it, the jitter that first look measured, until the connection's own samples give one.
-function Connection:seed_rtt(dir, ns, jitter)
-  local r = self.rtt[dir]
-  if ns < 0 or ns > RULES.rtt_max_ms * 1e6 then return end
-  if not r.known or ns < r.min then r.min = ns end
-  r.known = true
-  r.seeded_jitter = math.max(0, math.min(jitter, floor(RULES.jitter_excess_max_ms * 1e6 + 0.5)))
+-- The round trips a scout measured on the same segments, with their spread (Analyzer), given
+-- before the connection's first segment.
+function Connection:seed_rtt(dir, scout)
+  local r = {}
+  for k, v in pairs(scout) do r[k] = v end
+  r.recent = {}
+  for k, v in pairs(scout.recent) do r.recent[k] = v end
+  self.rtt[dir] = r
 end
 local function detected(v) if v == "on" then return true elseif v == "off" then return false end return nil end
 function Connection:digests_seen(dir)
@@ -87,17 +99,17 @@ function Connection:full_rtt_ns()  -- rtt_ns of both sides, written out (called 
 end
 -- The path's jitter seen from one side: the jitter percentile of the latest samples' excess over
 -- the minimum, excesses beyond jitter_excess_max_ms (or half the minimum) left out (delayed ACKs);
--- the seeded one (a joined connection's first look) or 0 with too few.
+-- 0 with too few.
 -- (The caller bounds it by the RTT: on a LAN the excess is think time, not jitter.)
 function Connection:jitter_ns(dir, percentile)
   local r = self.rtt[dir]
   local cap = math.max(floor(RULES.jitter_excess_max_ms * 1e6 + 0.5), floor(r.min / RULES.jitter_rtt_divisor))
   local ex = {}
-  for i = 1, math.min(r.n, RULES.jitter_window) do
+  for i = 1, math.min(r.ring, RULES.jitter_window) do
     local e = r.recent[i] - r.min
     if e <= cap then ex[#ex + 1] = e end
   end
-  if #ex < RULES.jitter_samples_min then return r.seeded_jitter or 0 end
+  if #ex < RULES.jitter_samples_min then return 0 end
   table.sort(ex)
   return ex[floor((#ex - 1) * (percentile or RULES.jitter_percentile) / 100) + 1]
 end

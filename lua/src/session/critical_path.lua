@@ -176,6 +176,23 @@ function Connection:window_edge_half_trips(dir, seg, c)
   end
 end
 
+-- ACK causality by timestamps (engine: echo_half_trips): a data segment echoing a newer timestamp
+-- than the data before it was released by an ACK in between (the first with that timestamp, at the
+-- least): two crossings after the data that ACK acknowledged.
+function Connection:echo_half_trips(dir, seg, c)
+  local f = self.flow[dir]
+  if not seg.has_ts or f.echo_moved_frame ~= seg.frame or not self.rtt[dir].known then return end
+  local i = f:first_with_ts(seg.tsecr)
+  if i > f.ak_tail then return end
+  local r = f.acks[i]
+  if r.h < 0 or r.cmd ~= c.first_frame or r.t + self:rtt_ns(dir) - self:tolerance_ns() > seg.t then return end
+  local h = dir == I2T and c.h_initiator or c.h_target
+  if r.h + 2 > h then
+    c.held_h = c.held_h + r.h + 2 - h  -- as a hold's (a link-bound command takes them back)
+    if dir == I2T then c.h_initiator = r.h + 2 else c.h_target = r.h + 2 end
+  end
+end
+
 -- Returns the verdict, the segment's own once a hold was judged (see NOT_JUDGED).
 function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
   local c = self.slots[slot]
@@ -276,6 +293,7 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
   end
   if role == "cont" and c.has_seg[dir] and not verdict.reported then  -- no wait of its own judged
     self:window_edge_half_trips(dir, seg, c)
+    self:echo_half_trips(dir, seg, c)
   end
   if rest > 0 then
     if dir == T2I and (reply or rest > wait_min) then bd.think = bd.think + ms(rest)

@@ -5,6 +5,7 @@
 -- Where a round trip comes from (engine/src/tcp/flow.hpp RttEstimate::source).
 local function rtt_source(r)
   if r.hs then return "handshake" end
+  if r.rel then return "echoed timestamps" end
   if r.clean > 0 then return "pure ACKs" end
   if r.n > 0 then return "ACKs on data" end
   return ""

@@ -14,6 +14,9 @@ function Flow.new()
     hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0, acked_data_t = 0,
     acked_data_frame = 0, unseen_upto = 0, unseen_t = 0, unseen_frame = 0,
     acks = {}, ak_head = 1, ak_tail = 0,
+    -- this side's recent timestamps at first sight; its latest data segment's echo (engine: Flow)
+    tsf = {}, tsf_head = 1, tsf_tail = 0, last_payload_t = -math.huge,
+    data_echo = 0, data_echo_seen = false, echo_moved_frame = 0,
     link = { last_t = -1, busy_ns = 0, busy_bytes = 0, run_ns = 0, run_bytes = 0, rate = 0, rate_bytes = 0 } },
     Flow)
 end
@@ -162,6 +165,18 @@ function Flow:first_opening(e)
     if self:edge(self.acks[mid]) < e then lo = mid + 1 else hi = mid end
   end
   return lo
+end
+-- The first kept ACK record with timestamp `val` (ak_tail + 1: none); timestamps only grow
+-- (engine: Flow::first_with_ts).
+function Flow:first_with_ts(val)
+  local lo, hi = self.ak_head, self.ak_tail + 1
+  while lo < hi do
+    local mid = lo + floor((hi - lo) / 2)
+    local r = self.acks[mid]
+    if not r.has_ts or (r.tsval - val) % TWO32 >= 2147483648 then lo = mid + 1 else hi = mid end
+  end
+  if lo <= self.ak_tail and self.acks[lo].has_ts and self.acks[lo].tsval == val then return lo end
+  return self.ak_tail + 1
 end
 -- The end of a segment's first wire segment (engine: Flow::first_wire_end).
 function Flow:first_wire_end(seq, len)

@@ -16,6 +16,8 @@ function Connection:on_segment(seg, dir)
   local syn, rst = fl % 4 >= 2, fl % 8 >= 4
   local una_before = self.flow[1 - dir].una
   if syn then self:handle_handshake(seg, dir) end
+  if seg.has_ts then self:handle_echo(seg, dir) end
+  if seg.wire_len > 0 then self.flow[dir].last_payload_t = seg.t end
   if fl % 32 >= 16 then self:handle_ack(seg, dir) end
   if seg.wire_len > 0 and not syn then self:handle_payload(seg, dir) end
   local f = self.flow[dir]
@@ -51,7 +53,8 @@ function Connection:on_segment(seg, dir)
     -- (what classify_hold may need)
     other:record_ack({ ack = other.una, t = seg.t, frame = seg.frame, window = win, h = other.acked_h,
                        cmd = other.acked_cmd, data_t = other.acked_data_t,
-                       data_frame = other.acked_data_frame, raw = raw }, seg.t - RULES.ack_record_keep_rtts * self:full_rtt_ns() - RULES.ack_record_keep_ms * 1e6)
+                       data_frame = other.acked_data_frame, raw = raw, tsval = seg.tsval or 0,
+                       has_ts = seg.has_ts or false }, seg.t - RULES.ack_record_keep_rtts * self:full_rtt_ns() - RULES.ack_record_keep_ms * 1e6)
   end
   if self.settling.head <= self.settling.tail then self:settle(seg.t) end
 end
@@ -74,6 +77,38 @@ function Connection:handle_handshake(seg, dir)
     self.saw_synack = true
     self.synack_t = seg.t
     rtt_sample(self.rtt[T2I], seg.t - self.syn_t, true)
+  end
+end
+
+-- Timestamps (engine: Tracker::echo): a data segment echoing a newer TSval than the side's data
+-- before it left after that TSval's first segment arrived; with that segment a pure ACK, a release.
+local ECHO_KEEP_NS = RULES.echo_keep_ms * 1e6
+function Connection:handle_echo(seg, dir)
+  local f = self.flow[dir]
+  if f.tsf_tail < f.tsf_head or f.tsf[f.tsf_tail].val ~= seg.tsval then
+    while f.tsf_head <= f.tsf_tail and (f.tsf_tail - f.tsf_head + 1 >= RULES.echo_records_max or
+          f.tsf[f.tsf_head].t < seg.t - ECHO_KEEP_NS) do
+      f.tsf[f.tsf_head] = nil
+      f.tsf_head = f.tsf_head + 1
+    end
+    f.tsf_tail = f.tsf_tail + 1
+    f.tsf[f.tsf_tail] = { val = seg.tsval, t = seg.t, pure = seg.wire_len == 0 }
+  end
+  if seg.wire_len == 0 or not hasbit(seg.flags, 0x10) then return end
+  if f.data_echo_seen then
+    local d = (seg.tsecr - f.data_echo) % TWO32
+    if d == 0 or d >= 2147483648 then return end
+    f.echo_moved_frame = seg.frame
+  end
+  f.data_echo_seen, f.data_echo = true, seg.tsecr
+  local peer = self.flow[1 - dir]
+  for i = peer.tsf_tail, peer.tsf_head, -1 do
+    local e = peer.tsf[i]
+    if e.val == seg.tsecr then
+      -- not when the peer sent data since: this may answer that data after a think time
+      if e.pure and peer.last_payload_t < e.t then rtt_released(self.rtt[dir], seg.t - e.t) end
+      break
+    end
   end
 end
 
