@@ -20,13 +20,13 @@ local VERSION = "0.1.0"
 
 local FINDING_KINDS = {
   "nagle_hold", "delayed_ack", "r2t_round_trip", "cwnd_limited", "rwnd_limited",
-  "retransmission", "target_think", "serialized", "link_limited",
+  "retransmission", "target_think", "serialized", "link_limited", "think_or_hold",
 }
 -- The breakdown part that is each kind's own (finding_kinds.hpp exclusive_ms): over all kinds a
 -- command's parts add up to at most its latency, where the findings' lost_ms overlap.
 local OWN_PART = { nagle_hold = "nagle", delayed_ack = "delayed_ack", r2t_round_trip = "r2t",
                    cwnd_limited = "cwnd", rwnd_limited = "rwnd", retransmission = "loss",
-                   target_think = "think", link_limited = "link" }
+                   target_think = "think", link_limited = "link", think_or_hold = "think" }
 
 -- Finding kinds of docs/rules.md this plugin does not implement (none; see lua/README.md).
 local UNSUPPORTED_KINDS = {}
@@ -67,6 +67,10 @@ local function fix_for(kind, side)
   elseif kind == "serialized" then
     return "keep more commands outstanding (queue depth > 1: more I/O threads, async I/O, a " ..
            "larger nr_requests/queue depth) or larger transfers, so round trips overlap"
+  elseif kind == "think_or_hold" then
+    return "capture at the target (or on its host) to tell its own time from a reply held until the " ..
+           "initiator's ACK reached it; if held, set TCP_NODELAY on the target's socket or send the " ..
+           "final Data-In and the SCSI Response in one write"
   elseif kind == "link_limited" then
     return "the transfer is bound by the link's rate: a faster link or path, or fewer bytes; larger " ..
            "blocks, TCP tuning and the target do not help"
@@ -78,7 +82,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "632fc5af67aa759c03d3e7715d9544c654f44a88a018e29448c747233a208510",
+  doc_sha256 = "5162aa38b29ad6147f5ea7f626ac4fd3d6627734c963fbbdc20723fea22fecca",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -2207,13 +2211,24 @@ function Connection:emit_command(c)
         detail = c.r2ts .. " R2T round trip(s) for a " .. c.bytes .. "-byte write" })
     end
     local think = c.breakdown.think
-    if think >= self.opt.think_min_ms and think >= RULES.think_share * c.latency_ms then
-      self:add_kind(c, "target_think")
-      self:emit_finding({ kind = "target_think", side = "target",
+    local function enough(t) return t >= self.opt.think_min_ms and t >= RULES.think_share * c.latency_ms end
+    if enough(think) then
+      -- only with waits the capture cannot tell from holds: think_or_hold (engine: judge_target_think)
+      local undecided = c.undecided_ms > 0 and not enough(think - c.undecided_ms)
+      local kind = undecided and "think_or_hold" or "target_think"
+      local fd = { kind = kind, side = "target",
         frame = c.first_reply_frame ~= 0 and c.first_reply_frame or c.status_frame,
         related = { { "command", c.first_frame } }, lost_ms = think, itt = c.itt,
         command_first_frame = c.first_frame,
-        detail = "the target took " .. whole_ms(think) .. " ms to answer: the target, not the network" })
+        detail = "the target took " .. whole_ms(think) .. " ms to answer: the target, not the network" }
+      if undecided then
+        fd.related[2] = { "may_be_released_by", c.undecided_ack_frame }
+        fd.detail = "the target took " .. whole_ms(think) .. " ms to answer, or " .. whole_ms(c.undecided_ms) ..
+                    " ms of it was a reply held until the ACK in frame " .. string.format("%d", c.undecided_ack_frame) ..
+                    " reached the target: the path's delay varies more than this capture can tell apart"
+      end
+      self:add_kind(c, kind)
+      self:emit_finding(fd)
     end
     -- The cycle includes the crossing from the previous status to this command (up to
     -- rtt(initiator)): near the target that is where the round trip lies.
@@ -2439,10 +2454,12 @@ function Connection:on_segment(seg, dir)
   local syn, rst = fl % 4 >= 2, fl % 8 >= 4
   local una_before = self.flow[1 - dir].una
   if syn then self:handle_handshake(seg, dir) end
-  if seg.has_ts then self:handle_echo(seg, dir) end
+  -- a release's sample is given after the segment is judged: it may not bound its own release
+  local released = seg.has_ts and self:handle_echo(seg, dir) or nil
   if seg.wire_len > 0 then self.flow[dir].last_payload_t = seg.t end
   if fl % 32 >= 16 then self:handle_ack(seg, dir) end
   if seg.wire_len > 0 and not syn then self:handle_payload(seg, dir) end
+  if released then rtt_released(self.rtt[dir], released) end
   local f = self.flow[dir]
   if fl % 2 == 1 or rst then
     f.fin_seen = true
@@ -2517,10 +2534,10 @@ function Connection:handle_echo(seg, dir)
     f.tsf_tail = f.tsf_tail + 1
     f.tsf[f.tsf_tail] = { val = seg.tsval, t = seg.t, pure = seg.wire_len == 0 }
   end
-  if seg.wire_len == 0 or not hasbit(seg.flags, 0x10) then return end
+  if seg.wire_len == 0 or not hasbit(seg.flags, 0x10) then return nil end
   if f.data_echo_seen then
     local d = (seg.tsecr - f.data_echo) % TWO32
-    if d == 0 or d >= 2147483648 then return end
+    if d == 0 or d >= 2147483648 then return nil end
     f.echo_moved_frame = seg.frame
   end
   f.data_echo_seen, f.data_echo = true, seg.tsecr
@@ -2529,10 +2546,11 @@ function Connection:handle_echo(seg, dir)
     local e = peer.tsf[i]
     if e.val == seg.tsecr then
       -- not when the peer sent data since: this may answer that data after a think time
-      if e.pure and peer.last_payload_t < e.t then rtt_released(self.rtt[dir], seg.t - e.t) end
-      break
+      if e.pure and peer.last_payload_t < e.t then return seg.t - e.t end
+      return nil
     end
   end
+  return nil
 end
 
 function Connection:handle_ack(seg, dir)
@@ -2848,6 +2866,7 @@ function Connection:touch_for_start(dir, ev, seg)
     local df = self.flow[w and I2T or T2I]
     c.link_busy0, c.link_bytes0, c.link_busy_reply = df:link_meter().busy_ns, df.link.busy_bytes, -1
     c.held_h, c.held_findings = 0, {}
+    c.undecided_ms, c.undecided_ack_frame = 0, 0
     c.last_event_t = c.first_t
     self.slots[slot] = c
     self.by_itt[b.itt] = c
@@ -3001,6 +3020,10 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
         end
       end
     end
+    if verdict.undecided then
+      c.undecided_ms = c.undecided_ms + ms(rest)
+      c.undecided_ack_frame = verdict.release_frame
+    end
     if verdict.held then
       local held_ms = ms(rest)
       local dack = min(verdict.delayed_ack_ms, held_ms)
@@ -3074,7 +3097,7 @@ end
 
 function Connection:classify_hold(dir, seg, ready)
   local v = { held = false, kind = "cwnd_limited", release_frame = 0, release_t = 0,
-              delayed_ack_ms = 0, acked_frame = 0, release_h = -1, release_cmd = 0 }
+              delayed_ack_ms = 0, acked_frame = 0, release_h = -1, release_cmd = 0, undecided = false }
   local f = self.flow[dir]
   if not self.rtt[dir].known then return v end
   local rtt_side = self:rtt_ns(dir)
@@ -3143,11 +3166,25 @@ function Connection:classify_hold(dir, seg, ready)
   local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
   local at_edge = i > f.ak_head and i <= f.ak_tail and seg_start <= f:edge(a[i - 1]) and
                   seg_start + mss > f:edge(a[i - 1])
+  local at_edge_i = i
   if not (at_edge and (released_within(a[i].t, late) or echoes(a[i]))) then
     i = first_release(tol)
     if i > f.ak_tail and late > tol then i = first_release(late) end
   end
-  if i > f.ak_tail then return v end
+  if i > f.ak_tail then
+    -- Beyond what the path has shown, within the most it may add: an ACK this wait had to follow
+    -- still fits; the capture cannot tell think from a hold (the engine's undecided).
+    local most = tol + bound
+    if dir == T2I and most > max(late, nagle_late) then
+      if f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
+         released_within(small.ack_t, most) then
+        v.undecided, v.release_frame = true, small.ack_frame
+      elseif at_edge and released_within(a[at_edge_i].t, most) then
+        v.undecided, v.release_frame = true, a[at_edge_i].frame
+      end
+    end
+    return v
+  end
   local rel = a[i]
   v.held = true
   v.release_frame = rel.frame
@@ -3918,7 +3955,8 @@ proto.fields = all_fields
 
 -- One expert field per finding kind, as the C plugin's: Warning for the network holds and losses,
 -- Note for what is a protocol or target choice.
-local NOTE_KINDS = { r2t_round_trip = true, target_think = true, serialized = true }
+local NOTE_KINDS = { r2t_round_trip = true, target_think = true, serialized = true, link_limited = true,
+                     think_or_hold = true }
 local ef = {
   slow = ProtoExpert.new("iscsi_doctor_lua.expert.excess_round_trips",
                          "Command needed more round trips than ideal", expert.group.SEQUENCE, expert.severity.NOTE),

@@ -333,6 +333,37 @@ def case_subsecond(made):
         "says": "frame %d's microsecond field set to 0xFFFFFFFF: no frame and no byte is gone" % (k + 1)}
 
 
+def case_late_release(made):
+    """An 8 KiB read at the initiator on a steady 4 ms path (Nagle holds the Response until the
+    initiator's ACK of the last Data-In), with one Response 3.5 ms later than the path ever brought
+    one, and every frame after it as much: later than the path has shown, within the most it may
+    add (half the round trip). The capture cannot tell that wait from the target's own time."""
+    src = "scripted-nagle-read-8k--initiator.pcap.gz"
+    hdr, recs = base(src)
+    responses = []
+    for i, r in enumerate(recs):
+        t = tcp_of(r[3])
+        if t and not to_target(r[3]) and t[2] - t[1] == 48 and r[3][t[1]] & 0x3F == 0x21:
+            responses.append(i)
+    k = responses[20]
+    # the initiator's ACK that released it: its latest segment without data before it
+    ack = max(i for i in range(k) if to_target(recs[i][3]) and tcp_of(recs[i][3])[2] == tcp_of(recs[i][3])[1])
+    itt = recs[k][3][tcp_of(recs[k][3])[1] + 16:tcp_of(recs[k][3])[1] + 20]
+    command = max(i for i in range(k) if to_target(recs[i][3]) and tcp_of(recs[i][3])[2] - tcp_of(recs[i][3])[1] >= 48
+                  and recs[i][3][tcp_of(recs[i][3])[1]] & 0x3F == 0x01
+                  and recs[i][3][tcp_of(recs[i][3])[1] + 16:tcp_of(recs[i][3])[1] + 20] == itt)
+    for r in recs[k:]:
+        us = r[0] * 1_000_000 + r[1] + 3500
+        r[0], r[1] = us // 1_000_000, us % 1_000_000
+    write("release-later-than-shown.pcap.gz", pcap_bytes(hdr, recs))
+    made["release-later-than-shown.pcap.gz"] = {
+        "source": source(src), "delayed_from_frame": k + 1, "delay_ms": 3.5,
+        "command_frame": command + 1, "released_by_frame": ack + 1,
+        "says": "frames %d.. 3.5 ms later (the SCSI Response at frame %d of the command at frame %d, held by "
+                "Nagle until the initiator's ACK at frame %d): no frame and no byte is gone"
+                % (k + 1, k + 1, command + 1, ack + 1)}
+
+
 def case_mid_pdu(made):
     hdr, recs = base("stock-qd8-read--initiator.pcap.gz")
     ki, kt = keys(recs)
@@ -868,7 +899,7 @@ def main():
     for case in (case_file_level, case_snaplen, case_lost, case_dup_reorder, case_mid_pdu, case_bhs, case_digest,
                  case_data_digest, case_non_iscsi, case_itt_reuse, case_no_response, case_open_commands,
                  case_two_connections, case_reorder_cap, case_max_connections, case_login_caps,
-                 case_one_direction, case_subsecond):
+                 case_one_direction, case_subsecond, case_late_release):
         case(made)
     if a.json:
         print(json.dumps(made, indent=1, sort_keys=True))

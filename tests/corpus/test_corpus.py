@@ -240,6 +240,21 @@ def test_corpus_file(name):
         assert sum(s in n for n in notices) == 1, "%r not in exactly one notice:\n%s" % (s, "\n".join(notices))
 
 
+@pytest.mark.parametrize("name", sorted(n for n, e in CASES.items() if e.get("undecided")))
+def test_corpus_undecided(name):
+    """A release later than the path has shown, within the most it may add: the capture cannot tell
+    think from a hold, and says so on the command the damage names, with the ACK; never the disks'
+    advice (target_think) nor a hold it cannot prove."""
+    d = CASES[name]["damage"]
+    _, report = doctor(name)
+    cmd = [c for c in report["commands"] if c["first_frame"] == d["command_frame"]]
+    assert len(cmd) == 1, [c["first_frame"] for c in report["commands"]]
+    assert "think_or_hold" in cmd[0]["findings"], cmd[0]["findings"]
+    assert not {"target_think", "nagle_hold"} & set(cmd[0]["findings"]), cmd[0]["findings"]
+    mine = [f for f in report["findings"] if f["kind"] == "think_or_hold" and f["command_first_frame"] == d["command_frame"]]
+    assert [f["related"].get("may_be_released_by") for f in mine] == [d["released_by_frame"]], mine
+
+
 def scsi_commands(report):
     return [c for c in (report or {"commands": []})["commands"] if c.get("iscsi_opcode", 1) == 1]
 

@@ -437,6 +437,50 @@ TEST(SessionRules, NagleReleaseLateByThePathsJitterIsStillAHold) {
   EXPECT_TRUE(study_read_after({0, 0, 0, 0, 0}, 500));               // within 0.3 ms + RTT/10
 }
 
+// The case at the initiator: the target's Response held by Nagle until the initiator's
+// delayed ACK. Released within the path's shown spread, a hold; later than it, but within the most
+// the path may add (RTT/2), the capture cannot tell the target's time from the hold: think_or_hold,
+// naming the ACK, never the disks' advice; later still, the target's think.
+namespace {
+std::set<FindingKind> delayed_study_read(int64_t late_us, uint64_t& may_be_released_by) {
+  Recorder rec;
+  Analyzer an(Options{}, rec);
+  Wire w(an);
+  w.handshake(0, 8 * kMs, 50'000);
+  warm_up(w, {0, 0, 0, 0, 0}, true);
+  const int64_t t = 500 * kMs;
+  w.data(true, t, read10(100, 8192));
+  w.data(false, t + 8 * kMs + 100'000, data_in(100, 8192, false));
+  const int64_t ack = t + 48 * kMs + 100'000;  // the initiator's 40 ms delayed ACK
+  w.ack(true, ack);
+  const uint64_t ack_frame = w.frame();
+  w.data(false, ack + 8 * kMs + late_us * 1000, response(100));
+  w.ack(true, ack + 8 * kMs + late_us * 1000 + 50'000);
+  an.finish();
+  may_be_released_by = 0;
+  for (const auto& f : rec.findings)
+    for (const auto& [name, frame] : f.related)
+      if (f.kind == FindingKind::think_or_hold && name == "may_be_released_by" && frame == ack_frame)
+        may_be_released_by = frame;
+  const CommandResult& c = rec.commands.back();
+  return std::set<FindingKind>(c.findings.begin(), c.findings.end());
+}
+}  // namespace
+
+TEST(SessionRules, ThinkOrHoldWhenTheReleaseIsLaterThanThePathHasShown) {
+  uint64_t ack = 0;
+  auto held = delayed_study_read(500, ack);  // within 0.3 ms + RTT/10
+  EXPECT_TRUE(held.count(FindingKind::nagle_hold) && held.count(FindingKind::delayed_ack));
+  auto undecided = delayed_study_read(3000, ack);  // a steady path never showed 3 ms; RTT/2 is 4 ms
+  EXPECT_TRUE(undecided.count(FindingKind::think_or_hold));
+  EXPECT_FALSE(undecided.count(FindingKind::target_think));
+  EXPECT_FALSE(undecided.count(FindingKind::nagle_hold));
+  EXPECT_NE(ack, 0u);
+  auto think = delayed_study_read(7000, ack);  // past RTT/2: not the path
+  EXPECT_TRUE(think.count(FindingKind::target_think));
+  EXPECT_FALSE(think.count(FindingKind::think_or_hold));
+}
+
 // A reply can only be held by an ACK that reached the target after the reply was ready: the
 // command that carries the ACK of the previous reply released nothing, however late its own reply.
 TEST(SessionRules, ReplyLateOnAJitteryPathAfterTheCommandThatAckedIsNotAHold) {

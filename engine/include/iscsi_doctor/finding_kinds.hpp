@@ -81,6 +81,13 @@ inline constexpr std::array<FindingKindInfo, finding_kind_count> kFindingKinds{{
      "the transfer is bound by the link's rate: a faster link or path, or fewer bytes; larger blocks, TCP "
      "tuning and the target do not help",
      ""},
+    {FindingKind::think_or_hold, "think_or_hold", "think or hold?",
+     "The target was slow, or its reply waited for an ACK: the capture cannot tell", Severity::note,
+     &Breakdown::think_ms, nullptr,
+     "capture at the target (or on its host) to tell its own time from a reply held until the initiator's "
+     "ACK reached it; if held, set TCP_NODELAY on the target's socket or send the final Data-In and the SCSI "
+     "Response in one write",
+     ""},
 }};
 
 constexpr bool finding_kinds_in_enum_order() {

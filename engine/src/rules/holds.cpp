@@ -94,11 +94,28 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   size_t i = f.first_opening(f.first_wire_end(seg.seq, seg.payload_wire_len));
   const bool at_edge = i > 0 && i < f.acks.size() && seg_start <= f.edge(f.acks[i - 1]) &&
                        seg_start + f.effective_mss() > f.edge(f.acks[i - 1]);
+  const size_t at_edge_i = i;
   if (!(at_edge && (released_within(f.acks[i].t, late) || echoes(f.acks[i].has_ts, f.acks[i].tsval, f.acks[i].t)))) {
     i = first_release(tol);
     if (i == f.acks.size() && late > tol) i = first_release(late);
   }
-  if (i == f.acks.size()) return v;
+  if (i == f.acks.size()) {
+    // Beyond what the path has shown, within the most it may add (the bound): an ACK this wait had
+    // to follow (the Nagle invariant, a window's edge) still fits. Away from the target only: at
+    // its host the ACK's arrival is seen.
+    const int64_t most = tol + bound;
+    if (dir == kT2I && most > std::max(late, nagle_late)) {
+      if (f.has_small && small.acked && small.frame != seg.frame && nagle_candidate &&
+          released_within(small.ack_t, most)) {
+        v.undecided = true;
+        v.release_frame = small.ack_frame;
+      } else if (at_edge && released_within(f.acks[at_edge_i].t, most)) {
+        v.undecided = true;
+        v.release_frame = f.acks[at_edge_i].frame;
+      }
+    }
+    return v;
+  }
   const tcp::AckRecord& rel = f.acks[i];
   v.held = true;
   v.release_frame = rel.frame;

@@ -10,16 +10,27 @@
 
 namespace iscsi_doctor::session {
 
-// Most of the latency spent inside the target (docs/rules.md).
+// Most of the latency spent inside the target (docs/rules.md). When that is so only with waits
+// the capture cannot tell from holds, think_or_hold says so instead: never the disks' advice for
+// what may be a Nagle or window hold.
 void Connection::judge_target_think(OpenCommand& c) {
   const CommandResult& r = c.r;
   const double think = r.breakdown.think_ms;
-  if (think < options_.think_min_ms || think < rules::think_share * r.latency_ms) return;
-  Finding f = finding(FindingKind::target_think, Side::target,
-                      c.first_reply_frame ? c.first_reply_frame : r.status_frame, think, &c);
+  auto enough = [&](double ms) { return ms >= options_.think_min_ms && ms >= rules::think_share * r.latency_ms; };
+  if (!enough(think)) return;
+  const bool undecided = c.undecided_ms > 0 && !enough(think - c.undecided_ms);
+  const FindingKind kind = undecided ? FindingKind::think_or_hold : FindingKind::target_think;
+  Finding f = finding(kind, Side::target, c.first_reply_frame ? c.first_reply_frame : r.status_frame, think, &c);
   f.related.emplace_back("command", r.first_frame);
-  f.detail = "the target took " + whole_ms(think) + " ms to answer: the target, not the network";
-  add_finding_kind(c, FindingKind::target_think);
+  if (undecided) {
+    f.related.emplace_back("may_be_released_by", c.undecided_ack_frame);
+    f.detail = "the target took " + whole_ms(think) + " ms to answer, or " + whole_ms(c.undecided_ms) +
+               " ms of it was a reply held until the ACK in frame " + std::to_string(c.undecided_ack_frame) +
+               " reached the target: the path's delay varies more than this capture can tell apart";
+  } else {
+    f.detail = "the target took " + whole_ms(think) + " ms to answer: the target, not the network";
+  }
+  add_finding_kind(c, kind);
   emit_finding(std::move(f));
 }
 

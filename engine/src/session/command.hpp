@@ -40,6 +40,10 @@ struct OpenCommand {
   uint64_t link_bytes0 = 0;    // of this connection's own data
   int64_t link_busy_reply = -1;  // the path's busy time at the first reply
   int held_h = 0;
+  // Waits of the target that may have been holds the capture cannot tell from think time
+  // (HoldVerdict::undecided): their time, and the latest ACK that may have released one.
+  double undecided_ms = 0;
+  uint64_t undecided_ack_frame = 0;
   std::vector<Finding> held_findings;
 };
 

@@ -81,6 +81,10 @@ private:
     uint64_t acked_frame = 0;
     int32_t release_h = -1;    // half trips of the data the releasing ACK acknowledged
     uint64_t release_cmd = 0;  // and the first frame of its command
+    // Not held within the bounds the path has shown, but an ACK the wait had to follow (Nagle's
+    // previous segment, a window's edge) fits within the most the path may add: the capture
+    // cannot tell think from a hold (release_frame is that ACK).
+    bool undecided = false;
     bool reported = false;
   };
 

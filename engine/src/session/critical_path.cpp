@@ -207,6 +207,10 @@ void Connection::analyse_path_event(int dir, const Segment& seg, const PathEvent
       verdict.reported = true;
       if (verdict.held) report_hold(dir, seg, c, verdict, ms(rest));
     }
+    if (verdict.undecided) {
+      c.undecided_ms += ms(rest);
+      c.undecided_ack_frame = verdict.release_frame;
+    }
     if (verdict.held) {
       double held_ms = ms(rest);
       double dack = std::min(verdict.delayed_ack_ms, held_ms);

@@ -24,10 +24,12 @@ SegmentStatus Tracker::on_segment(const Segment& seg, int dir, Receiver& r) {
     status_ = SegmentStatus::syn;
     handshake(seg, dir, r);
   }
-  if (seg.has_timestamps) echo(seg, dir);
+  int64_t released = -1;  // given after the segment is judged: it may not bound its own release
+  if (seg.has_timestamps) released = echo(seg, dir);
   if (seg.payload_wire_len > 0) flow_[dir].last_payload_t = seg.time_ns;
   if (seg.flags & tcp_flag::ack) ack(seg, dir, r);
   if (seg.payload_wire_len > 0 && !(seg.flags & tcp_flag::syn)) payload(seg, dir, r);
+  if (released >= 0) rtt_[dir].released(released);
   bool no_data = status_ == SegmentStatus::pure_ack;
   if (no_data && (seg.flags & tcp_flag::rst))
     status_ = SegmentStatus::rst;
@@ -93,7 +95,7 @@ void Tracker::handshake(const Segment& seg, int dir, Receiver& r) {
 // it has received. A data segment echoing a newer one than the side's data before it left after
 // that TSval's first segment arrived: with that segment a pure ACK (no data to answer), a release,
 // so a round-trip sample that data released by ACKs makes tight.
-void Tracker::echo(const Segment& seg, int dir) {
+int64_t Tracker::echo(const Segment& seg, int dir) {
   Flow& f = flow_[dir];
   if (f.ts_firsts.empty() || f.ts_firsts.back().val != seg.tsval) {
     while (!f.ts_firsts.empty() && (f.ts_firsts.size() >= rules::echo_records_max ||
@@ -101,9 +103,9 @@ void Tracker::echo(const Segment& seg, int dir) {
       f.ts_firsts.pop_front();
     f.ts_firsts.push_back({seg.tsval, seg.time_ns, seg.payload_wire_len == 0});
   }
-  if (seg.payload_wire_len == 0 || !(seg.flags & tcp_flag::ack)) return;
+  if (seg.payload_wire_len == 0 || !(seg.flags & tcp_flag::ack)) return -1;
   const bool newer = !f.data_echo_seen || int32_t(seg.tsecr - f.data_echo) > 0;
-  if (!newer) return;
+  if (!newer) return -1;
   if (f.data_echo_seen) f.echo_moved_frame = seg.frame;
   f.data_echo_seen = true;
   f.data_echo = seg.tsecr;
@@ -112,9 +114,9 @@ void Tracker::echo(const Segment& seg, int dir) {
     const TsFirst& e = peer.ts_firsts[i - 1];
     if (e.val != seg.tsecr) continue;
     // Not when the peer sent data since: this may answer that data after a think time.
-    if (e.pure && peer.last_payload_t < e.t) rtt_[dir].released(seg.time_ns - e.t);
-    break;
+    return e.pure && peer.last_payload_t < e.t ? seg.time_ns - e.t : -1;
   }
+  return -1;
 }
 
 void Tracker::ack(const Segment& seg, int dir, Receiver& r) {

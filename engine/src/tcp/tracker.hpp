@@ -67,7 +67,7 @@ public:
 private:
   void handshake(const Segment& seg, int dir, Receiver& r);
   void ack(const Segment& seg, int dir, Receiver& r);
-  void echo(const Segment& seg, int dir);
+  int64_t echo(const Segment& seg, int dir);  // a release's round-trip sample, or -1
   void payload(const Segment& seg, int dir, Receiver& r);
   void drain_out_of_order(int dir, const Segment& seg, Receiver& r);
   static void infer_window_scale(Flow& f);

@@ -4,7 +4,7 @@
 
 function Connection:classify_hold(dir, seg, ready)
   local v = { held = false, kind = "cwnd_limited", release_frame = 0, release_t = 0,
-              delayed_ack_ms = 0, acked_frame = 0, release_h = -1, release_cmd = 0 }
+              delayed_ack_ms = 0, acked_frame = 0, release_h = -1, release_cmd = 0, undecided = false }
   local f = self.flow[dir]
   if not self.rtt[dir].known then return v end
   local rtt_side = self:rtt_ns(dir)
@@ -73,11 +73,25 @@ function Connection:classify_hold(dir, seg, ready)
   local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
   local at_edge = i > f.ak_head and i <= f.ak_tail and seg_start <= f:edge(a[i - 1]) and
                   seg_start + mss > f:edge(a[i - 1])
+  local at_edge_i = i
   if not (at_edge and (released_within(a[i].t, late) or echoes(a[i]))) then
     i = first_release(tol)
     if i > f.ak_tail and late > tol then i = first_release(late) end
   end
-  if i > f.ak_tail then return v end
+  if i > f.ak_tail then
+    -- Beyond what the path has shown, within the most it may add: an ACK this wait had to follow
+    -- still fits; the capture cannot tell think from a hold (the engine's undecided).
+    local most = tol + bound
+    if dir == T2I and most > max(late, nagle_late) then
+      if f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
+         released_within(small.ack_t, most) then
+        v.undecided, v.release_frame = true, small.ack_frame
+      elseif at_edge and released_within(a[at_edge_i].t, most) then
+        v.undecided, v.release_frame = true, a[at_edge_i].frame
+      end
+    end
+    return v
+  end
   local rel = a[i]
   v.held = true
   v.release_frame = rel.frame

@@ -110,6 +110,7 @@ function Connection:touch_for_start(dir, ev, seg)
     local df = self.flow[w and I2T or T2I]
     c.link_busy0, c.link_bytes0, c.link_busy_reply = df:link_meter().busy_ns, df.link.busy_bytes, -1
     c.held_h, c.held_findings = 0, {}
+    c.undecided_ms, c.undecided_ack_frame = 0, 0
     c.last_event_t = c.first_t
     self.slots[slot] = c
     self.by_itt[b.itt] = c
@@ -262,6 +263,10 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
           c.held_findings[#c.held_findings + 1] = da
         end
       end
+    end
+    if verdict.undecided then
+      c.undecided_ms = c.undecided_ms + ms(rest)
+      c.undecided_ack_frame = verdict.release_frame
     end
     if verdict.held then
       local held_ms = ms(rest)

@@ -16,10 +16,12 @@ function Connection:on_segment(seg, dir)
   local syn, rst = fl % 4 >= 2, fl % 8 >= 4
   local una_before = self.flow[1 - dir].una
   if syn then self:handle_handshake(seg, dir) end
-  if seg.has_ts then self:handle_echo(seg, dir) end
+  -- a release's sample is given after the segment is judged: it may not bound its own release
+  local released = seg.has_ts and self:handle_echo(seg, dir) or nil
   if seg.wire_len > 0 then self.flow[dir].last_payload_t = seg.t end
   if fl % 32 >= 16 then self:handle_ack(seg, dir) end
   if seg.wire_len > 0 and not syn then self:handle_payload(seg, dir) end
+  if released then rtt_released(self.rtt[dir], released) end
   local f = self.flow[dir]
   if fl % 2 == 1 or rst then
     f.fin_seen = true
@@ -94,10 +96,10 @@ function Connection:handle_echo(seg, dir)
     f.tsf_tail = f.tsf_tail + 1
     f.tsf[f.tsf_tail] = { val = seg.tsval, t = seg.t, pure = seg.wire_len == 0 }
   end
-  if seg.wire_len == 0 or not hasbit(seg.flags, 0x10) then return end
+  if seg.wire_len == 0 or not hasbit(seg.flags, 0x10) then return nil end
   if f.data_echo_seen then
     local d = (seg.tsecr - f.data_echo) % TWO32
-    if d == 0 or d >= 2147483648 then return end
+    if d == 0 or d >= 2147483648 then return nil end
     f.echo_moved_frame = seg.frame
   end
   f.data_echo_seen, f.data_echo = true, seg.tsecr
@@ -106,10 +108,11 @@ function Connection:handle_echo(seg, dir)
     local e = peer.tsf[i]
     if e.val == seg.tsecr then
       -- not when the peer sent data since: this may answer that data after a think time
-      if e.pure and peer.last_payload_t < e.t then rtt_released(self.rtt[dir], seg.t - e.t) end
-      break
+      if e.pure and peer.last_payload_t < e.t then return seg.t - e.t end
+      return nil
     end
   end
+  return nil
 end
 
 function Connection:handle_ack(seg, dir)
