@@ -231,8 +231,7 @@ void Connection::analyse_path_event(int dir, const Segment& seg, const PathEvent
       rest = 0;
     }
   }
-  if (t.role == PathEvent::Role::cont && c.has_seg[dir] && !verdict.reported)  // no wait of its own judged
-  {
+  if (t.role == PathEvent::Role::cont && c.has_seg[dir] && !verdict.reported) {  // no wait of its own judged
     window_edge_half_trips(dir, seg, c);
     echo_half_trips(dir, seg, c);
   }
