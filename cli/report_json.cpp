@@ -253,6 +253,9 @@ nlohmann::json capture_json(const CaptureResult& r, const std::string& filter) {
   c["duration_s"] = r.stats.packets ? (r.stats.last_ns - r.stats.first_ns) / 1e9 : 0.0;
   const ConnectionTotals& u = r.unlisted;
   c["connections_unlisted"] = totals_json(u);
+  const Evictions& e = r.evicted;
+  c["connections_evicted"] = {{"connections", e.connections}, {"ended", e.ended},         {"idle", e.idle},
+                              {"busy", e.busy},               {"commands_open", e.commands_open}};
   if (r.summary) {
     c["commands"] = r.summary->commands();
     c["summary"] = summary_json(*r.summary);
