@@ -10,6 +10,7 @@
 #include <queue>
 #include <set>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "iscsi/detector.hpp"
@@ -25,7 +26,7 @@ using session::Connection;
 
 struct Analyzer::Impl {
   using Key = std::pair<Endpoint, Endpoint>;
-  Impl(Options o, Sink& s) : options(std::move(o)), sink(s), budget(options.memory_budget) {}
+  Impl(Options o, Sink& s) : options(std::move(o)), sink(s), budget(options.memory_budget) { relay.to = &sink; }
 
   bool is_target_port(uint16_t port) const {
     return std::find(options.ports.begin(), options.ports.end(), port) != options.ports.end();
@@ -122,7 +123,10 @@ struct Analyzer::Impl {
       Closing c = closing.front();
       closing.pop_front();
       auto it = live.find(c.key);
-      if (it == live.end() || it->second->id() != c.id) continue;  // already replaced
+      if (it == live.end() || it->second->id() != c.id) {  // already replaced, or retired
+        if (auto t = tombs.find(c.key); t != tombs.end() && t->second.id == c.id) end_tomb(t);
+        continue;
+      }
       finish_connection(it->first, *it->second);
       forget(it);
     }
@@ -227,13 +231,62 @@ struct Analyzer::Impl {
     }
   }
   // Finished before its linger: its stray segments (a resent FIN, the final ACK again) are still
-  // counted in its frames while the linger would have lasted, as if it were open.
+  // counted in its frames, while the linger would have lasted, as if it were open. Closed both ways
+  // (its linger queued in `closing`), what its finish said besides its facts (a `serialized`
+  // finding, notices) is said when the linger would have ended, so the report's order is the same.
+  using Event = std::variant<CommandResult, Finding, Notice, ConnectionInfo>;
+  struct Relay final : Sink {
+    Sink* to = nullptr;
+    std::vector<Event>* held = nullptr;  // while a retired connection finishes
+    void on_command(const CommandResult& c) override { if (held)
+        held->emplace_back(c);
+      else
+        to->on_command(c);
+    }
+    void on_finding(const Finding& f) override { if (held)
+        held->emplace_back(f);
+      else
+        to->on_finding(f);
+    }
+    void on_notice(const Notice& n) override { if (held)
+        held->emplace_back(n);
+      else
+        to->on_notice(n);
+    }
+    void on_connection(const ConnectionInfo& c) override { if (held)
+        held->emplace_back(c);
+      else
+        to->on_connection(c);
+    }
+    void say(std::vector<Event>& events) {
+      for (const Event& e : events)
+        std::visit(
+            [&](const auto& x) {
+              using T = std::decay_t<decltype(x)>;
+              if constexpr (std::is_same_v<T, CommandResult>) to->on_command(x);
+              if constexpr (std::is_same_v<T, Finding>) to->on_finding(x);
+              if constexpr (std::is_same_v<T, Notice>) to->on_notice(x);
+              if constexpr (std::is_same_v<T, ConnectionInfo>) to->on_connection(x);
+            },
+            e);
+      events.clear();
+    }
+  };
+  Relay relay;
   struct Tomb {
     uint32_t id;
     int64_t listed;  // index in infos; -1: counted in unlisted
+    std::unique_ptr<std::vector<Event>> held;
   };
+  static constexpr size_t kTombBytes = 160;  // a map node with its key, malloc's header
+  // The linger is over (or the 4-tuple starts anew, or the capture ends): what it held is said.
+  void end_tomb(std::map<Key, Tomb>::iterator t) {
+    if (t->second.held) relay.say(*t->second.held);
+    budget.hold(-kTombBytes);
+    tombs.erase(t);
+  }
   static constexpr size_t kMaxTombs = 65536;
-  std::map<Key, Tomb> tombs;
+  std::map<Key, Tomb> tombs;  // at most kMaxTombs half-closed ones, closed ones for their linger
   struct TombDue {
     int64_t until;
     uint32_t id;
@@ -243,16 +296,27 @@ struct Analyzer::Impl {
   void retire(Live it) {
     Connection& c = *it->second;
     const int64_t until = c.last_t() + c.linger_ns();
+    const bool closed = c.closed();  // its linger is in `closing`: what it says waits for it
+    std::vector<Event> held;
+    if (closed) relay.held = &held;
     finish_connection(it->first, c);
+    relay.held = nullptr;
     const int64_t listed = unlisted.connections ? -1 : int64_t(infos.size()) - 1;
-    tombs[it->first] = {c.id(), listed};
-    tomb_order.push_back({until, c.id(), it->first});
+    Tomb t{c.id(), listed, nullptr};
+    if (std::all_of(held.begin(), held.end(), [](const Event& e) { return std::holds_alternative<ConnectionInfo>(e); }))
+      relay.say(held);  // its facts alone: their order among other connections' is not reported
+    else
+      t.held = std::make_unique<std::vector<Event>>(std::move(held));
+    if (auto old = tombs.find(it->first); old != tombs.end()) end_tomb(old);
+    tombs.emplace(it->first, std::move(t));
+    budget.hold(kTombBytes);
+    if (!closed) tomb_order.push_back({until, c.id(), it->first});
     forget(it);
   }
   void expire_tombs(int64_t now) {
     while (!tomb_order.empty() && (tomb_order.front().until < now || tomb_order.size() > kMaxTombs)) {
       auto t = tombs.find(tomb_order.front().key);
-      if (t != tombs.end() && t->second.id == tomb_order.front().id) tombs.erase(t);
+      if (t != tombs.end() && t->second.id == tomb_order.front().id) end_tomb(t);
       tomb_order.pop_front();
     }
   }
@@ -430,7 +494,7 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
         m.stray(t->second);
         return SegmentStatus::ignored;
       }
-      m.tombs.erase(t);
+      m.end_tomb(t);
     }
   }
   if (it == m.live.end()) {
@@ -477,7 +541,7 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
       return SegmentStatus::ignored;
     }
     if (!m.detected.empty()) m.detected.erase(key);
-    auto conn = std::make_unique<Connection>(m.next_id++, *initiator, *target, m.options, m.sink, m.sessions);
+    auto conn = std::make_unique<Connection>(m.next_id++, *initiator, *target, m.options, m.relay, m.sessions);
     conn->set_tracer(m.tracer);  // not the scout's: its findings are a first look, replayed later
     it = m.live.emplace(key, std::move(conn)).first;
     m.by_id[it->second->id()] = it->second.get();
@@ -521,15 +585,20 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
 
 void Analyzer::finish() {
   Impl& m = *impl_;
-  for (auto& [key, conn] : m.live)
+  // In key order, with the retired ones whose linger was not over (as if they were still open).
+  for (auto& [key, conn] : m.live) {
+    while (!m.tombs.empty() && m.tombs.begin()->first < key)
+      m.end_tomb(m.tombs.begin());
     m.finish_connection(key, *conn);
+  }
+  while (!m.tombs.empty())
+    m.end_tomb(m.tombs.begin());
   m.live.clear();
   m.by_id.clear();
   m.last_valid = false;
   m.closing.clear();
   m.budget = session::MemoryBudget(m.options.memory_budget);
   m.retiring = {};
-  m.tombs.clear();
   m.tomb_order.clear();
   if (const Evictions& e = m.evicted; e.connections)
     m.sink.on_notice({Notice::Level::warning, 0, 0,

@@ -44,7 +44,7 @@ public:
     e.bytes = bytes;
   }
   // Held to the end, not by a connection (the listed connections' facts).
-  void hold(size_t bytes) { used_ += bytes; }
+  void hold(size_t bytes) { used_ += bytes; }  // wraps: hold(-n) gives n back
   void remove(Entry& e) {
     if (!e.in) return;
     order_[e.cls].erase(e.pos);
