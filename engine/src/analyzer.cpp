@@ -238,25 +238,22 @@ struct Analyzer::Impl {
   struct Relay final : Sink {
     Sink* to = nullptr;
     std::vector<Event>* held = nullptr;  // while a retired connection finishes
-    void on_command(const CommandResult& c) override { if (held)
-        held->emplace_back(c);
-      else
-        to->on_command(c);
+    template <typename T>
+    bool keep(const T& x) {
+      if (held) held->emplace_back(x);
+      return held != nullptr;
     }
-    void on_finding(const Finding& f) override { if (held)
-        held->emplace_back(f);
-      else
-        to->on_finding(f);
+    void on_command(const CommandResult& c) override {
+      if (!keep(c)) to->on_command(c);
     }
-    void on_notice(const Notice& n) override { if (held)
-        held->emplace_back(n);
-      else
-        to->on_notice(n);
+    void on_finding(const Finding& f) override {
+      if (!keep(f)) to->on_finding(f);
     }
-    void on_connection(const ConnectionInfo& c) override { if (held)
-        held->emplace_back(c);
-      else
-        to->on_connection(c);
+    void on_notice(const Notice& n) override {
+      if (!keep(n)) to->on_notice(n);
+    }
+    void on_connection(const ConnectionInfo& c) override {
+      if (!keep(c)) to->on_connection(c);
     }
     void say(std::vector<Event>& events) {
       for (const Event& e : events)
@@ -303,7 +300,8 @@ struct Analyzer::Impl {
     relay.held = nullptr;
     const int64_t listed = unlisted.connections ? -1 : int64_t(infos.size()) - 1;
     Tomb t{c.id(), listed, nullptr};
-    if (std::all_of(held.begin(), held.end(), [](const Event& e) { return std::holds_alternative<ConnectionInfo>(e); }))
+    if (std::all_of(held.begin(), held.end(),
+                    [](const Event& e) { return std::holds_alternative<ConnectionInfo>(e); }))
       relay.say(held);  // its facts alone: their order among other connections' is not reported
     else
       t.held = std::make_unique<std::vector<Event>>(std::move(held));
