@@ -2,13 +2,15 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 # Hostile input: time and peak RSS of `iscsi-doctor --format json` (Release build) on the large
 # generated cases of tests/corpus/make_corpus.py --big (made once into $BENCH_CACHE/hostile), and
-# the notices each produces. Prints a Markdown table for the README ("Hostile input").
+# the notices each produces. Prints a Markdown table for the README ("Hostile input"). The storms:
+# 10^5 connections begun 30 us apart (33,333 a second, 3 s of capture time), each a login and one
+# READ, closed with FIN both ways, half-closed (the initiator's FIN only) or never closed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=${BENCH_CACHE:-$PWD/bench/cache}/hostile
 build=${BENCH_BUILD:-/tmp/build-bench}
 cases=(open-commands-1m.pcap sequential-connections-100k.pcap concurrent-connections-100k.pcap
-       huge-claims.pcap random-payload-500m.pcap random-bytes-500m.pcap random-bytes-500m-joined.pcap
+       storm-closed-100k.pcap storm-half-closed-100k.pcap storm-open-100k.pcap huge-claims.pcap random-payload-500m.pcap random-bytes-500m.pcap random-bytes-500m-joined.pcap
        resend-storm.pcap)
 mkdir -p "$cache"
 for c in "${cases[@]}"; do

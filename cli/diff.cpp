@@ -148,10 +148,13 @@ int diff_main(int argc, char** argv) {
          "classes and LUNs with fewer commands on either side are shown but never a regression (default 5)")
       ->check(CLI::Range(0.0, 1e12));
   port_options.add_to(app);
+  MemoryOptions memory_options;
+  memory_options.add_to(app);
   if (const auto code = parse_command_line(app, argc, argv)) return *code;
   PipelineOptions base;
   base.quiet = true;
   port_options.apply(base.engine);
+  memory_options.apply(base.engine, 1);
 
   std::string error;
   const std::optional<json> a = summary_of(before, base, error);

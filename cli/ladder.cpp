@@ -427,6 +427,8 @@ int ladder_main(int argc, char** argv) {
       "when the ITT repeats: the command whose frames span N (default: the first command with the ITT)");
   app.add_option("-o,--output", output, "write the SVG to FILE instead of standard output");
   port_options.add_to(app);
+  MemoryOptions memory_options;
+  memory_options.add_to(app);
   app.add_option("--delayed-ack-ms", engine.delayed_ack_min_ms,
                  "an ACK later than this beyond the RTT counts as delayed")
       ->check(CLI::PositiveNumber);
@@ -440,6 +442,7 @@ int ladder_main(int argc, char** argv) {
     return kExitUnusable;
   }
   port_options.apply(engine);
+  memory_options.apply(engine, 1);
   PipelineOptions opt;
   opt.inputs = {capture};
   opt.engine = engine;

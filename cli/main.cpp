@@ -54,6 +54,7 @@ int report_main(int argc, char** argv) {
   std::string format = "text", decoder = "fast";
   std::vector<std::string> fail_on;
   PortOptions port_options;
+  MemoryOptions memory_options;
   double delayed_ack_ms = opt.engine.delayed_ack_min_ms;
   uint64_t max_excess = 0;
 
@@ -162,6 +163,7 @@ int report_main(int argc, char** argv) {
                  "an ACK later than this beyond the RTT counts as delayed (default 10)")
       ->check(CLI::Range(0.001, 1e6).description("a number of milliseconds above 0"));
   // Caps (memory stays bounded whatever the capture holds); hitting one is reported as an error notice.
+  memory_options.add_to(app);
   app.add_option("--max-connections", opt.engine.max_connections,
                  "connections open at once per capture (default 65536); closed ones are reported and freed")
       ->check(CLI::PositiveNumber);
@@ -235,6 +237,7 @@ int report_main(int argc, char** argv) {
                                      : Format::text;
   opt.decoder = decoder == "libtins" ? DecoderChoice::libtins : DecoderChoice::fast;
   port_options.apply(opt.engine);
+  memory_options.apply(opt.engine, std::min(opt.jobs, std::max<size_t>(opt.inputs.size(), 1)));
   opt.live.ports = opt.engine.ports;
   opt.live.detect_ports = opt.engine.detect_ports;
   opt.worst_order = sort == "latency" ? WorstOrder::latency : WorstOrder::excess;

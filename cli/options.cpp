@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "options.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -21,6 +25,35 @@ void PortOptions::add_to(CLI::App& app) {
 void PortOptions::apply(Options& engine) const {
   if (!ports.empty()) engine.ports = ports;
   engine.detect_ports = !no_detect;
+}
+
+void MemoryOptions::add_to(CLI::App& app) {
+  app.add_option("--memory-budget", mib,
+                 "MiB the run aims to stay within, the program's own included (default 64; 0: no budget): "
+                 "ended connections are freed as soon as their results are final, and when it is short "
+                 "connections are finished early (ended, then idle, then busy ones), counted and said")
+      ->check(CLI::Range(0.0, 1e7));
+}
+
+// Resident bytes now (0 if unknown).
+static size_t resident_bytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  unsigned long pages = 0, resident = 0;
+  const int n = std::fscanf(f, "%lu %lu", &pages, &resident);
+  std::fclose(f);
+  return n == 2 ? size_t(resident) * size_t(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+void MemoryOptions::apply(Options& engine, size_t jobs) const {
+  const size_t total = size_t(mib * double(1 << 20));
+  if (!total) {
+    engine.memory_budget = 0;
+    return;
+  }
+  const size_t taken = resident_bytes() + kReserve;
+  const size_t rest = total > taken ? total - taken : 0;
+  engine.memory_budget = std::max(rest / std::max<size_t>(jobs, 1), std::min(total, kLeastShare));
 }
 
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {

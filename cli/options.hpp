@@ -21,6 +21,16 @@ struct PortOptions {
   void apply(Options& engine) const;
 };
 
+// --memory-budget: the peak memory the run aims at. What the process holds when the analysis starts
+// (code, libraries) and a reserve for the reports' tables are taken first; each capture analysed at
+// once (jobs) gets an equal share of the rest as its engine's budget (Options::memory_budget).
+struct MemoryOptions {
+  double mib = 64;
+  static constexpr size_t kReserve = size_t(14) << 20, kLeastShare = size_t(16) << 20;
+  void add_to(CLI::App& app);
+  void apply(Options& engine, size_t jobs) const;
+};
+
 // Parses; nullopt to go on, else the exit code: 0 after --help or --version, kExitUnusable (with
 // the message and the usage hint printed) on an error.
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv);

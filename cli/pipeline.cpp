@@ -414,6 +414,7 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
       r.commands_kept = filtered.kept();
       r.connections = analyzer.connections();
       r.unlisted = analyzer.unlisted_connections();
+      r.evicted = analyzer.evictions();
       r.sessions = analyzer.sessions();
       if (const std::string words = missing_data_words(r); !words.empty())
         sink.on_notice({Notice::Level::warning, 0, 0, words});

@@ -57,6 +57,7 @@ struct CaptureResult {
   ReadStats stats;
   std::vector<ConnectionInfo> connections;
   ConnectionTotals unlisted;  // finished past the engine's listing cap: counted only
+  Evictions evicted;          // finished early by the memory budget
   std::vector<SessionInfo> sessions;
   std::unique_ptr<Summary> summary;  // null when !usable
   // The listed connection with this id, or null (connections are sorted by id).

@@ -3,11 +3,14 @@
 #include "iscsi_doctor/analyzer.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <deque>
 #include <map>
 #include <memory>
+#include <queue>
 #include <set>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "iscsi/detector.hpp"
@@ -23,7 +26,7 @@ using session::Connection;
 
 struct Analyzer::Impl {
   using Key = std::pair<Endpoint, Endpoint>;
-  Impl(Options o, Sink& s) : options(std::move(o)), sink(s) {}
+  Impl(Options o, Sink& s) : options(std::move(o)), sink(s), budget(options.memory_budget) { relay.to = &sink; }
 
   bool is_target_port(uint16_t port) const {
     return std::find(options.ports.begin(), options.ports.end(), port) != options.ports.end();
@@ -96,6 +99,7 @@ struct Analyzer::Impl {
     c.finish();
     if (infos.size() < options.max_connections_listed) {
       infos.push_back(c.info());
+      if (budget.on()) budget.hold(info_bytes(infos.back()));
       return;
     }
     if (!unlisted.connections)
@@ -119,7 +123,10 @@ struct Analyzer::Impl {
       Closing c = closing.front();
       closing.pop_front();
       auto it = live.find(c.key);
-      if (it == live.end() || it->second->id() != c.id) continue;  // already replaced
+      if (it == live.end() || it->second->id() != c.id) {  // already replaced, or retired
+        if (auto t = tombs.find(c.key); t != tombs.end() && t->second.id == c.id) end_tomb(t);
+        continue;
+      }
       finish_connection(it->first, *it->second);
       forget(it);
     }
@@ -167,8 +174,191 @@ struct Analyzer::Impl {
   }
   void forget(Live it) {
     if (last_valid && last == it) last_valid = false;
+    budget.remove(it->second->budget_entry);
     by_id.erase(it->second->id());
     live.erase(it);
+  }
+
+  // The memory budget (session/memory_budget.hpp). After each segment: the connection's estimate,
+  // and its retirement once nothing more can change its results (Connection::finished_at).
+  session::MemoryBudget budget;
+  size_t budget_peak = 0;
+  Evictions evicted;
+  struct Due {
+    int64_t at;
+    uint32_t id;
+    Key key;
+    bool operator>(const Due& o) const { return at > o.at; }
+  };
+  std::priority_queue<Due, std::vector<Due>, std::greater<>> retiring;  // checks due by time (a FIN's wait)
+  static Key key_of(const Connection& c) {
+    const Endpoint &a = c.info_initiator(), &b = c.info_target();
+    return a < b ? Key{a, b} : Key{b, a};
+  }
+  void after_segment(Live it, int64_t now) {
+    Connection& c = *it->second;
+    size_t bytes = c.memory_bytes();
+    bool probing = false;
+    if (!probation.empty())
+      if (auto p = probation.find(it->first); p != probation.end()) {
+        bytes += p->second->scout->memory_bytes() + p->second->bytes;
+        probing = true;
+      }
+    using Class = session::MemoryBudget::Class;
+    budget.update(&c, c.budget_entry, bytes, c.ending() ? Class::ending : c.busy() ? Class::busy : Class::idle);
+    budget_peak = std::max(budget_peak, budget.used());
+    if (!probing) {  // a joined connection keeps its linger: its last ACKs may time its path
+      const int64_t at = c.finished_at();
+      if (at <= now) {
+        retire(it);
+        return;
+      }
+      if (at != INT64_MAX && at != c.retire_due) {
+        c.retire_due = at;
+        retiring.push({at, c.id(), it->first});
+      }
+    }
+    if (budget.short_of()) evict(&c);
+  }
+  void retire_due(int64_t now) {
+    while (!retiring.empty() && retiring.top().at <= now) {
+      const Due d = retiring.top();
+      retiring.pop();
+      auto it = live.find(d.key);
+      if (it != live.end() && it->second->id() == d.id && it->second->finished_at() <= now &&
+          !probation.count(d.key))
+        retire(it);
+    }
+  }
+  // Finished before its linger: its stray segments (a resent FIN, the final ACK again) are still
+  // counted in its frames, while the linger would have lasted, as if it were open. Closed both ways
+  // (its linger queued in `closing`), what its finish said besides its facts (a `serialized`
+  // finding, notices) is said when the linger would have ended, so the report's order is the same.
+  using Event = std::variant<CommandResult, Finding, Notice, ConnectionInfo>;
+  struct Relay final : Sink {
+    Sink* to = nullptr;
+    std::vector<Event>* held = nullptr;  // while a retired connection finishes
+    template <typename T>
+    bool keep(const T& x) {
+      if (held) held->emplace_back(x);
+      return held != nullptr;
+    }
+    void on_command(const CommandResult& c) override {
+      if (!keep(c)) to->on_command(c);
+    }
+    void on_finding(const Finding& f) override {
+      if (!keep(f)) to->on_finding(f);
+    }
+    void on_notice(const Notice& n) override {
+      if (!keep(n)) to->on_notice(n);
+    }
+    void on_connection(const ConnectionInfo& c) override {
+      if (!keep(c)) to->on_connection(c);
+    }
+    void say(std::vector<Event>& events) {
+      for (const Event& e : events)
+        std::visit(
+            [&](const auto& x) {
+              using T = std::decay_t<decltype(x)>;
+              if constexpr (std::is_same_v<T, CommandResult>) to->on_command(x);
+              if constexpr (std::is_same_v<T, Finding>) to->on_finding(x);
+              if constexpr (std::is_same_v<T, Notice>) to->on_notice(x);
+              if constexpr (std::is_same_v<T, ConnectionInfo>) to->on_connection(x);
+            },
+            e);
+      events.clear();
+    }
+  };
+  Relay relay;
+  struct Tomb {
+    uint32_t id;
+    int64_t listed;  // index in infos; -1: counted in unlisted
+    std::unique_ptr<std::vector<Event>> held;
+  };
+  static constexpr size_t kTombBytes = 160;  // a map node with its key, malloc's header
+  // The linger is over (or the 4-tuple starts anew, or the capture ends): what it held is said.
+  void end_tomb(std::map<Key, Tomb>::iterator t) {
+    if (t->second.held) relay.say(*t->second.held);
+    budget.hold(-kTombBytes);
+    tombs.erase(t);
+  }
+  static constexpr size_t kMaxTombs = 65536;
+  std::map<Key, Tomb> tombs;  // at most kMaxTombs half-closed ones, closed ones for their linger
+  struct TombDue {
+    int64_t until;
+    uint32_t id;
+    Key key;
+  };
+  std::deque<TombDue> tomb_order;
+  void retire(Live it) {
+    Connection& c = *it->second;
+    const int64_t until = c.last_t() + c.linger_ns();
+    const bool closed = c.closed();  // its linger is in `closing`: what it says waits for it
+    std::vector<Event> held;
+    if (closed) relay.held = &held;
+    finish_connection(it->first, c);
+    relay.held = nullptr;
+    const int64_t listed = unlisted.connections ? -1 : int64_t(infos.size()) - 1;
+    Tomb t{c.id(), listed, nullptr};
+    if (std::all_of(held.begin(), held.end(),
+                    [](const Event& e) { return std::holds_alternative<ConnectionInfo>(e); }))
+      relay.say(held);  // its facts alone: their order among other connections' is not reported
+    else
+      t.held = std::make_unique<std::vector<Event>>(std::move(held));
+    if (auto old = tombs.find(it->first); old != tombs.end()) end_tomb(old);
+    tombs.emplace(it->first, std::move(t));
+    budget.hold(kTombBytes);
+    if (!closed) tomb_order.push_back({until, c.id(), it->first});
+    forget(it);
+  }
+  void expire_tombs(int64_t now) {
+    while (!tomb_order.empty() && (tomb_order.front().until < now || tomb_order.size() > kMaxTombs)) {
+      auto t = tombs.find(tomb_order.front().key);
+      if (t != tombs.end() && t->second.id == tomb_order.front().id) end_tomb(t);
+      tomb_order.pop_front();
+    }
+  }
+  void stray(const Tomb& t) {
+    if (t.listed >= 0)
+      ++infos[size_t(t.listed)].frames;
+    else
+      ++unlisted.frames;
+  }
+  // The budget is short: connections other than `keep` are finished, ended ones first, then idle,
+  // then busy ones, each the least recently active of its kind.
+  void evict(const Connection* keep) {
+    using Class = session::MemoryBudget::Class;
+    Class cls;
+    while (budget.short_of()) {
+      Connection* v = budget.victim(keep, cls);
+      if (!v) return;
+      auto it = live.find(key_of(*v));
+      if (!evicted.connections)
+        sink.on_notice({Notice::Level::warning, 0, v->id(),
+                        "memory budget (" + mib(budget.limit()) +
+                            " of analysis state) reached: connections are finished before their end to stay "
+                            "within it, those that ended (FIN or RST) first, then idle ones, then busy ones"});
+      ++evicted.connections;
+      ++(cls == Class::ending ? evicted.ended : cls == Class::idle ? evicted.idle : evicted.busy);
+      evicted.commands_open += v->open_commands();
+      if (cls == Class::ending) {
+        retire(it);
+      } else {
+        finish_connection(it->first, *v);
+        forget(it);
+      }
+    }
+  }
+  // A listed connection's facts, kept to the end: the budget counts them too.
+  static size_t info_bytes(const ConnectionInfo& i) {
+    size_t n = sizeof(ConnectionInfo) + i.keys.capacity() * sizeof(i.keys[0]);
+    for (const auto& [k, v] : i.keys) n += k.capacity() + v.capacity();
+    return n;
+  }
+  static std::string mib(size_t bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.0f MiB", double(bytes) / (1 << 20));
+    return buf;
   }
   std::unordered_map<uint32_t, Connection*> by_id;  // the live connections by number
   // Entries by connection, at most `max`: a new one evicts the oldest (insertion order). The order
@@ -286,6 +476,8 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
   Impl::Key key = seg.src < seg.dst ? Impl::Key{seg.src, seg.dst} : Impl::Key{seg.dst, seg.src};
   ++m.segments;
   if (!m.closing.empty()) m.finish_closed(seg.time_ns);
+  if (!m.retiring.empty()) m.retire_due(seg.time_ns);
+  if (!m.tomb_order.empty()) m.expire_tombs(seg.time_ns);
   auto it = m.find_live(key);
   bool syn = (seg.flags & tcp_flag::syn) && !(seg.flags & tcp_flag::ack);
   if (it != m.live.end() && syn && m.closed(key, *it->second)) {
@@ -293,6 +485,15 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
     m.finish_connection(key, *it->second);
     m.forget(it);
     it = m.live.end();
+  }
+  if (it == m.live.end() && !m.tombs.empty()) {
+    if (auto t = m.tombs.find(key); t != m.tombs.end()) {
+      if (!syn) {
+        m.stray(t->second);
+        return SegmentStatus::ignored;
+      }
+      m.end_tomb(t);
+    }
   }
   if (it == m.live.end()) {
     const bool known_port = m.is_target_port(seg.dst.port) || m.is_target_port(seg.src.port);
@@ -338,7 +539,7 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
       return SegmentStatus::ignored;
     }
     if (!m.detected.empty()) m.detected.erase(key);
-    auto conn = std::make_unique<Connection>(m.next_id++, *initiator, *target, m.options, m.sink, m.sessions);
+    auto conn = std::make_unique<Connection>(m.next_id++, *initiator, *target, m.options, m.relay, m.sessions);
     conn->set_tracer(m.tracer);  // not the scout's: its findings are a first look, replayed later
     it = m.live.emplace(key, std::move(conn)).first;
     m.by_id[it->second->id()] = it->second.get();
@@ -369,23 +570,43 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
       pr.bytes += cost;
       m.probation_bytes += cost;
       if (m.probation_over(pr, seg.time_ns)) m.end_probation(key, c);
+      if (m.budget.on()) m.after_segment(it, seg.time_ns);
       return status;
     }
   }
   const bool was_closed = c.closed();
   SegmentStatus status = c.on_segment(seg, dir);
   if (!was_closed && c.closed()) m.closing.push_back({seg.time_ns + c.linger_ns(), key, c.id()});
+  if (m.budget.on()) m.after_segment(it, seg.time_ns);
   return status;
 }
 
 void Analyzer::finish() {
   Impl& m = *impl_;
-  for (auto& [key, conn] : m.live)
+  // In key order, with the retired ones whose linger was not over (as if they were still open).
+  for (auto& [key, conn] : m.live) {
+    while (!m.tombs.empty() && m.tombs.begin()->first < key)
+      m.end_tomb(m.tombs.begin());
     m.finish_connection(key, *conn);
+  }
+  while (!m.tombs.empty())
+    m.end_tomb(m.tombs.begin());
   m.live.clear();
   m.by_id.clear();
   m.last_valid = false;
   m.closing.clear();
+  m.budget = session::MemoryBudget(m.options.memory_budget);
+  m.retiring = {};
+  m.tomb_order.clear();
+  if (const Evictions& e = m.evicted; e.connections)
+    m.sink.on_notice({Notice::Level::warning, 0, 0,
+                      std::to_string(e.connections) + (e.connections == 1 ? " connection" : " connections") +
+                          " finished early by the memory budget (" + Impl::mib(m.budget.limit()) + "): " +
+                          std::to_string(e.ended) + " ended (FIN or RST) before their linger was over, " +
+                          std::to_string(e.idle) + " idle, " + std::to_string(e.busy) + " busy (" +
+                          std::to_string(e.commands_open) +
+                          " commands open, reported never answered); a later segment of an idle or busy one "
+                          "starts it anew, joined mid-session"});
   if (m.refused)
     m.sink.on_notice({Notice::Level::error, 0, 0,
                       std::to_string(m.refused) + (m.refused == 1 ? " connection" : " connections") +
@@ -404,6 +625,10 @@ std::vector<ConnectionInfo> Analyzer::connections() const {
 const ConnectionTotals& Analyzer::unlisted_connections() const { return impl_->unlisted; }
 
 std::vector<SessionInfo> Analyzer::sessions() const { return impl_->sessions.all(); }
+
+const Evictions& Analyzer::evictions() const { return impl_->evicted; }
+
+size_t Analyzer::memory_peak() const { return impl_->budget_peak; }
 
 bool Analyzer::endpoints(uint32_t connection, Endpoint& initiator, Endpoint& target) const {
   const auto it = impl_->by_id.find(connection);

@@ -703,31 +703,38 @@ def retransmitted_commands(n):
     return b"".join(out)
 
 
-def many_connections(n, concurrent=False):
+def many_connections(n, concurrent=False, spacing_us=None, close=None):
     """n connections from distinct 4-tuples, each a handshake, a login and one 512-byte READ; one after
     another, each closed with FIN both ways (sequential), or all opened before any closes (concurrent:
-    the connection cap's test, never closed)."""
+    the connection cap's test, never closed). A storm: one begins every spacing_us (overlapping,
+    each ~1.4 ms long), closed as `close` says: "both" (FIN both ways), "initiator" (the initiator's
+    FIN, acknowledged, the target's never seen) or "none"."""
     hdr = struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 262144, 1)
     rec = struct.Struct("<IIII")
     out = [hdr]
     login = [(0x87, OPERATIONAL)]
     conns = []
+    if spacing_us is None:
+        spacing_us = 10 if concurrent else 2000
+        close = "none" if concurrent else "both"
     for k in range(n):
         c = Synth(ini=bytes([10, 4, (k >> 14) & 255, 1 + (k >> 22)]), sport=1024 + (k & 0x3fff))
-        c.t = 1000 * 10**6 + k * (10 if concurrent else 2000)
+        c.t = 1000 * 10**6 + k * spacing_us
         for r in c.recs:  # the handshake, retimed
             c.t += 100
             r[0], r[1] = c.t // 10**6, c.t % 10**6
         login_then_reads(c, login, reads=1, size=512)
-        if not concurrent:
+        if close in ("both", "initiator"):
             c.seg(0, 0x11, b"")
             c.next[0] += 1
-            c.seg(1, 0x11, b"")
-            c.next[1] += 1
-            c.seg(0, 0x10, b"")
+            if close == "both":
+                c.seg(1, 0x11, b"")
+                c.next[1] += 1
+            c.seg(1 - (close == "both"), 0x10, b"")
         conns.append(c.recs)
-    recs = conns[0] if not concurrent else sorted((r for rs in conns for r in rs), key=lambda r: (r[0], r[1]))
-    if not concurrent:
+    if spacing_us < 2000:  # they overlap
+        recs = sorted((r for rs in conns for r in rs), key=lambda r: (r[0], r[1]))
+    else:
         recs = [r for rs in conns for r in rs]
     for r in recs:
         out.append(rec.pack(r[0], r[1], len(r[3]), r[2]) + bytes(r[3]))
@@ -881,6 +888,10 @@ def main():
                "retransmitted-commands-200k.pcap": lambda: retransmitted_commands(200_100),
                "sequential-connections-100k.pcap": lambda: many_connections(100_000),
                "concurrent-connections-100k.pcap": lambda: many_connections(100_000, concurrent=True),
+               # a storm: 10^5 connections begun 30 us apart (3 s of capture time), three ways of closing
+               "storm-closed-100k.pcap": lambda: many_connections(100_000, spacing_us=30, close="both"),
+               "storm-half-closed-100k.pcap": lambda: many_connections(100_000, spacing_us=30, close="initiator"),
+               "storm-open-100k.pcap": lambda: many_connections(100_000, spacing_us=30, close="none"),
                "open-commands-1m.pcap": lambda: open_commands(1_000_000),
                "huge-claims.pcap": huge_claims,
                "random-payload-500m.pcap": lambda: random_payload(500),

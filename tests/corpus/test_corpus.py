@@ -352,12 +352,55 @@ def test_sequential_connections_are_freed(tmp_path):
         assert rss_mib < 64, rss_mib
 
 
+STORM = 20_000
+
+
+@pytest.mark.parametrize("close", ["both", "initiator", "none"])
+def test_connection_storm_is_analysed_within_the_budget(tmp_path, close):
+    """2x10^4 connections begun 30 us apart (0.6 s of capture time), each a login and one READ,
+    closed with FIN both ways, half-closed (the initiator's FIN only) or never closed, against a
+    connection cap of 4096: every command is analysed, each with its own connection and the latency
+    and round trips the capture shows (the READ's Data-In 200 us after the command, 1 round trip).
+    Ended connections are retired as soon as nothing can change their results, so the closed and
+    half-closed storms never fill the cap nor the budget; the never-closed one is kept within the
+    budget by finishing its idle connections, each counted. Without a budget the cap is the limit
+    met (the half-closed storm: 15,904 connections not analysed)."""
+    sys.path.insert(0, str(HERE))
+    import make_corpus
+    path = tmp_path / "storm.pcap"
+    path.write_bytes(make_corpus.many_connections(STORM, spacing_us=30, close=close))
+    r, report, rss_mib = run_measured(["--max-connections", "4096", "--memory-budget", "40", str(path)], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "connection cap" not in r.stderr
+    cmds = report["commands"]
+    assert len(cmds) == STORM and len({c["connection"] for c in cmds}) == STORM
+    assert all(c["completed"] and c["op"] == "READ(10)" and abs(c["latency_ms"] - 0.2) < 1e-6 and
+               c["round_trips"] == 1 and c["findings"] == [] for c in cmds), cmds[:3]
+    evicted = report["captures"][0]["connections_evicted"]
+    if close == "none":  # the budget (16 MiB left of 40 for the analysis) holds ~2000 quiet connections
+        assert evicted["connections"] == evicted["idle"] > STORM // 2, evicted
+        assert evicted["busy"] == evicted["ended"] == evicted["commands_open"] == 0, evicted
+        said = [n["message"] for n in report["notices"] if "finished early by the memory budget" in n["message"]]
+        assert said and said[0].startswith("%d connections finished early" % evicted["connections"]), said
+    else:
+        assert evicted["connections"] == 0, evicted
+    listed = sum(len(s["connections"]) for s in report["sessions"])
+    assert listed + report["captures"][0]["connections_unlisted"]["connections"] == STORM
+    if not SANITIZED:
+        assert rss_mib < 64, rss_mib
+    if close == "initiator":  # without a budget, half-closed connections stay until the cap is full
+        r, report = run(["--max-connections", "4096", "--memory-budget", "0", str(path)], tmp_path)
+        assert "%d connections not analysed: the connection cap (4096) was full when it began" % (STORM - 4096) in [
+            n["message"] for n in report["notices"]]
+
+
 def test_concurrent_connections_hit_the_open_cap(tmp_path):
-    """10^5 connections open at once: the cap (open connections) refuses the later ones, says so
-    once, and the closing notice counts them."""
+    """10^5 connections open at once, without a memory budget: the cap (open connections) refuses
+    the later ones, says so once, and the closing notice counts them (with the default budget they
+    are all analysed, the idle ones finished early: test_connection_storm_is_analysed_within_the_budget)."""
     n = 70_000
     path = big_case(tmp_path, "concurrent.pcap", n)
-    r, report = run([str(path)], tmp_path)
+    r, report = run(["--memory-budget", "0", str(path)], tmp_path)
     assert r.returncode == 0, r.stderr
     notices = [x["message"] for x in report["notices"]]
     assert sum("connection cap (65536) hit" in x for x in notices) == 1, notices

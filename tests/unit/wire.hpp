@@ -35,9 +35,9 @@ struct Recorder : Sink {
 // A two-party TCP conversation seen at one capture point; times in nanoseconds.
 class Wire {
 public:
-  explicit Wire(Analyzer& a) : a_(a) {
+  explicit Wire(Analyzer& a, uint16_t initiator_port = 40000) : a_(a) {
     ini_.addr = Address::ipv4(0x0a000001);
-    ini_.port = 40000;
+    ini_.port = initiator_port;
     tgt_.addr = Address::ipv4(0x0a000002);
     tgt_.port = 3260;
   }
@@ -55,6 +55,11 @@ public:
     }
   }
   void ack(bool from_initiator, int64_t t) { send(from_initiator, t, tcp_flag::ack, {}); }
+  // A FIN (with the ACK of what the peer sent); it takes one sequence number.
+  void fin(bool from_initiator, int64_t t) {
+    send(from_initiator, t, tcp_flag::fin | tcp_flag::ack, {});
+    ++(from_initiator ? iseq_ : tseq_);
+  }
   uint64_t frame() const { return frame_; }
   SegmentStatus status() const { return status_; }  // of the last segment sent
   uint16_t window = 65535;                          // advertised on later segments

@@ -24,6 +24,21 @@ struct Options {
   double idle_timeout_s = 60;                // at the connection cap, connections idle this long are finished
   size_t max_open_commands = 65536;          // per connection
   size_t max_out_of_order_bytes = 4u << 20;  // per direction
+  // Bytes of analysis state (open connections, their commands and buffers, estimated) to stay
+  // within; 0: no budget (the plugins keep everything). With one, a connection is finished as soon
+  // as nothing more can change its results (every command reported, and both FINs acknowledged, an
+  // RST, or a FIN a few round trips ago), and when the budget is short, connections are finished
+  // early, ended ones first, then idle ones, then busy ones, each counted (Evictions) and said.
+  size_t memory_budget = 0;
+};
+
+// Connections finished early because the memory budget was short, by what they were doing.
+struct Evictions {
+  uint64_t connections = 0;
+  uint64_t ended = 0;  // a FIN or RST seen, waiting out the linger for its last segments
+  uint64_t idle = 0;   // open, no command open or awaiting its report
+  uint64_t busy = 0;   // with commands open: reported as never answered
+  uint64_t commands_open = 0;
 };
 
 class Sink {
@@ -55,6 +70,9 @@ public:
   // Finished connections beyond max_connections_listed: analysed, counted here, not listed.
   const ConnectionTotals& unlisted_connections() const;
   std::vector<SessionInfo> sessions() const;
+  const Evictions& evictions() const;
+  // The largest analysis state the budget counted at once (0 without a budget).
+  size_t memory_peak() const;
   // The endpoints of a connection still open (its commands are reported while it is, from a Sink's
   // on_command too): false when there is none by that number.
   bool endpoints(uint32_t connection, Endpoint& initiator, Endpoint& target) const;

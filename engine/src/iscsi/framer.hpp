@@ -142,6 +142,12 @@ public:
   // as detected here; a setting already known stays.
   void seed_digests(std::optional<bool> header, std::optional<bool> data);
   const FramerStats& stats() const { return stats_; }
+  size_t memory_bytes() const {  // heap bytes held (the memory budget)
+    size_t n = carry_.capacity() + hdr_.capacity() + keep_.capacity() + tail_.capacity() + pushback_.capacity() +
+               held_.capacity() * sizeof(Held);
+    for (const Held& h : held_) n += h.kept.capacity();
+    return n;
+  }
 
 private:
   enum class State : uint8_t { scan, header, data, data_digest, probe };

@@ -159,10 +159,12 @@ void Negotiation::add_pdu(const Bhs& bhs, std::span<const uint8_t> data, bool da
 }
 
 void Negotiation::apply(const std::string& key, const std::string& value, Side side, bool in_login) {
-  if (result_.keys_seen.size() < kMaxKeysSeen)
-    result_.keys_seen.push_back(KeySeen{key, value, side == Side::initiator, in_login});
-  else
+  if (keys_counted_ < kMaxKeysSeen) {
+    ++keys_counted_;
+    if (list_keys_) result_.keys_seen.push_back(KeySeen{key, value, side == Side::initiator, in_login});
+  } else {
     ++result_.keys_not_listed;
+  }
   if (is_non_value(value)) {
     // An answer that declines: the round ends with the default/previous value.
     if (auto it = exchanges_.find(key); it != exchanges_.end() && side != it->second.offerer)

@@ -86,8 +86,18 @@ public:
   // PDU's data segment as kept by the framer (may be a prefix: data_truncated).
   void add_pdu(const Bhs& bhs, std::span<const uint8_t> data, bool data_truncated = false);
   const Negotiated& result() const { return result_; }
+  // Off: keys_seen stays empty (a connection needs only the values; memory), the cap still counted.
+  void list_keys(bool on) { list_keys_ = on; }
   // Framer settings for Full Feature Phase; digests_known once the login completed.
   FramerConfig framer_config() const;
+  // Heap bytes held, estimated (the memory budget: session/memory_budget.hpp).
+  size_t memory_bytes() const {
+    constexpr size_t kNode = 160;  // a map node: two strings' headers, the exchange, malloc's own
+    size_t n = pending_[0].capacity() + pending_[1].capacity() + exchanges_.size() * kNode +
+               result_.keys_seen.capacity() * sizeof(KeySeen);
+    for (const KeySeen& k : result_.keys_seen) n += k.key.size() + k.value.size();
+    return n;
+  }
 
 private:
   enum class Side : uint8_t { initiator, target };
@@ -102,6 +112,8 @@ private:
   bool pending_truncated_[2] = {false, false};
   std::map<std::string, Exchange, std::less<>> exchanges_;
   Negotiated result_;
+  bool list_keys_ = true;
+  size_t keys_counted_ = 0;
 };
 
 }  // namespace iscsi_doctor::iscsi

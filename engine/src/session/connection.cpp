@@ -34,6 +34,7 @@ Connection::Connection(uint32_t id, const Endpoint& initiator, const Endpoint& t
       sink_(sink),
       tcp_(options.max_out_of_order_bytes),
       pdus_{PduStream(true), PduStream(false)} {
+  login_.list_keys(false);
   tcp_.share_link(kI2T, sessions.path(initiator.addr, target.addr));
   tcp_.share_link(kT2I, sessions.path(target.addr, initiator.addr));
 }
@@ -227,7 +228,7 @@ void Connection::on_pdu_end(int dir, const Segment& seg, const PduEvent& ev) {
                        ") hit: replies whose command was not seen are dropped, oldest first (first: ITT " +
                        hex_itt(orphans_.front().event.bhs.itt) + ", frame " +
                        std::to_string(orphans_.front().frame) + ")");
-        orphans_.pop_front();
+        orphans_.erase(orphans_.begin());
       }
       orphans_.push_back(
           {ev, ev.last_frame ? ev.last_frame : seg.frame, ev.last_frame ? ev.last_t : seg.time_ns});

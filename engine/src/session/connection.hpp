@@ -16,6 +16,7 @@
 #include "session/command.hpp"
 #include "session/command_table.hpp"
 #include "session/keys.hpp"
+#include "session/memory_budget.hpp"
 #include "session/pdu_stream.hpp"
 #include "session/sessions.hpp"
 #include "session/task_management.hpp"
@@ -66,6 +67,18 @@ public:
   }
   bool login_done() const { return login_done_; }
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
+
+  // For the memory budget (session/memory_budget.hpp; connection_memory.cpp): the bytes it holds,
+  // estimated; whether a command is open or answered but not yet reported; and from when (capture
+  // time) nothing more can change its results: every command reported, nothing held, and both FINs
+  // acknowledged, an RST, or a FIN a few round trips ago (INT64_MAX: not, or not yet).
+  size_t memory_bytes() const;
+  bool busy() const { return slots_.open_count() > 0 || !settling_.empty(); }
+  bool ending() const { return tcp_.ending(); }
+  size_t open_commands() const { return slots_.open_count(); }
+  int64_t finished_at() const;
+  MemoryBudget::Entry budget_entry;  // the Analyzer's budget keeps it
+  int64_t retire_due = INT64_MAX;    // the Analyzer's latest check queued for it
 
 private:
   struct PathEvent {
@@ -208,7 +221,7 @@ private:
     kCapSnaplen = 32
   };
   uint8_t caps_reported_ = 0;
-  std::deque<Orphan> orphans_;             // replies framed before their command (see on_pdu_end)
+  std::vector<Orphan> orphans_;            // replies framed before their command (see on_pdu_end)
   TaskManagement tmf_;                     // aborts and resets awaiting their answer
   bool replaying_ = false;                 // orphans being replayed are not kept again
   uint32_t current_pdu_slot_[2] = {0, 0};  // command owning the PDU in progress per direction

@@ -51,6 +51,11 @@ public:
   std::vector<PduEvent>& events() { return events_; }
   std::vector<std::string> take_messages() { return std::exchange(messages_, {}); }
 
+  size_t memory_bytes() const {  // heap bytes held (the memory budget)
+    size_t n = framer_.memory_bytes() + events_.capacity() * sizeof(PduEvent) + recent_.capacity() * sizeof(Chunk);
+    for (const PduEvent& e : events_) n += e.data.capacity();
+    return n;
+  }
   uint64_t pdus() const { return framer_.stats().pdus; }
   uint64_t resyncs() const { return framer_.stats().resyncs; }
   bool header_digest_on() const { return framer_.header_digest().value_or(false); }

@@ -41,7 +41,7 @@ std::string response_name(uint8_t r) {
 }  // namespace
 
 void TaskManagement::on_request(const iscsi::Bhs& b, uint64_t frame, int64_t t, const Referenced& ref) {
-  if (pending_.size() >= kMaxPending) pending_.pop_front();  // bounded: a storm keeps the newest
+  if (pending_.size() >= kMaxPending) pending_.erase(pending_.begin());  // bounded: a storm keeps the newest
   pending_.push_back({b.itt, b.referenced_task_tag(), b.tmf_function(), b.lun_number(), frame, t, ref});
 }
 

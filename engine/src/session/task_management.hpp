@@ -29,6 +29,8 @@ public:
   std::vector<Notice> finish();
 
   static constexpr size_t kMaxPending = 32;
+  bool idle() const { return pending_.empty(); }
+  size_t memory_bytes() const { return pending_.capacity() * sizeof(Pending); }
 
 private:
   struct Pending {
@@ -39,7 +41,7 @@ private:
     Referenced ref;
   };
   static Notice words(const Pending& p, const std::string& answer);
-  std::deque<Pending> pending_;
+  std::vector<Pending> pending_;  // a vector: nothing allocated until the first request
 };
 
 }  // namespace iscsi_doctor::session

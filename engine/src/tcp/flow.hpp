@@ -119,6 +119,7 @@ public:
   bool started = false;  // we know where the byte stream is
   bool syn_seen = false;
   bool fin_seen = false;
+  bool fin_acked = false;  // the peer acknowledged the FIN
   uint64_t next = 0;     // next byte expected in order
   uint64_t max_end = 0;  // highest sequence number sent + 1
   uint64_t una = 0;      // highest cumulative ACK from the peer

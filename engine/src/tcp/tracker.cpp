@@ -37,7 +37,9 @@ SegmentStatus Tracker::on_segment(const Segment& seg, int dir, Receiver& r) {
     status_ = SegmentStatus::fin;
   Flow& f = flow_[dir];
   if (seg.flags & (tcp_flag::fin | tcp_flag::rst)) {
+    if (!flow_[0].fin_seen && !flow_[1].fin_seen && !closed_) first_fin_t_ = seg.time_ns;
     f.fin_seen = true;
+    if (seg.flags & tcp_flag::rst) reset_ = true;
     if ((seg.flags & tcp_flag::rst) || flow_[dir ^ 1].fin_seen) closed_ = true;
   }
   // The window this side advertises limits what the other side may send. Its scale is known from
@@ -127,7 +129,10 @@ void Tracker::ack(const Segment& seg, int dir, Receiver& r) {
   }
   uint64_t ack = peer.unwrap(seg.ack);
   if (ack > peer.max_end + (uint64_t(1) << 30)) return;        // nonsense ack
-  if (peer.fin_seen && ack == peer.next + 1) ack = peer.next;  // the FIN's sequence number
+  if (peer.fin_seen && ack == peer.next + 1) {  // the FIN's sequence number
+    ack = peer.next;
+    peer.fin_acked = true;
+  }
   // An ACK for the segment that ended exactly here: a round-trip sample for this side.
   if (!peer.unacked.empty() && (!peer.una_known || ack > peer.una)) {
     // Records end in increasing order (each carries new data): a binary search, not a scan.

@@ -61,6 +61,12 @@ public:
   int64_t full_rtt_ns() const { return rtt_[0].ns() + rtt_[1].ns(); }
   bool saw_syn() const { return saw_syn_; }
   bool closed() const { return closed_; }
+  // A side ended its stream (FIN or RST): since when (capture time), and how it ended.
+  bool ending() const { return flow_[0].fin_seen || flow_[1].fin_seen; }
+  int64_t first_fin_t() const { return first_fin_t_; }
+  bool reset() const { return reset_; }
+  // Both sides sent FIN and each was acknowledged: only strays (a resent FIN, a final ACK again) may follow.
+  bool fins_acked() const { return flow_[0].fin_acked && flow_[1].fin_acked; }
 
   static constexpr size_t kMaxUnackedRecords = 1 << 16;
 
@@ -78,7 +84,8 @@ private:
   size_t max_out_of_order_bytes_;
   Flow flow_[2];
   RttEstimate rtt_[2];  // capture point <-> initiator (index 0), <-> target (1)
-  bool saw_syn_ = false, saw_synack_ = false, closed_ = false;
+  bool saw_syn_ = false, saw_synack_ = false, closed_ = false, reset_ = false;
+  int64_t first_fin_t_ = 0;
   int64_t syn_t_ = 0, synack_t_ = 0;
   SegmentStatus status_ = SegmentStatus::ignored;  // of the segment being handled
   const Segment* filling_ = nullptr;               // while draining: the segment that filled the hole

@@ -21,6 +21,7 @@ public:
 
   bool empty() const { return head_ == v_.size(); }
   size_t size() const { return v_.size() - head_; }
+  size_t capacity() const { return v_.capacity(); }
   T& front() { return v_[head_]; }
   const T& front() const { return v_[head_]; }
   T& back() { return v_.back(); }
