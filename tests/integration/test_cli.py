@@ -56,7 +56,7 @@ def capture_bytes(name):
 
 
 FINDING_KINDS = {"nagle_hold", "delayed_ack", "r2t_round_trip", "cwnd_limited", "rwnd_limited",
-                 "retransmission", "target_think", "serialized", "link_limited"}
+                 "retransmission", "target_think", "serialized", "link_limited", "think_or_hold"}
 BREAKDOWN = {"request", "think", "data", "nagle", "delayed_ack", "r2t", "window", "loss", "response", "link"}
 COMMAND_KEYS = {"capture", "session", "connection", "itt", "cmdsn", "op", "kind", "lba", "bytes", "first_frame",
                 "status_frame", "latency_ms", "round_trips", "ideal_round_trips", "findings", "breakdown_ms",
@@ -264,7 +264,8 @@ def test_json_document_shape(name):
 # The part of a command's breakdown that is each kind's own (docs/cli.md "Time lost"); cwnd and rwnd
 # share `window`, so a command carrying both is left out of their check.
 OWN_PART = {"nagle_hold": "nagle", "delayed_ack": "delayed_ack", "r2t_round_trip": "r2t",
-            "retransmission": "loss", "target_think": "think", "link_limited": "link"}
+            "retransmission": "loss", "target_think": "think", "link_limited": "link",
+            "think_or_hold": "think"}
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "captures" / "fixtures").glob("*.pcap*")) +
