@@ -11,7 +11,11 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <deque>
+#include <functional>
+#include <map>
 #include <memory>
+#include <tuple>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -22,6 +26,7 @@
 
 #include "capture_reader.hpp"
 #include "formatting.hpp"
+#include "iscsi_doctor/finding_kinds.hpp"
 #include "iscsi_doctor/summary.hpp"
 
 namespace iscsi_doctor::cli {
@@ -194,5 +199,86 @@ nlohmann::json totals_json(const ConnectionTotals&);
 // Ids of the connections the sessions list.
 std::unordered_set<uint32_t> connections_in_sessions(const std::vector<SessionInfo>&);
 nlohmann::json ms_or_null(double ms);  // negative (unknown) -> null
+
+// Where a capture's latencies were measured (#27 "the vantage in every number"): the capture point
+// its connections share ("mixed" when they differ), and the round trips that separate it from each
+// side, weighted by the connections' commands (negative: not measured). A latency at the capture
+// point plus to_initiator_ms estimates the latency the initiator saw.
+struct VantageFacts {
+  std::string capture_point = "unknown";  // vantage_name, or "mixed"
+  double rtt_ms = -1, to_initiator_ms = -1, to_target_ms = -1;
+  // The estimate's offset: 0 near the initiator, to_initiator_ms elsewhere, -1 unknown.
+  double initiator_offset_ms() const { return to_initiator_ms < 0 ? -1 : to_initiator_ms; }
+};
+VantageFacts vantage_of(const CaptureResult&);
+
+// A row's IOPS and MB/s mean something over at least this many commands and a second (#27).
+constexpr uint64_t kRateMinCommands = 10;
+inline bool rate_meaningful(const LunStats& l) { return l.commands >= kRateMinCommands && l.seconds >= 1.0; }
+std::string vantage_sentence(const VantageFacts&);  // one line for people
+nlohmann::json vantage_json(const VantageFacts&);
+
+// Each finding's share of time lost (#27: each millisecond counted once): its command's part of
+// the latency that is the kind's own, split among the command's findings of that kind by their
+// touched time. Findings are held, in the order they came, until their command is reported, so
+// that summing findings[].time_lost_ms by kind gives the summary's (and the text's) figure.
+class TimeLostShares {
+public:
+  using Emit = std::function<void(const Finding&, double time_lost_ms)>;
+  explicit TimeLostShares(Emit emit) : emit_(std::move(emit)) {}
+  void finding(const Finding& f) {
+    if (!f.itt && pending_.empty()) return emit_(f, 0);  // connection level: no command's time
+    pending_.push_back({f, 0, !f.itt});
+    if (f.itt) waiting_[{f.connection, *f.itt, f.command_first_frame}].push_back(next_);
+    ++next_;
+    release(pending_.size() > kHeld ? pending_.size() - kHeld : 0);
+  }
+  void command(const CommandResult& c) {
+    const auto it = waiting_.find({c.connection, c.itt, c.first_frame});
+    if (it == waiting_.end()) return;
+    std::vector<Pending*> held;
+    for (uint64_t i : it->second)
+      if (i >= first_) held.push_back(&pending_[size_t(i - first_)]);  // else written past the bound
+    waiting_.erase(it);
+    for (FindingKind k : c.findings) {
+      if (!c.completed) break;
+      double touched = 0;
+      size_t n = 0;
+      for (Pending* p : held)
+        if (p->f.kind == k) touched += p->f.lost_ms, ++n;
+      const double own = exclusive_ms(k, c.breakdown);
+      for (Pending* p : held)
+        if (p->f.kind == k) p->time_lost_ms = touched > 0 ? own * p->f.lost_ms / touched : own / double(n);
+    }
+    for (Pending* p : held)
+      p->ready = true;
+    release(0);
+  }
+  void finish() {  // findings of no reported command cost no reported latency
+    release(pending_.size());
+    waiting_.clear();
+  }
+
+private:
+  static constexpr size_t kHeld = 1 << 20;  // a bound: a never-answered command must not hold all
+  struct Pending {
+    Finding f;
+    double time_lost_ms;
+    bool ready;
+  };
+  // The ready ones at the front, and at least `force` of the first.
+  void release(size_t force) {
+    while (!pending_.empty() && (pending_.front().ready || force)) {
+      emit_(pending_.front().f, pending_.front().time_lost_ms);
+      pending_.pop_front();
+      ++first_;
+      if (force) --force;
+    }
+  }
+  Emit emit_;
+  std::deque<Pending> pending_;
+  std::map<std::tuple<uint32_t, uint32_t, uint64_t>, std::vector<uint64_t>> waiting_;
+  uint64_t first_ = 0, next_ = 0;
+};
 
 }  // namespace iscsi_doctor::cli

@@ -137,9 +137,10 @@ bool write_junit(const std::string& file, const std::vector<JunitCapture>& captu
         for (const Advice& a : cap.advice) {
           if (size_t(a.kind) != k || a.side != side) continue;
           const std::string what =
-              a.commands ? fmt::format("{}: {} commands, {} lost ({} its own)", finding_name(a.kind),
-                                       a.commands, ms_text(a.lost_ms), ms_text(a.exclusive_ms))
-                         : fmt::format("{}: {} (connection level)", finding_name(a.kind), ms_text(a.lost_ms));
+              a.commands ? fmt::format("{}: {} commands, {} time lost ({} touched)", finding_name(a.kind),
+                                       a.commands, ms_text(a.exclusive_ms), ms_text(a.lost_ms))
+                         : fmt::format("{}: {} touched (connection level)", finding_name(a.kind),
+                                       ms_text(a.lost_ms));
           // With --fail-on, the kinds it names fail their case; without, every kind but serialized
           // and link_limited (the workload's queue depth, the link's rate: neither peer's code can
           // change them).
