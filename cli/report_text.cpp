@@ -4,6 +4,7 @@
 // by what their fix gains, then the tables (command classes, logical units, how commands ended, the
 // worst commands, findings by kind), then each connection's facts and the notices; with several
 // captures, a closing section for all of them.
+#include <cctype>
 #include <cmath>
 #include <cstddef>
 #include <map>
@@ -52,6 +53,38 @@ std::string connection_level_words(const Advice& a) {
 }
 
 // floor_ms: no median after a fix below the round trip the capture point sees a command take.
+// A sentence laid out in lines of at most kLineWidth columns: the first after `first`, the others
+// after `indent`.
+void wrap_words(std::string& out, std::string_view first, std::string_view text, std::string_view indent) {
+  // Words, a unit kept with its number ("2.42 s" is not cut in two).
+  std::vector<std::string> words;
+  for (size_t i = 0; i < text.size();) {
+    size_t j = text.find(' ', i);
+    if (j == std::string_view::npos) j = text.size();
+    const std::string_view w = text.substr(i, j - i);
+    const std::string_view unit = w.substr(0, w.find_first_of(",;.)"));
+    if (!words.empty() && (unit == "s" || unit == "ms") && !words.back().empty() &&
+        std::isdigit(static_cast<unsigned char>(words.back().back())))
+      words.back() += " " + std::string(w);
+    else if (!w.empty())
+      words.emplace_back(w);
+    i = j + 1;
+  }
+  std::string line(first);
+  bool empty = first.find_first_not_of(' ') == std::string_view::npos;
+  for (const std::string& w : words) {
+    if (!empty && line.size() + 1 + w.size() > kLineWidth) {
+      out += line + "\n";
+      line = std::string(indent);
+      empty = true;
+    }
+    if (!empty) line += ' ';
+    line += w;
+    empty = false;
+  }
+  out += line + "\n";
+}
+
 void write_advice(std::string& o, const Summary& s, bool evidence, double floor_ms = 0) {
   const auto advice = s.advice();
   if (advice.empty()) {
@@ -75,7 +108,7 @@ void write_advice(std::string& o, const Summary& s, bool evidence, double floor_
     o += fmt::format("  {:>2}  {:<16} {:<9} {:>9} {:>10} {:>10}   {}\n", ++rank, finding_name(a.kind),
                      side_name(a.side), count_text(a.commands), a.commands ? ms_text(a.exclusive_ms) : "-",
                      ms_text(a.lost_ms), medians);
-    if (!a.fix.empty()) o += fmt::format("      fix: {}\n", a.fix);
+    if (!a.fix.empty()) wrap_words(o, "      fix:", a.fix, "        ");
     if (!a.note.empty()) o += fmt::format("      note: {}\n", a.note);
     if (!a.inferred.empty()) {
       std::vector<std::string> words;
@@ -145,16 +178,20 @@ void write_headline(std::string& o, const Summary& s, const std::vector<RootCaus
       break;
     }
     if (all_mechanical(r)) {
-      o += fmt::format("  {}. {}: {} over {}: the device's mechanical work ({}), expected of it; nothing to "
-                       "change\n",
-                       rank, cause_words(r, advice), ms_text(r.time_lost_ms),
-                       plural(r.commands, "command", "commands"), join(r.mechanical_ops, ", "));
+      wrap_words(o, fmt::format("  {}.", rank),
+                 fmt::format("{}: {} over {}: the device's mechanical work ({}), expected of it; nothing to "
+                             "change",
+                             cause_words(r, advice), ms_text(r.time_lost_ms),
+                             plural(r.commands, "command", "commands"), join(r.mechanical_ops, ", ")),
+                 "     ");
       continue;
     }
     const RootFix& best = r.fixes.front();
-    o += fmt::format("  {}. {}: {} over {}; the {} should change (median {} -> {})\n", rank,
-                     cause_words(r, advice), ms_text(r.time_lost_ms), plural(r.commands, "command", "commands"),
-                     side_name(best.side), ms_text(r.median_latency_ms), ms_text(best.median_after_ms));
+    wrap_words(o, fmt::format("  {}.", rank),
+               fmt::format("{}: {} over {}; the {} should change (median {} -> {})", cause_words(r, advice),
+                           ms_text(r.time_lost_ms), plural(r.commands, "command", "commands"),
+                           side_name(best.side), ms_text(r.median_latency_ms), ms_text(best.median_after_ms)),
+               "     ");
   }
 }
 
@@ -174,25 +211,38 @@ void write_roots(std::string& o, const Summary& s, const std::vector<RootCause>&
     const Advice* own = nullptr;
     for (const Advice& a : advice)
       if (a.kind == r.kind) own = &a;
-    if (r.mechanical) {
-      o += fmt::format("     {} of these are the device's mechanical work ({}): a changer's robot, tape motion, "
-                       "spin-up or a flush take this long by design, not a slow disk\n",
-                       all_mechanical(r) ? std::string("all") : count_text(r.mechanical),
-                       join(r.mechanical_ops, ", "));
+    if (r.mechanical)
+      wrap_words(o, "     ",
+                 fmt::format("{} of these ({}) are the device's mechanical work ({}{}): a changer's robot, tape "
+                             "motion, spin-up or a flush take this long by design; no disk is behind it",
+                             all_mechanical(r) ? std::string("all") : count_text(r.mechanical),
+                             ms_text(r.mechanical_ms), join(r.mechanical_ops, ", "),
+                             r.tape_or_changer ? "; commands to a tape drive or medium changer" : ""),
+                 "     ");
+    if (all_mechanical(r)) {
+      o += "     fix: none; expected of such a device\n";
+      continue;
     }
-    if (all_mechanical(r)) continue;
     size_t n = 0;
-    for (const RootFix& f : r.fixes)
-      o += fmt::format("     fix {} ({}): {}\n       gains {}; median {} -> {}\n", ++n, side_name(f.side),
-                       fix_for(f.kind, f.side), ms_text(f.gain_ms), ms_text(r.median_latency_ms),
+    for (const RootFix& f : r.fixes) {
+      const std::string others =
+          r.mechanical && f.kind == FindingKind::target_think
+              ? fmt::format("for the other {}: ", plural(r.commands - r.mechanical, "command", "commands"))
+              : "";
+      wrap_words(o, fmt::format("     fix {} ({}):", ++n, side_name(f.side)), others + fix_for(f.kind, f.side),
+                 "       ");
+      o += fmt::format("       gains {}; median {} -> {}\n", ms_text(f.gain_ms), ms_text(r.median_latency_ms),
                        ms_text(f.median_after_ms));
+    }
     if (own && !own->example_frames.empty())
       o += fmt::format("     e.g. frames {}\n", frames_text(own->example_frames));
   }
   for (const Advice& a : advice)
-    if (!a.commands)
-      o += fmt::format("  connection level: {} ({}): {}\n     fix: {}\n", finding_name(a.kind), side_name(a.side),
-                       connection_level_words(a), a.fix);
+    if (!a.commands) {
+      wrap_words(o, fmt::format("  connection level: {} ({}):", finding_name(a.kind), side_name(a.side)),
+                 connection_level_words(a), "     ");
+      wrap_words(o, "     fix:", a.fix, "       ");
+    }
   (void)s;
 }
 

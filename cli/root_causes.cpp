@@ -21,6 +21,15 @@ bool mechanical_op(std::string_view op) {
   return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
 }
 
+bool tape_or_changer_op(std::string_view op) {
+  static constexpr std::string_view kOps[] = {
+      "MOVE MEDIUM", "EXCHANGE MEDIUM", "INITIALIZE ELEMENT STATUS", "INITIALIZE ELEMENT STATUS WITH RANGE",
+      "READ ELEMENT STATUS", "POSITION TO ELEMENT", "REWIND", "LOAD UNLOAD", "SPACE(6)", "SPACE(16)",
+      "LOCATE(10)", "LOCATE(16)", "ERASE(6)", "ERASE(16)", "WRITE FILEMARKS(6)", "WRITE FILEMARKS(16)",
+      "READ BLOCK LIMITS", "READ POSITION", "FORMAT MEDIUM"};
+  return std::find(std::begin(kOps), std::end(kOps), op) != std::end(kOps);
+}
+
 // A delayed ACK costs a command only because a segment waited for it: the hold is the cause
 // (removing it removes the wait; quick-ACK only shortens it). A congestion window that stalls the
 // command carrying a loss closed because of it.
@@ -35,17 +44,12 @@ void RootCauses::side(FindingKind k, Side s) {
 }
 
 void RootCauses::add(const CommandResult& c) {
+  if (tape_or_changer_op(c.op)) tape_or_changer_.insert({c.connection, c.lun});
   if (!c.completed) return;
   for (FindingKind root : c.findings) {
     if (cause_of(root, c.findings) != root) continue;
     PerCause& p = causes_[size_t(root)];
     ++p.commands;
-    if (mechanical_op(c.op)) {
-      ++p.mechanical;
-      if (p.mechanical_ops.size() < 4 &&
-          std::find(p.mechanical_ops.begin(), p.mechanical_ops.end(), c.op) == p.mechanical_ops.end())
-        p.mechanical_ops.push_back(c.op);
-    }
     p.latency.add(float(c.latency_ms));
     // The cause's fix removes its whole chain; a factor's fix only the factor's own part.
     double chain = exclusive_ms(root, c.breakdown);
@@ -60,6 +64,20 @@ void RootCauses::add(const CommandResult& c) {
     // nagle_hold's explained part already holds the delayed ACK's wait (finding_kinds.hpp part2).
     const double removed = std::max(chain, explained_ms(root, c.breakdown));
     p.time_lost_ms += chain;
+    if (root == FindingKind::target_think) {  // the device's own time: what kind of device?
+      LunThink& l = think_[{c.connection, c.lun}];
+      auto note = [&](std::vector<std::string>& ops) {
+        if (ops.size() < 4 && std::find(ops.begin(), ops.end(), c.op) == ops.end()) ops.push_back(c.op);
+      };
+      ++l.commands;
+      l.ms += removed;
+      note(l.ops);
+      if (mechanical_op(c.op)) {
+        ++l.mech_op_commands;
+        l.mech_op_ms += removed;
+        note(l.mech_ops);
+      }
+    }
     p.gain_ms[size_t(root)] += removed;
     p.after[size_t(root)].add(float(std::max(0.0, c.latency_ms - removed)));
   }
@@ -76,8 +94,17 @@ std::vector<RootCause> RootCauses::ranked(double floor_ms) const {
     r.commands = p.commands;
     r.time_lost_ms = p.time_lost_ms;
     r.median_latency_ms = p.latency.quantile(0.5);
-    r.mechanical = p.mechanical;
-    r.mechanical_ops = p.mechanical_ops;
+    if (FindingKind(i) == FindingKind::target_think)
+      for (const auto& [lun, l] : think_) {
+        const bool device = tape_or_changer_.count(lun) > 0;
+        r.tape_or_changer = r.tape_or_changer || device;
+        r.mechanical += device ? l.commands : l.mech_op_commands;
+        r.mechanical_ms += device ? l.ms : l.mech_op_ms;
+        for (const std::string& op : device ? l.ops : l.mech_ops)
+          if (r.mechanical_ops.size() < 4 &&
+              std::find(r.mechanical_ops.begin(), r.mechanical_ops.end(), op) == r.mechanical_ops.end())
+            r.mechanical_ops.push_back(op);
+      }
     for (size_t k = 0; k < N; ++k) {
       if (k != i && !p.factor_commands[k]) continue;
       if (k != i) {
@@ -88,6 +115,9 @@ std::vector<RootCause> RootCauses::ranked(double floor_ms) const {
       const double after = std::max(p.after[k].quantile(0.5), std::min(floor_ms, r.median_latency_ms));
       r.fixes.push_back({FindingKind(k), sides_[k] ? Side(sides_[k] - 1) : Side{}, p.gain_ms[k], after});
     }
+    // The mechanical work has no fix: the target's disks are not what made it slow.
+    for (RootFix& f : r.fixes)
+      if (f.kind == FindingKind::target_think) f.gain_ms = std::max(0.0, f.gain_ms - r.mechanical_ms);
     std::stable_sort(r.fixes.begin(), r.fixes.end(),
                      [](const RootFix& a, const RootFix& b) { return a.gain_ms > b.gain_ms; });
     out.push_back(std::move(r));

@@ -5,6 +5,9 @@
 #pragma once
 
 #include <array>
+#include <map>
+#include <set>
+#include <utility>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -32,14 +35,19 @@ struct RootCause {
   double time_lost_ms = 0;  // each millisecond counted once: its chain's own parts
   double median_latency_ms = 0;
   std::vector<RootFix> fixes;  // most gain first
-  // Of its commands, those that are a device's mechanical work (a changer's robot, tape motion,
-  // spin-up, formatting, a cache flush), and their operations (at most 4): slow by design.
+  // target_think: of its commands, those that are a device's mechanical work (a changer's robot,
+  // tape motion, spin-up, formatting, a cache flush, or any command to a tape drive or medium
+  // changer), their time and their operations (at most 4): slow by design, no disk behind them.
   uint64_t mechanical = 0;
+  double mechanical_ms = 0;
   std::vector<std::string> mechanical_ops;
+  bool tape_or_changer = false;  // some of them went to a tape drive or a medium changer
 };
 
 // A SCSI operation whose time is the device's mechanical work, not a slow backing store.
 bool mechanical_op(std::string_view op);
+// An operation only a tape drive (SSC) or a medium changer (SMC) takes: its LUN is one.
+bool tape_or_changer_op(std::string_view op);
 
 // The kind a command's finding is a contributing factor to, on that command (the cause it is
 // chained to), or the kind itself.
@@ -61,9 +69,16 @@ private:
     std::array<uint64_t, N> factor_commands{};
     std::array<double, N> gain_ms{};  // per fix (the cause's own, or a factor's)
     std::array<LatencyQuantiles, N> after;
-    uint64_t mechanical = 0;
-    std::vector<std::string> mechanical_ops;
   };
+  // target_think's commands per LUN (connection, LUN): told apart at the end, once each LUN's
+  // operations show whether it is a tape drive or a changer.
+  struct LunThink {
+    uint64_t commands = 0, mech_op_commands = 0;
+    double ms = 0, mech_op_ms = 0;
+    std::vector<std::string> ops, mech_ops;  // distinct, at most 4 each
+  };
+  std::map<std::pair<uint32_t, uint64_t>, LunThink> think_;
+  std::set<std::pair<uint32_t, uint64_t>> tape_or_changer_;
   std::array<PerCause, N> causes_{};
   std::array<int, N> sides_{};  // Side + 1; 0: not seen
 };
