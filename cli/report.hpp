@@ -209,6 +209,14 @@ struct VantageFacts {
   double rtt_ms = -1, to_initiator_ms = -1, to_target_ms = -1;
   // The estimate's offset: 0 near the initiator, to_initiator_ms elsewhere, -1 unknown.
   double initiator_offset_ms() const { return to_initiator_ms < 0 ? -1 : to_initiator_ms; }
+  // Worth a column of its own in the text: a tenth of a millisecond or more.
+  bool shows_estimate() const { return capture_point != "initiator" && to_initiator_ms >= 0.1; }
+  // The least a command can take as the capture point sees it, for "after fix" (#27): the round
+  // trip to the target and back from a known point near the target or mid-path; else the full one.
+  double floor_ms() const {
+    const double f = capture_point == "target" || capture_point == "midpath" ? to_target_ms : rtt_ms;
+    return f < 0 ? 0 : f;
+  }
 };
 VantageFacts vantage_of(const CaptureResult&);
 

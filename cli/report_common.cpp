@@ -447,9 +447,12 @@ std::string vantage_sentence(const VantageFacts& v) {
   const std::string where = v.capture_point == "target"    ? "near the target"
                             : v.capture_point == "midpath" ? "mid-path"
                             : v.capture_point == "mixed"   ? "at points that differ by connection"
-                                                           : "at a point not known";
+                                                           : "at a capture point whose place is not known";
   if (v.to_initiator_ms < 0)
     return fmt::format("Latencies measured {}, not as the initiator saw them (round trip to it not measured)", where);
+  if (!v.shows_estimate())
+    return fmt::format("Latencies measured {} (round trip {}, {} of it between the capture point and the initiator)",
+                       where, ms_text(v.rtt_ms), ms_text(v.to_initiator_ms));
   return fmt::format(
       "Latencies measured {}: the initiator saw about {} more (the round trip between the capture point "
       "and it), shown as \"initiator (est.)\"",

@@ -447,7 +447,7 @@ public:
     o += "\n";
     if (r.connections.empty() && r.sessions.empty()) o += "No iSCSI connection found (ports other than 3260? see --port).\n";
     // What the capture point sees a command take at least: the round trip to the target and back.
-    const double floor_ms = std::max(0.0, vantage.to_target_ms);
+    const double floor_ms = vantage.floor_ms();
     std::vector<RootCause> roots;
     {
       std::lock_guard lock(mu_);
@@ -459,7 +459,7 @@ public:
     const auto advice = s.advice();
     write_headline(o, s, roots, advice);
     write_roots(o, s, roots, advice);
-    write_classes(o, s, vantage.initiator_offset_ms());
+    write_classes(o, s, vantage.shows_estimate() ? vantage.initiator_offset_ms() : -1);
     write_luns(o, s);
     write_statuses(o, s);
     write_worst(o, s);
