@@ -1,0 +1,253 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Issue 27, a report a storage engineer trusts at a glance: the verdict first (root causes in the
+first screen of a many-connection capture), one meaning per number (time lost sums up, touched is
+named touched, in JSON, CSV, JUnit, diff and text), root causes that hold one causal chain, the
+vantage said and a diff across capture points, advice that fits the device, quiet outputs.
+
+Expectations come from the capture lab's configuration (captures/MANIFEST.json: which findings each
+scenario was built to show, where it was captured, what tshark measured) and from the public
+captures' known content, never from snapshots of this tool's output.
+"""
+import csv
+import io
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(os.environ.get("ISCSI_DOCTOR_ROOT", Path(__file__).resolve().parents[2]))
+BIN = str(Path(os.environ.get("ISCSI_DOCTOR", ROOT / "build" / "cli" / "iscsi-doctor")))
+FIX = ROOT / "captures" / "fixtures"
+WIKI = ROOT / "captures" / "wireshark-wiki"
+MANIFEST = {c["file"]: c for c in json.loads((ROOT / "captures" / "MANIFEST.json").read_text())["captures"]}
+NAGLE = FIX / "scripted-nagle-read-1k--initiator.pcap.gz"
+# Scenarios merged into one many-connection capture: libiscsi's test suite (28 connections) and
+# three lab scenarios, each built to show one cause (MANIFEST.json "expect").
+MERGED = ["test-cu", "scripted-nagle-read-1k", "stock-write", "scripted-think-read"]
+# A delayed ACK costs time only because a segment waited for it: the hold is the cause.
+FACTOR_OF = {"delayed_ack": "nagle_hold"}
+
+
+def run(*args, code=(0,)):
+    r = subprocess.run([BIN, *map(str, args)], capture_output=True, text=True, timeout=600)
+    assert r.returncode in code, r.stderr
+    return r.stdout
+
+
+def report(path, *extra):
+    return json.loads(run("-q", "--format", "json", *extra, path))
+
+
+def ms(text):
+    """'2.46 s' / '59.8 ms' -> milliseconds."""
+    v, unit = text.split()
+    return float(v) * (1000 if unit == "s" else 1)
+
+
+def close(text_ms, value_ms):
+    """A figure as the text prints it (3 significant digits, or 2 decimals of a second) agrees."""
+    return math.isclose(ms(text_ms), value_ms, rel_tol=0.006, abs_tol=0.0011)
+
+
+@pytest.fixture(scope="module")
+def merged(tmp_path_factory):
+    if not shutil.which("mergecap"):
+        pytest.skip("mergecap (wireshark-common) not installed")
+    out = tmp_path_factory.mktemp("merged") / "many-connections.pcapng"
+    subprocess.run(["mergecap", "-w", str(out), *(str(FIX / f"{n}--initiator.pcap.gz") for n in MERGED)],
+                   check=True)
+    return out
+
+
+def expected_causes(names):
+    """(kind, side) of each cause the lab built the scenarios to show."""
+    causes = set()
+    for n in names:
+        for e in MANIFEST[f"fixtures/{n}--initiator.pcap.gz"]["expect"]:
+            kinds = e.get("findings", {})
+            for kind, side in kinds.items():
+                if FACTOR_OF.get(kind) not in kinds:
+                    causes.add((kind, side))
+    return causes
+
+
+# ---- 1. The verdict first ---------------------------------------------------------------------
+
+def test_root_causes_in_the_first_screen(merged):
+    rep = report(merged)
+    connections = sum(len(s["connections"]) for s in rep["sessions"])
+    assert connections >= 13, "the test wants a many-connection capture"
+    lines = run("-q", merged).splitlines()
+    screen = "\n".join(lines[:40])
+    assert "Verdict:" in screen and "Root causes" in screen
+    for kind, side in expected_causes(MERGED):
+        assert f"{kind} ({side})" in screen, f"{kind} ({side}) not in the first screen:\n{screen}"
+    # the per-connection facts come after the tables
+    text = "\n".join(lines)
+    assert text.index("Command classes") < text.index("\nConnections\n") < text.index("  connection 1  initiator")
+
+
+def test_connection_level_sentence_says_what_its_figures_total(merged):
+    rep = report(merged)
+    serialized = [f for f in rep["findings"] if f["kind"] == "serialized"]
+    assert len(serialized) > 1
+    text = run("-q", merged)
+    line = next(ln for ln in text.splitlines() if "connection level: serialized" in ln)
+    m = re.search(r"in (\d+) connections, ([\d.]+ m?s) touched in all", line)
+    assert m, line
+    assert int(m.group(1)) == len(serialized)
+    assert close(m.group(2), sum(f["touched_ms"] for f in serialized))
+
+
+# ---- 2. One meaning per number ----------------------------------------------------------------
+
+@pytest.mark.parametrize("path", [NAGLE, FIX / "stock-loss-read--initiator.pcap.gz",
+                                  FIX / "initiator-nagle-write-1k--target.pcap.gz",
+                                  WIKI / "iscsi-scsi-10TB-data-device.pcap.gz"], ids=lambda p: p.name)
+def test_summed_time_lost_is_the_texts(path):
+    rep = report(path)
+    by_kind = {}
+    for f in rep["findings"]:
+        by_kind[f["kind"]] = by_kind.get(f["kind"], 0) + f["time_lost_ms"]
+        assert f["lost_ms"] == f["touched_ms"], "lost_ms is touched_ms's alias"
+    advice = rep["summary"]["advice"]
+    for a in advice:
+        assert math.isclose(by_kind.get(a["kind"], 0), a["time_lost_ms"], rel_tol=1e-6, abs_tol=1e-5), a["kind"]
+        assert a["lost_ms"] == a["touched_ms"] and a["time_lost_ms"] == a["exclusive_ms"]
+    total = sum(by_kind.values())
+    assert math.isclose(total, rep["summary"]["time_lost_total_ms"], rel_tol=1e-6, abs_tol=1e-5)
+    text = run("-q", path)
+    m = re.search(r"Verdict: ([\d.]+ m?s) of the", text)
+    assert m and close(m.group(1), total), (m and m.group(1), total)
+    # the per-kind table: time lost and touched, as JSON names them
+    for a in advice:
+        if not a["commands"]:
+            continue
+        row = re.search(rf"^\s+\d+\s+{a['kind']}\s+\S+\s+[\d,]+\s+([\d.]+ m?s)\s+([\d.]+ m?s)", text, re.M)
+        assert row and close(row.group(1), a["time_lost_ms"]) and close(row.group(2), a["touched_ms"])
+
+
+def test_csv_junit_and_diff_say_time_lost(tmp_path):
+    rep = report(NAGLE)
+    findings_csv, junit = tmp_path / "f.csv", tmp_path / "j.xml"
+    run("-q", "--format", "csv", "--findings-csv", findings_csv, "--junit", junit, NAGLE)
+    rows = list(csv.DictReader(io.StringIO(findings_csv.read_text())))
+    assert len(rows) == len(rep["findings"])
+    for kind in {r["kind"] for r in rows}:
+        got = sum(float(r["time_lost_ms"]) for r in rows if r["kind"] == kind)
+        want = next(a["time_lost_ms"] for a in rep["summary"]["advice"] if a["kind"] == kind)
+        assert math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-5)
+        assert all(r["lost_ms"] == r["touched_ms"] for r in rows)
+    xml = junit.read_text()
+    nagle = next(a for a in rep["summary"]["advice"] if a["kind"] == "nagle_hold")
+    m = re.search(r"nagle_hold: \d+ commands, ([\d.]+ m?s) time lost \(([\d.]+ m?s) touched\)", xml)
+    assert m and close(m.group(1), nagle["time_lost_ms"]) and close(m.group(2), nagle["touched_ms"])
+    # diff: a new kind is told by its time lost, not by what it touched
+    out = run("diff", FIX / "scripted-nodelay-read-1k--initiator.pcap.gz", NAGLE, code=(0, 1))
+    line = next(ln for ln in out.splitlines() if "nagle_hold (target): new" in ln)
+    m = re.search(r"([\d.]+ m?s) time lost", line)
+    assert m and close(m.group(1), nagle["time_lost_ms"]), line
+
+
+# ---- 3. Root causes ranked by gain --------------------------------------------------------------
+
+def test_nagle_hold_is_the_cause_and_its_fix_gains_most():
+    entry = MANIFEST["fixtures/scripted-nagle-read-1k--initiator.pcap.gz"]
+    kinds = {k: v for e in entry["expect"] for k, v in e.get("findings", {}).items()}
+    assert kinds == {"nagle_hold": "target", "delayed_ack": "initiator"}
+    text = run("-q", NAGLE)
+    roots = text[text.index("Root causes"):text.index("Command classes")]
+    first = roots.splitlines()[1]
+    assert first.strip().startswith("1. nagle_hold (target) with delayed_ack (initiator)"), first
+    assert "delayed_ack" not in "".join(ln for ln in roots.splitlines() if re.match(r"\s+2\. ", ln))
+    fixes = re.findall(r"fix (\d) \((\w+)\):.*?gains ([\d.]+ m?s); median ([\d.]+ m?s) -> ([\d.]+ m?s)", roots, re.S)
+    assert [(n, side) for n, side, *_ in fixes] == [("1", "target"), ("2", "initiator")]
+    gains = [ms(g) for _, _, g, _, _ in fixes]
+    after = [ms(a) for *_, a in fixes]
+    assert gains[0] > gains[1] and after[0] < after[1]
+    # with no hold, a read takes one round trip: what the lab measured without Nagle (tshark)
+    rtt = entry["measured"]["rtt_ms"]
+    assert rtt * 0.95 <= after[0] <= rtt * 1.2
+    assert all(a >= rtt * 0.95 for a in after), "after a fix, never below the round trip"
+
+
+def test_after_fix_never_below_the_round_trip():
+    for path in (WIKI / "iscsi-scsi-10TB-data-device.pcap.gz", FIX / "stock-write--initiator.pcap.gz",
+                 FIX / "scripted-think-read--initiator.pcap.gz"):
+        rep = report(path)
+        rtt = rep["summary"]["vantage"]["rtt_ms"]
+        text = run("-q", path)
+        for now, after in re.findall(r"median ([\d.]+ m?s) -> ([\d.]+ m?s)", text):
+            assert ms(after) >= min(ms(now), rtt) * 0.99 - 0.001, (path.name, now, after, rtt)
+
+
+# ---- 4. The vantage ---------------------------------------------------------------------------
+
+def test_vantage_said_and_initiator_estimated():
+    target = FIX / "stock-read--target.pcap.gz"
+    entry = MANIFEST["fixtures/stock-read--target.pcap.gz"]
+    initiator_side = MANIFEST["fixtures/stock-read--initiator.pcap.gz"]["measured"]["median_latency_ms"]
+    assert entry["made"]["vantage"] == "target"
+    rep = report(target)
+    assert rep["summary"]["vantage"]["capture_point"] == "target"
+    for c in rep["summary"]["classes"]:
+        key = f"{c['kind']} {c['bytes']}"
+        if key in initiator_side:  # tshark at the initiator, the same exchange
+            assert math.isclose(c["initiator_median_ms"], initiator_side[key], rel_tol=0.05), key
+            assert c["median_ms"] < initiator_side[key] / 2, "near the target the network is not in it"
+    text = run("-q", target)
+    assert "Latencies measured near the target" in text and "initiator (est.)" in text
+
+
+def test_diff_across_vantages():
+    before, after = FIX / "stock-read--target.pcap.gz", FIX / "stock-read--initiator.pcap.gz"
+    assert MANIFEST["fixtures/stock-read--target.pcap.gz"]["made"]["vantage"] == "target"
+    assert MANIFEST["fixtures/stock-read--initiator.pcap.gz"]["made"]["vantage"] == "initiator"
+    text = run("diff", "--fail-on-regression", before, after)  # exit 0: no regression
+    assert "BEFORE was captured at the target, AFTER at the initiator" in text
+    assert "as the initiator saw it" in text
+    out = json.loads(run("diff", "--format", "json", "--fail-on-regression", before, after))
+    assert out["vantage"]["compared"] == "initiator estimates"
+    assert out["regressions"] == [] and not out["gate"]["tripped"]
+    # the same point on both sides: compared as captured
+    same = json.loads(run("diff", "--format", "json", after, after))
+    assert same["vantage"]["compared"] == "as captured"
+
+
+# ---- 5. Advice that fits the device -----------------------------------------------------------
+
+def test_tape_library_gets_no_disk_advice():
+    tape = WIKI / "iscsi-tapel.pcap.gz"
+    assert "tape library" in MANIFEST["wireshark-wiki/iscsi-tapel.pcap.gz"]["made"]["peers"]
+    text = run("-q", tape)
+    head = text[:text.index("Command classes")]
+    assert "disk" not in head.replace("no disk is behind it", ""), head
+    assert "target_think (target)" in head and "mechanical work" in head
+
+
+def test_rates_over_few_commands_are_shown_as_such():
+    tape = WIKI / "iscsi-tapel.pcap.gz"
+    rep = report(tape)
+    luns = rep["summary"]["luns"]
+    assert any(l["commands"] < 10 for l in luns)
+    for l in luns:
+        assert l["rate_meaningful"] == (l["commands"] >= 10 and l["seconds"] >= 1), l
+    text = run("-q", tape)
+    for l in luns:
+        row = re.search(rf"^\s+{re.escape(l['target'])}\s+{l['lun']}\s+{l['commands']}\s+(\S+)", text, re.M)
+        assert row, l
+        assert (row.group(1) == "(few)") == (not l["rate_meaningful"])
+
+
+# ---- 6. Quiet ---------------------------------------------------------------------------------
+
+def test_verdict_says_a_capture_is_damaged():
+    damaged = ROOT / "tests" / "corpus" / "corrupt-record-length.pcap"
+    assert report(damaged)["captures"][0]["damaged"]
+    assert "DAMAGED" in run("-q", "--format", "verdict", damaged)
+    assert "DAMAGED" not in run("-q", "--format", "verdict", NAGLE)
