@@ -14,6 +14,7 @@
 // of all captures and the gate, and the sections follow. Memory and output size do not grow with the number
 // of packets.
 #include "report.hpp"
+#include "root_causes.hpp"
 
 #include <algorithm>
 #include <array>
@@ -80,6 +81,7 @@ struct LbaState {
 };
 
 struct Aggregates {
+  RootCauses roots;  // for advice that fits the device (a tape drive's or changer's mechanical work)
   std::map<std::pair<char, uint32_t>, ClassAgg> classes;
   svg::TimeBins time;  // series 0: commands in flight (ns), 1: bytes read, 2: bytes written
   // Gap between consecutive commands' LBAs, as bytes, for 512- and 4096-byte blocks (the block
@@ -132,6 +134,7 @@ public:
   }
 
   void command(const CommandResult& c) {
+    a_.roots.add(c);
     std::vector<Finding> mine;
     if (auto it = a_.pending.find({c.connection, c.first_frame}); it != a_.pending.end()) {
       mine = std::move(it->second);
@@ -154,6 +157,7 @@ public:
   }
 
   void finding(const Finding& f) {
+    a_.roots.side(f.kind, f.side);
     if (!f.itt) return;
     for (auto& picks : a_.picks)  // a finding after its command: only picked ones care
       for (Pick& p : picks)
@@ -656,7 +660,8 @@ nav a { margin-right: 12px; }
 )";
 
 void advice_table(Out& o, const Summary& s, bool evidence, const std::string& anchor_prefix,
-                  const std::set<size_t>& with_ladders, double floor_ms = 0) {
+                  const std::set<size_t>& with_ladders, double floor_ms = 0,
+                  const std::vector<RootCause>& roots = {}) {
   const auto advice = s.advice();
   if (advice.empty()) {
     put(o, "<p>{}</p>\n", s.commands() ? "No findings." : "No findings (no SCSI commands).");
@@ -675,6 +680,15 @@ void advice_table(Out& o, const Summary& s, bool evidence, const std::string& an
   size_t rank = 0;
   for (const Advice& a : advice) {
     const std::string name(finding_name(a.kind));
+    // A device's mechanical work has no disk behind it: no disk advice for it (#27).
+    std::string fix = a.fix;
+    for (const RootCause& r : roots)
+      if (r.kind == a.kind && r.mechanical)
+        fix = r.mechanical == r.commands
+                  ? "none: the device's mechanical work (" + join(r.mechanical_ops, ", ") +
+                        "), expected of it; no disk is behind it"
+                  : fmt::format("for the {} commands that are not mechanical work: {}", r.commands - r.mechanical,
+                                a.fix);
     const std::string cell = with_ladders.count(size_t(a.kind))
                                  ? fmt::format("<a href=\"#{}-{}\">{}</a>", anchor_prefix, name, name)
                                  : name;
@@ -687,7 +701,7 @@ void advice_table(Out& o, const Summary& s, bool evidence, const std::string& an
         a.commands ? fmt::format("{} → {}", ms_text(a.median_latency_ms),
                                  ms_text(std::max(a.median_fixed_ms, std::min(floor_ms, a.median_latency_ms))))
                    : "– (connection level: " + esc(a.detail) + ")",
-        esc(a.fix) + (a.note.empty() ? std::string() : "<br/><i>note: " + esc(a.note) + "</i>") +
+        esc(fix) + (a.note.empty() ? std::string() : "<br/><i>note: " + esc(a.note) + "</i>") +
             (a.inferred.empty()
                  ? std::string()
                  : "<br/><i>inferred (not in the capture): " + esc(join(a.inferred, ", ")) + "</i>"));
@@ -886,7 +900,7 @@ void capture_section(const CaptureResult& r, Aggregates& agg, const ReportOption
   const VantageFacts vantage = vantage_of(r);
   if (!r.connections.empty()) put(o, "<p class=\"vantage\" data-capture-point=\"{}\">{}</p>\n", vantage.capture_point, esc(vantage_sentence(vantage)));
   o += "<h3>Findings, ranked by time lost</h3>\n";
-  advice_table(o, s, true, cid, with_ladders, vantage.floor_ms());
+  advice_table(o, s, true, cid, with_ladders, vantage.floor_ms(), agg.roots.ranked(vantage.floor_ms()));
 
   o += "<h3>Ladder diagrams of the worst commands</h3>\n";
   o += "<p class=\"note\">Per finding kind, the commands it cost most. Initiator left, target right, the "

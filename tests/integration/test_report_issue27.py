@@ -251,3 +251,22 @@ def test_verdict_says_a_capture_is_damaged():
     assert report(damaged)["captures"][0]["damaged"]
     assert "DAMAGED" in run("-q", "--format", "verdict", damaged)
     assert "DAMAGED" not in run("-q", "--format", "verdict", NAGLE)
+
+
+# ---- 7. HTML ----------------------------------------------------------------------------------
+
+def test_html_vantage_device_advice_and_one_command_classes(tmp_path):
+    tape = WIKI / "iscsi-tapel.pcap.gz"
+    page = tmp_path / "tape.html"
+    run("-q", "--html", page, tape)
+    html = page.read_text()
+    assert 'class="vantage"' in html
+    assert "look at the target&#39;s disks" not in html and "no disk is behind it" in html
+    classes = {(c["kind"], c["bytes"]): c["commands"] for c in report(tape)["summary"]["classes"]}
+    assert 1 in classes.values(), "the tape capture has classes of one command"
+    drawn = re.findall(r'class="latency-chart"[^>]*data-kind="(\w+)" data-bytes="(\d+)"', html)
+    assert drawn and all(classes[(k, int(b))] > 1 for k, b in drawn), drawn
+    assert not re.search(r"\b1 commands\b", html)
+    # near the target, the median as the initiator saw it is estimated beside the one captured
+    run("-q", "--html", page, FIX / "stock-read--target.pcap.gz")
+    assert "initiator (est.)" in page.read_text()
