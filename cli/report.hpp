@@ -140,7 +140,10 @@ struct ReportOptions {
   std::string findings_csv;  // --format csv: also one row per finding into this file
   std::string filter;        // the command filter as given ("--lun 1 --op read"), or empty
 };
-std::unique_ptr<Report> make_text_report(const ReportOptions&);
+class RootCauses;
+// roots: a capture's root causes gathered elsewhere (the HTML page's text), for a report that is
+// given no capture_report part.
+std::unique_ptr<Report> make_text_report(const ReportOptions&, const RootCauses* roots = nullptr);
 std::unique_ptr<Report> make_verdict_report(const ReportOptions&);  // report_text.cpp
 std::unique_ptr<Report> make_json_report(const ReportOptions&);
 std::unique_ptr<Report> make_jsonl_report(const ReportOptions&);

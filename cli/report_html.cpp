@@ -681,14 +681,7 @@ void advice_table(Out& o, const Summary& s, bool evidence, const std::string& an
   for (const Advice& a : advice) {
     const std::string name(finding_name(a.kind));
     // A device's mechanical work has no disk behind it: no disk advice for it (#27).
-    std::string fix = a.fix;
-    for (const RootCause& r : roots)
-      if (r.kind == a.kind && r.mechanical)
-        fix = r.mechanical == r.commands
-                  ? "none: the device's mechanical work (" + join(r.mechanical_ops, ", ") +
-                        "), expected of it; no disk is behind it"
-                  : fmt::format("for the {} commands that are not mechanical work: {}", r.commands - r.mechanical,
-                                a.fix);
+    const std::string fix = device_fix(a.kind, a.fix, roots);
     const std::string cell = with_ladders.count(size_t(a.kind))
                                  ? fmt::format("<a href=\"#{}-{}\">{}</a>", anchor_prefix, name, name)
                                  : name;
@@ -836,14 +829,14 @@ double typical_rtt(const std::vector<ConnectionInfo>& conns) {
   return v.back().first;
 }
 
-std::string text_report(const CaptureResult& r) {
+std::string text_report(const CaptureResult& r, const RootCauses& roots) {
   char* buf = nullptr;
   size_t len = 0;
   FILE* f = open_memstream(&buf, &len);
   if (!f) return {};
   ReportOptions ro;
   ro.paths = {r.path};
-  make_text_report(ro)->capture_done(f, r);
+  make_text_report(ro, &roots)->capture_done(f, r);
   std::fclose(f);
   std::string s(buf, len);
   std::free(buf);
@@ -900,7 +893,8 @@ void capture_section(const CaptureResult& r, Aggregates& agg, const ReportOption
   const VantageFacts vantage = vantage_of(r);
   if (!r.connections.empty()) put(o, "<p class=\"vantage\" data-capture-point=\"{}\">{}</p>\n", vantage.capture_point, esc(vantage_sentence(vantage)));
   o += "<h3>Findings, ranked by time lost</h3>\n";
-  advice_table(o, s, true, cid, with_ladders, vantage.floor_ms(), agg.roots.ranked(vantage.floor_ms()));
+  const std::vector<RootCause> roots = agg.roots.ranked(vantage.floor_ms());
+  advice_table(o, s, true, cid, with_ladders, vantage.floor_ms(), roots);
 
   o += "<h3>Ladder diagrams of the worst commands</h3>\n";
   o += "<p class=\"note\">Per finding kind, the commands it cost most. Initiator left, target right, the "
@@ -974,7 +968,7 @@ void capture_section(const CaptureResult& r, Aggregates& agg, const ReportOption
     draw(size_t(a.kind),
          fmt::format("{} — {} worst command{}", finding_name(a.kind), agg.picks[size_t(a.kind)].size(),
                      agg.picks[size_t(a.kind)].size() == 1 ? "" : "s"),
-         a.fix);
+         device_fix(a.kind, a.fix, roots));
   if (!any_ladder) draw(kSlowest, "No finding: the slowest commands", "");
   if (!any_ladder) o += "<p>No commands to draw.</p>\n";
   if (s.finding_counts()[size_t(FindingKind::serialized)])
@@ -1068,7 +1062,7 @@ void capture_section(const CaptureResult& r, Aggregates& agg, const ReportOption
     o += "</table>\n";
   }
   put(o, "<details><summary>The text report</summary><pre>{}</pre></details>\n</section>\n",
-      esc(text_report(r)));
+      esc(text_report(r, agg.roots)));
 }
 
 // The HTML report's part for one capture: the aggregates while it is read, its section once it

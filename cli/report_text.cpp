@@ -85,7 +85,8 @@ void wrap_words(std::string& out, std::string_view first, std::string_view text,
   out += line + "\n";
 }
 
-void write_advice(std::string& o, const Summary& s, bool evidence, double floor_ms = 0) {
+void write_advice(std::string& o, const Summary& s, bool evidence, double floor_ms = 0,
+                  const std::vector<RootCause>& roots = {}) {
   const auto advice = s.advice();
   if (advice.empty()) {
     o += s.commands() ? "No findings.\n" : "No findings (no SCSI commands).\n";
@@ -108,7 +109,7 @@ void write_advice(std::string& o, const Summary& s, bool evidence, double floor_
     o += fmt::format("  {:>2}  {:<16} {:<9} {:>9} {:>10} {:>10}   {}\n", ++rank, finding_name(a.kind),
                      side_name(a.side), count_text(a.commands), a.commands ? ms_text(a.exclusive_ms) : "-",
                      ms_text(a.lost_ms), medians);
-    if (!a.fix.empty()) wrap_words(o, "      fix:", a.fix, "        ");
+    if (!a.fix.empty()) wrap_words(o, "      fix:", device_fix(a.kind, a.fix, roots), "        ");
     if (!a.note.empty()) o += fmt::format("      note: {}\n", a.note);
     if (!a.inferred.empty()) {
       std::vector<std::string> words;
@@ -408,7 +409,7 @@ private:
 
 class TextReport final : public Report {
 public:
-  explicit TextReport(const ReportOptions& o) : opt_(o) {}
+  TextReport(const ReportOptions& o, const RootCauses* given) : opt_(o), given_(given) {}
 
   std::unique_ptr<CaptureReport> capture_report(size_t index, CaptureStreams, Sink&) override {
     std::lock_guard lock(mu_);
@@ -454,6 +455,8 @@ public:
       if (auto it = roots_.find(r.index); it != roots_.end() && it->second) {
         roots = it->second->ranked(floor_ms);
         roots_.erase(it);
+      } else if (given_) {
+        roots = given_->ranked(floor_ms);
       }
     }
     const auto advice = s.advice();
@@ -465,7 +468,7 @@ public:
     write_worst(o, s);
     if (!advice.empty()) {
       o += "\n";
-      write_advice(o, s, false, floor_ms);
+      write_advice(o, s, false, floor_ms, roots);
     }
     if (!r.connections.empty() || !r.sessions.empty()) {
       o += "\nConnections\n";
@@ -539,6 +542,7 @@ public:
 
 private:
   ReportOptions opt_;
+  const RootCauses* given_;
   std::mutex mu_;
   std::map<size_t, std::unique_ptr<RootCauses>> roots_;  // by capture, until its turn comes
 };
@@ -571,7 +575,9 @@ public:
 
 }  // namespace
 
-std::unique_ptr<Report> make_text_report(const ReportOptions& o) { return std::make_unique<TextReport>(o); }
+std::unique_ptr<Report> make_text_report(const ReportOptions& o, const RootCauses* roots) {
+  return std::make_unique<TextReport>(o, roots);
+}
 std::unique_ptr<Report> make_verdict_report(const ReportOptions&) {
   return std::make_unique<VerdictReport>();
 }

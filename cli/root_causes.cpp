@@ -39,6 +39,19 @@ FindingKind cause_of(FindingKind k, const std::vector<FindingKind>& on) {
   return k;
 }
 
+std::string device_fix(FindingKind kind, const std::string& fix, const std::vector<RootCause>& roots) {
+  for (const RootCause& r : roots) {
+    if (r.kind != kind || !r.mechanical) continue;
+    std::string ops;
+    for (const std::string& op : r.mechanical_ops)
+      ops += (ops.empty() ? "" : ", ") + op;
+    if (r.mechanical == r.commands)
+      return "none: the device's mechanical work (" + ops + "), expected of it; no disk is behind it";
+    return "for the " + std::to_string(r.commands - r.mechanical) + " commands that are not mechanical work: " + fix;
+  }
+  return fix;
+}
+
 void RootCauses::side(FindingKind k, Side s) {
   if (!sides_[size_t(k)]) sides_[size_t(k)] = int(s) + 1;
 }

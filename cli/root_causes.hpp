@@ -53,6 +53,10 @@ bool tape_or_changer_op(std::string_view op);
 // chained to), or the kind itself.
 FindingKind cause_of(FindingKind k, const std::vector<FindingKind>& on_command);
 
+// The fix to tell for a finding kind, fitted to the device: none for a cause made only of a
+// device's mechanical work (no disk is behind it), the rest's fix otherwise.
+std::string device_fix(FindingKind kind, const std::string& fix, const std::vector<RootCause>& roots);
+
 class RootCauses {
 public:
   void add(const CommandResult&);  // completed commands only count
