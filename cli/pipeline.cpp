@@ -214,6 +214,8 @@ class CaptureSink final : public Sink {
 public:
   CaptureSink(CaptureResult& r, const Outlets& out, Console& console) : r_(r), out_(out), console_(console) {}
   void set_part(CaptureReport* part) { part_ = part; }
+  // Off: notices are kept for the report only (a ladder tells those of its command: #27).
+  void set_echo(bool echo) { echo_ = echo; }
   void set_intervals(IntervalCounter* i) { intervals_ = i; }
 
   void on_command(const CommandResult& c) override {
@@ -232,7 +234,7 @@ public:
   }
   void on_notice(const Notice& n) override {
     if (r_.summary) r_.summary->on_notice(n);
-    if (console_.quiet() && n.level != Notice::Level::error) return;
+    if (!echo_ || (console_.quiet() && n.level != Notice::Level::error)) return;
     if (echoed_++ < kNoticesEchoed) {
       std::string where = n.frame ? fmt::format("frame {}: ", n.frame) : std::string();
       console_.message(
@@ -257,6 +259,7 @@ private:
   CaptureReport* part_ = nullptr;
   IntervalCounter* intervals_ = nullptr;
   size_t echoed_ = 0;
+  bool echo_ = true;
 };
 
 class Bridge final : public ReaderEvents {
@@ -360,6 +363,7 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
   r.index = index;
   r.path = in.path;
   CaptureSink sink(r, outlets, sh.console);
+  sink.set_echo(sh.opt.format != Format::ladder);
   const std::unique_ptr<CaptureReport> part = sh.report.capture_report(index, outlets.streams, sink);
   sink.set_part(part.get());
   r.read_path = in.path;
@@ -566,6 +570,7 @@ int run_pipeline(const PipelineOptions& opt) {
   ro.decoder = opt.decoder;
   ro.engine = opt.engine;
   ro.ladder = opt.ladder;
+  ro.quiet = opt.quiet;
   ro.findings_csv = opt.findings_csv;
   ro.filter = opt.filter.words();
   const std::unique_ptr<Report> report = make_report(opt.format, ro);

@@ -137,6 +137,7 @@ struct ReportOptions {
   DecoderChoice decoder = DecoderChoice::fast;  // the HTML report's second pass reads as the first
   Options engine;                               // and analyses as the first
   LadderSpec ladder;
+  bool quiet = false;        // -q: no notices on standard error but errors
   std::string findings_csv;  // --format csv: also one row per finding into this file
   std::string filter;        // the command filter as given ("--lun 1 --op read"), or empty
 };

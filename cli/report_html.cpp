@@ -693,7 +693,9 @@ void advice_table(Out& o, const Summary& s, bool evidence, const std::string& an
         a.commands ? ms_text(a.exclusive_ms) : std::string("–"), ms_text(a.lost_ms),
         a.commands ? fmt::format("{} → {}", ms_text(a.median_latency_ms),
                                  ms_text(std::max(a.median_fixed_ms, std::min(floor_ms, a.median_latency_ms))))
-                   : "– (connection level: " + esc(a.detail) + ")",
+                   : "– (" + std::string(finding_kind(a.kind).part ? "no command waited on it" : "connection level") +
+                         (a.occurrences > 1 ? fmt::format(": in {} connections, {} touched in all; the first", a.occurrences, ms_text(a.lost_ms)) : std::string()) +
+                         ": " + esc(a.detail) + ")",
         esc(fix) + (a.note.empty() ? std::string() : "<br/><i>note: " + esc(a.note) + "</i>") +
             (a.inferred.empty()
                  ? std::string()

@@ -52,6 +52,12 @@ std::string connection_level_words(const Advice& a) {
                      ms_text(a.lost_ms), a.detail);
 }
 
+// Why a kind's row has no commands (#27): a connection's verdict (serialized), or findings that held
+// no command's latency (a resent segment no command waited for).
+std::string no_command_why(const Advice& a) {
+  return finding_kind(a.kind).part ? "no command waited on it" : "connection level";
+}
+
 // floor_ms: no median after a fix below the round trip the capture point sees a command take.
 // A sentence laid out in lines of at most kLineWidth columns: the first after `first`, the others
 // after `indent`.
@@ -105,7 +111,7 @@ void write_advice(std::string& o, const Summary& s, bool evidence, double floor_
   for (const Advice& a : advice) {
     const std::string medians = a.commands ? fmt::format("{} -> {}", ms_text(a.median_latency_ms),
                                                          ms_text(std::max(a.median_fixed_ms, std::min(floor_ms, a.median_latency_ms))))
-                                           : "- (connection level: " + connection_level_words(a) + ")";
+                                           : "- (" + no_command_why(a) + ": " + connection_level_words(a) + ")";
     o += fmt::format("  {:>2}  {:<16} {:<9} {:>9} {:>10} {:>10}   {}\n", ++rank, finding_name(a.kind),
                      side_name(a.side), count_text(a.commands), a.commands ? ms_text(a.exclusive_ms) : "-",
                      ms_text(a.lost_ms), medians);
@@ -240,7 +246,7 @@ void write_roots(std::string& o, const Summary& s, const std::vector<RootCause>&
   }
   for (const Advice& a : advice)
     if (!a.commands) {
-      wrap_words(o, fmt::format("  connection level: {} ({}):", finding_name(a.kind), side_name(a.side)),
+      wrap_words(o, fmt::format("  {}: {} ({}):", no_command_why(a), finding_name(a.kind), side_name(a.side)),
                  connection_level_words(a), "     ");
       wrap_words(o, "     fix:", a.fix, "       ");
     }

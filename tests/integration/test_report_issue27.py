@@ -270,3 +270,24 @@ def test_html_vantage_device_advice_and_one_command_classes(tmp_path):
     # near the target, the median as the initiator saw it is estimated beside the one captured
     run("-q", "--html", page, FIX / "stock-read--target.pcap.gz")
     assert "initiator (est.)" in page.read_text()
+
+
+# ---- 6. Quiet: a ladder tells its command's notices only --------------------------------------
+
+def test_ladder_prints_only_its_commands_notices(tmp_path):
+    cap = WIKI / "iscsi-scsi-10TB-data-device.pcap.gz"
+    rep = report(cap)
+    frames = [n["frame"] for n in rep["notices"] if n["frame"]]
+    assert len(frames) > 10
+    with_notice = next(c for c in rep["commands"] if c["completed"]
+                       and any(c["first_frame"] <= f <= c["status_frame"] for f in frames))
+    quiet_one = next(c for c in rep["commands"] if c["completed"] and c["first_frame"] > 1000
+                     and not any(c["first_frame"] <= f <= c["status_frame"] for f in frames))
+    for c in (with_notice, quiet_one):
+        r = subprocess.run([BIN, "ladder", "--itt", c["itt"], "--frame", str(c["first_frame"]), str(cap),
+                            "-o", str(tmp_path / "l.svg")], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        told = [int(m) for m in re.findall(r": frame (\d+): ", r.stderr)]
+        want = sorted(f for f in frames if c["first_frame"] <= f <= c["status_frame"])
+        assert sorted(told) == want, (c["itt"], r.stderr)
+        assert "more notices" not in r.stderr
