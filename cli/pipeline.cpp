@@ -401,6 +401,12 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
         sink.set_intervals(intervals.get());
         bridge.set_intervals(intervals.get());
       }
+      if (!in.live && sh.opt.live.count) {  // -c N on a file: its first N packets, as tshark -c
+        reader.limit_packets(sh.opt.live.count);
+        sink.on_notice({Notice::Level::info, 0, 0,
+                        fmt::format("-c {}: the analysis covers the first {} packets at most", sh.opt.live.count,
+                                    sh.opt.live.count)});
+      }
       r.stats = reader.read_all(bridge);
       // A stream's size is what was read; a file libpcap gave over to wiretap says so now, and a
       // file wiretap read now knows all its link types.

@@ -291,3 +291,64 @@ def test_ladder_prints_only_its_commands_notices(tmp_path):
         want = sorted(f for f in frames if c["first_frame"] <= f <= c["status_frame"])
         assert sorted(told) == want, (c["itt"], r.stderr)
         assert "more notices" not in r.stderr
+
+
+# ---- 8. The command line ----------------------------------------------------------------------
+
+def tshark_fields(path, count, fields, display):
+    cmd = ["tshark", "-r", str(path), "-c", str(count), "-Y", display, "-T", "fields"]
+    for f in fields:
+        cmd += ["-e", f]
+    return subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=300).stdout.split()
+
+
+@pytest.mark.skipif(not shutil.which("tshark"), reason="tshark not installed")
+def test_count_on_a_file_as_tshark():
+    for n in (40, 100, 170):
+        rep = report(NAGLE, "-c", n)
+        assert rep["captures"][0]["packets"] == n
+        # the SCSI Commands tshark sees in the first n frames
+        want = sorted(int(f) for f in tshark_fields(NAGLE, n, ["frame.number"], "iscsi.opcode == 0x01"))
+        assert sorted(c["first_frame"] for c in rep["commands"]) == want
+        assert all(c["first_frame"] <= n and (c["status_frame"] or 0) <= n for c in rep["commands"])
+
+
+@pytest.mark.skipif(not shutil.which("tshark"), reason="tshark not installed")
+def test_list_interfaces_as_tshark():
+    ours = run("-D").splitlines()
+    assert ours and all(re.match(r"\d+\. \S+", ln) for ln in ours)
+    theirs = subprocess.run(["tshark", "-D"], capture_output=True, text=True, timeout=60).stdout
+    names = {ln.split(". ", 1)[1].split()[0] for ln in theirs.splitlines() if ". " in ln}
+    for ln in ours:
+        assert ln.split(". ", 1)[1].split()[0] in names, ln
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a live capture needs root")
+def test_bpf_filter_for_live_capture():
+    r = subprocess.run([BIN, "-i", "lo", "-f", "port 9", "--duration", "0.3"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "filter '(tcp) and (port 9)'" in r.stderr
+    bad = subprocess.run([BIN, "-i", "lo", "-f", "no such filter (", "--duration", "0.3"], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "no such filter (" in bad.stderr
+    # -f belongs to live captures
+    assert subprocess.run([BIN, "-f", "tcp", NAGLE], capture_output=True, timeout=60).returncode == 2
+
+
+def test_man_page_after_install(tmp_path):
+    build = Path(BIN).resolve().parents[1]
+    if not (build / "CMakeCache.txt").exists() or not shutil.which("pandoc") or not shutil.which("man"):
+        pytest.skip("needs the build tree, pandoc and man")
+    subprocess.run(["cmake", "--build", str(build), "--target", "iscsi-doctor-man"], check=True,
+                   capture_output=True, timeout=600)
+    subprocess.run(["cmake", "--install", str(build), "--prefix", "/usr/local", "--component", "Unspecified"],
+                   env={**os.environ, "DESTDIR": str(tmp_path)}, check=True, capture_output=True, timeout=300)
+    page = subprocess.run(["man", "-P", "cat", "iscsi-doctor"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "MANPATH": str(tmp_path / "usr/local/share/man"), "MANWIDTH": "100"})
+    assert page.returncode == 0, page.stderr
+    text = page.stdout
+    # what --help says and what docs/cli.md says, both in it
+    assert "--fail-on" in text and "--list-interfaces" in text
+    assert "Exit codes" in text.replace("EXIT CODES", "Exit codes")
+    assert "iscsi-doctor diff" in text and "--fail-on-regression" in text
