@@ -69,7 +69,7 @@ int report_main(int argc, char** argv) {
                                   "capture live on this interface with libpcap (root or CAP_NET_RAW) until "
                                   "Ctrl-C, --duration or --count, then report")
                        ->group("Live capture");
-  app.add_option("-f", opt.live.filter,
+  app.add_option("-f,--capture-filter", opt.live.filter,
                  "with -i: a BPF capture filter (as tcpdump's and tshark's -f), and-ed with iscsi-doctor's own "
                  "(tcp, or tcp on the --port ports)")
       ->needs(live_opt)

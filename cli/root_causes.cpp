@@ -57,7 +57,7 @@ void RootCauses::side(FindingKind k, Side s) {
 }
 
 void RootCauses::add(const CommandResult& c) {
-  if (tape_or_changer_op(c.op)) tape_or_changer_.insert({c.connection, c.lun});
+  if (tape_or_changer_op(c.op) && tape_or_changer_.size() < kLunsKept) tape_or_changer_.insert({c.connection, c.lun});
   if (!c.completed) return;
   for (FindingKind root : c.findings) {
     if (cause_of(root, c.findings) != root) continue;
@@ -78,7 +78,10 @@ void RootCauses::add(const CommandResult& c) {
     const double removed = std::max(chain, explained_ms(root, c.breakdown));
     p.time_lost_ms += chain;
     if (root == FindingKind::target_think) {  // the device's own time: what kind of device?
-      LunThink& l = think_[{c.connection, c.lun}];
+      // Bounded: a live run of endless connections folds the later LUNs into one row.
+      std::pair<uint32_t, uint64_t> key{c.connection, c.lun};
+      if (!think_.count(key) && think_.size() >= kLunsKept) key = {0, ~uint64_t(0)};
+      LunThink& l = think_[key];
       auto note = [&](std::vector<std::string>& ops) {
         if (ops.size() < 4 && std::find(ops.begin(), ops.end(), c.op) == ops.end()) ops.push_back(c.op);
       };

@@ -81,6 +81,7 @@ private:
     double ms = 0, mech_op_ms = 0;
     std::vector<std::string> ops, mech_ops;  // distinct, at most 4 each
   };
+  static constexpr size_t kLunsKept = 1024;
   std::map<std::pair<uint32_t, uint64_t>, LunThink> think_;
   std::set<std::pair<uint32_t, uint64_t>> tape_or_changer_;
   std::array<PerCause, N> causes_{};
