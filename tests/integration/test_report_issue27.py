@@ -352,3 +352,36 @@ def test_man_page_after_install(tmp_path):
     assert "--fail-on" in text and "--list-interfaces" in text
     assert "Exit codes" in text.replace("EXIT CODES", "Exit codes")
     assert "iscsi-doctor diff" in text and "--fail-on-regression" in text
+
+
+@pytest.mark.skipif(not shutil.which("tshark"), reason="tshark not installed")
+def test_think_shading_over_the_wait_it_names(tmp_path):
+    """A 4 KiB write of the 10TB capture: R2T at once, then ~50 ms until its SCSI Response (tshark;
+    the Data-Out between is partly missing from the capture). The target-think shade covers that
+    wait, after the R2T, not the time before it (the idle break and the previous command)."""
+    cap = WIKI / "iscsi-scsi-10TB-data-device.pcap.gz"
+    itt = "0x0001a22f"
+    rows = subprocess.run(["tshark", "-r", str(cap), "-Y", f"iscsi.initiatortasktag == {itt}", "-T", "fields",
+                           "-e", "frame.number", "-e", "iscsi.opcode", "-e", "frame.time_relative"],
+                          capture_output=True, text=True, check=True, timeout=300).stdout.split("\n")
+    frames = {}
+    for row in filter(None, rows):
+        number, opcode, t = row.split("\t")
+        frames.setdefault(int(opcode, 16), (int(number), float(t)))
+    r2t, response = frames[0x31], frames[0x21]
+    assert response[1] - r2t[1] > 0.04, "the wait the shade must cover"
+    svg = tmp_path / "l.svg"
+    run("-q", "ladder", "--itt", itt, cap, "-o", svg)
+    text = svg.read_text()
+
+    def y_of(frame):
+        m = re.search(rf'data-frame="{frame}"[^>]*>.*?<polyline points="[\d.]+,([\d.]+)', text, re.S)
+        return float(m.group(1))
+
+    m = re.search(r'data-role="think"><title>[^<]*</title><rect x="[\d.]+" y="([\d.]+)" width="[\d.]+" '
+                  r'height="([\d.]+)"', text)
+    assert m, "no think shade"
+    top, height = float(m.group(1)), float(m.group(2))
+    y_out, y_rsp = y_of(r2t[0]), y_of(response[0])
+    assert y_out - 1 <= top and top + height <= y_rsp + 1, (top, height, y_out, y_rsp)
+    assert height >= 0.8 * (y_rsp - y_out)
