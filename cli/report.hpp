@@ -161,7 +161,9 @@ std::string_view notice_level_name(Notice::Level);
 std::string gate_words(const GateResult&);
 // How a row of the status table ended: "GOOD", "never answered", ...; and its sense and response.
 std::string status_words(const StatusStats&);
-std::string sense_words(const StatusStats&);  // "UNIT_ATTENTION, ASC 0x29 ASCQ 0x00", "" if none
+std::string sense_words(const StatusStats&);  // "UNIT_ATTENTION, ASC 0x29 ASCQ 0x00 (POWER ON, ...)", "" if none
+// The T10 name of an ASC/ASCQ pair ("INVALID FIELD IN CDB"), "" when not in the table (asc_names.cpp).
+std::string_view asc_name(int asc, int ascq);
 // "" or, when most of the iSCSI streams' bytes are missing from the capture, the headline that
 // says so and what it means for the figures.
 std::string missing_data_words(const CaptureResult&);

@@ -178,6 +178,8 @@ std::string sense_words(const StatusStats& st) {
   if (st.sense_key >= 0)
     w = fmt::format("{}, ASC 0x{:02x} ASCQ 0x{:02x}", sense_key_name(uint8_t(st.sense_key)),
                     std::max(st.asc, 0), std::max(st.ascq, 0));
+  if (const std::string_view name = asc_name(st.asc, st.ascq); st.sense_key >= 0 && !name.empty())
+    w += fmt::format(" ({})", name);
   if (st.iscsi_response)
     w += fmt::format("{}iSCSI response 0x{:02x}", w.empty() ? "" : ", ", st.iscsi_response);
   return w;
@@ -276,6 +278,10 @@ nlohmann::json summary_json(const Summary& s) {
                                          : nlohmann::json(nullptr)},
          {"asc", opt(st.asc)},
          {"ascq", opt(st.ascq)},
+         // T10's name of the pair; null without sense, or for a pair not in the table
+         {"asc_name", asc_name(st.asc, st.ascq).empty() || st.sense_key < 0
+                          ? nlohmann::json(nullptr)
+                          : nlohmann::json(std::string(asc_name(st.asc, st.ascq)))},
          {"commands", st.commands},
          {"example",
           {{"itt", fmt::format("0x{:08x}", st.example_itt)},

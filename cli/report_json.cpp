@@ -169,6 +169,12 @@ void write_command(ElementStream& s, const CommandResult& c, size_t capture,
     append_opt(o, c.asc);
     o += ",\"ascq\":";
     append_opt(o, c.ascq);
+    o += ",\"asc_name\":";  // T10's name of the pair, null when not in the table
+    const std::string_view name = c.asc && c.ascq ? asc_name(*c.asc, *c.ascq) : std::string_view();
+    if (name.empty())
+      o += "null";
+    else
+      write_json_string(o, name);
     o += '}';
   } else {
     o += "null";

@@ -274,10 +274,12 @@ void write_statuses(std::string& o, const Summary& s) {
   const auto statuses = s.statuses();
   if (statuses.empty()) return;
   o += "\nHow the SCSI commands ended\n";
-  o += fmt::format("  {:>9}  {:<16} {:<44} {}\n", "commands", "status", "sense / response", "e.g.");
+  // The sense, with its T10 name, goes last: it is the longest.
+  o += fmt::format("  {:>9}  {:<16} {:<48} {}\n", "commands", "status", "e.g.", "sense / response");
   for (const StatusStats& st : statuses)
-    o += fmt::format("  {:>9}  {:<16} {:<44} ITT 0x{:08x} {}, frame {}\n", count_text(st.commands),
-                     status_words(st), sense_words(st), st.example_itt, st.example_op, st.example_frame);
+    o += fmt::format("  {:>9}  {:<16} {:<48} {}\n", count_text(st.commands), status_words(st),
+                     fmt::format("ITT 0x{:08x} {}, frame {}", st.example_itt, st.example_op, st.example_frame),
+                     sense_words(st));
 }
 
 // Per target and LUN, and per initiator: what a storage engineer looks at first.

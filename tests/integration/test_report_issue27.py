@@ -385,3 +385,28 @@ def test_think_shading_over_the_wait_it_names(tmp_path):
     y_out, y_rsp = y_of(r2t[0]), y_of(response[0])
     assert y_out - 1 <= top and top + height <= y_rsp + 1, (top, height, y_out, y_rsp)
     assert height >= 0.8 * (y_rsp - y_out)
+
+
+# ---- 5. ASC/ASCQ with their T10 names ---------------------------------------------------------
+
+@pytest.mark.skipif(not shutil.which("tshark"), reason="tshark not installed")
+@pytest.mark.parametrize("path", [WIKI / "iscsi-tapel.pcap.gz", FIX / "test-cu--initiator.pcap.gz"],
+                         ids=lambda p: p.name)
+def test_asc_ascq_named_as_wireshark_names_them(path):
+    pdml = subprocess.run(["tshark", "-r", str(path), "-Y", "scsi.sns.ascascq", "-T", "pdml"],
+                          capture_output=True, text=True, check=True, timeout=300).stdout
+    wireshark = {int(v, 16): name for name, v in
+                 re.findall(r'name="scsi.sns.ascascq" showname="[^:]*: (.*?) \(0x[0-9a-f]+\)"[^>]*value="([0-9a-f]+)"', pdml)}
+    assert wireshark, "the capture has sense data"
+    norm = lambda s: re.sub(r"\s+", " ", s).strip().lower()
+    rep = report(path)
+    rows = [s for s in rep["summary"]["statuses"] if s["asc"] is not None]
+    assert {r["asc"] << 8 | r["ascq"] for r in rows} == set(wireshark)
+    text = run("-q", path)
+    for r in rows:
+        want = wireshark[r["asc"] << 8 | r["ascq"]]
+        assert norm(r["asc_name"]) == norm(want)
+        assert f"({r['asc_name']})" in text
+    for c in rep["commands"]:
+        if c["sense"] and c["sense"]["asc"] is not None:
+            assert norm(c["sense"]["asc_name"]) == norm(wireshark[c["sense"]["asc"] << 8 | c["sense"]["ascq"]])
