@@ -209,9 +209,11 @@ void write_roots(std::string& o, const Summary& s, const std::vector<RootCause>&
   o += "\nRoot causes, ranked by what fixing them gains (time lost: each millisecond counted once)\n";
   size_t rank = 0;
   for (const RootCause& r : roots) {
-    o += fmt::format("  {}. {}: {} lost over {}, median latency {}\n", ++rank, cause_words(r, advice),
-                     ms_text(r.time_lost_ms), plural(r.commands, "command", "commands"),
-                     ms_text(r.median_latency_ms));
+    wrap_words(o, fmt::format("  {}.", ++rank),
+               fmt::format("{}: {} lost over {}, median latency {}", cause_words(r, advice),
+                           ms_text(r.time_lost_ms), plural(r.commands, "command", "commands"),
+                           ms_text(r.median_latency_ms)),
+               "     ");
     for (size_t i = 0; i < r.factors.size(); ++i)
       o += fmt::format("     contributing: {} on {} of them\n", kind_words(r.factors[i]),
                        count_text(r.factor_commands[i]));
@@ -325,7 +327,7 @@ void write_luns(std::string& o, const Summary& s) {
 void write_worst(std::string& o, const Summary& s) {
   const auto& worst = s.worst();
   if (worst.empty()) return;
-  o += fmt::format("\nWorst {} commands ({})\n", worst.size(), worst_order_words(s.worst_order()));
+  o += fmt::format("\nWorst {} ({})\n", plural(worst.size(), "command", "commands"), worst_order_words(s.worst_order()));
   o += fmt::format("  {:<10}  {:<22} {:>4} {:>12} {:>9}  {:<17} {:>10} {:>8}  {}\n", "ITT", "op", "LUN",
                    "LBA", "bytes", "frames", "latency", "RT/ideal", "findings");
   for (const CommandResult& c : worst) {
@@ -378,7 +380,7 @@ void write_sessions(std::string& o, const CaptureResult& r) {
         wrap(o, keys, "    ");
         std::vector<std::string> counts{fmt::format("{} frames", count_text(c.frames)),
                                         fmt::format("{} PDUs", count_text(c.pdus)),
-                                        fmt::format("{} commands", count_text(c.commands)),
+                                        plural(c.commands, "command", "commands"),
                                         fmt::format("at most {} in flight", c.max_outstanding)};
         // A command the capture never answers stays in flight to its end: say so beside the count.
         if (c.never_answered && c.max_outstanding > 1)
@@ -442,8 +444,8 @@ public:
                      count_text(r.stats.packets), secs,
                      r.probe.reader == CaptureLibrary::wiretap ? " (read through wiretap)" : "");
     const Summary& s = *r.summary;
-    o += fmt::format("{} SCSI commands, {} completed, {} excess round trips\n", count_text(s.commands()),
-                     count_text(s.completed()), count_text(s.excess_round_trips()));
+    o += fmt::format("{}, {} completed, {}\n", plural(s.commands(), "SCSI command", "SCSI commands"),
+                     count_text(s.completed()), plural(s.excess_round_trips(), "excess round trip", "excess round trips"));
     const VantageFacts vantage = vantage_of(r);
     if (!r.connections.empty()) o += vantage_sentence(vantage) + "\n";
     if (const std::string words = missing_data_words(r); !words.empty()) o += "warning: " + words + "\n";
@@ -570,6 +572,7 @@ public:
       kinds.push_back(fmt::format("{} {} {}", finding_name(a.kind), side_name(a.side),
                                   a.commands ? ms_text(a.exclusive_ms) : ms_text(a.lost_ms) + " touched"));
     std::fputs(
+        // A line CI logs parse: its wording stays as it was (no singulars).
         fmt::format("{}: {} commands, {} excess round trips; {}{}\n", r.path, count_text(s.commands()),
                     count_text(s.excess_round_trips()), kinds.empty() ? "no findings" : join(kinds, ", "),
                     r.stats.damaged ? "; DAMAGED capture: analysed up to the damage (see the notices)" : "")
