@@ -208,7 +208,15 @@ std::vector<Shade> make_shades(const std::vector<Finding>& findings, const std::
                                  : f.kind == FindingKind::target_think   ? "think"
                                  : f.kind == FindingKind::retransmission ? "loss-wait"
                                                                          : "hold-wait";
-        shades.push_back({init, end - int64_t(f.lost_ms * 1e6), end,
+        // A wait of the drawn command starts after its first segment: never over the idle break or
+        // an earlier command (a hold's time may add up several flights' waits).
+        int64_t start = std::numeric_limits<int64_t>::min();
+        for (const Arrow& b : arrows)
+          if (b.s->ours) {
+            start = b.send;
+            break;
+          }
+        shades.push_back({init, std::max(start, end - int64_t(f.lost_ms * 1e6)), end,
                           fmt::format("{} {}", what, ms_text(f.lost_ms)), wait_fill(shade_role), shade_role});
         break;
       }
