@@ -27,6 +27,7 @@
 #include "interval.hpp"
 #include "iscsi_doctor/summary.hpp"
 #include "report_junit.hpp"
+#include "root_causes.hpp"
 
 namespace iscsi_doctor::cli {
 namespace {
@@ -220,6 +221,7 @@ public:
 
   void on_command(const CommandResult& c) override {
     if (intervals_) intervals_->command(c);
+    if (r_.root_causes) r_.root_causes->add(c);
     r_.summary->on_command(c);
     if (out_.overall) out_.overall->on_command(c);
     if (out_.replay) record(out_.replay, c);
@@ -227,6 +229,7 @@ public:
   }
   void on_finding(const Finding& f) override {
     if (intervals_) intervals_->finding(f);
+    if (r_.root_causes) r_.root_causes->side(f.kind, f.side);
     r_.summary->on_finding(f);
     if (out_.overall) out_.overall->on_finding(f);
     if (out_.replay) record(out_.replay, f);
@@ -389,6 +392,7 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
       r.link_description = reader.link_type_description();
       r.decoder = reader.decoder_name();
       r.summary = std::make_unique<Summary>(sh.opt.worst, true, sh.opt.worst_order);
+      if (!sh.opt.junit.empty()) r.root_causes = std::make_shared<RootCauses>();
       FilterSink filtered(sh.opt.filter, sink);
       r.filtered = sh.opt.filter.active();
       Analyzer analyzer(sh.opt.engine, r.filtered ? static_cast<Sink&>(filtered) : sink);

@@ -39,6 +39,8 @@ struct LadderSpec {
   uint64_t frame = 0;  // when the ITT repeats: the command whose frames span this one (0: the first)
 };
 
+class RootCauses;
+
 // Where streamed elements (JSON array items, CSV rows) of one capture go.
 struct ElementStream {
   FILE* out = nullptr;
@@ -64,6 +66,9 @@ struct CaptureResult {
   ConnectionTotals unlisted;  // finished past the engine's listing cap: counted only
   std::vector<SessionInfo> sessions;
   std::unique_ptr<Summary> summary;  // null when !usable
+  // Its root causes (root_causes.hpp), fed with its commands and findings; for the outputs that
+  // tell a fix and are not fed commands themselves (JUnit).
+  std::shared_ptr<RootCauses> root_causes;
   // The listed connection with this id, or null (connections are sorted by id).
   const ConnectionInfo* connection(uint32_t id) const;
 };
@@ -141,7 +146,6 @@ struct ReportOptions {
   std::string findings_csv;  // --format csv: also one row per finding into this file
   std::string filter;        // the command filter as given ("--lun 1 --op read"), or empty
 };
-class RootCauses;
 // roots: a capture's root causes gathered elsewhere (the HTML page's text), for a report that is
 // given no capture_report part.
 std::unique_ptr<Report> make_text_report(const ReportOptions&, const RootCauses* roots = nullptr);

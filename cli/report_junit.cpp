@@ -3,6 +3,7 @@
 // per gate check, and per capture one per finding kind and side, whose failure text is the fix
 // and the evidence frames. Written beside the report of any format; exit codes are unchanged.
 #include "report_junit.hpp"
+#include "root_causes.hpp"
 
 #include <cstdio>
 #include <fstream>
@@ -70,6 +71,11 @@ JunitCapture junit_capture(const CaptureResult& r) {
   if (r.summary) {
     c.commands = r.summary->commands();
     c.advice = r.summary->advice();
+    if (r.root_causes) {  // no disk advice for a device's mechanical work (#27)
+      const auto roots = r.root_causes->ranked(vantage_of(r).floor_ms());
+      for (Advice& a : c.advice)
+        a.fix = device_fix(a.kind, a.fix, roots);
+    }
   }
   return c;
 }

@@ -221,13 +221,15 @@ def test_diff_across_vantages():
 
 # ---- 5. Advice that fits the device -----------------------------------------------------------
 
-def test_tape_library_gets_no_disk_advice():
+def test_tape_library_gets_no_disk_advice(tmp_path):
     tape = WIKI / "iscsi-tapel.pcap.gz"
     assert "tape library" in MANIFEST["wireshark-wiki/iscsi-tapel.pcap.gz"]["made"]["peers"]
-    text = run("-q", tape)
+    junit = tmp_path / "j.xml"
+    text = run("-q", "--junit", junit, tape)
+    assert "disks" not in text, text
     head = text[:text.index("Command classes")]
-    assert "disk" not in head.replace("no disk is behind it", ""), head
     assert "target_think (target)" in head and "mechanical work" in head
+    assert "disks" not in junit.read_text() and "no disk is behind it" in junit.read_text()
 
 
 def test_rates_over_few_commands_are_shown_as_such():
