@@ -481,6 +481,7 @@ struct CaptureReader::Impl {
   uint32_t snaplen = 0;
   // A live capture: its settings, when it began, and the pcap file -w writes.
   const LiveCapture* live = nullptr;
+  uint64_t max_packets = 0;  // -c on a file
   std::chrono::steady_clock::time_point live_start;
   pcap_dumper_t* dump = nullptr;
   std::string live_warning;  // pcap_activate's, if any
@@ -816,11 +817,27 @@ CaptureReader::CaptureReader(const std::string& path, DecoderChoice decoder)
 }
 
 std::string live_filter(const LiveCapture& live) {
-  if (live.detect_ports || live.ports.empty()) return "tcp";
-  std::string f = "tcp and (";
-  for (size_t i = 0; i < live.ports.size(); ++i)
-    f += fmt::format("{}port {}", i ? " or " : "", live.ports[i]);
-  return f + ")";
+  std::string f = "tcp";
+  if (!live.detect_ports && !live.ports.empty()) {
+    f += " and (";
+    for (size_t i = 0; i < live.ports.size(); ++i)
+      f += fmt::format("{}port {}", i ? " or " : "", live.ports[i]);
+    f += ")";
+  }
+  return live.filter.empty() ? f : "(" + f + ") and (" + live.filter + ")";
+}
+
+std::vector<std::string> capture_interfaces() {
+  char err[PCAP_ERRBUF_SIZE] = {};
+  pcap_if_t* all = nullptr;
+  if (pcap_findalldevs(&all, err) != 0) throw CaptureError(fmt::format("cannot list interfaces: {}", err));
+  std::vector<std::string> out;
+  size_t n = 0;
+  for (pcap_if_t* d = all; d; d = d->next)
+    out.push_back(fmt::format("{}. {}{}", ++n, d->name,
+                              d->description ? fmt::format(" ({})", d->description) : std::string()));
+  pcap_freealldevs(all);
+  return out;
 }
 
 CaptureReader::CaptureReader(const LiveCapture& live, DecoderChoice decoder)
@@ -917,6 +934,7 @@ std::string CaptureReader::link_type_description() const {
 }
 
 ReadStats CaptureReader::read_all(ReaderEvents& events) { return impl_->read(events, nullptr); }
+void CaptureReader::limit_packets(uint64_t n) { impl_->max_packets = n; }
 
 ReadStats CaptureReader::read_frames(ReaderEvents& events, FrameRanges ranges) {
   std::sort(ranges.begin(), ranges.end());
@@ -1019,6 +1037,7 @@ ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* onl
     int64_t t = 0, sub = 0;
     bool odd = false;
     if (m.live && m.live_done(st.packets)) break;
+    if (m.max_packets && st.packets >= m.max_packets) break;
     const int rc = m.wt        ? wiretap_record(&h, &data, decode, t, sub, odd)
                    : m.fd >= 0 ? next_record(&h, &data)
                                : pcap_next_ex(p, &h, &data);

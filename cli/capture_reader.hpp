@@ -70,9 +70,13 @@ struct LiveCapture {
   uint64_t count = 0;      // packets; 0: until stopped
   std::string write_path;  // -w: every packet captured is kept in this pcap file too
   int buffer_mib = 64;     // the kernel's capture buffer: too small a one drops packets
+  std::string filter;      // -f: a BPF capture filter of the user's, and-ed with ours
 };
+// The interfaces libpcap can capture on, as tshark -D lists them ("1. eth0 (description)"); throws
+// CaptureError when libpcap cannot list them.
+std::vector<std::string> capture_interfaces();
 // The BPF filter a live capture uses: TCP on the iSCSI ports, or all TCP when other ports are
-// detected (a connection's port is known only from its traffic).
+// detected (a connection's port is known only from its traffic); and the user's -f filter.
 std::string live_filter(const LiveCapture&);
 
 class ReaderEvents {
@@ -125,6 +129,8 @@ public:
   // Reads every packet once, in file order. A file error part-way (truncated record, corrupt
   // compressed data) ends the read with stats.damaged and an error notice naming the last good frame.
   ReadStats read_all(ReaderEvents& events);
+  // -c N on a file (tshark's habit): read_all stops after N packets (frames 1..N); 0: no limit.
+  void limit_packets(uint64_t n);
   // A second pass (ladders): the same walk over the same records, with the same validity rules
   // and frame numbers, but only the frames in `ranges` are decoded and handed on; reading stops
   // after the last of them. On an uncompressed pcap the records in between cost only their header.

@@ -157,20 +157,61 @@ int diff_main(int argc, char** argv) {
   memory_options.apply(base.engine, 1);
 
   std::string error;
-  const std::optional<json> a = summary_of(before, base, error);
+  std::optional<json> a = summary_of(before, base, error);
   if (!a) {
     std::fprintf(stderr, "iscsi-doctor diff: %s\n", error.c_str());
     return kExitUnusable;
   }
-  const std::optional<json> b = summary_of(after, base, error);
+  std::optional<json> b = summary_of(after, base, error);
   if (!b) {
     std::fprintf(stderr, "iscsi-doctor diff: %s\n", error.c_str());
     return kExitUnusable;
   }
 
+  // Like with like (#27): captures taken at different points measure different spans of the same
+  // exchange (near the target, the network's round trip is not in them). Both are then compared as
+  // the initiator saw them: each latency plus the round trip from its capture point to the initiator.
+  auto point = [](const json& s) {
+    return s.contains("vantage") && s["vantage"].is_object() ? s["vantage"].value("capture_point", "unknown")
+                                                             : std::string("unknown");
+  };
+  const std::string pa = point(*a), pb = point(*b);
+  json vantage{{"before", pa}, {"after", pb}, {"compared", "as captured"}, {"why", nullptr}};
+  if (pa != pb) {
+    auto offset = [](const json& s, const std::string& p) -> std::optional<double> {
+      if (p == "initiator") return 0.0;
+      const json& v = s["vantage"]["to_initiator_ms"];
+      return v.is_number() ? std::optional<double>(v.get<double>()) : std::nullopt;
+    };
+    const auto oa = offset(*a, pa), ob = offset(*b, pb);
+    if (oa && ob) {
+      for (auto [s, off] : {std::pair{&*a, *oa}, std::pair{&*b, *ob}}) {
+        for (json& c : (*s)["classes"])
+          for (const char* k : {"median_ms", "p90_ms", "max_ms"})
+            if (c.contains(k) && c[k].is_number()) c[k] = c[k].get<double>() + off;
+        for (json& l : (*s)["luns"])
+          for (const char* k : {"p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms"})
+            if (l.contains(k) && l[k].is_number()) l[k] = l[k].get<double>() + off;
+        (*s)["latency_total_ms"] = num(*s, "latency_total_ms") + num(*s, "completed") * off;
+      }
+      vantage["compared"] = "initiator estimates";
+      vantage["why"] = fmt::format(
+          "BEFORE was captured at the {}, AFTER at the {}: each latency is compared as the initiator saw it, the "
+          "capture point's plus the round trip from there to the initiator ({} before, {} after)",
+          pa, pb, ms_text(*oa), ms_text(*ob));
+    } else {
+      vantage["compared"] = "not comparable";
+      vantage["why"] = fmt::format(
+          "BEFORE was captured at the {}, AFTER at the {}, and the round trip to the initiator was not measured "
+          "on both: latencies are not compared for regressions",
+          pa, pb);
+    }
+  }
+  const bool latencies_comparable = vantage["compared"] != "not comparable";
+
   std::vector<std::string> regressions;  // one line each
   const double tol = tolerance / 100.0;
-  auto worse = [&](double x, double y) { return y > x * (1 + tol) && y - x > 0.5; };
+  auto worse = [&](double x, double y) { return latencies_comparable && y > x * (1 + tol) && y - x > 0.5; };
   auto enough = [&](const json& x, const json& y) {
     return !x.is_null() && !y.is_null() && num(x, "commands") >= min_commands &&
            num(y, "commands") >= min_commands;
@@ -179,6 +220,7 @@ int diff_main(int argc, char** argv) {
   json out;
   out["before"] = before;
   out["after"] = after;
+  out["vantage"] = vantage;
   out["commands"] = {{"before", num(*a, "commands")}, {"after", num(*b, "commands")}};
   const double ca = num(*a, "completed"), cb = num(*b, "completed");
   const double ea = ca ? num(*a, "excess_round_trips") / ca : 0,
@@ -236,7 +278,7 @@ int diff_main(int argc, char** argv) {
     // a few commands that crossed a threshold; connection-level kinds (serialized) are told only.
     if (status == "new" && num(y, "commands") >= std::max(min_commands, 0.1 * cb) && num(y, "commands") > 0)
       regressions.push_back(
-          fmt::format("{}: new ({} commands, {} lost)", k, num(y, "commands"), ms_text(num(y, "lost_ms"))));
+          fmt::format("{}: new ({} commands, {} time lost)", k, num(y, "commands"), ms_text(num(y, "exclusive_ms"))));
     findings.push_back({{"finding", k}, {"status", status}, {"before", x}, {"after", y}});
   }
   out["findings"] = findings;
@@ -263,7 +305,10 @@ int diff_main(int argc, char** argv) {
   if (format == "json") {
     o = out.dump(1) + "\n";
   } else {
-    o += fmt::format("BEFORE {}\nAFTER  {}\n\n", before, after);
+    o += fmt::format("BEFORE {}\nAFTER  {}\n", before, after);
+    o += vantage["why"].is_null()
+             ? fmt::format("both captured at the same point ({}): latencies compared as captured\n\n", pa)
+             : vantage["why"].get<std::string>() + "\n\n";
     o +=
         fmt::format("commands {} -> {}, excess round trips per command {:.2f} -> {:.2f}\n\n", ca, cb, ea, eb);
     o += fmt::format("{:<24} {:>17} {:>21} {:>21} {:>9} {:>7}\n", "command class", "commands", "median",
@@ -297,7 +342,7 @@ int diff_main(int argc, char** argv) {
       // A connection-level finding (serialized) owns no command's time: its own figure is told.
       auto lost = [&](const json& v) {
         return v.is_null()               ? std::string("-")
-               : num(v, "commands") == 0 ? ms_text(num(v, "lost_ms")) + " (connection level)"
+               : num(v, "commands") == 0 ? ms_text(num(v, "lost_ms")) + " touched (connection level)"
                                          : ms_text(num(v, "exclusive_ms"));
       };
       o += fmt::format("  {:<28} {:<5} {} -> {}\n", f["finding"].get<std::string>(),

@@ -375,6 +375,7 @@ private:
     }
     void analysed(const CaptureResult& r) override {
       if (!r.usable || !found_) return;
+      tell_notices(r);
       LadderRequest req;
       req.command = best_;
       for (const Finding& f : findings_)
@@ -390,6 +391,22 @@ private:
     }
 
   private:
+    // The notices that concern the drawn command (#27: not the whole capture's): its connection's
+    // at its frames or about the connection as a whole, and errors about the file.
+    void tell_notices(const CaptureResult& r) const {
+      const uint64_t last = best_.status_frame ? best_.status_frame : UINT64_MAX;
+      for (const Notice& n : r.summary->notices()) {
+        const bool file = !n.connection && n.level == Notice::Level::error;
+        const bool mine = n.connection == best_.connection &&
+                          (!n.frame || (n.frame >= best_.first_frame && n.frame <= last));
+        if (!(file || mine) || (o_.ro_.quiet && n.level != Notice::Level::error)) continue;
+        std::fputs(fmt::format("iscsi-doctor: {}: {}{}: {}\n", r.path,
+                               n.frame ? fmt::format("frame {}: ", n.frame) : std::string(),
+                               notice_level_name(n.level), n.message)
+                       .c_str(),
+                   stderr);
+      }
+    }
     static constexpr size_t kMaxFindings = 100000;
     LadderReport& o_;
     size_t index_;

@@ -177,6 +177,29 @@ std::vector<Shade> make_shades(const std::vector<Finding>& findings, const std::
   for (const Finding& f : findings) {
     const char* what = finding_kind(f.kind).label.data();
     if (!*what || f.lost_ms <= 0) continue;
+    if (f.kind == FindingKind::target_think) {
+      // The target's wait (#27 item 8): from a piece of the request reaching the target to the
+      // reply that ended the longest such wait, from the evidence frame on (a write's think may
+      // follow its last Data-Out, after the R2T the evidence names); never over an idle break or
+      // an earlier command.
+      const Arrow* best = nullptr;
+      int64_t best_from = 0, best_gap = -1, request_arr = std::numeric_limits<int64_t>::min();
+      for (const Arrow& a : arrows) {
+        if (!a.s->ours || a.s->len == 0) continue;
+        if (a.s->from_initiator) {
+          request_arr = a.arr;
+        } else if (a.s->frame >= f.frame && request_arr != std::numeric_limits<int64_t>::min() &&
+                   a.send - request_arr > best_gap) {
+          best = &a, best_gap = a.send - request_arr, best_from = request_arr;
+        }
+      }
+      if (best) {
+        const int64_t end = best->send;
+        shades.push_back({false, std::max(best_from, end - int64_t(f.lost_ms * 1e6)), end,
+                          fmt::format("{} {}", what, ms_text(f.lost_ms)), wait_fill("think"), "think"});
+        continue;
+      }
+    }
     for (const Arrow& a : arrows)
       if (a.s->frame == f.frame) {
         const bool init = f.side == Side::initiator;
@@ -185,7 +208,15 @@ std::vector<Shade> make_shades(const std::vector<Finding>& findings, const std::
                                  : f.kind == FindingKind::target_think   ? "think"
                                  : f.kind == FindingKind::retransmission ? "loss-wait"
                                                                          : "hold-wait";
-        shades.push_back({init, end - int64_t(f.lost_ms * 1e6), end,
+        // A wait of the drawn command starts after its first segment: never over the idle break or
+        // an earlier command (a hold's time may add up several flights' waits).
+        int64_t start = std::numeric_limits<int64_t>::min();
+        for (const Arrow& b : arrows)
+          if (b.s->ours) {
+            start = b.send;
+            break;
+          }
+        shades.push_back({init, std::max(start, end - int64_t(f.lost_ms * 1e6)), end,
                           fmt::format("{} {}", what, ms_text(f.lost_ms)), wait_fill(shade_role), shade_role});
         break;
       }

@@ -47,7 +47,7 @@ int report_main(int argc, char** argv) {
       "--help).\n"
       "A target checked live: iscsi-doctor probe iscsi://HOST/IQN/LUN [REPORT OPTIONS] (iscsi-doctor probe "
       "--help).\n"
-      "Documentation: docs/cli.md.");
+      "Documentation: man iscsi-doctor, docs/cli.md.");
   app.get_formatter()->column_width(34);
 
   PipelineOptions opt;
@@ -70,13 +70,22 @@ int report_main(int argc, char** argv) {
                                   "capture live on this interface with libpcap (root or CAP_NET_RAW) until "
                                   "Ctrl-C, --duration or --count, then report")
                        ->group("Live capture");
+  app.add_option("-f,--capture-filter", opt.live.filter,
+                 "with -i: a BPF capture filter (as tcpdump's and tshark's -f), and-ed with iscsi-doctor's own "
+                 "(tcp, or tcp on the --port ports)")
+      ->needs(live_opt)
+      ->group("Live capture");
+  bool list_interfaces = false;
+  app.add_flag("-D,--list-interfaces", list_interfaces,
+               "list the interfaces -i can capture on, as tshark -D, and exit")
+      ->group("Live capture");
   app.add_option("--duration", opt.live.duration_s, "with -i: stop after this many seconds")
       ->check(CLI::Range(0.001, 1e9))
       ->needs(live_opt)
       ->group("Live capture");
-  app.add_option("-c,--count", opt.live.count, "with -i: stop after this many packets")
+  app.add_option("-c,--count", opt.live.count,
+                 "stop after this many packets: with -i, of the live capture; else of each file (as tshark -c)")
       ->check(CLI::PositiveNumber)
-      ->needs(live_opt)
       ->group("Live capture");
   app.add_option("-w,--write", opt.live.write_path,
                  "with -i: also keep every packet captured in this pcap file")
@@ -195,6 +204,16 @@ int report_main(int argc, char** argv) {
                                         (wiretap_available() ? " (libwiretap " + wiretap_version() + ")" : ""));
 
   if (const auto code = parse_command_line(app, argc, argv)) return *code;
+  if (list_interfaces) {
+    try {
+      for (const std::string& line : capture_interfaces())
+        std::printf("%s\n", line.c_str());
+    } catch (const CaptureError& e) {
+      std::fprintf(stderr, "iscsi-doctor: %s\n", e.what());
+      return kExitUnusable;
+    }
+    return 0;
+  }
 
   opt.inputs.insert(opt.inputs.begin(), read_opt.begin(), read_opt.end());
   if (!opt.live.iface.empty() && !opt.inputs.empty()) {

@@ -27,6 +27,7 @@
 #include "interval.hpp"
 #include "iscsi_doctor/summary.hpp"
 #include "report_junit.hpp"
+#include "root_causes.hpp"
 
 namespace iscsi_doctor::cli {
 namespace {
@@ -214,10 +215,13 @@ class CaptureSink final : public Sink {
 public:
   CaptureSink(CaptureResult& r, const Outlets& out, Console& console) : r_(r), out_(out), console_(console) {}
   void set_part(CaptureReport* part) { part_ = part; }
+  // Off: notices are kept for the report only (a ladder tells those of its command: #27).
+  void set_echo(bool echo) { echo_ = echo; }
   void set_intervals(IntervalCounter* i) { intervals_ = i; }
 
   void on_command(const CommandResult& c) override {
     if (intervals_) intervals_->command(c);
+    if (r_.root_causes) r_.root_causes->add(c);
     r_.summary->on_command(c);
     if (out_.overall) out_.overall->on_command(c);
     if (out_.replay) record(out_.replay, c);
@@ -225,6 +229,7 @@ public:
   }
   void on_finding(const Finding& f) override {
     if (intervals_) intervals_->finding(f);
+    if (r_.root_causes) r_.root_causes->side(f.kind, f.side);
     r_.summary->on_finding(f);
     if (out_.overall) out_.overall->on_finding(f);
     if (out_.replay) record(out_.replay, f);
@@ -232,7 +237,7 @@ public:
   }
   void on_notice(const Notice& n) override {
     if (r_.summary) r_.summary->on_notice(n);
-    if (console_.quiet() && n.level != Notice::Level::error) return;
+    if (!echo_ || (console_.quiet() && n.level != Notice::Level::error)) return;
     if (echoed_++ < kNoticesEchoed) {
       std::string where = n.frame ? fmt::format("frame {}: ", n.frame) : std::string();
       console_.message(
@@ -257,6 +262,7 @@ private:
   CaptureReport* part_ = nullptr;
   IntervalCounter* intervals_ = nullptr;
   size_t echoed_ = 0;
+  bool echo_ = true;
 };
 
 class Bridge final : public ReaderEvents {
@@ -360,6 +366,7 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
   r.index = index;
   r.path = in.path;
   CaptureSink sink(r, outlets, sh.console);
+  sink.set_echo(sh.opt.format != Format::ladder);
   const std::unique_ptr<CaptureReport> part = sh.report.capture_report(index, outlets.streams, sink);
   sink.set_part(part.get());
   r.read_path = in.path;
@@ -385,6 +392,7 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
       r.link_description = reader.link_type_description();
       r.decoder = reader.decoder_name();
       r.summary = std::make_unique<Summary>(sh.opt.worst, true, sh.opt.worst_order);
+      if (!sh.opt.junit.empty()) r.root_causes = std::make_shared<RootCauses>();
       FilterSink filtered(sh.opt.filter, sink);
       r.filtered = sh.opt.filter.active();
       Analyzer analyzer(sh.opt.engine, r.filtered ? static_cast<Sink&>(filtered) : sink);
@@ -396,6 +404,12 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
             sh.opt.interval_s, [&sh, &r, index](const IntervalStats& s) { write_interval(sh, r, index, s); });
         sink.set_intervals(intervals.get());
         bridge.set_intervals(intervals.get());
+      }
+      if (!in.live && sh.opt.live.count) {  // -c N on a file: its first N packets, as tshark -c
+        reader.limit_packets(sh.opt.live.count);
+        sink.on_notice({Notice::Level::info, 0, 0,
+                        fmt::format("-c {}: the analysis covers the first {} packets at most", sh.opt.live.count,
+                                    sh.opt.live.count)});
       }
       r.stats = reader.read_all(bridge);
       // A stream's size is what was read; a file libpcap gave over to wiretap says so now, and a
@@ -567,6 +581,7 @@ int run_pipeline(const PipelineOptions& opt) {
   ro.decoder = opt.decoder;
   ro.engine = opt.engine;
   ro.ladder = opt.ladder;
+  ro.quiet = opt.quiet;
   ro.findings_csv = opt.findings_csv;
   ro.filter = opt.filter.words();
   const std::unique_ptr<Report> report = make_report(opt.format, ro);

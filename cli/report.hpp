@@ -11,7 +11,11 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <deque>
+#include <functional>
+#include <map>
 #include <memory>
+#include <tuple>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -22,6 +26,7 @@
 
 #include "capture_reader.hpp"
 #include "formatting.hpp"
+#include "iscsi_doctor/finding_kinds.hpp"
 #include "iscsi_doctor/summary.hpp"
 
 namespace iscsi_doctor::cli {
@@ -33,6 +38,8 @@ struct LadderSpec {
   uint32_t itt = 0;
   uint64_t frame = 0;  // when the ITT repeats: the command whose frames span this one (0: the first)
 };
+
+class RootCauses;
 
 // Where streamed elements (JSON array items, CSV rows) of one capture go.
 struct ElementStream {
@@ -60,6 +67,9 @@ struct CaptureResult {
   Evictions evicted;          // finished early by the memory budget
   std::vector<SessionInfo> sessions;
   std::unique_ptr<Summary> summary;  // null when !usable
+  // Its root causes (root_causes.hpp), fed with its commands and findings; for the outputs that
+  // tell a fix and are not fed commands themselves (JUnit).
+  std::shared_ptr<RootCauses> root_causes;
   // The listed connection with this id, or null (connections are sorted by id).
   const ConnectionInfo* connection(uint32_t id) const;
 };
@@ -133,10 +143,13 @@ struct ReportOptions {
   DecoderChoice decoder = DecoderChoice::fast;  // the HTML report's second pass reads as the first
   Options engine;                               // and analyses as the first
   LadderSpec ladder;
+  bool quiet = false;        // -q: no notices on standard error but errors
   std::string findings_csv;  // --format csv: also one row per finding into this file
   std::string filter;        // the command filter as given ("--lun 1 --op read"), or empty
 };
-std::unique_ptr<Report> make_text_report(const ReportOptions&);
+// roots: a capture's root causes gathered elsewhere (the HTML page's text), for a report that is
+// given no capture_report part.
+std::unique_ptr<Report> make_text_report(const ReportOptions&, const RootCauses* roots = nullptr);
 std::unique_ptr<Report> make_verdict_report(const ReportOptions&);  // report_text.cpp
 std::unique_ptr<Report> make_json_report(const ReportOptions&);
 std::unique_ptr<Report> make_jsonl_report(const ReportOptions&);
@@ -153,7 +166,9 @@ std::string_view notice_level_name(Notice::Level);
 std::string gate_words(const GateResult&);
 // How a row of the status table ended: "GOOD", "never answered", ...; and its sense and response.
 std::string status_words(const StatusStats&);
-std::string sense_words(const StatusStats&);  // "UNIT_ATTENTION, ASC 0x29 ASCQ 0x00", "" if none
+std::string sense_words(const StatusStats&);  // "UNIT_ATTENTION, ASC 0x29 ASCQ 0x00 (POWER ON, ...)", "" if none
+// The T10 name of an ASC/ASCQ pair ("INVALID FIELD IN CDB"), "" when not in the table (asc_names.cpp).
+std::string_view asc_name(int asc, int ascq);
 // "" or, when most of the iSCSI streams' bytes are missing from the capture, the headline that
 // says so and what it means for the figures.
 std::string missing_data_words(const CaptureResult&);
@@ -195,5 +210,94 @@ nlohmann::json totals_json(const ConnectionTotals&);
 // Ids of the connections the sessions list.
 std::unordered_set<uint32_t> connections_in_sessions(const std::vector<SessionInfo>&);
 nlohmann::json ms_or_null(double ms);  // negative (unknown) -> null
+
+// Where a capture's latencies were measured (#27 "the vantage in every number"): the capture point
+// its connections share ("mixed" when they differ), and the round trips that separate it from each
+// side, weighted by the connections' commands (negative: not measured). A latency at the capture
+// point plus to_initiator_ms estimates the latency the initiator saw.
+struct VantageFacts {
+  std::string capture_point = "unknown";  // vantage_name, or "mixed"
+  double rtt_ms = -1, to_initiator_ms = -1, to_target_ms = -1;
+  // The estimate's offset: 0 near the initiator, to_initiator_ms elsewhere, -1 unknown.
+  double initiator_offset_ms() const { return to_initiator_ms < 0 ? -1 : to_initiator_ms; }
+  // Worth a column of its own in the text: a tenth of a millisecond or more.
+  bool shows_estimate() const { return capture_point != "initiator" && to_initiator_ms >= 0.1; }
+  // The least a command can take as the capture point sees it, for "after fix" (#27): the round
+  // trip to the target and back from a known point near the target or mid-path; else the full one.
+  double floor_ms() const {
+    const double f = capture_point == "target" || capture_point == "midpath" ? to_target_ms : rtt_ms;
+    return f < 0 ? 0 : f;
+  }
+};
+VantageFacts vantage_of(const CaptureResult&);
+
+// A row's IOPS and MB/s mean something over at least this many commands and a second (#27).
+constexpr uint64_t kRateMinCommands = 10;
+inline bool rate_meaningful(const LunStats& l) { return l.commands >= kRateMinCommands && l.seconds >= 1.0; }
+std::string vantage_sentence(const VantageFacts&);  // one line for people
+nlohmann::json vantage_json(const VantageFacts&);
+
+// Each finding's share of time lost (#27: each millisecond counted once): its command's part of
+// the latency that is the kind's own, split among the command's findings of that kind by their
+// touched time. Findings are held, in the order they came, until their command is reported, so
+// that summing findings[].time_lost_ms by kind gives the summary's (and the text's) figure.
+class TimeLostShares {
+public:
+  using Emit = std::function<void(const Finding&, double time_lost_ms)>;
+  explicit TimeLostShares(Emit emit) : emit_(std::move(emit)) {}
+  void finding(const Finding& f) {
+    if (!f.itt && pending_.empty()) return emit_(f, 0);  // connection level: no command's time
+    pending_.push_back({f, 0, !f.itt});
+    if (f.itt) waiting_[{f.connection, *f.itt, f.command_first_frame}].push_back(next_);
+    ++next_;
+    release(pending_.size() > kHeld ? pending_.size() - kHeld : 0);
+  }
+  void command(const CommandResult& c) {
+    const auto it = waiting_.find({c.connection, c.itt, c.first_frame});
+    if (it == waiting_.end()) return;
+    std::vector<Pending*> held;
+    for (uint64_t i : it->second)
+      if (i >= first_) held.push_back(&pending_[size_t(i - first_)]);  // else written past the bound
+    waiting_.erase(it);
+    for (FindingKind k : c.findings) {
+      if (!c.completed) break;
+      double touched = 0;
+      size_t n = 0;
+      for (Pending* p : held)
+        if (p->f.kind == k) touched += p->f.lost_ms, ++n;
+      const double own = exclusive_ms(k, c.breakdown);
+      for (Pending* p : held)
+        if (p->f.kind == k) p->time_lost_ms = touched > 0 ? own * p->f.lost_ms / touched : own / double(n);
+    }
+    for (Pending* p : held)
+      p->ready = true;
+    release(0);
+  }
+  void finish() {  // findings of no reported command cost no reported latency
+    release(pending_.size());
+    waiting_.clear();
+  }
+
+private:
+  static constexpr size_t kHeld = 1 << 20;  // a bound: a never-answered command must not hold all
+  struct Pending {
+    Finding f;
+    double time_lost_ms;
+    bool ready;
+  };
+  // The ready ones at the front, and at least `force` of the first.
+  void release(size_t force) {
+    while (!pending_.empty() && (pending_.front().ready || force)) {
+      emit_(pending_.front().f, pending_.front().time_lost_ms);
+      pending_.pop_front();
+      ++first_;
+      if (force) --force;
+    }
+  }
+  Emit emit_;
+  std::deque<Pending> pending_;
+  std::map<std::tuple<uint32_t, uint32_t, uint64_t>, std::vector<uint64_t>> waiting_;
+  uint64_t first_ = 0, next_ = 0;
+};
 
 }  // namespace iscsi_doctor::cli

@@ -178,6 +178,8 @@ std::string sense_words(const StatusStats& st) {
   if (st.sense_key >= 0)
     w = fmt::format("{}, ASC 0x{:02x} ASCQ 0x{:02x}", sense_key_name(uint8_t(st.sense_key)),
                     std::max(st.asc, 0), std::max(st.ascq, 0));
+  if (const std::string_view name = asc_name(st.asc, st.ascq); st.sense_key >= 0 && !name.empty())
+    w += fmt::format(" ({})", name);
   if (st.iscsi_response)
     w += fmt::format("{}iSCSI response 0x{:02x}", w.empty() ? "" : ", ", st.iscsi_response);
   return w;
@@ -196,6 +198,7 @@ nlohmann::json summary_json(const Summary& s) {
   j["completed"] = s.completed();
   j["excess_round_trips"] = s.excess_round_trips();
   j["latency_total_ms"] = round_ns(s.latency_total_ms());
+  j["time_lost_total_ms"] = round_ns(s.exclusive_total_ms());  // #27: the text's figure
   j["exclusive_total_ms"] = round_ns(s.exclusive_total_ms());
   j["finding_counts"] = counts_json(s);
   nlohmann::json advice = nlohmann::json::array();
@@ -204,7 +207,9 @@ nlohmann::json summary_json(const Summary& s) {
                       {"side", side_name(a.side)},
                       {"commands", a.commands},
                       {"occurrences", a.occurrences},
-                      {"lost_ms", round_ns(a.lost_ms)},
+                      {"time_lost_ms", round_ns(a.exclusive_ms)},
+                      {"touched_ms", round_ns(a.lost_ms)},
+                      {"lost_ms", round_ns(a.lost_ms)},  // touched_ms's old name, kept one release
                       {"exclusive_ms", round_ns(a.exclusive_ms)},
                       {"median_latency_ms", round_us(a.median_latency_ms)},
                       {"median_fixed_ms", round_us(a.median_fixed_ms)},
@@ -236,6 +241,8 @@ nlohmann::json summary_json(const Summary& s) {
                           {"seconds", round_us(l.seconds * 1e3) / 1e3},
                           {"iops", round_us(l.iops())},
                           {"mb_per_s", round_us(l.mb_per_s())},
+                          // false: fewer than kRateMinCommands or under a second, so no real rate
+                          {"rate_meaningful", rate_meaningful(l)},
                           {"p50_ms", round_us(l.p50_ms)},
                           {"p90_ms", round_us(l.p90_ms)},
                           {"p99_ms", round_us(l.p99_ms)},
@@ -271,6 +278,10 @@ nlohmann::json summary_json(const Summary& s) {
                                          : nlohmann::json(nullptr)},
          {"asc", opt(st.asc)},
          {"ascq", opt(st.ascq)},
+         // T10's name of the pair; null without sense, or for a pair not in the table
+         {"asc_name", asc_name(st.asc, st.ascq).empty() || st.sense_key < 0
+                          ? nlohmann::json(nullptr)
+                          : nlohmann::json(std::string(asc_name(st.asc, st.ascq)))},
          {"commands", st.commands},
          {"example",
           {{"itt", fmt::format("0x{:08x}", st.example_itt)},
@@ -409,6 +420,56 @@ nlohmann::json sessions_json(const CaptureResult& r, bool with_capture) {
     out.push_back(std::move(j));
   }
   return out;
+}
+
+VantageFacts vantage_of(const CaptureResult& r) {
+  VantageFacts v;
+  double w = 0, rtt = 0, ini = 0, tgt = 0, wr = 0, wi = 0, wt = 0;
+  bool first = true;
+  for (const ConnectionInfo& c : r.connections) {
+    if (!c.commands) continue;
+    const std::string where(vantage_name(c.vantage));
+    if (first) v.capture_point = where;
+    else if (v.capture_point != where) v.capture_point = "mixed";
+    first = false;
+    const double n = double(c.commands);
+    w += n;
+    if (c.rtt_ms >= 0) rtt += n * c.rtt_ms, wr += n;
+    // Near the initiator the capture point is the initiator: nothing to add.
+    const double to_ini = c.vantage == Vantage::initiator ? 0.0 : c.rtt_initiator_ms;
+    if (to_ini >= 0) ini += n * to_ini, wi += n;
+    if (c.rtt_target_ms >= 0) tgt += n * c.rtt_target_ms, wt += n;
+  }
+  if (wr > 0) v.rtt_ms = rtt / wr;
+  if (wi > 0) v.to_initiator_ms = ini / wi;
+  if (wt > 0) v.to_target_ms = tgt / wt;
+  return v;
+}
+
+std::string vantage_sentence(const VantageFacts& v) {
+  if (v.capture_point == "initiator")
+    return fmt::format("Latencies as the initiator saw them (captured near the initiator; round trip {})",
+                       ms_text(v.rtt_ms));
+  const std::string where = v.capture_point == "target"    ? "near the target"
+                            : v.capture_point == "midpath" ? "mid-path"
+                            : v.capture_point == "mixed"   ? "at points that differ by connection"
+                                                           : "at a capture point whose place is not known";
+  if (v.to_initiator_ms < 0)
+    return fmt::format("Latencies measured {}, not as the initiator saw them (round trip to it not measured)", where);
+  if (!v.shows_estimate())
+    return fmt::format("Latencies measured {} (round trip {}, {} of it between the capture point and the initiator)",
+                       where, ms_text(v.rtt_ms), ms_text(v.to_initiator_ms));
+  return fmt::format(
+      "Latencies measured {}: the initiator saw about {} more (the round trip between the capture point "
+      "and it), shown as \"initiator (est.)\"",
+      where, ms_text(v.to_initiator_ms));
+}
+
+nlohmann::json vantage_json(const VantageFacts& v) {
+  return {{"capture_point", v.capture_point},
+          {"rtt_ms", ms_or_null(v.rtt_ms)},
+          {"to_initiator_ms", ms_or_null(v.to_initiator_ms)},
+          {"to_target_ms", ms_or_null(v.to_target_ms)}};
 }
 
 }  // namespace iscsi_doctor::cli

@@ -86,9 +86,11 @@ void write_row(ElementStream& s, const CommandResult& c, size_t capture, std::st
 // name=frame joined by ';', inferred facts joined by ';'.
 constexpr std::string_view kFindingsHeader =
     "capture,file,kind,side,session,connection,frame,related,lost_ms,itt,command_first_frame,inferred,"
-    "detail\n";
+    "detail,time_lost_ms,touched_ms\n";
 
-void write_finding_row(ElementStream& s, const Finding& f, size_t capture, std::string_view path) {
+// lost_ms is touched_ms's old name (kept one release; new columns go last, for readers by position).
+void write_finding_row(ElementStream& s, const Finding& f, double time_lost_ms, size_t capture,
+                       std::string_view path) {
   OutBuf o;
   fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{},"), capture);
   cell(o, path);
@@ -108,6 +110,10 @@ void write_finding_row(ElementStream& s, const Finding& f, size_t capture, std::
   cell(o, join(f.inferred, ";"));
   o += ',';
   cell(o, f.detail);
+  o += ',';
+  ms_cell(o, time_lost_ms);
+  o += ',';
+  ms_cell(o, f.lost_ms);
   o += '\n';
   std::fwrite(o.data(), 1, o.size(), s.out);
   s.empty = false;
@@ -117,16 +123,23 @@ void write_finding_row(ElementStream& s, const Finding& f, size_t capture, std::
 class CsvCaptureReport final : public CaptureReport {
 public:
   CsvCaptureReport(size_t index, std::string_view path, CaptureStreams s)
-      : index_(index), path_(path), s_(s) {}
-  void command(const CommandResult& c) override { write_row(*s_.direct, c, index_, path_); }
-  void finding(const Finding& f) override {
-    if (s_.deferred) write_finding_row(*s_.deferred, f, index_, path_);
+      : index_(index), path_(path), s_(s), shares_([this](const Finding& f, double t) {
+          if (s_.deferred) write_finding_row(*s_.deferred, f, t, index_, path_);
+        }) {}
+  void command(const CommandResult& c) override {
+    write_row(*s_.direct, c, index_, path_);
+    if (s_.deferred) shares_.command(c);
   }
+  void finding(const Finding& f) override {
+    if (s_.deferred) shares_.finding(f);
+  }
+  void analysed(const CaptureResult&) override { shares_.finish(); }
 
 private:
   size_t index_;
   std::string_view path_;
   CaptureStreams s_;
+  TimeLostShares shares_;
 };
 
 class CsvReport final : public Report {

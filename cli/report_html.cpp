@@ -14,6 +14,7 @@
 // of all captures and the gate, and the sections follow. Memory and output size do not grow with the number
 // of packets.
 #include "report.hpp"
+#include "root_causes.hpp"
 
 #include <algorithm>
 #include <array>
@@ -80,6 +81,7 @@ struct LbaState {
 };
 
 struct Aggregates {
+  RootCauses roots;  // for advice that fits the device (a tape drive's or changer's mechanical work)
   std::map<std::pair<char, uint32_t>, ClassAgg> classes;
   svg::TimeBins time;  // series 0: commands in flight (ns), 1: bytes read, 2: bytes written
   // Gap between consecutive commands' LBAs, as bytes, for 512- and 4096-byte blocks (the block
@@ -132,6 +134,7 @@ public:
   }
 
   void command(const CommandResult& c) {
+    a_.roots.add(c);
     std::vector<Finding> mine;
     if (auto it = a_.pending.find({c.connection, c.first_frame}); it != a_.pending.end()) {
       mine = std::move(it->second);
@@ -154,6 +157,7 @@ public:
   }
 
   void finding(const Finding& f) {
+    a_.roots.side(f.kind, f.side);
     if (!f.itt) return;
     for (auto& picks : a_.picks)  // a finding after its command: only picked ones care
       for (Pick& p : picks)
@@ -302,6 +306,10 @@ void seconds_ticks(Out& o, double x0, double x1, double y, double total) {
         num(x0 + (x1 - x0) * i * step / total), num(y), i * step);
 }
 
+std::string plural(uint64_t n, std::string_view one, std::string_view many) {
+  return fmt::format("{} {}", count_text(n), n == 1 ? one : many);
+}
+
 std::string class_name(char kind, uint32_t bytes) {
   return fmt::format("{} {}", command_kind_name(kind), size_text(bytes));
 }
@@ -332,8 +340,8 @@ void latency_chart(Out& o, const std::string& id, char kind, uint32_t bytes, con
       esc(class_name(kind, bytes)));
   if (st)
     put(o,
-        "<text x=\"{}\" y=\"27\" fill=\"#555\">{} commands · median {} · p90 {} · {:g} RT (ideal {})</text>",
-        num(L), count_text(st->commands), ms_text(st->median_ms), ms_text(st->p90_ms), st->median_round_trips,
+        "<text x=\"{}\" y=\"27\" fill=\"#555\">{} · median {} · p90 {} · {:g} RT (ideal {})</text>",
+        num(L), plural(st->commands, "command", "commands"), ms_text(st->median_ms), ms_text(st->p90_ms), st->median_round_trips,
         st->ideal_round_trips);
   // Decade grid.
   for (double d = xmin; d <= xmax * 1.0001; d *= 10) {
@@ -353,10 +361,11 @@ void latency_chart(Out& o, const std::string& id, char kind, uint32_t bytes, con
     const double x0 = X(svg::LogHistogram::edge_ms(i)), x1 = X(svg::LogHistogram::edge_ms(i + 1));
     const double y = H - B - (H - T - B) * double(n) / double(peak);
     put(o,
-        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#8ab6d6\"><title>{} – {}: {} "
-        "commands</title></rect>",
+        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#8ab6d6\"><title>{} – {}: {}"
+        "</title></rect>",
         num(x0 + 0.5), num(y), num(std::max(1.0, x1 - x0 - 1)), num(H - B - y),
-        ms_text(svg::LogHistogram::edge_ms(i)), ms_text(svg::LogHistogram::edge_ms(i + 1)), n);
+        ms_text(svg::LogHistogram::edge_ms(i)), ms_text(svg::LogHistogram::edge_ms(i + 1)),
+        plural(n, "command", "commands"));
   }
   // CDF, stepping at each bin's upper edge.
   std::string pts = fmt::format("{},{}", num(X(svg::LogHistogram::edge_ms(lo))), num(Yc(0)));
@@ -651,7 +660,8 @@ nav a { margin-right: 12px; }
 )";
 
 void advice_table(Out& o, const Summary& s, bool evidence, const std::string& anchor_prefix,
-                  const std::set<size_t>& with_ladders) {
+                  const std::set<size_t>& with_ladders, double floor_ms = 0,
+                  const std::vector<RootCause>& roots = {}) {
   const auto advice = s.advice();
   if (advice.empty()) {
     put(o, "<p>{}</p>\n", s.commands() ? "No findings." : "No findings (no SCSI commands).");
@@ -670,6 +680,8 @@ void advice_table(Out& o, const Summary& s, bool evidence, const std::string& an
   size_t rank = 0;
   for (const Advice& a : advice) {
     const std::string name(finding_name(a.kind));
+    // A device's mechanical work has no disk behind it: no disk advice for it (#27).
+    const std::string fix = device_fix(a.kind, a.fix, roots);
     const std::string cell = with_ladders.count(size_t(a.kind))
                                  ? fmt::format("<a href=\"#{}-{}\">{}</a>", anchor_prefix, name, name)
                                  : name;
@@ -679,9 +691,12 @@ void advice_table(Out& o, const Summary& s, bool evidence, const std::string& an
         "<td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td class=\"fix\">{}</td>",
         name, ++rank, cell, side_name(a.side), count_text(a.commands),
         a.commands ? ms_text(a.exclusive_ms) : std::string("–"), ms_text(a.lost_ms),
-        a.commands ? fmt::format("{} → {}", ms_text(a.median_latency_ms), ms_text(a.median_fixed_ms))
-                   : "– (connection level: " + esc(a.detail) + ")",
-        esc(a.fix) + (a.note.empty() ? std::string() : "<br/><i>note: " + esc(a.note) + "</i>") +
+        a.commands ? fmt::format("{} → {}", ms_text(a.median_latency_ms),
+                                 ms_text(std::max(a.median_fixed_ms, std::min(floor_ms, a.median_latency_ms))))
+                   : "– (" + std::string(finding_kind(a.kind).part ? "no command waited on it" : "connection level") +
+                         (a.occurrences > 1 ? fmt::format(": in {} connections, {} touched in all; the first", a.occurrences, ms_text(a.lost_ms)) : std::string()) +
+                         ": " + esc(a.detail) + ")",
+        esc(fix) + (a.note.empty() ? std::string() : "<br/><i>note: " + esc(a.note) + "</i>") +
             (a.inferred.empty()
                  ? std::string()
                  : "<br/><i>inferred (not in the capture): " + esc(join(a.inferred, ", ")) + "</i>"));
@@ -691,20 +706,25 @@ void advice_table(Out& o, const Summary& s, bool evidence, const std::string& an
   o += "</table>\n";
 }
 
-void classes_table(Out& o, const Summary& s) {
+// offset_ms >= 0: a column with the median as the initiator saw it, estimated (#27).
+void classes_table(Out& o, const Summary& s, double offset_ms = -1) {
   const auto classes = s.classes();
   if (classes.empty()) return;
   o += "<table "
        "class=\"classes\"><tr><th>kind</th><th>size</th><th>commands</th><th>median</th><th>p90</th><th>max</"
-       "th>"
-       "<th>round trips median (ideal)</th></tr>\n";
+       "th>";
+  if (offset_ms >= 0) o += "<th>median, initiator (est.)</th>";
+  o += "<th>round trips median (ideal)</th></tr>\n";
   for (const ClassStats& c : classes)
     put(o,
         "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td "
         "class=\"n\">{}</td>"
-        "<td class=\"n\">{}</td><td class=\"n\">{:g} ({})</td></tr>\n",
+        "<td class=\"n\">{}</td>{}<td class=\"n\">{:g} ({})</td></tr>\n",
         command_kind_name(c.kind), size_text(c.bytes), count_text(c.commands), ms_text(c.median_ms),
-        ms_text(c.p90_ms), ms_text(c.max_ms), c.median_round_trips, c.ideal_round_trips);
+        ms_text(c.p90_ms), ms_text(c.max_ms),
+        offset_ms >= 0 ? fmt::format("<td class=\"n initiator-est\">{}</td>", ms_text(c.median_ms + offset_ms))
+                       : std::string(),
+        c.median_round_trips, c.ideal_round_trips);
   o += "</table>\n";
 }
 
@@ -811,14 +831,14 @@ double typical_rtt(const std::vector<ConnectionInfo>& conns) {
   return v.back().first;
 }
 
-std::string text_report(const CaptureResult& r) {
+std::string text_report(const CaptureResult& r, const RootCauses& roots) {
   char* buf = nullptr;
   size_t len = 0;
   FILE* f = open_memstream(&buf, &len);
   if (!f) return {};
   ReportOptions ro;
   ro.paths = {r.path};
-  make_text_report(ro)->capture_done(f, r);
+  make_text_report(ro, &roots)->capture_done(f, r);
   std::fclose(f);
   std::string s(buf, len);
   std::free(buf);
@@ -871,8 +891,12 @@ void capture_section(const CaptureResult& r, Aggregates& agg, const ReportOption
   std::set<size_t> with_ladders;
   for (size_t k = 0; k < finding_kind_count; ++k)
     if (!agg.picks[k].empty()) with_ladders.insert(k);
+  // Where these latencies were measured (#27), and the least a command takes as seen there.
+  const VantageFacts vantage = vantage_of(r);
+  if (!r.connections.empty()) put(o, "<p class=\"vantage\" data-capture-point=\"{}\">{}</p>\n", vantage.capture_point, esc(vantage_sentence(vantage)));
   o += "<h3>Findings, ranked by time lost</h3>\n";
-  advice_table(o, s, true, cid, with_ladders);
+  const std::vector<RootCause> roots = agg.roots.ranked(vantage.floor_ms());
+  advice_table(o, s, true, cid, with_ladders, vantage.floor_ms(), roots);
 
   o += "<h3>Ladder diagrams of the worst commands</h3>\n";
   o += "<p class=\"note\">Per finding kind, the commands it cost most. Initiator left, target right, the "
@@ -946,7 +970,7 @@ void capture_section(const CaptureResult& r, Aggregates& agg, const ReportOption
     draw(size_t(a.kind),
          fmt::format("{} — {} worst command{}", finding_name(a.kind), agg.picks[size_t(a.kind)].size(),
                      agg.picks[size_t(a.kind)].size() == 1 ? "" : "s"),
-         a.fix);
+         device_fix(a.kind, a.fix, roots));
   if (!any_ladder) draw(kSlowest, "No finding: the slowest commands", "");
   if (!any_ladder) o += "<p>No commands to draw.</p>\n";
   if (s.finding_counts()[size_t(FindingKind::serialized)])
@@ -971,6 +995,7 @@ void capture_section(const CaptureResult& r, Aggregates& agg, const ReportOption
         ms_text(rtt));
     o += "<div class=\"charts\">\n";
     for (size_t i = 0; i < rows.size() && i < kClassesDrawn; ++i) {
+      if (rows[i].second->n < 2) continue;  // one command has no distribution to draw (#27)
       const ClassStats* st = nullptr;
       for (const auto& c : stats)
         if (c.kind == rows[i].first.first && c.bytes == rows[i].first.second) st = &c;
@@ -984,7 +1009,7 @@ void capture_section(const CaptureResult& r, Aggregates& agg, const ReportOption
     std::vector<std::pair<std::pair<char, uint32_t>, const ClassAgg*>> top(
         rows.begin(), rows.begin() + long(std::min(rows.size(), kBreakdownRows)));
     breakdown_chart(o, cid + "-breakdown", top);
-    classes_table(o, s);
+    classes_table(o, s, vantage.shows_estimate() ? vantage.initiator_offset_ms() : -1);
     luns_table(o, s);
     statuses_table(o, s);
     o += "<h3>Queue depth and throughput over time</h3>\n";
@@ -1039,7 +1064,7 @@ void capture_section(const CaptureResult& r, Aggregates& agg, const ReportOption
     o += "</table>\n";
   }
   put(o, "<details><summary>The text report</summary><pre>{}</pre></details>\n</section>\n",
-      esc(text_report(r)));
+      esc(text_report(r, agg.roots)));
 }
 
 // The HTML report's part for one capture: the aggregates while it is read, its section once it

@@ -169,6 +169,12 @@ void write_command(ElementStream& s, const CommandResult& c, size_t capture,
     append_opt(o, c.asc);
     o += ",\"ascq\":";
     append_opt(o, c.ascq);
+    o += ",\"asc_name\":";  // T10's name of the pair, null when not in the table
+    const std::string_view name = c.asc && c.ascq ? asc_name(*c.asc, *c.ascq) : std::string_view();
+    if (name.empty())
+      o += "null";
+    else
+      write_json_string(o, name);
     o += '}';
   } else {
     o += "null";
@@ -179,7 +185,8 @@ void write_command(ElementStream& s, const CommandResult& c, size_t capture,
   std::fwrite(o.data(), 1, o.size(), s.out);
 }
 
-void write_finding(ElementStream& s, const Finding& f, size_t capture, const std::string* line = nullptr) {
+void write_finding(ElementStream& s, const Finding& f, double time_lost_ms, size_t capture,
+                   const std::string* line = nullptr) {
   OutBuf& o = buf();
   open_element(o, s, line);
   fmt::format_to(
@@ -190,6 +197,12 @@ void write_finding(ElementStream& s, const Finding& f, size_t capture, const std
   append_frame(o, f.frame);
   o += ",\"related\":";
   append_related(o, f);
+  // time_lost_ms: its share of time lost (each millisecond once); touched_ms: its own, overlapping
+  // time; lost_ms: touched_ms's old name, kept one release (docs/json-schema.md).
+  o += ",\"time_lost_ms\":";
+  append_ms(o, time_lost_ms);
+  o += ",\"touched_ms\":";
+  append_ms(o, f.lost_ms);
   o += ",\"lost_ms\":";
   append_ms(o, f.lost_ms);
   o += ",\"itt\":";
@@ -259,6 +272,20 @@ nlohmann::json capture_json(const CaptureResult& r, const std::string& filter) {
   if (r.summary) {
     c["commands"] = r.summary->commands();
     c["summary"] = summary_json(*r.summary);
+    // The vantage (#27): where these latencies were measured, and the initiator's view estimated
+    // from them (plus the round trip between the capture point and the initiator).
+    const VantageFacts v = vantage_of(r);
+    c["summary"]["vantage"] = vantage_json(v);
+    const double off = v.initiator_offset_ms();
+    auto est = [off](const nlohmann::json& ms) { return off < 0 ? nlohmann::json(nullptr) : nlohmann::json(round_us(ms.get<double>() + off)); };
+    for (auto& cl : c["summary"]["classes"]) {
+      cl["initiator_median_ms"] = est(cl["median_ms"]);
+      cl["initiator_p90_ms"] = est(cl["p90_ms"]);
+    }
+    for (auto& l : c["summary"]["luns"]) {
+      l["initiator_p50_ms"] = est(l["p50_ms"]);
+      l["initiator_p99_ms"] = est(l["p99_ms"]);
+    }
     for (auto& a : c["summary"]["advice"])  // as in the run's summary: whose frames these are
       a["example_capture"] = r.index;
   } else {
@@ -283,8 +310,8 @@ public:
     filling_.commands.add(c);
     if (filling_.size() >= kBatch) hand_over();
   }
-  void add(const Finding& f) {
-    filling_.findings.add(f);
+  void add(const Finding& f, double time_lost_ms) {
+    filling_.findings.add({f, time_lost_ms});
     if (filling_.size() >= kBatch) hand_over();
   }
   // Everything written (the streams are complete when this returns).
@@ -322,7 +349,7 @@ private:
   };
   struct Batch {
     Slots<CommandResult> commands;
-    Slots<Finding> findings;
+    Slots<std::pair<Finding, double>> findings;  // with its time lost
     size_t size() const { return commands.n + findings.n; }
     void clear() { commands.n = findings.n = 0; }
   };
@@ -330,8 +357,8 @@ private:
   void write(Batch& b) {
     for (const CommandResult& c : b.commands)
       write_command(*s_.direct, c, capture_);
-    for (const Finding& f : b.findings)
-      write_finding(*s_.deferred, f, capture_);
+    for (const auto& [f, time_lost] : b.findings)
+      write_finding(*s_.deferred, f, time_lost, capture_);
     b.clear();
   }
 
@@ -393,13 +420,21 @@ private:
 // `findings` array, after it).
 class JsonCaptureReport final : public CaptureReport {
 public:
-  JsonCaptureReport(size_t index, CaptureStreams s) : writer_(s, index) {}
-  void command(const CommandResult& c) override { writer_.add(c); }
-  void finding(const Finding& f) override { writer_.add(f); }
-  void analysed(const CaptureResult&) override { writer_.finish(); }
+  JsonCaptureReport(size_t index, CaptureStreams s)
+      : writer_(s, index), shares_([this](const Finding& f, double t) { writer_.add(f, t); }) {}
+  void command(const CommandResult& c) override {
+    writer_.add(c);
+    shares_.command(c);
+  }
+  void finding(const Finding& f) override { shares_.finding(f); }
+  void analysed(const CaptureResult&) override {
+    shares_.finish();
+    writer_.finish();
+  }
 
 private:
   ElementWriter writer_;
+  TimeLostShares shares_;
 };
 
 // The run's summary names, per finding kind, example frames of one capture: the one that lost the
@@ -536,13 +571,23 @@ public:
     const auto it = held_.find({c.connection, c.itt, c.first_frame});
     if (it == held_.end()) return;
     const std::string line = finding_line_ + fmt::format("\"lun\":{},", c.lun);
-    for (const Finding& f : it->second)
-      write_finding(*s_.direct, f, index_, &line);
+    std::map<FindingKind, std::pair<double, size_t>> touched;  // per kind: its findings' sum, count
+    for (const Finding& f : it->second) {
+      auto& [sum, n] = touched[f.kind];
+      sum += f.lost_ms;
+      ++n;
+    }
+    for (const Finding& f : it->second) {  // as TimeLostShares shares it (report.hpp)
+      const bool counted = c.completed && std::find(c.findings.begin(), c.findings.end(), f.kind) != c.findings.end();
+      const auto [sum, n] = touched[f.kind];
+      const double own = counted ? exclusive_ms(f.kind, c.breakdown) : 0;
+      write_finding(*s_.direct, f, sum > 0 ? own * f.lost_ms / sum : own / double(n), index_, &line);
+    }
     held_.erase(it);
   }
   void finding(const Finding& f) override {
     if (!f.itt) {  // connection level
-      write_finding(*s_.direct, f, index_, &no_lun_line_);
+      write_finding(*s_.direct, f, 0, index_, &no_lun_line_);
       return;
     }
     held_[{f.connection, *f.itt, f.command_first_frame}].push_back(f);
@@ -550,7 +595,7 @@ public:
   void analysed(const CaptureResult&) override {
     for (const auto& [key, list] : held_)  // of no reported command (none, in practice)
       for (const Finding& f : list)
-        write_finding(*s_.direct, f, index_, &no_lun_line_);
+        write_finding(*s_.direct, f, 0, index_, &no_lun_line_);
     held_.clear();
   }
 

@@ -3,6 +3,7 @@
 // per gate check, and per capture one per finding kind and side, whose failure text is the fix
 // and the evidence frames. Written beside the report of any format; exit codes are unchanged.
 #include "report_junit.hpp"
+#include "root_causes.hpp"
 
 #include <cstdio>
 #include <fstream>
@@ -70,6 +71,11 @@ JunitCapture junit_capture(const CaptureResult& r) {
   if (r.summary) {
     c.commands = r.summary->commands();
     c.advice = r.summary->advice();
+    if (r.root_causes) {  // no disk advice for a device's mechanical work (#27)
+      const auto roots = r.root_causes->ranked(vantage_of(r).floor_ms());
+      for (Advice& a : c.advice)
+        a.fix = device_fix(a.kind, a.fix, roots);
+    }
   }
   return c;
 }
@@ -137,9 +143,10 @@ bool write_junit(const std::string& file, const std::vector<JunitCapture>& captu
         for (const Advice& a : cap.advice) {
           if (size_t(a.kind) != k || a.side != side) continue;
           const std::string what =
-              a.commands ? fmt::format("{}: {} commands, {} lost ({} its own)", finding_name(a.kind),
-                                       a.commands, ms_text(a.lost_ms), ms_text(a.exclusive_ms))
-                         : fmt::format("{}: {} (connection level)", finding_name(a.kind), ms_text(a.lost_ms));
+              a.commands ? fmt::format("{}: {} commands, {} time lost ({} touched)", finding_name(a.kind),
+                                       a.commands, ms_text(a.exclusive_ms), ms_text(a.lost_ms))
+                         : fmt::format("{}: {} touched (connection level)", finding_name(a.kind),
+                                       ms_text(a.lost_ms));
           // With --fail-on, the kinds it names fail their case; without, every kind but serialized
           // and link_limited (the workload's queue depth, the link's rate: neither peer's code can
           // change them) and think_or_hold (the capture cannot tell whose it is).

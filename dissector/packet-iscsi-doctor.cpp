@@ -85,7 +85,7 @@ enum BreakdownPart {
 };
 std::array<int, bd_count> hf_bd{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
 
-int hf_finding_tree = -1, hf_finding = -1, hf_side = -1, hf_lost_ms = -1, hf_fix = -1, hf_detail = -1,
+int hf_finding_tree = -1, hf_finding = -1, hf_side = -1, hf_touched_ms = -1, hf_lost_ms = -1, hf_fix = -1, hf_detail = -1,
     hf_finding_itt = -1, hf_command_frame = -1, hf_decided_in = -1, hf_decided_at_end = -1,
     hf_related_other = -1, hf_inferred = -1;
 // Finding::related names the engine uses; anything else goes to iscsi_doctor.related.
@@ -463,7 +463,7 @@ expert_field* notice_ei(Notice::Level l) {
 void add_finding(proto_tree* tree, tvbuff_t* tvb, packet_info* pinfo, const FindingRec& r) {
   const Finding& f = r.f;
   proto_item* ti =
-      proto_tree_add_none_format(tree, hf_finding_tree, tvb, 0, 0, "Finding: %s (%s), %.3f ms lost",
+      proto_tree_add_none_format(tree, hf_finding_tree, tvb, 0, 0, "Finding: %s (%s), %.3f ms touched",
                                  kind_name(f.kind), side_name(f.side).data(), f.lost_ms);
   proto_item_set_generated(ti);
   proto_tree* ft = proto_item_add_subtree(ti, ett_finding);
@@ -471,7 +471,12 @@ void add_finding(proto_tree* tree, tvbuff_t* tvb, packet_info* pinfo, const Find
   proto_item* kind_item = proto_tree_add_string(ft, hf_finding, tvb, 0, 0, kind_name(f.kind));
   gen(kind_item);
   gen(proto_tree_add_string(ft, hf_side, tvb, 0, 0, side_name(f.side).data()));
-  gen(proto_tree_add_double(ft, hf_lost_ms, tvb, 0, 0, f.lost_ms));
+  // touched_ms: the time the finding held its command, which overlaps others' (#27); lost_ms is its
+  // old name, kept one release, hidden so that the tree shows the fact once.
+  gen(proto_tree_add_double(ft, hf_touched_ms, tvb, 0, 0, f.lost_ms));
+  proto_item* old_name = proto_tree_add_double(ft, hf_lost_ms, tvb, 0, 0, f.lost_ms);
+  gen(old_name);
+  proto_item_set_hidden(old_name);
   gen(proto_tree_add_string(ft, hf_fix, tvb, 0, 0, r.fix.c_str()));
   if (!f.detail.empty()) gen(proto_tree_add_string(ft, hf_detail, tvb, 0, 0, f.detail.c_str()));
   for (const std::string& fact : f.inferred)  // the verdict rests on it: not in the capture
@@ -816,7 +821,14 @@ extern "C" void proto_register_iscsi_doctor(void) {
       {&hf_side,
        {"Side", "iscsi_doctor.side", FT_STRING, BASE_NONE, NULL, 0x0, "Side at fault (initiator, target, or network: the path)",
         HFILL}},
-      {&hf_lost_ms, {"Time lost (ms)", "iscsi_doctor.lost_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0, NULL, HFILL}},
+      {&hf_touched_ms,
+       {"Time touched (ms)", "iscsi_doctor.touched_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0,
+        "Time the finding held its command (overlaps other findings': not time lost, which counts each "
+        "millisecond once)",
+        HFILL}},
+      {&hf_lost_ms,
+       {"Time touched (ms), old name", "iscsi_doctor.lost_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0,
+        "Deprecated alias of iscsi_doctor.touched_ms, kept one release", HFILL}},
       {&hf_fix, {"Fix", "iscsi_doctor.fix", FT_STRING, BASE_NONE, NULL, 0x0, "What to change", HFILL}},
       {&hf_detail, {"Detail", "iscsi_doctor.detail", FT_STRING, BASE_NONE, NULL, 0x0, NULL, HFILL}},
       {&hf_inferred,

@@ -22,6 +22,7 @@ packages=(
   chromium  # renders the HTML report in tests/report (headless)
   libxml2-utils  # xmllint: --junit output validated against the JUnit schema (tests/integration/test_junit.py)
   xz-utils zstd lz4 bzip2  # compress the captures tests/integration/test_compressed.py reads
+  pandoc  # the man page iscsi-doctor(1), made from --help and docs/cli.md (cli/make_man.py)
 )
 
 missing=()

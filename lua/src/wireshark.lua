@@ -30,7 +30,9 @@ local pf = {
   finding_tree = ProtoField.none("iscsi_doctor_lua.finding_tree", "Finding"),
   finding = ProtoField.string("iscsi_doctor_lua.finding", "Finding"),
   side = ProtoField.string("iscsi_doctor_lua.side", "Side"),
-  lost_ms = ProtoField.double("iscsi_doctor_lua.lost_ms", "Time lost (ms)"),
+  -- touched_ms: time the finding held its command (overlaps others'); lost_ms its old name (#27)
+  touched_ms = ProtoField.double("iscsi_doctor_lua.touched_ms", "Time touched (ms)"),
+  lost_ms = ProtoField.double("iscsi_doctor_lua.lost_ms", "Time touched (ms), old name"),
   fix = ProtoField.string("iscsi_doctor_lua.fix", "Fix"),
   detail = ProtoField.string("iscsi_doctor_lua.detail", "Detail"),
   inferred = ProtoField.string("iscsi_doctor_lua.inferred", "Inferred",
@@ -244,11 +246,12 @@ local function add_command(root, c)
 end
 
 local function add_finding(root, f)
-  local t = root:add(pf.finding_tree):set_text(string.format("Finding: %s (%s), %.3f ms lost", f.kind, f.side,
+  local t = root:add(pf.finding_tree):set_text(string.format("Finding: %s (%s), %.3f ms touched", f.kind, f.side,
                                                              f.lost_ms or 0))
   local kind_item = t:add(pf.finding, f.kind)
   t:add(pf.side, f.side)
-  t:add(pf.lost_ms, f.lost_ms or 0)
+  t:add(pf.touched_ms, f.lost_ms or 0)
+  t:add(pf.lost_ms, f.lost_ms or 0):set_hidden()
   t:add(pf.fix, f.fix)
   if f.detail then t:add(pf.detail, f.detail) end
   for _, fact in ipairs(f.inferred or {}) do t:add(pf.inferred, fact) end

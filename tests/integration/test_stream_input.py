@@ -142,8 +142,11 @@ def test_live_capture_usage():
     assert json.loads(out.stdout)["captures"][0]["error"].startswith("-i nosuch0: cannot capture")
     out = run(["-i", "lo", str(GZ)])
     assert out.returncode == 2 and "name no capture file" in out.stderr.decode()
-    out = run(["--count", "3", str(GZ)])
-    assert out.returncode == 2 and "--count requires --interface" in out.stderr.decode()
+    # -c N on a file is its first N packets, as tshark -c (#27); a capture filter needs -i
+    out = run(["--count", "3", "--format", "json", str(GZ)])
+    assert out.returncode == 0 and json.loads(out.stdout)["captures"][0]["packets"] == 3
+    out = run(["-f", "tcp", str(GZ)])
+    assert out.returncode == 2 and "requires --interface" in out.stderr.decode()
     out = run(["-i", "lo", "--html", os.devnull])
     assert out.returncode == 2 and "keep it with -w FILE" in out.stderr.decode()
 
