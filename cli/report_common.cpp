@@ -153,11 +153,13 @@ std::string missing_data_words(const CaptureResult& r) {
     missing += c.bytes_missing;
   const uint64_t captured = r.stats.tcp_payload_bytes;
   if (missing == 0 || missing <= captured) return {};
+  // The cause as the file shows it: packets cut by its snaplen, else packets the capture host dropped.
   return fmt::format(
       "most of the iSCSI data is missing from the capture: {} bytes that the receivers acknowledged were "
-      "never captured, against {} captured (the capture host dropped packets); commands are timed at the "
-      "status headers the capture holds, and round trips counted only where it shows them",
-      count_text(missing), count_text(captured));
+      "never captured, against {} captured ({}); commands are timed at the status headers the capture "
+      "holds, and round trips counted only where it shows them",
+      count_text(missing), count_text(captured),
+      r.stats.snapped ? "the capture's snaplen cut its packets short" : "the capture host dropped packets");
 }
 
 std::string gate_words(const GateResult& g) {
