@@ -426,7 +426,7 @@ nlohmann::json sessions_json(const CaptureResult& r, bool with_capture) {
 
 VantageFacts vantage_of(const CaptureResult& r) {
   VantageFacts v;
-  double w = 0, rtt = 0, ini = 0, tgt = 0, wr = 0, wi = 0, wt = 0;
+  double rtt = 0, ini = 0, tgt = 0, wr = 0, wi = 0, wt = 0;
   bool first = true;
   for (const ConnectionInfo& c : r.connections) {
     if (!c.commands) continue;
@@ -435,7 +435,6 @@ VantageFacts vantage_of(const CaptureResult& r) {
     else if (v.capture_point != where) v.capture_point = "mixed";
     first = false;
     const double n = double(c.commands);
-    w += n;
     if (c.rtt_ms >= 0) rtt += n * c.rtt_ms, wr += n;
     // Near the initiator the capture point is the initiator: nothing to add.
     const double to_ini = c.vantage == Vantage::initiator ? 0.0 : c.rtt_initiator_ms;
