@@ -2923,14 +2923,7 @@ function Connection:window_edge_half_trips(dir, seg, c)
   if not self.rtt[dir].known then return end
   local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
   if i > f.ak_tail then return end
-  -- The first ACK that opened the window this far; it must have had time to reach the sender.
-  local r = f.acks[i]
-  if r.h < 0 or r.cmd ~= c.first_frame or r.t + self:rtt_ns(dir) - self:tolerance_ns() > seg.t then return end
-  local h = dir == I2T and c.h_initiator or c.h_target
-  if r.h + 2 > h then
-    c.held_h = c.held_h + r.h + 2 - h  -- as a hold's (a link-bound command takes them back)
-    if dir == I2T then c.h_initiator = r.h + 2 else c.h_target = r.h + 2 end
-  end
+  self:release_half_trips(dir, seg, c, f.acks[i])  -- the first ACK that opened the window this far
 end
 
 -- ACK causality by timestamps (engine: echo_half_trips): a data segment echoing a newer timestamp
@@ -2940,8 +2933,13 @@ function Connection:echo_half_trips(dir, seg, c)
   local f = self.flow[dir]
   if not seg.has_ts or f.echo_moved_frame ~= seg.frame or not self.rtt[dir].known then return end
   local i = f:first_with_ts(seg.tsecr)
-  if i > f.ak_tail then return end
-  local r = f.acks[i]
+  if i <= f.ak_tail then self:release_half_trips(dir, seg, c, f.acks[i]) end
+end
+
+-- A segment released by ACK r without a wait of its own (engine: release_half_trips): two
+-- crossings after the data r acknowledged, when that was this command's and r could have reached
+-- the sender by then.
+function Connection:release_half_trips(dir, seg, c, r)
   if r.h < 0 or r.cmd ~= c.first_frame or r.t + self:rtt_ns(dir) - self:tolerance_ns() > seg.t then return end
   local h = dir == I2T and c.h_initiator or c.h_target
   if r.h + 2 > h then

@@ -46,9 +46,9 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   // ACK causality by timestamps (RFC 7323): a segment echoing the ACK's timestamp or a later one
   // left after that ACK reached its sender, however late the path brought it; only the earliest
   // the release can be seen is timing's.
-  auto echoes = [&](bool has_ts, uint32_t tsval, int64_t ack_t) {
-    return has_ts && seg.has_timestamps && int32_t(seg.tsecr - tsval) >= 0 &&
-           released_within(ack_t, seg.time_ns - ack_t);
+  auto echoes = [&](const tcp::AckRecord& a) {
+    return a.has_ts && seg.has_timestamps && int32_t(seg.tsecr - a.tsval) >= 0 &&
+           released_within(a.t, seg.time_ns - a.t);
   };
   uint32_t len = seg.payload_wire_len;
   const tcp::SmallSegment& small = f.last_small;
@@ -95,7 +95,7 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   const bool at_edge = i > 0 && i < f.acks.size() && seg_start <= f.edge(f.acks[i - 1]) &&
                        seg_start + f.effective_mss() > f.edge(f.acks[i - 1]);
   const size_t at_edge_i = i;
-  if (!(at_edge && (released_within(f.acks[i].t, late) || echoes(f.acks[i].has_ts, f.acks[i].tsval, f.acks[i].t)))) {
+  if (!(at_edge && (released_within(f.acks[i].t, late) || echoes(f.acks[i])))) {
     i = first_release(tol);
     if (i == f.acks.size() && late > tol) i = first_release(late);
   }

@@ -132,6 +132,7 @@ private:
   HoldVerdict classify_hold(int dir, const Segment& seg, int64_t ready);  // rules/holds.cpp
   void window_edge_half_trips(int dir, const Segment& seg, OpenCommand& c);
   void echo_half_trips(int dir, const Segment& seg, OpenCommand& c);
+  void release_half_trips(int dir, const Segment& seg, OpenCommand& c, const tcp::AckRecord& a);
   void on_pdu_end(int dir, const Segment& seg, const PduEvent& ev);
   void on_login(int dir, const PduEvent& ev, const Segment& seg);
   void replay_orphans(uint32_t itt);

@@ -271,14 +271,7 @@ void Connection::window_edge_half_trips(int dir, const Segment& seg, OpenCommand
   if (!tcp_.rtt(dir).known()) return;
   const size_t i = f.first_opening(f.first_wire_end(seg.seq, seg.payload_wire_len));
   if (i == f.acks.size()) return;
-  // The first ACK that opened the window this far; it must have had time to reach the sender.
-  const tcp::AckRecord& a = f.acks[i];
-  if (a.h < 0 || a.cmd != c.r.first_frame || a.t + rtt_ns(dir) - tolerance_ns() > seg.time_ns) return;
-  int32_t& h = dir == kI2T ? c.h_initiator : c.h_target;
-  if (a.h + 2 > h) {
-    c.held_h += a.h + 2 - h;  // as a hold's (a link-bound command takes them back)
-    h = a.h + 2;
-  }
+  release_half_trips(dir, seg, c, f.acks[i]);  // the first ACK that opened the window this far
 }
 
 // ACK causality by timestamps (docs/rules.md "Round trips"): a data segment that echoes a newer
@@ -289,8 +282,12 @@ void Connection::echo_half_trips(int dir, const Segment& seg, OpenCommand& c) {
   const tcp::Flow& f = tcp_.flow(dir);
   if (!seg.has_timestamps || f.echo_moved_frame != seg.frame || !tcp_.rtt(dir).known()) return;
   const size_t i = f.first_with_ts(seg.tsecr);
-  if (i == f.acks.size()) return;
-  const tcp::AckRecord& a = f.acks[i];
+  if (i < f.acks.size()) release_half_trips(dir, seg, c, f.acks[i]);
+}
+
+// A segment released by ACK a without a wait of its own: two crossings after the data a
+// acknowledged, when that was this command's and a could have reached the sender by then.
+void Connection::release_half_trips(int dir, const Segment& seg, OpenCommand& c, const tcp::AckRecord& a) {
   if (a.h < 0 || a.cmd != c.r.first_frame || a.t + rtt_ns(dir) - tolerance_ns() > seg.time_ns) return;
   int32_t& h = dir == kI2T ? c.h_initiator : c.h_target;
   if (a.h + 2 > h) {
