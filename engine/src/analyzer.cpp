@@ -15,10 +15,12 @@
 
 #include "iscsi/detector.hpp"
 #include "iscsi/pdu.hpp"
-#include "rules/constants.hpp"
+#include "session/constants.hpp"
 #include "session/connection.hpp"
+#include "session/relay.hpp"
 #include "session/sessions.hpp"
 #include "tcp/tracker.hpp"
+#include "util/oldest_first.hpp"
 
 namespace iscsi_doctor {
 
@@ -60,12 +62,12 @@ struct Analyzer::Impl {
 
   bool probation_over(const Probation& p, int64_t now) const {
     const auto enough = [&](int d) {
-      return p.scout->rtt(d).samples() >= rules::probation_rtt_samples && p.scout->rtt(d).clean_samples() > 0;
+      return p.scout->rtt(d).samples() >= session::probation_rtt_samples && p.scout->rtt(d).clean_samples() > 0;
     };
-    return (enough(0) && enough(1)) || p.held.size() >= rules::probation_segments_max ||
-           p.bytes >= rules::probation_bytes_max ||
-           now - p.held.front().seg.time_ns >= rules::ns(rules::probation_ms) ||
-           probation_bytes > rules::probation_bytes_all_max;
+    return (enough(0) && enough(1)) || p.held.size() >= session::probation_segments_max ||
+           p.bytes >= session::probation_bytes_max ||
+           now - p.held.front().seg.time_ns >= to_ns(session::probation_ms) ||
+           probation_bytes > session::probation_bytes_all_max;
   }
   // Ends a connection's probation: the held segments go to it, what the scout found first.
   void end_probation(const Key& key, Connection& c) {
@@ -234,41 +236,8 @@ struct Analyzer::Impl {
   // counted in its frames, while the linger would have lasted, as if it were open. Closed both ways
   // (its linger queued in `closing`), what its finish said besides its facts (a `serialized`
   // finding, notices) is said when the linger would have ended, so the report's order is the same.
-  using Event = std::variant<CommandResult, Finding, Notice, ConnectionInfo>;
-  struct Relay final : Sink {
-    Sink* to = nullptr;
-    std::vector<Event>* held = nullptr;  // while a retired connection finishes
-    template <typename T>
-    bool keep(const T& x) {
-      if (held) held->emplace_back(x);
-      return held != nullptr;
-    }
-    void on_command(const CommandResult& c) override {
-      if (!keep(c)) to->on_command(c);
-    }
-    void on_finding(const Finding& f) override {
-      if (!keep(f)) to->on_finding(f);
-    }
-    void on_notice(const Notice& n) override {
-      if (!keep(n)) to->on_notice(n);
-    }
-    void on_connection(const ConnectionInfo& c) override {
-      if (!keep(c)) to->on_connection(c);
-    }
-    void say(std::vector<Event>& events) {
-      for (const Event& e : events)
-        std::visit(
-            [&](const auto& x) {
-              using T = std::decay_t<decltype(x)>;
-              if constexpr (std::is_same_v<T, CommandResult>) to->on_command(x);
-              if constexpr (std::is_same_v<T, Finding>) to->on_finding(x);
-              if constexpr (std::is_same_v<T, Notice>) to->on_notice(x);
-              if constexpr (std::is_same_v<T, ConnectionInfo>) to->on_connection(x);
-            },
-            e);
-      events.clear();
-    }
-  };
+  using Event = session::Event;
+  using Relay = session::Relay;
   Relay relay;
   struct Tomb {
     uint32_t id;
@@ -361,27 +330,8 @@ struct Analyzer::Impl {
     return buf;
   }
   std::unordered_map<uint32_t, Connection*> by_id;  // the live connections by number
-  // Entries by connection, at most `max`: a new one evicts the oldest (insertion order). The order
-  // drops the keys erased since once it reaches twice the bound, so it stays bounded too.
   template <typename V>
-  struct OldestFirst {
-    std::map<Key, V> entries;
-    std::deque<Key> order;
-    typename std::map<Key, V>::iterator insert(const Key& key, size_t max) {
-      while (entries.size() >= max && !order.empty()) {
-        entries.erase(order.front());
-        order.pop_front();
-      }
-      if (order.size() >= 2 * max) {
-        std::deque<Key> kept;
-        for (const Key& k : order)
-          if (entries.count(k)) kept.push_back(k);
-        order.swap(kept);
-      }
-      order.push_back(key);
-      return entries.emplace(key, V{}).first;
-    }
-  };
+  using OldestFirst = util::OldestFirst<Key, V>;
   // Handshakes on ports not known to be iSCSI, kept until a Login Request shows the connection is
   // (then replayed into it: MSS, window scale and round trips come from them).
   static constexpr size_t kMaxPendingHandshakes = 4096;
@@ -429,9 +379,9 @@ struct Analyzer::Impl {
     Sniffed& s = *sn->second;
     s.held.push_back({seg, std::vector<uint8_t>(seg.payload.begin(), seg.payload.end()), 0});
     s.held.back().seg.payload = {};
-    s.bytes += seg.payload.size() + rules::probation_segment_cost;
+    s.bytes += seg.payload.size() + session::probation_segment_cost;
     while (s.bytes > kMaxSniffedBytes && s.held.size() > 1) {
-      s.bytes -= s.held.front().payload.size() + rules::probation_segment_cost;
+      s.bytes -= s.held.front().payload.size() + session::probation_segment_cost;
       s.held.pop_front();
     }
     const Verdict v = s.detector.feed(seg.src == s.side0 ? 0 : 1, seg.payload);
@@ -547,7 +497,7 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
       for (const Segment& h : p->second)
         it->second->on_segment(h, h.src == *initiator ? session::kI2T : session::kT2I);
       m.pending.entries.erase(p);
-    } else if (!syn && m.probation.size() < rules::probation_connections_max) {
+    } else if (!syn && m.probation.size() < session::probation_connections_max) {
       auto pr = std::make_unique<Impl::Probation>();
       pr->scout = std::make_unique<Connection>(it->second->id(), *initiator, *target, m.options, pr->discard,
                                                pr->sessions);
@@ -566,7 +516,7 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
       // FIN may be the first round-trip sample free of the peer's answer time.
       if (!was_closed && pr.scout->closed()) m.closing.push_back({seg.time_ns + pr.scout->linger_ns(), key, c.id()});
       pr.held.push_back({seg, std::vector<uint8_t>(seg.payload.begin(), seg.payload.end()), dir});
-      const size_t cost = seg.payload.size() + rules::probation_segment_cost;
+      const size_t cost = seg.payload.size() + session::probation_segment_cost;
       pr.bytes += cost;
       m.probation_bytes += cost;
       if (m.probation_over(pr, seg.time_ns)) m.end_probation(key, c);

@@ -272,26 +272,31 @@ def test_rules_doc_digest():
         f"to lua/iscsi_doctor.lua, then set RULES.doc_sha256 = \"{digest}\"")
 
 
-# The engine's table: engine/src/rules/constants.hpp, one `inline constexpr T name = value;` each,
-# plus the two Options defaults a front-end may change (engine/include/iscsi_doctor/analyzer.hpp).
-ENGINE_TABLE = ROOT / "engine" / "src" / "rules" / "constants.hpp"
+# The engine's table: one constants header per layer (tcp, session, rules), in the document's order,
+# one `inline constexpr T name = value;` each, plus the two Options defaults a front-end may change
+# (engine/include/iscsi_doctor/analyzer.hpp: the number, or the rule constant it is taken from).
+ENGINE_TABLE = [ROOT / "engine" / "src" / layer / "constants.hpp" for layer in ("tcp", "session", "rules")]
 OPTION_DEFAULTS = {"delayed_ack_min_ms", "think_min_ms"}
 
 
 def engine_constants():
-    rows = re.findall(r"^inline constexpr \w+ (\w+) = ([0-9.']+);", ENGINE_TABLE.read_text(), re.M)
+    rows = [r for h in ENGINE_TABLE
+            for r in re.findall(r"^inline constexpr \w+ (\w+) = ([0-9.']+);", h.read_text(), re.M)]
+    assert len(rows) == len({k for k, _ in rows}), "a constant is defined in two layers' headers"
     return {k: float(v.replace("'", "")) for k, v in rows}
 
 
 def test_engine_uses_the_documented_constants():
     doc = doc_constants()
     engine = engine_constants()
-    assert engine == doc, "engine/src/rules/constants.hpp differs from docs/rules.md 'Rule constants'"
+    assert engine == doc, "engine/src/{tcp,session,rules}/constants.hpp differ from docs/rules.md 'Rule constants'"
     assert list(engine) == list(doc), "the engine's table is not in the document's order"
     options = (ROOT / "engine" / "include" / "iscsi_doctor" / "analyzer.hpp").read_text()
     for name in OPTION_DEFAULTS:
-        m = re.search(r"%s = ([0-9.]+)" % name, options)
-        assert m and float(m.group(1)) == doc[name], f"Options::{name} default differs from docs/rules.md"
+        m = re.search(r"%s = ([0-9.]+|rules::(\w+));" % name, options)
+        assert m, f"Options::{name} has no default"
+        value = engine[m.group(2)] if m.group(2) else float(m.group(1))
+        assert value == doc[name], f"Options::{name} default differs from docs/rules.md"
 
 
 def test_finding_kinds_match_docs():

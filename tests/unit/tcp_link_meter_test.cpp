@@ -4,7 +4,7 @@
 // of a round trip, or an application's trickle of small PDUs, do not.
 #include <gtest/gtest.h>
 
-#include "rules/constants.hpp"
+#include "tcp/constants.hpp"
 #include "tcp/flow.hpp"
 
 using iscsi_doctor::tcp::LinkMeter;
@@ -28,7 +28,7 @@ TEST(LinkMeter, TrainGivesTheRateAndKeepsTheLinkBusy) {
   m.advanced(0, 0, kRtt);
   const int64_t end = feed(m, 0, 100, 400);  // 1.1 MiB at 100 Mbit/s
   EXPECT_NEAR(m.rate * 8 / 1e6, 100, 1);
-  EXPECT_GE(m.rate_bytes, iscsi_doctor::rules::link_run_bytes_min);
+  EXPECT_GE(m.rate_bytes, iscsi_doctor::tcp::link_run_bytes_min);
   // Busy from the moment the rate was known: all but the train's first 256 KiB.
   EXPECT_GT(m.busy_ns, end * 3 / 4);
   EXPECT_LE(m.busy_ns, end);

@@ -11,14 +11,16 @@
 #include "iscsi_doctor/results.hpp"
 #include "iscsi_doctor/segment.hpp"
 #include "iscsi_doctor/trace.hpp"
+// The rule constants the options' defaults come from (in the engine's sources, beside the rules).
+#include "../../src/rules/constants.hpp"
 
 namespace iscsi_doctor {
 
 struct Options {
   std::vector<uint16_t> ports{3260};         // iSCSI target ports
   bool detect_ports = true;                  // also follow connections on other ports that speak iSCSI
-  double delayed_ack_min_ms = 10;            // an ACK later than this (beyond the RTT) counts as delayed
-  double think_min_ms = 2;                   // target think time below this is never a finding
+  double delayed_ack_min_ms = rules::delayed_ack_min_ms;  // an ACK later than this (beyond the RTT) counts as delayed
+  double think_min_ms = rules::think_min_ms;  // target think time below this is never a finding
   size_t max_connections = 65536;            // caps: open connections at once; when hit, a Notice says so
   size_t max_connections_listed = 4096;      // finished connections kept for connections(); the rest counted
   double idle_timeout_s = 60;                // at the connection cap, connections idle this long are finished

@@ -1,42 +1,48 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // Holds (docs/rules.md "Holds"): a segment that was ready earlier and left only when an ACK from
-// the peer released it: nagle_hold, cwnd_limited, rwnd_limited, and delayed_ack when that ACK was late.
+// the peer released it: nagle_hold, cwnd_limited, rwnd_limited, and delayed_ack when that ACK was
+// late; their time on the command's critical path, and the half trips of a release.
+#include "rules/holds.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <string>
 
 #include "rules/constants.hpp"
-#include "session/connection.hpp"
+#include "session/constants.hpp"
+#include "session/delivery.hpp"
+#include "tcp/constants.hpp"
 #include "util/units.hpp"
 
-namespace iscsi_doctor::session {
+namespace iscsi_doctor::rules {
 
-Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, int64_t ready) {
+HoldVerdict classify_hold(const tcp::Flow& f, const tcp::RttEstimate& sender, const tcp::RttEstimate& receiver,
+                          bool sender_is_target, double delayed_ack_min_ms, const Segment& seg, int64_t ready) {
   // A segment that was ready earlier and shows up one capture-to-sender round trip after an
   // ACK from the peer was released by that ACK (docs/rules.md "Holds").
   HoldVerdict v;
-  const tcp::Flow& f = tcp_.flow(dir);
-  if (!tcp_.rtt(dir).known()) return v;
-  int64_t rtt_side = rtt_ns(dir);
+  if (!sender.known()) return v;
+  const int64_t rtt_side = sender.ns(), rtt_receiver = receiver.ns();
+  const int64_t full_rtt = rtt_side + rtt_receiver;
   // Jitter only delays: a release may come later than rtt(S) by the path's measured jitter, which
   // the path between the capture point and S bounds (at S's own host there is no path to delay
   // the ACK: the excess of its samples is S's answer time).
-  const int64_t bound = std::min(full_rtt_ns() / rules::jitter_rtt_divisor, rtt_side);
-  const int64_t tol = tolerance_ns(), late = tol + std::min(tcp_.rtt(dir).jitter_ns(), bound);
+  const int64_t bound = std::min(full_rtt / tcp::jitter_rtt_divisor, rtt_side);
+  const int64_t tol = session::release_tolerance_ns(full_rtt), late = tol + std::min(sender.jitter_ns(), bound);
   // A Nagle hold has its proof in the stream (the earlier partial segment was unacknowledged when
   // this one was ready, so it could not leave before the ACK reached S): its release may come as
   // late as the path's largest recent round trip, not only its usual spread.
-  const int64_t nagle_late = tol + std::min(tcp_.rtt(dir).jitter_ns(rules::nagle_jitter_percentile), bound);
+  const int64_t nagle_late = tol + std::min(sender.jitter_ns(nagle_jitter_percentile), bound);
   // How late the path alone may bring the receiver's ACK (its largest recent round trip, within the
   // same bounds): an ACK later than its round trip by no more is not proven delayed.
-  const int64_t receiver_jitter = std::min(tcp_.rtt(dir ^ 1).jitter_ns(rules::nagle_jitter_percentile),
-                                           std::min(full_rtt_ns() / rules::jitter_rtt_divisor, rtt_ns(dir ^ 1)));
+  const int64_t receiver_jitter = std::min(receiver.jitter_ns(nagle_jitter_percentile),
+                                           std::min(full_rtt / tcp::jitter_rtt_divisor, rtt_receiver));
   // rtt(S) measured only from ACKs that rode on S's data is an upper bound (S's answer time may be
   // in every sample): with the capture point near S (that bound a small part of the path's round
   // trip) a release may come as soon as just after the ACK.
-  const tcp::RttEstimate& est = tcp_.rtt(dir);
+  const tcp::RttEstimate& est = sender;
   const int64_t early = !est.tight() &&
-                                rtt_side * rules::wait_min_rtt_divisor < full_rtt_ns()
+                                rtt_side * session::wait_min_rtt_divisor < full_rtt
                             ? std::max(tol, rtt_side)
                             : tol;
   auto released_within = [&](int64_t ack_t, int64_t upto) {
@@ -65,12 +71,11 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
     v.kind = FindingKind::nagle_hold;
     v.release_frame = small.ack_frame;
     v.acked_frame = small.frame;
-    v.release_h = small.h;
-    v.release_cmd = small.cmd;
+    v.release_progress = small.progress;
     // Delayed ACK: the receiver sat on the ACK beyond its round trip from the capture point, by
     // more than the path's jitter could have delayed it.
-    int64_t ack_delay = small.ack_t - small.t - rtt_ns(dir ^ 1);
-    if (ms(ack_delay - receiver_jitter) >= options_.delayed_ack_min_ms) v.delayed_ack_ms = ms(ack_delay);
+    int64_t ack_delay = small.ack_t - small.t - rtt_receiver;
+    if (ms(ack_delay - receiver_jitter) >= delayed_ack_min_ms) v.delayed_ack_ms = ms(ack_delay);
     return v;
   }
   // Window holds: released by the first ACK that could have reached the sender when this segment
@@ -104,7 +109,7 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
     // to follow (the Nagle invariant, a window's edge) still fits. Away from the target only: at
     // its host the ACK's arrival is seen.
     const int64_t most = tol + bound;
-    if (dir == kT2I && most > std::max(late, nagle_late)) {
+    if (sender_is_target && most > std::max(late, nagle_late)) {
       if (f.has_small && small.acked && small.frame != seg.frame && nagle_candidate &&
           released_within(small.ack_t, most)) {
         v.undecided = true;
@@ -119,14 +124,13 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   const tcp::AckRecord& rel = f.acks[i];
   v.held = true;
   v.release_frame = rel.frame;
-  v.release_h = rel.h;
-  v.release_cmd = rel.cmd;
+  v.release_progress = rel.progress;
   // The release may itself have been held by the receiver's delayed-ACK timer (an odd segment
   // at the end of a flight): measured as for Nagle holds.
   const bool acknowledged_more = i == 0 || rel.ack > f.acks[i - 1].ack;  // not a window update
   if (rel.data_frame && acknowledged_more) {
-    int64_t ack_delay = rel.t - rel.data_t - rtt_ns(dir ^ 1);
-    if (ms(ack_delay - receiver_jitter) >= options_.delayed_ack_min_ms) {
+    int64_t ack_delay = rel.t - rel.data_t - rtt_receiver;
+    if (ms(ack_delay - receiver_jitter) >= delayed_ack_min_ms) {
       v.delayed_ack_ms = ms(ack_delay);
       v.acked_frame = rel.data_frame;
     }
@@ -140,7 +144,7 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
   const tcp::AckRecord* before = i > 0 ? &f.acks[i - 1] : nullptr;
   const uint64_t window = before ? f.edge(*before) - before->ack : 0;
   if (before && f.unwrap(seg.seq) <= before->ack + window &&
-      f.max_end + std::max<uint64_t>(f.effective_mss(), window / rules::rwnd_edge_window_divisor) >
+      f.max_end + std::max<uint64_t>(f.effective_mss(), window / rwnd_edge_window_divisor) >
           before->ack + window)
     v.kind = FindingKind::rwnd_limited;
   else
@@ -150,9 +154,9 @@ Connection::HoldVerdict Connection::classify_hold(int dir, const Segment& seg, i
 
 // A held segment: nagle_hold, cwnd_limited or rwnd_limited on its sender, and delayed_ack on the
 // peer when the releasing ACK was itself late; kept with the command until it is reported.
-void Connection::report_hold(int dir, const Segment& seg, OpenCommand& c, const HoldVerdict& verdict,
-                             double held_ms) {
-  Finding fd = finding(verdict.kind, side_of(dir), seg.frame, held_ms, &c);
+void Holds::report(FindingOut& out, int dir, const Segment& seg, OpenCommand& c, const HoldVerdict& verdict,
+                   double held_ms) const {
+  Finding fd = out.finding(verdict.kind, session::side_of(dir), seg.frame, held_ms, &c);
   fd.related.reserve(2);
   fd.related.emplace_back("released_by", verdict.release_frame);
   if (verdict.acked_frame) fd.related.emplace_back("previous_small", verdict.acked_frame);
@@ -163,7 +167,7 @@ void Connection::report_hold(int dir, const Segment& seg, OpenCommand& c, const 
                   : "sender waited for ACKs to grow its congestion window";
   c.held_findings.push_back(std::move(fd));  // given with the command (rules/link_limited.cpp)
   if (verdict.delayed_ack_ms > 0) {
-    Finding da = finding(FindingKind::delayed_ack, side_of(dir ^ 1), verdict.release_frame,
+    Finding da = out.finding(FindingKind::delayed_ack, session::side_of(dir ^ 1), verdict.release_frame,
                          std::min(verdict.delayed_ack_ms, held_ms), &c);
     da.related.reserve(2);
     da.related.emplace_back("acks", verdict.acked_frame);
@@ -174,4 +178,68 @@ void Connection::report_hold(int dir, const Segment& seg, OpenCommand& c, const 
   }
 }
 
-}  // namespace iscsi_doctor::session
+// The hold's time on the critical path (docs/rules.md "The critical path").
+int64_t Holds::on_wait(const ConnectionView& v, FindingOut& out, int dir, const Segment& seg, OpenCommand& c,
+                       int64_t ready, int64_t rest, HoldVerdict& verdict) const {
+  if (!verdict.reported) {
+    verdict = classify_hold(v.flow(dir), v.tcp.rtt(dir), v.tcp.rtt(dir ^ 1), dir == kT2I,
+                            v.options.delayed_ack_min_ms, seg, ready);
+    verdict.reported = true;
+    if (verdict.held) report(out, dir, seg, c, verdict, ms(rest));
+  }
+  if (verdict.undecided) {
+    c.undecided_ms += ms(rest);
+    c.undecided_ack_frame = verdict.release_frame;
+  }
+  if (!verdict.held) return rest;
+  Breakdown& bd = c.r.breakdown;
+  double held_ms = ms(rest);
+  double dack = std::min(verdict.delayed_ack_ms, held_ms);
+  bd.delayed_ack_ms += dack;
+  (verdict.kind == FindingKind::nagle_hold ? bd.nagle_ms : bd.window_ms) += held_ms - dack;
+  if (verdict.kind != FindingKind::nagle_hold)
+    (verdict.kind == FindingKind::cwnd_limited ? bd.cwnd_ms : bd.rwnd_ms) += held_ms - dack;
+  add_finding_kind(c, verdict.kind);
+  if (dack > 0) add_finding_kind(c, FindingKind::delayed_ack);
+  // Two crossings after the data the releasing ACK acknowledged: that ACK's, and this one's.
+  // (Data of another command says nothing of this one's progress: then on top of it.)
+  int32_t& h = dir == kI2T ? c.h_initiator : c.h_target;
+  const int32_t h_before = h;
+  const session::Progress rel = session::progress_of(verdict.release_progress);
+  h = rel.h >= 0 && rel.cmd == c.r.first_frame ? std::max(h, rel.h + 2) : h + 2;
+  c.held_h += h - h_before;
+  return 0;
+}
+
+void Holds::on_release(const ConnectionView& v, int dir, const Segment& seg, OpenCommand& c) const {
+  const tcp::Flow& f = v.flow(dir);
+  if (!v.tcp.rtt(dir).known()) return;
+  // Window arithmetic (docs/rules.md "Round trips"): more of a flight that lies past the edge the
+  // ACKs had offered when its command's data began to flow could leave only once an ACK opening
+  // that far reached the sender; without a wait of its own (its flight went on from a hold released
+  // earlier) it still counts that ACK's crossings.
+  const size_t i = f.first_opening(f.first_wire_end(seg.seq, seg.payload_wire_len));
+  if (i < f.acks.size()) release_half_trips(v, dir, seg, c, f.acks[i]);  // the first ACK that opened the window this far
+  // ACK causality by timestamps (docs/rules.md "Round trips"): a data segment that echoes a newer
+  // timestamp than the data segment before it left after an ACK reached its sender in between; had
+  // it been sendable before, it would have left right behind that one. So that ACK (the first with
+  // the echoed timestamp, at the least) released it: two crossings after the data it acknowledged.
+  if (!seg.has_timestamps || f.echo_moved_frame != seg.frame) return;
+  const size_t j = f.first_with_ts(seg.tsecr);
+  if (j < f.acks.size()) release_half_trips(v, dir, seg, c, f.acks[j]);
+}
+
+// A segment released by ACK a without a wait of its own: two crossings after the data a
+// acknowledged, when that was this command's and a could have reached the sender by then.
+void Holds::release_half_trips(const ConnectionView& v, int dir, const Segment& seg, OpenCommand& c,
+                               const tcp::AckRecord& a) const {
+  const session::Progress p = session::progress_of(a.progress);
+  if (p.h < 0 || p.cmd != c.r.first_frame || a.t + v.rtt_ns(dir) - v.tolerance_ns() > seg.time_ns) return;
+  int32_t& h = dir == kI2T ? c.h_initiator : c.h_target;
+  if (p.h + 2 > h) {
+    c.held_h += p.h + 2 - h;  // as a hold's (a link-bound command takes them back)
+    h = p.h + 2;
+  }
+}
+
+}  // namespace iscsi_doctor::rules

@@ -1,26 +1,27 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// target_think (docs/rules.md "Other findings").
+// target_think and think_or_hold (docs/rules.md "Other findings").
+#include "rules/target_think.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <string>
 
 #include "rules/constants.hpp"
-#include "session/connection.hpp"
 #include "util/units.hpp"
 
-namespace iscsi_doctor::session {
+namespace iscsi_doctor::rules {
 
 // Most of the latency spent inside the target (docs/rules.md). When that is so only with waits
 // the capture cannot tell from holds, think_or_hold says so instead: never the disks' advice for
 // what may be a Nagle or window hold.
-void Connection::judge_target_think(OpenCommand& c) {
+void TargetThink::judge(const ConnectionView& v, FindingOut& out, OpenCommand& c) const {
   const CommandResult& r = c.r;
   const double think = r.breakdown.think_ms;
-  auto enough = [&](double ms) { return ms >= options_.think_min_ms && ms >= rules::think_share * r.latency_ms; };
+  auto enough = [&](double ms) { return ms >= v.options.think_min_ms && ms >= think_share * r.latency_ms; };
   if (!enough(think)) return;
   const bool undecided = c.undecided_ms > 0 && !enough(think - c.undecided_ms);
   const FindingKind kind = undecided ? FindingKind::think_or_hold : FindingKind::target_think;
-  Finding f = finding(kind, Side::target, c.first_reply_frame ? c.first_reply_frame : r.status_frame, think, &c);
+  Finding f = out.finding(kind, Side::target, c.first_reply_frame ? c.first_reply_frame : r.status_frame, think, &c);
   f.related.emplace_back("command", r.first_frame);
   if (undecided) {
     f.related.emplace_back("may_be_released_by", c.undecided_ack_frame);
@@ -31,7 +32,7 @@ void Connection::judge_target_think(OpenCommand& c) {
     f.detail = "the target took " + whole_ms(think) + " ms to answer: the target, not the network";
   }
   add_finding_kind(c, kind);
-  emit_finding(std::move(f));
+  out.emit_finding(std::move(f));
 }
 
-}  // namespace iscsi_doctor::session
+}  // namespace iscsi_doctor::rules

@@ -2,12 +2,17 @@
 // A SCSI command while it is open: its result so far and the state of its critical path.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "iscsi_doctor/results.hpp"
 
 namespace iscsi_doctor::session {
+
+// The two directions of a connection's streams.
+enum Dir : int { kI2T = 0, kT2I = 1 };
+inline Side side_of(int dir) { return dir == kI2T ? Side::initiator : Side::target; }
 
 struct OpenCommand {
   bool used = false;
@@ -46,5 +51,10 @@ struct OpenCommand {
   uint64_t undecided_ack_frame = 0;
   std::vector<Finding> held_findings;
 };
+
+// The command's result names each kind of finding it had once.
+inline void add_finding_kind(OpenCommand& c, FindingKind k) {
+  if (std::find(c.r.findings.begin(), c.r.findings.end(), k) == c.r.findings.end()) c.r.findings.push_back(k);
+}
 
 }  // namespace iscsi_doctor::session

@@ -6,7 +6,8 @@
 #include <cstdio>
 
 #include "iscsi/pdu.hpp"
-#include "rules/constants.hpp"
+#include "session/delivery.hpp"
+#include "session/constants.hpp"
 #include "scsi/cdb.hpp"
 #include "util/hex.hpp"
 #include "util/units.hpp"
@@ -63,7 +64,7 @@ uint32_t Connection::session_id() const {
 SegmentStatus Connection::on_segment(const Segment& seg, int dir) {
   ++frames_;
   last_t_ = seg.time_ns;
-  if (!pending_resends_.empty()) settle_resends(seg, dir);
+  if (rules_.retransmission.pending()) rules_.retransmission.settle(view(), *this, slots_, seg, dir);
   SegmentStatus status = tcp_.on_segment(seg, dir, *this);
   if (!settling_.empty()) settle(seg.time_ns);
   return status;
@@ -87,7 +88,7 @@ void Connection::stream_without_syn(int dir, const Segment& seg) {
   }
 }
 
-tcp::DeliveryTag Connection::deliver(int dir, std::span<const uint8_t> bytes, uint32_t wire_len,
+tcp::Delivery Connection::deliver(int dir, std::span<const uint8_t> bytes, uint32_t wire_len,
                                      const Segment& seg, const Segment* filled_by) {
   const Segment* outer = filling_;
   filling_ = filled_by;
@@ -122,7 +123,7 @@ tcp::DeliveryTag Connection::deliver(int dir, std::span<const uint8_t> bytes, ui
     notice(Notice::Level::warning, seg.frame, m);
   filling_ = outer;
   const uint32_t owner = current_pdu_slot_[dir];
-  return {owner, owner ? slots_[owner].r.first_frame : 0, seg_h_, seg_cmd_, seg_itt_};
+  return {owner_cookie({owner, owner ? slots_[owner].r.first_frame : 0}), progress_cookie({seg_h_, seg_cmd_, seg_itt_})};
 }
 
 void Connection::lost(int dir, uint64_t bytes, uint64_t frame, const char* why) {
@@ -161,9 +162,15 @@ bool Connection::starts_with_login(const Segment& seg, int dir) {
   return bhs && iscsi::plausible_bhs(*bhs, dir == kI2T);
 }
 
-int64_t Connection::tolerance_ns() const {
-  // Jitter allowance when matching a release to the ACK that caused it.
-  return rules::ns(rules::release_tolerance_ms) + full_rtt_ns() / rules::release_tolerance_rtt_divisor;
+// The tracker's resends and filled holes are the retransmission rule's.
+void Connection::hole_filled(int dir, const Segment& seg, int64_t since) {
+  const uint32_t slot = current_pdu_slot_[dir];
+  rules_.retransmission.hole_filled(view(), *this, dir, seg, since,
+                                    slot && slots_[slot].used ? &slots_[slot] : nullptr);
+}
+
+void Connection::resent(int dir, const Segment& seg, const tcp::SentSegment* original) {
+  rules_.retransmission.resent(view(), *this, slots_, dir, seg, original);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -180,10 +187,6 @@ void Connection::retire(uint32_t slot) {
 void Connection::release_slot(uint32_t slot) {
   retire(slot);
   slots_.release(slot);
-}
-
-void Connection::add_finding_kind(OpenCommand& c, FindingKind k) {
-  if (std::find(c.r.findings.begin(), c.r.findings.end(), k) == c.r.findings.end()) c.r.findings.push_back(k);
 }
 
 void Connection::on_pdu_end(int dir, const Segment& seg, const PduEvent& ev) {
@@ -331,7 +334,7 @@ void Connection::complete(uint32_t slot, const Segment& seg, const PduEvent& ev)
   // Near the initiator a segment lost after the capture point cannot precede the status (the
   // initiator's stream would have a hole): no need to wait.
   const bool near_initiator = tcp_.rtt(kI2T).known() && tcp_.rtt(kT2I).known() &&
-                              rtt_ns(kI2T) * rules::near_initiator_rtt_factor < full_rtt_ns();
+                              rtt_ns(kI2T) * session::near_initiator_rtt_factor < full_rtt_ns();
   c.settle_seq = near_initiator ? 0 : tcp_.flow(kT2I).next;
   settling_.push_back(slot);
   settle(seg.time_ns);
@@ -343,7 +346,7 @@ void Connection::settle(int64_t now, bool all) {
     uint32_t slot = settling_.front();
     OpenCommand& c = slots_[slot];
     bool acked = c.settle_seq == 0 || (f.una_known && f.una >= c.settle_seq);
-    if (!all && !acked && now - c.r.status_ns < rules::ns(rules::settle_max_ms)) break;
+    if (!all && !acked && now - c.r.status_ns < to_ns(session::settle_max_ms)) break;
     settling_.pop_front();
     emit_command(c);
     release_slot(slot);
@@ -370,14 +373,10 @@ void Connection::emit_command(OpenCommand& c) {
     r.latency_ms = ms(r.status_ns - r.first_ns);
     r.round_trips = std::max(1, (c.h_target + 1) / 2);
     ++completed_;
-    judge_link_limited(c);  // before the holds are given: those the link explains are not
-    give_held_findings(c);
-    judge_r2t_round_trip(c);
-    judge_target_think(c);
-    if (max_outstanding_ <= 1) count_serialized(c);
+    rules_.judge_command(view(), *this, c, max_outstanding_ <= 1, latest_status_ns_);
     latest_status_ns_ = std::max(latest_status_ns_, r.status_ns);
   }
-  give_held_findings(c);  // an open command's (a no-op once given)
+  rules_.give_held_findings(view(), *this, c);  // an open command's (a no-op once given)
   sink_.on_command(r);
 }
 
@@ -499,7 +498,7 @@ void Connection::cap_notice(uint8_t cap, uint64_t frame, std::string message, No
 }
 
 void Connection::finish() {
-  if (!pending_resends_.empty()) settle_resends(Segment{}, 0, true);
+  if (rules_.retransmission.pending()) rules_.retransmission.settle(view(), *this, slots_, Segment{}, 0, true);
   tcp_.finish(*this);
   for (int d = 0; d < 2; ++d) {
     Segment s{};
@@ -536,89 +535,8 @@ void Connection::finish() {
       emit_command(slots_[s]);
       release_slot(s);
     }
-  judge_serialized();
-  const auto spurious = [&](uint64_t n, uint64_t first, const char* why) {
-    if (n)
-      notice(Notice::Level::info, first,
-             std::to_string(n) + (n == 1 ? " segment" : " segments") + " resent although " + why +
-                 "first at frame " + std::to_string(first) +
-                 "): spurious retransmissions (tail-loss probes, early timeouts), not counted as loss");
-  };
-  spurious(spurious_resends_, first_spurious_frame_,
-           "the capture point, near the receiver, saw the original arrive (");
-  spurious(dsack_resends_, first_dsack_frame_,
-           "the receiver had the original (its ACK carried a D-SACK, or left it before the resend could "
-           "have arrived; ");
+  rules_.finish(*this, max_outstanding_, first_command_frame_);
   sink_.on_connection(info());
-}
-
-ConnectionInfo Connection::info() const {
-  ConnectionInfo i;
-  i.id = id_;
-  i.session = session_id();
-  i.initiator = initiator_;
-  i.target = target_;
-  i.saw_handshake = tcp_.saw_syn();
-  i.saw_login = saw_login_;
-  i.mid_session_start = mid_session_;
-  i.mss_initiator = uint16_t(std::min<uint32_t>(tcp_.flow(kI2T).effective_mss(), 65535));
-  i.mss_target = uint16_t(std::min<uint32_t>(tcp_.flow(kT2I).effective_mss(), 65535));
-  i.mss_inferred = !tcp_.flow(kI2T).mss_from_syn || !tcp_.flow(kT2I).mss_from_syn;
-  i.mss_source_initiator = tcp_.flow(kI2T).mss_source();
-  i.mss_source_target = tcp_.flow(kT2I).mss_source();
-  // the initiator's windows limit the target's sending (kept with the target's flow), and back
-  const tcp::Flow &fi = tcp_.flow(kI2T), &ft = tcp_.flow(kT2I);
-  i.wscale_initiator = ft.peer_wscale(fi.wscale_offered, ft.wscale_offered);
-  i.wscale_target = fi.peer_wscale(ft.wscale_offered, fi.wscale_offered);
-  i.wscale_inferred = !fi.peer_wscale_known || !ft.peer_wscale_known;
-  i.offload_segments = fi.aggregates + ft.aggregates;
-  if (tcp_.rtt(kI2T).known()) i.rtt_initiator_ms = ms(tcp_.rtt(kI2T).ns());
-  if (tcp_.rtt(kT2I).known()) i.rtt_target_ms = ms(tcp_.rtt(kT2I).ns());
-  i.rtt_source_initiator = tcp_.rtt(kI2T).source();
-  i.rtt_source_target = tcp_.rtt(kT2I).source();
-  for (int d = 0; d < 2; ++d) {
-    const tcp::LinkMeter& m = tcp_.flow(d).link;
-    if (m.rate <= 0) continue;
-    (d == kI2T ? i.rate_to_target_mbit_s : i.rate_to_initiator_mbit_s) = m.rate * 8 / 1e6;
-    (d == kI2T ? i.rate_to_target_bytes : i.rate_to_initiator_bytes) = m.rate_bytes;
-  }
-  if (tcp_.rtt(kI2T).known() && tcp_.rtt(kT2I).known()) {
-    i.rtt_ms = ms(full_rtt_ns());
-    double share = full_rtt_ns() > 0 ? double(tcp_.rtt(kI2T).ns()) / double(full_rtt_ns()) : 0.5;
-    if (full_rtt_ns() < rules::ns(rules::vantage_min_rtt_ms))
-      i.vantage = Vantage::unknown;  // too close to call
-    else if (share < rules::vantage_initiator_share)
-      i.vantage = Vantage::initiator;
-    else if (share > rules::vantage_target_share)
-      i.vantage = Vantage::target;
-    else
-      i.vantage = Vantage::midpath;
-  }
-  auto b = [](bool v) { return std::string(v ? "Yes" : "No"); };
-  i.keys = {{"ImmediateData", b(keys_.immediate_data)},
-            {"InitialR2T", b(keys_.initial_r2t)},
-            {"FirstBurstLength", std::to_string(keys_.first_burst)},
-            {"MaxBurstLength", std::to_string(keys_.max_burst)},
-            {"MaxRecvDataSegmentLength(target)", std::to_string(keys_.target_mrdsl)},
-            {"MaxRecvDataSegmentLength(initiator)", std::to_string(keys_.initiator_mrdsl)},
-            {"MaxOutstandingR2T", std::to_string(keys_.max_outstanding_r2t)},
-            {"HeaderDigest", header_digest_ ? "CRC32C" : "None"},
-            {"DataDigest", data_digest_ ? "CRC32C" : "None"},
-            {"source", keys_.from_login   ? "login"
-                       : keys_.login_cut  ? "login cut short"
-                       : keys_.initial_r2t_inferred ? "inferred"
-                                                    : "default"}};
-  i.header_digest = header_digest_ || pdus_[kI2T].header_digest_on();
-  i.data_digest = data_digest_ || pdus_[kI2T].data_digest_on();
-  i.frames = frames_;
-  i.pdus = pdus_[0].pdus() + pdus_[1].pdus();
-  i.commands = commands_;
-  i.resyncs = pdus_[0].resyncs() + pdus_[1].resyncs();
-  i.digest_errors = digest_errors_;
-  i.bytes_missing = tcp_.flow(0).bytes_missing + tcp_.flow(1).bytes_missing;
-  i.max_outstanding = max_outstanding_;
-  i.never_answered = commands_ - std::min(completed_, commands_);
-  return i;
 }
 
 }  // namespace iscsi_doctor::session

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // One iSCSI connection (one TCP connection): both byte streams, PDU framing, login keys, the
-// open commands, and the rules that explain each command's latency (docs/rules.md).
+// open commands and their critical paths; it hands what it sees to the rules (rules/rules.hpp),
+// which explain each command's latency (docs/rules.md, docs/architecture.md).
 #pragma once
 
 #include <algorithm>
@@ -12,7 +13,9 @@
 
 #include "iscsi/login_keys.hpp"
 #include "iscsi_doctor/analyzer.hpp"
-#include "rules/constants.hpp"
+#include "rules/rules.hpp"
+#include "rules/view.hpp"
+#include "session/constants.hpp"
 #include "session/command.hpp"
 #include "session/command_table.hpp"
 #include "session/keys.hpp"
@@ -26,10 +29,7 @@
 
 namespace iscsi_doctor::session {
 
-enum Dir : int { kI2T = 0, kT2I = 1 };
-inline Side side_of(int dir) { return dir == kI2T ? Side::initiator : Side::target; }
-
-class Connection final : private tcp::Receiver {
+class Connection final : private tcp::Receiver, private rules::FindingOut {
 public:
   Connection(uint32_t id, const Endpoint& initiator, const Endpoint& target, const Options& options,
              Sink& sink, SessionRegistry& sessions);
@@ -63,7 +63,7 @@ public:
   std::optional<bool> data_digest_seen(int dir) const { return pdus_[dir].data_digest(); }
   // How long after closing its last segments may still pass (final ACK, resent FIN).
   int64_t linger_ns() const {
-    return std::max<int64_t>(rules::ns(rules::closed_linger_ms), rules::closed_linger_rtts * full_rtt_ns());
+    return std::max<int64_t>(to_ns(closed_linger_ms), closed_linger_rtts * full_rtt_ns());
   }
   bool login_done() const { return login_done_; }
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
@@ -86,29 +86,15 @@ private:
     enum class Role : uint8_t { start, cont, reply, solicited } role = Role::cont;
     bool response = false;  // the event begins a SCSI Response
   };
-  struct HoldVerdict {
-    bool held = false;
-    FindingKind kind = FindingKind::cwnd_limited;
-    uint64_t release_frame = 0;
-    double delayed_ack_ms = 0;
-    uint64_t acked_frame = 0;
-    int32_t release_h = -1;    // half trips of the data the releasing ACK acknowledged
-    uint64_t release_cmd = 0;  // and the first frame of its command
-    // Not held within the bounds the path has shown, but an ACK the wait had to follow (Nagle's
-    // previous segment, a window's edge) fits within the most the path may add: the capture
-    // cannot tell think from a hold (release_frame is that ACK).
-    bool undecided = false;
-    bool reported = false;
-  };
+  using HoldVerdict = rules::HoldVerdict;
 
   // TCP: what the tracker says the streams carry (tcp::Receiver)
   void stream_from_syn(int dir) override;
   void stream_without_syn(int dir, const Segment& seg) override;
-  tcp::DeliveryTag deliver(int dir, std::span<const uint8_t> bytes, uint32_t wire_len, const Segment& seg,
+  tcp::Delivery deliver(int dir, std::span<const uint8_t> bytes, uint32_t wire_len, const Segment& seg,
                            const Segment* filled_by) override;
-  void hole_filled(int dir, const Segment& seg, int64_t since) override;  // rules/retransmission.cpp
-  void resent(int dir, const Segment& seg,
-              const tcp::SentSegment* original) override;  // rules/retransmission.cpp
+  void hole_filled(int dir, const Segment& seg, int64_t since) override;  // to rules::Retransmission
+  void resent(int dir, const Segment& seg, const tcp::SentSegment* original) override;  // the same
   void lost(int dir, uint64_t bytes, uint64_t frame, const char* why) override;
   void unacked_cap_hit(int dir, uint64_t frame, size_t cap) override;
   const Segment* filling_ = nullptr;  // while held bytes are delivered: the segment that filled the hole
@@ -118,21 +104,14 @@ private:
   static bool starts_with_login(const Segment& seg, int dir);
   int64_t rtt_ns(int side_dir) const { return tcp_.rtt_ns(side_dir); }  // capture point <-> that side
   int64_t full_rtt_ns() const { return tcp_.full_rtt_ns(); }
-  int64_t tolerance_ns() const;
-  // A rest longer than this is a wait (docs/rules.md "The critical path").
-  int64_t wait_min_ns() const {
-    return std::max<int64_t>(rules::ns(rules::wait_min_ms), full_rtt_ns() / rules::wait_min_rtt_divisor);
-  }
+  // What the rules may see of this connection (rules/view.hpp).
+  rules::ConnectionView view() const { return {id_, tcp_, options_, tracer_}; }
 
   // iSCSI
   void on_pdus(int dir, const Segment& seg, std::vector<PduEvent>& events, bool began_mid_pdu,
                uint32_t mid_pdu_slot);
   uint32_t path_event_for_start(int dir, const PduEvent& ev, const Segment& seg, PathEvent::Role& role);
   void analyse_path_event(int dir, const Segment& seg, const PathEvent& event, HoldVerdict& verdict);
-  HoldVerdict classify_hold(int dir, const Segment& seg, int64_t ready);  // rules/holds.cpp
-  void window_edge_half_trips(int dir, const Segment& seg, OpenCommand& c);
-  void echo_half_trips(int dir, const Segment& seg, OpenCommand& c);
-  void release_half_trips(int dir, const Segment& seg, OpenCommand& c, const tcp::AckRecord& a);
   void on_pdu_end(int dir, const Segment& seg, const PduEvent& ev);
   void on_login(int dir, const PduEvent& ev, const Segment& seg);
   void replay_orphans(uint32_t itt);
@@ -141,28 +120,17 @@ private:
   void settle(int64_t now, bool all = false);
   void emit_command(OpenCommand& c);
   uint32_t in_flight_with(const OpenCommand& c) const;
-  // A finding of this connection, tied to command c when there is one.
-  Finding finding(FindingKind kind, Side side, uint64_t frame, double lost_ms, const OpenCommand* c);
-  void emit_finding(Finding f);
-
-  // The rules, one file each under engine/src/rules/ (docs/rules.md).
-  void report_hold(int dir, const Segment& seg, OpenCommand& c, const HoldVerdict& verdict,
-                   double held_ms);             // holds.cpp
-  void judge_link_limited(OpenCommand& c);      // link_limited.cpp
-  void give_held_findings(OpenCommand& c);
-  void judge_r2t_round_trip(OpenCommand& c);    // r2t_round_trip.cpp
-  void judge_target_think(OpenCommand& c);      // target_think.cpp
-  void count_serialized(const OpenCommand& c);  // serialized.cpp
-  void judge_serialized();
-  void notice(Notice::Level level, uint64_t frame, std::string message);
+  // The rules' findings (rules::FindingOut): a finding of this connection, tied to command c when
+  // there is one; given to the Sink with what its verdict inferred; a notice within the budget.
+  Finding finding(FindingKind kind, Side side, uint64_t frame, double lost_ms, const OpenCommand* c) override;
+  void emit_finding(Finding f) override;
+  void notice(Notice::Level level, uint64_t frame, std::string message) override;
   // A buffer cap was hit: said once per connection and cap, whatever the notice budget.
   void cap_notice(uint8_t cap, uint64_t frame, std::string message,
                   Notice::Level level = Notice::Level::warning);
   uint32_t session_id() const;  // resolved on first use: after login when there is one
   void retire(uint32_t slot);
   void release_slot(uint32_t slot);
-  void add_finding_kind(OpenCommand& c, FindingKind k);
-  void trace_path(int dir, uint64_t frame, const OpenCommand& c) const;
 
   uint32_t id_;
   mutable uint32_t session_ = 0;
@@ -177,24 +145,7 @@ private:
   PduStream pdus_[2];
   int64_t last_t_ = 0;
   bool mid_session_ = false;
-  uint64_t spurious_resends_ = 0, first_spurious_frame_ = 0;
-  uint64_t dsack_resends_ = 0, first_dsack_frame_ = 0;  // spurious by the receiver's D-SACK
-  // Tail resends seen near the sender or midpath, waiting for the receiver's ACK that covers them
-  // (rules/retransmission.cpp): a D-SACK makes one spurious.
-  struct PendingResend {
-    int dir = 0;
-    uint64_t frame = 0;
-    int64_t t = 0;
-    uint64_t start = 0, end = 0;
-    tcp::SentSegment orig;
-  };
-  std::vector<PendingResend> pending_resends_;
-  static constexpr size_t kMaxPendingResends = 64;
-  void settle_resends(const Segment& seg, int dir, bool all = false);
-  void spurious_resend(uint64_t frame, bool dsack);
-  void report_resend(int dir, uint64_t frame, int64_t t, const tcp::SentSegment* orig);
-  // The capture point is near this side (its round trip a small part of the path's).
-  bool near(int side_dir) const;
+  rules::Rules rules_;  // the findings' rules, with their own state
   std::pair<std::optional<bool>, std::optional<bool>> digest_seed_[2];
 
   OperationalKeys keys_;
@@ -227,14 +178,11 @@ private:
   bool replaying_ = false;                 // orphans being replayed are not kept again
   uint32_t current_pdu_slot_[2] = {0, 0};  // command owning the PDU in progress per direction
 
-  // Statistics and the serialized-queue rule.
+  // Statistics.
   uint64_t frames_ = 0, commands_ = 0, completed_ = 0, resyncs_ = 0, digest_errors_ = 0;
   uint32_t max_outstanding_ = 0;
   static constexpr uint32_t kCountedInFlight = 64;  // above: the open count, not a scan
   int64_t latest_status_ns_ = -1;                   // of the completed commands
-  uint64_t serial_commands_ = 0;
-  double serial_wait_ms_ = 0, serial_cycle_ms_ = 0;
-  double serial_crossing_ms_ = 0;
   uint64_t first_command_frame_ = 0;
   uint64_t notices_ = 0;
   uint64_t untracked_commands_ = 0;  // refused by the open-command cap

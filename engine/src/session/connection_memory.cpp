@@ -27,7 +27,7 @@ size_t flow_bytes(const tcp::Flow& f) {
 size_t Connection::memory_bytes() const {
   size_t n = sizeof(Connection) + kTableBytes + flow_bytes(tcp_.flow(0)) + flow_bytes(tcp_.flow(1)) +
              pdus_[0].memory_bytes() + pdus_[1].memory_bytes() + login_.memory_bytes() + slots_.memory_bytes() +
-             settling_.capacity() * sizeof(uint32_t) + pending_resends_.capacity() * sizeof(PendingResend) +
+             settling_.capacity() * sizeof(uint32_t) + rules_.retransmission.memory_bytes() +
              orphans_.capacity() * sizeof(Orphan) + tmf_.memory_bytes() + initiator_name_.capacity() +
              target_name_.capacity();
   for (const Orphan& o : orphans_) n += o.event.data.capacity();
@@ -35,7 +35,7 @@ size_t Connection::memory_bytes() const {
 }
 
 int64_t Connection::finished_at() const {
-  if (!tcp_.ending() || busy() || !pending_resends_.empty() || !orphans_.empty() || !tmf_.idle() ||
+  if (!tcp_.ending() || busy() || rules_.retransmission.pending() || !orphans_.empty() || !tmf_.idle() ||
       pdus_[0].pdus() + pdus_[1].pdus() == 0)  // no PDU: its frames are counted in a notice when reported
     return INT64_MAX;
   for (int d = 0; d < 2; ++d) {

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "iscsi/pdu.hpp"
-#include "rules/constants.hpp"
+#include "session/constants.hpp"
 #include "scsi/cdb.hpp"
 #include "session/connection.hpp"
 #include "util/units.hpp"
@@ -119,7 +119,7 @@ uint32_t Connection::path_event_for_start(int dir, const PduEvent& ev, const Seg
     const tcp::Flow& data_flow = tcp_.flow(w ? kI2T : kT2I);
     c.link_busy0 = data_flow.link_meter().busy_ns;
     c.link_bytes0 = data_flow.link.busy_bytes;
-    if (tracer_) trace_path(kI2T, c.r.first_frame, c);
+    if (tracer_) view().trace_path(kI2T, c.r.first_frame, c);
     c.last_event_t = c.r.first_ns;
     c.last_seg_t[kI2T] = seg.time_ns;
     c.has_seg[kI2T] = true;
@@ -194,47 +194,17 @@ void Connection::analyse_path_event(int dir, const Segment& seg, const PathEvent
       bd.request_ms += ms(crossing);
   }
 
-  const int64_t wait_min = wait_min_ns();
+  const int64_t wait_min = wait_min_ns(full_rtt_ns());
   double loss = std::min(c.loss_pending_ms, ms(rest));
   if (loss > 0) {
     bd.loss_ms += loss;
     c.loss_pending_ms -= loss;
     rest -= int64_t(loss * 1e6);
   }
-  if (rest > wait_min) {
-    if (!verdict.reported) {
-      verdict = classify_hold(dir, seg, ready);
-      verdict.reported = true;
-      if (verdict.held) report_hold(dir, seg, c, verdict, ms(rest));
-    }
-    if (verdict.undecided) {
-      c.undecided_ms += ms(rest);
-      c.undecided_ack_frame = verdict.release_frame;
-    }
-    if (verdict.held) {
-      double held_ms = ms(rest);
-      double dack = std::min(verdict.delayed_ack_ms, held_ms);
-      bd.delayed_ack_ms += dack;
-      (verdict.kind == FindingKind::nagle_hold ? bd.nagle_ms : bd.window_ms) += held_ms - dack;
-      if (verdict.kind != FindingKind::nagle_hold)
-        (verdict.kind == FindingKind::cwnd_limited ? bd.cwnd_ms : bd.rwnd_ms) += held_ms - dack;
-      add_finding_kind(c, verdict.kind);
-      if (dack > 0) add_finding_kind(c, FindingKind::delayed_ack);
-      // Two crossings after the data the releasing ACK acknowledged: that ACK's, and this one's.
-      // (Data of another command says nothing of this one's progress: then on top of it.)
-      int32_t& h = dir == kI2T ? c.h_initiator : c.h_target;
-      const int32_t h_before = h;
-      h = verdict.release_h >= 0 && verdict.release_cmd == c.r.first_frame
-              ? std::max(h, verdict.release_h + 2)
-              : h + 2;
-      c.held_h += h - h_before;
-      rest = 0;
-    }
-  }
-  if (t.role == PathEvent::Role::cont && c.has_seg[dir] && !verdict.reported) {  // no wait of its own judged
-    window_edge_half_trips(dir, seg, c);
-    echo_half_trips(dir, seg, c);
-  }
+  // A wait: a hold when an ACK released it (rules/holds.cpp), its time on this path.
+  if (rest > wait_min) rest = rules_.holds.on_wait(view(), *this, dir, seg, c, ready, rest, verdict);
+  if (t.role == PathEvent::Role::cont && c.has_seg[dir] && !verdict.reported)  // no wait of its own judged
+    rules_.holds.on_release(view(), dir, seg, c);
   if (rest > 0) {
     if (dir == kT2I && (reply || rest > wait_min))
       bd.think_ms += ms(rest);
@@ -256,49 +226,10 @@ void Connection::analyse_path_event(int dir, const Segment& seg, const PathEvent
   seg_h_ = dir == kI2T ? c.h_initiator : c.h_target;
   seg_cmd_ = c.r.first_frame;
   seg_itt_ = c.r.itt;
-  if (tracer_) trace_path(dir, seg.frame, c);
+  if (tracer_) view().trace_path(dir, seg.frame, c);
   c.last_event_t = std::max(c.last_event_t, now);
   c.last_seg_t[dir] = now;
   c.has_seg[dir] = true;
-}
-
-// Window arithmetic (docs/rules.md "Round trips"): more of a flight that lies past the edge the
-// ACKs had offered when its command's data began to flow could leave only once an ACK opening
-// that far reached the sender; without a wait of its own (its flight went on from a hold released
-// earlier) it still counts that ACK's crossings.
-void Connection::window_edge_half_trips(int dir, const Segment& seg, OpenCommand& c) {
-  const tcp::Flow& f = tcp_.flow(dir);
-  if (!tcp_.rtt(dir).known()) return;
-  const size_t i = f.first_opening(f.first_wire_end(seg.seq, seg.payload_wire_len));
-  if (i == f.acks.size()) return;
-  release_half_trips(dir, seg, c, f.acks[i]);  // the first ACK that opened the window this far
-}
-
-// ACK causality by timestamps (docs/rules.md "Round trips"): a data segment that echoes a newer
-// timestamp than the data segment before it left after an ACK reached its sender in between; had
-// it been sendable before, it would have left right behind that one. So that ACK (the first with
-// the echoed timestamp, at the least) released it: two crossings after the data it acknowledged.
-void Connection::echo_half_trips(int dir, const Segment& seg, OpenCommand& c) {
-  const tcp::Flow& f = tcp_.flow(dir);
-  if (!seg.has_timestamps || f.echo_moved_frame != seg.frame || !tcp_.rtt(dir).known()) return;
-  const size_t i = f.first_with_ts(seg.tsecr);
-  if (i < f.acks.size()) release_half_trips(dir, seg, c, f.acks[i]);
-}
-
-// A segment released by ACK a without a wait of its own: two crossings after the data a
-// acknowledged, when that was this command's and a could have reached the sender by then.
-void Connection::release_half_trips(int dir, const Segment& seg, OpenCommand& c, const tcp::AckRecord& a) {
-  if (a.h < 0 || a.cmd != c.r.first_frame || a.t + rtt_ns(dir) - tolerance_ns() > seg.time_ns) return;
-  int32_t& h = dir == kI2T ? c.h_initiator : c.h_target;
-  if (a.h + 2 > h) {
-    c.held_h += a.h + 2 - h;  // as a hold's (a link-bound command takes them back)
-    h = a.h + 2;
-  }
-}
-
-void Connection::trace_path(int dir, uint64_t frame, const OpenCommand& c) const {
-  tracer_->on_path(
-      {id_, dir == kI2T, frame, c.r.itt, c.r.first_frame, dir == kI2T ? c.h_initiator : c.h_target});
 }
 
 void Connection::late_reply_events(uint32_t slot, const Segment& seg, const PduEvent& ev) {

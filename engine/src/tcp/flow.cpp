@@ -16,9 +16,7 @@ bool Flow::acked(uint64_t ack, int64_t t, uint64_t frame) {
 void Flow::trim_acked(int64_t t, uint64_t frame) {
   const uint64_t ack = una;
   auto take = [&](const SentSegment& s) {
-    if (s.h < 0) return;
-    acked_h = s.h;
-    acked_cmd = s.cmd;
+    if (!s.progress.empty()) acked_progress = s.progress;
   };
   while (!unacked.empty() && unacked.front().end <= ack) {
     take(unacked.front());

@@ -12,8 +12,10 @@
 #include <span>
 #include <vector>
 
-#include "rules/constants.hpp"
+#include "tcp/constants.hpp"
+#include "tcp/cookie.hpp"
 #include "util/fifo.hpp"
+#include "util/units.hpp"
 
 namespace iscsi_doctor::tcp {
 
@@ -21,12 +23,9 @@ struct SentSegment {
   uint64_t start = 0, end = 0;  // absolute sequence numbers
   int64_t t = 0;
   uint64_t frame = 0;
-  uint32_t owner = 0;      // the receiver's slot of the command whose PDU was in progress (0: none)
-  uint64_t owner_cmd = 0;  // that command's first frame: the slot may hold another one later
-  bool small = false;      // shorter than the MSS
-  int32_t h = -1;          // half trips of its command's progress when sent (-1: no command)
-  uint64_t cmd = 0;        // that command's first frame
-  uint32_t itt = 0;        // and its ITT
+  Cookie owner;        // the Receiver's cookies for its delivery (tcp/cookie.hpp)
+  Cookie progress;
+  bool small = false;  // shorter than the MSS
 };
 
 // An ACK from the peer that moved the edge of what this side may send (acknowledged more or
@@ -36,12 +35,11 @@ struct AckRecord {
   uint64_t ack = 0;  // cumulative
   int64_t t = 0;
   uint64_t frame = 0;
-  uint32_t window = 0;  // advertised with it (scaled)
-  int32_t h = -1;       // half trips of the latest data acknowledged so far (-1: none known)
-  uint64_t cmd = 0;     // the first frame of that data's command
+  uint32_t window = 0;      // advertised with it (scaled)
+  uint32_t raw_window = 0;  // as sent (without both SYNs, rescaled by the bound proven later)
+  Cookie progress;          // the latest non-empty progress cookie of the data acknowledged so far
   int64_t data_t = 0;   // capture time and frame of the latest segment it acknowledged in full
   uint64_t data_frame = 0;
-  uint32_t raw_window = 0;  // as sent (without both SYNs, rescaled by the bound proven later)
   uint32_t tsval = 0;       // its timestamp (RFC 7323), when has_ts
   bool has_ts = false;
   uint64_t edge() const { return ack + window; }
@@ -64,10 +62,10 @@ struct LinkMeter {
     const int64_t gap = last_t < 0 ? -1 : t - last_t;
     last_t = t;
     if (gap < 0) return;
-    if (gap <= rtt / rules::link_train_gap_rtt_divisor) {
+    if (gap <= rtt / tcp::link_train_gap_rtt_divisor) {
       run_ns += gap;
       run_bytes += bytes;
-      if (run_bytes >= rules::link_run_bytes_min && run_ns > 0) {
+      if (run_bytes >= tcp::link_run_bytes_min && run_ns > 0) {
         const double r = double(run_bytes) * 1e9 / double(run_ns);
         if (r > rate) {
           rate = r;
@@ -78,8 +76,8 @@ struct LinkMeter {
       run_ns = 0;
       run_bytes = 0;
     }
-    if (rate > 0 && gap <= rtt * rules::link_busy_gap_rtts &&
-        double(bytes) * 1e9 >= double(gap) * rate / rules::link_busy_rate_divisor) {
+    if (rate > 0 && gap <= rtt * tcp::link_busy_gap_rtts &&
+        double(bytes) * 1e9 >= double(gap) * rate / tcp::link_busy_rate_divisor) {
       busy_ns += gap;
       busy_bytes += bytes;
     }
@@ -98,8 +96,7 @@ struct SmallSegment {
   uint64_t end = 0;
   int64_t t = 0;
   uint64_t frame = 0;
-  int32_t h = -1;
-  uint64_t cmd = 0;
+  Cookie progress;  // its delivery's
   bool acked = false;
   int64_t ack_t = 0;
   uint64_t ack_frame = 0;
@@ -154,7 +151,7 @@ public:
   int64_t last_payload_t = INT64_MIN;  // this side's latest segment with data
   // The latest timestamp this side's data echoed, and the frame of its latest data segment that
   // echoed a newer one than the data before it: an ACK reached it between the two
-  // (Connection::echo_half_trips).
+  // (rules::Holds::on_release).
   uint32_t data_echo = 0;
   bool data_echo_seen = false;
   uint64_t echo_moved_frame = 0;
@@ -194,8 +191,8 @@ public:
       if (largest_payload <= mss && largest_payload + 40 >= mss) return largest_payload;
       return mss;
     }
-    const uint32_t standard = rules::mss_standard - std::min<uint32_t>(data_options_len, 40);
-    if (full_count >= rules::mss_full_segments_min && !(full_min > standard && full_min % standard == 0))
+    const uint32_t standard = tcp::mss_standard - std::min<uint32_t>(data_options_len, 40);
+    if (full_count >= tcp::mss_full_segments_min && !(full_min > standard && full_min % standard == 0))
       return full_min;
     return standard;
   }
@@ -207,8 +204,8 @@ public:
   }
   const char* mss_source() const {
     if (mss) return "handshake";
-    const uint32_t standard = rules::mss_standard - std::min<uint32_t>(data_options_len, 40);
-    if (full_count >= rules::mss_full_segments_min && !(full_min > standard && full_min % standard == 0))
+    const uint32_t standard = tcp::mss_standard - std::min<uint32_t>(data_options_len, 40);
+    if (full_count >= tcp::mss_full_segments_min && !(full_min > standard && full_min % standard == 0))
       return "full segments";
     return "Ethernet standard";
   }
@@ -237,7 +234,7 @@ public:
   // t and frame: that ACK's.
   void trim_acked(int64_t t, uint64_t frame);
   // Bytes the peer acknowledged that the capture has not shown yet: declared missing only once
-  // they are still absent rules::reorder_wait_ms after that ACK (tracker.cpp).
+  // they are still absent tcp::reorder_wait_ms after that ACK (tracker.cpp).
   uint64_t unseen_upto = 0;  // pending while > next
   int64_t unseen_t = 0;
   uint64_t unseen_frame = 0;
@@ -270,8 +267,7 @@ public:
   // The link this side's data crosses: shared with the other connections between the two hosts
   // when there is such a meter, else this connection's own.
   const LinkMeter& link_meter() const { return path ? *path : link; }
-  int32_t acked_h = -1;  // half trips of the latest data acknowledged, and its command
-  uint64_t acked_cmd = 0;
+  Cookie acked_progress;  // the latest non-empty progress cookie of the data acknowledged
   int64_t acked_data_t = 0;  // the latest segment acknowledged in full
   uint64_t acked_data_frame = 0;
   static constexpr size_t kMaxAckRecords = 4096;
@@ -289,13 +285,13 @@ public:
   void sample(int64_t ns, bool from_handshake = false, bool clean = true) {
     // Past TCP's longest retransmission timeout a gap is not a round trip (timestamps are input:
     // bounding the estimate keeps every product of it in range).
-    if (ns < 0 || ns > rules::ns(rules::rtt_max_ms)) return;
+    if (ns < 0 || ns > to_ns(tcp::rtt_max_ms)) return;
     if (from_handshake) handshake_ = true;
     if (clean) ++clean_samples_;
     if (!known_ || ns < min_) min_ = ns;
     known_ = true;
     ++samples_;
-    recent_[ring_++ % rules::jitter_window] = ns;
+    recent_[ring_++ % tcp::jitter_window] = ns;
   }
   bool known() const { return known_; }
   int64_t ns() const { return known_ ? min_ : 0; }
@@ -306,13 +302,13 @@ public:
   // (Tracker::echo): a release, no answer to data, so the path's spread too. Not counted as a
   // sample of the ACKs (probation waits for those).
   void released(int64_t ns) {
-    if (ns < 0 || ns > rules::ns(rules::rtt_max_ms)) return;
+    if (ns < 0 || ns > to_ns(tcp::rtt_max_ms)) return;
     if (!known_ || ns <= min_) {
       min_ = ns;
       released_ = true;
     }
     known_ = true;
-    recent_[ring_++ % rules::jitter_window] = ns;
+    recent_[ring_++ % tcp::jitter_window] = ns;
   }
   // The minimum came from such releases, a handshake or pure ACKs: not only an upper bound that
   // may hold the side's answer time.
@@ -326,14 +322,14 @@ public:
   // below jitter_excess_max_ms (beyond are delayed ACKs, not the path); 0 with too few such
   // samples. (The caller bounds it by the RTT: on a LAN the excess is think
   // time, not jitter.)
-  int64_t jitter_ns(size_t percentile = rules::jitter_percentile) const {
-    std::array<int64_t, rules::jitter_window> ex;
+  int64_t jitter_ns(size_t percentile = tcp::jitter_percentile) const {
+    std::array<int64_t, tcp::jitter_window> ex;
     size_t n = 0;
-    const size_t have = size_t(std::min<uint64_t>(ring_, rules::jitter_window));
-    const int64_t cap = std::max(rules::ns(rules::jitter_excess_max_ms), min_ / rules::jitter_rtt_divisor);
+    const size_t have = size_t(std::min<uint64_t>(ring_, tcp::jitter_window));
+    const int64_t cap = std::max(to_ns(tcp::jitter_excess_max_ms), min_ / tcp::jitter_rtt_divisor);
     for (size_t i = 0; i < have; ++i)
       if (recent_[i] - min_ <= cap) ex[n++] = recent_[i] - min_;
-    if (n < rules::jitter_samples_min) return 0;
+    if (n < tcp::jitter_samples_min) return 0;
     const size_t k = (n - 1) * percentile / 100;
     std::nth_element(ex.begin(), ex.begin() + ptrdiff_t(k), ex.begin() + ptrdiff_t(n));
     return ex[k];
@@ -343,7 +339,7 @@ private:
   int64_t min_ = 0;
   bool known_ = false, handshake_ = false, released_ = false;
   uint64_t samples_ = 0, clean_samples_ = 0, ring_ = 0;
-  std::array<int64_t, rules::jitter_window> recent_{};
+  std::array<int64_t, tcp::jitter_window> recent_{};
 };
 
 }  // namespace iscsi_doctor::tcp

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <string>
 
-#include "rules/constants.hpp"
+#include "tcp/constants.hpp"
 
 namespace iscsi_doctor::tcp {
 
@@ -16,7 +16,7 @@ SegmentStatus Tracker::on_segment(const Segment& seg, int dir, Receiver& r) {
   status_ = SegmentStatus::pure_ack;
   for (int d = 0; d < 2; ++d) {
     Flow& f = flow_[d];
-    if (f.unseen_upto > f.next && seg.time_ns - f.unseen_t > rules::ns(rules::reorder_wait_ms))
+    if (f.unseen_upto > f.next && seg.time_ns - f.unseen_t > to_ns(tcp::reorder_wait_ms))
       declare_unseen(d, r);
   }
   uint64_t una_before = flow_[dir ^ 1].una;
@@ -62,10 +62,10 @@ SegmentStatus Tracker::on_segment(const Segment& seg, int dir, Receiver& r) {
   other.peer_window_known = true;
   if (other.una_known && (other.una != una_before || window_changed || other.acks.empty()))
     other.record_ack(
-        {other.una, seg.time_ns, seg.frame, win, other.acked_h, other.acked_cmd, other.acked_data_t,
-         other.acked_data_frame, raw, seg.tsval, seg.has_timestamps},
+        {other.una, seg.time_ns, seg.frame, win, raw, other.acked_progress, other.acked_data_t,
+         other.acked_data_frame, seg.tsval, seg.has_timestamps},
         // what a hold's release may be matched against (rules/holds.cpp)
-        seg.time_ns - rules::ack_record_keep_rtts * full_rtt_ns() - rules::ns(rules::ack_record_keep_ms));
+        seg.time_ns - tcp::ack_record_keep_rtts * full_rtt_ns() - to_ns(tcp::ack_record_keep_ms));
   if (status_ == SegmentStatus::pure_ack && window_changed && flow_[dir ^ 1].una == una_before)
     status_ = SegmentStatus::window_update;
   return status_;
@@ -100,8 +100,8 @@ void Tracker::handshake(const Segment& seg, int dir, Receiver& r) {
 int64_t Tracker::echo(const Segment& seg, int dir) {
   Flow& f = flow_[dir];
   if (f.ts_firsts.empty() || f.ts_firsts.back().val != seg.tsval) {
-    while (!f.ts_firsts.empty() && (f.ts_firsts.size() >= rules::echo_records_max ||
-                                    f.ts_firsts.front().t < seg.time_ns - rules::ns(rules::echo_keep_ms)))
+    while (!f.ts_firsts.empty() && (f.ts_firsts.size() >= tcp::echo_records_max ||
+                                    f.ts_firsts.front().t < seg.time_ns - to_ns(tcp::echo_keep_ms)))
       f.ts_firsts.pop_front();
     f.ts_firsts.push_back({seg.tsval, seg.time_ns, seg.payload_wire_len == 0});
   }
@@ -223,9 +223,8 @@ void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
   if (bytes.size() < wire_rest) f.bytes_missing += wire_rest - bytes.size();  // cut by the snaplen
   f.next += wire_rest;  // before delivery: a status delivered now is settled against this position
   f.move_ref(f.next);
-  const DeliveryTag tag = r.deliver(dir, bytes, wire_rest, seg, filling_);
-  SentSegment rec{start,           end,   seg.time_ns, seg.frame, tag.owner, tag.owner_cmd,
-                  f.is_small(len), tag.h, tag.cmd,     tag.itt};
+  const Delivery d = r.deliver(dir, bytes, wire_rest, seg, filling_);
+  SentSegment rec{start, end, seg.time_ns, seg.frame, d.owner, d.progress, f.is_small(len)};
   if (f.unacked.size() < kMaxUnackedRecords)
     f.unacked.push_back(rec);
   else
@@ -233,7 +232,7 @@ void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
   if (f.una_known && f.una >= end) f.trim_acked(f.unseen_t, f.unseen_frame);  // its ACK came first
   if (rec.small) {
     f.has_small = true;
-    f.last_small = {end, seg.time_ns, seg.frame, rec.h, rec.cmd, false, 0, 0};
+    f.last_small = {end, seg.time_ns, seg.frame, rec.progress, false, 0, 0};
   }
   f.max_end = std::max(f.max_end, end);
   infer_window_scale(f);

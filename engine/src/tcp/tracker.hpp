@@ -3,26 +3,19 @@
 // windows, round trips, and the byte streams put back in order. It gives each segment its status
 // and tells a Receiver what the streams carry, in stream order: bytes delivered in order, a hole
 // filled (and since when), a resend (and of which original), bytes declared lost. It knows
-// nothing of iSCSI: the Receiver (session::Connection) frames the bytes and tags each delivery
-// with the command it advanced, which the tracker keeps with the segment for ACK timing.
+// nothing of iSCSI: the Receiver (session::Connection) frames the bytes and gives each delivery
+// opaque cookies (tcp/cookie.hpp), which the tracker keeps with the segment and hands back with
+// its resend and with the ACKs that acknowledge it.
 #pragma once
 
 #include <cstdint>
 #include <span>
 
 #include "iscsi_doctor/segment.hpp"
+#include "tcp/cookie.hpp"
 #include "tcp/flow.hpp"
 
 namespace iscsi_doctor::tcp {
-
-// What the Receiver says a delivery advanced (kept on the segment's record).
-struct DeliveryTag {
-  uint32_t owner = 0;      // the receiver's slot of the command whose PDU was in progress (0: none)
-  uint64_t owner_cmd = 0;  // that command's first frame: the slot may hold another one later
-  int32_t h = -1;          // half trips that command had reached (-1: none)
-  uint64_t cmd = 0;        // its first frame
-  uint32_t itt = 0;
-};
 
 class Receiver {
 public:
@@ -33,7 +26,7 @@ public:
   virtual void stream_without_syn(int dir, const Segment& seg) = 0;
   // New bytes in order; wire_len > bytes.size() when the snaplen cut the packet. filled_by: the
   // segment that filled the hole these bytes waited behind (they reach the receiver only then).
-  virtual DeliveryTag deliver(int dir, std::span<const uint8_t> bytes, uint32_t wire_len, const Segment& seg,
+  virtual Delivery deliver(int dir, std::span<const uint8_t> bytes, uint32_t wire_len, const Segment& seg,
                               const Segment* filled_by) = 0;
   // seg fills a hole open since `since` (the original was lost before the capture point).
   virtual void hole_filled(int dir, const Segment& seg, int64_t since) = 0;

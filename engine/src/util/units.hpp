@@ -10,6 +10,9 @@ namespace iscsi_doctor {
 
 constexpr double ms(int64_t ns) { return double(ns) / 1e6; }
 
+// Milliseconds as integer nanoseconds (rounded: 0.3 ms is not exact in binary).
+constexpr int64_t to_ns(double ms) { return int64_t(ms * 1e6 + (ms >= 0 ? 0.5 : -0.5)); }
+
 // Rounded milliseconds for messages: int overflows past 24 days (or on corrupt timestamps).
 // Rounded to the microsecond first: sums in another order (the Lua port) differ in the last bits.
 inline std::string whole_ms(double v) {
