@@ -212,21 +212,31 @@ int64_t Holds::on_wait(const ConnectionView& v, FindingOut& out, int dir, const 
 }
 
 void Holds::on_release(const ConnectionView& v, int dir, const Segment& seg, OpenCommand& c) const {
+  window_edge_half_trips(v, dir, seg, c);
+  echo_half_trips(v, dir, seg, c);
+}
+
+// Window arithmetic (docs/rules.md "Round trips"): more of a flight that lies past the edge the
+// ACKs had offered when its command's data began to flow could leave only once an ACK opening
+// that far reached the sender; without a wait of its own (its flight went on from a hold released
+// earlier) it still counts that ACK's crossings.
+void Holds::window_edge_half_trips(const ConnectionView& v, int dir, const Segment& seg, OpenCommand& c) const {
   const tcp::Flow& f = v.flow(dir);
   if (!v.tcp.rtt(dir).known()) return;
-  // Window arithmetic (docs/rules.md "Round trips"): more of a flight that lies past the edge the
-  // ACKs had offered when its command's data began to flow could leave only once an ACK opening
-  // that far reached the sender; without a wait of its own (its flight went on from a hold released
-  // earlier) it still counts that ACK's crossings.
   const size_t i = f.first_opening(f.first_wire_end(seg.seq, seg.payload_wire_len));
-  if (i < f.acks.size()) release_half_trips(v, dir, seg, c, f.acks[i]);  // the first ACK that opened the window this far
-  // ACK causality by timestamps (docs/rules.md "Round trips"): a data segment that echoes a newer
-  // timestamp than the data segment before it left after an ACK reached its sender in between; had
-  // it been sendable before, it would have left right behind that one. So that ACK (the first with
-  // the echoed timestamp, at the least) released it: two crossings after the data it acknowledged.
-  if (!seg.has_timestamps || f.echo_moved_frame != seg.frame) return;
-  const size_t j = f.first_with_ts(seg.tsecr);
-  if (j < f.acks.size()) release_half_trips(v, dir, seg, c, f.acks[j]);
+  if (i == f.acks.size()) return;
+  release_half_trips(v, dir, seg, c, f.acks[i]);  // the first ACK that opened the window this far
+}
+
+// ACK causality by timestamps (docs/rules.md "Round trips"): a data segment that echoes a newer
+// timestamp than the data segment before it left after an ACK reached its sender in between; had
+// it been sendable before, it would have left right behind that one. So that ACK (the first with
+// the echoed timestamp, at the least) released it: two crossings after the data it acknowledged.
+void Holds::echo_half_trips(const ConnectionView& v, int dir, const Segment& seg, OpenCommand& c) const {
+  const tcp::Flow& f = v.flow(dir);
+  if (!seg.has_timestamps || f.echo_moved_frame != seg.frame || !v.tcp.rtt(dir).known()) return;
+  const size_t i = f.first_with_ts(seg.tsecr);
+  if (i < f.acks.size()) release_half_trips(v, dir, seg, c, f.acks[i]);
 }
 
 // A segment released by ACK a without a wait of its own: two crossings after the data a

@@ -41,12 +41,16 @@ public:
   int64_t on_wait(const ConnectionView& v, FindingOut& out, int dir, const Segment& seg, OpenCommand& c,
                   int64_t ready, int64_t rest, HoldVerdict& verdict) const;
   // seg went on from c's flight without a wait of its own: the ACK that released it (a window's
-  // edge, an echoed timestamp) still counts its crossings (docs/rules.md "Round trips").
+  // edge: window_edge_half_trips; an echoed timestamp: echo_half_trips) still counts its crossings
+  // (docs/rules.md "Round trips").
   void on_release(const ConnectionView& v, int dir, const Segment& seg, OpenCommand& c) const;
 
 private:
+  // The hold's findings (nagle_hold, cwnd_limited, rwnd_limited; delayed_ack), kept with c.
   void report(FindingOut& out, int dir, const Segment& seg, OpenCommand& c, const HoldVerdict& verdict,
               double held_ms) const;
+  void window_edge_half_trips(const ConnectionView& v, int dir, const Segment& seg, OpenCommand& c) const;
+  void echo_half_trips(const ConnectionView& v, int dir, const Segment& seg, OpenCommand& c) const;
   void release_half_trips(const ConnectionView& v, int dir, const Segment& seg, OpenCommand& c,
                           const tcp::AckRecord& a) const;
 };

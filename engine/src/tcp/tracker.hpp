@@ -20,9 +20,9 @@ namespace iscsi_doctor::tcp {
 class Receiver {
 public:
   virtual ~Receiver() = default;
-  // A SYN starts dir's stream: it begins with a login (RFC 7143 §13.1).
+  // A SYN starts dir's stream: its bytes will come from the first on.
   virtual void stream_from_syn(int dir) = 0;
-  // dir's first bytes arrive without a SYN: the capture began mid-stream (or at a login).
+  // dir's first bytes arrive without a SYN: the capture may have begun mid-stream.
   virtual void stream_without_syn(int dir, const Segment& seg) = 0;
   // New bytes in order; wire_len > bytes.size() when the snaplen cut the packet. filled_by: the
   // segment that filled the hole these bytes waited behind (they reach the receiver only then).
