@@ -243,14 +243,14 @@ TEST(ScsiCdb, DeviceTypeFromInquiry) {
 }
 
 TEST(ScsiStatus, Names) {
-  EXPECT_STREQ(status_name(0x00), "GOOD");
-  EXPECT_STREQ(status_name(0x02), "CHECK CONDITION");
-  EXPECT_STREQ(status_name(0x08), "BUSY");
-  EXPECT_STREQ(status_name(0x18), "RESERVATION CONFLICT");
-  EXPECT_STREQ(status_name(0x28), "TASK SET FULL");
-  EXPECT_STREQ(status_name(0x30), "ACA ACTIVE");
-  EXPECT_STREQ(status_name(0x40), "TASK ABORTED");
-  EXPECT_STREQ(status_name(0x01), "Unknown");
+  EXPECT_EQ(status_name(0x00), "GOOD");
+  EXPECT_EQ(status_name(0x02), "CHECK_CONDITION");
+  EXPECT_EQ(status_name(0x08), "BUSY");
+  EXPECT_EQ(status_name(0x18), "RESERVATION_CONFLICT");
+  EXPECT_EQ(status_name(0x28), "TASK_SET_FULL");
+  EXPECT_EQ(status_name(0x30), "ACA_ACTIVE");
+  EXPECT_EQ(status_name(0x40), "TASK_ABORTED");
+  EXPECT_EQ(status_name(0x01), "");
   EXPECT_TRUE(status_known(0x28));
   EXPECT_FALSE(status_known(0x55));
 }
@@ -268,8 +268,8 @@ TEST(ScsiSense, FixedFormat) {
   EXPECT_TRUE(r->has_asc);
   EXPECT_FALSE(r->deferred);
   EXPECT_FALSE(r->information);
-  EXPECT_STREQ(sense_key_name(r->key), "ILLEGAL REQUEST");
-  EXPECT_STREQ(asc_name(r->asc, r->ascq), "INVALID FIELD IN CDB");
+  EXPECT_EQ(sense_key_name(r->key), "ILLEGAL_REQUEST");
+  EXPECT_EQ(asc_name(r->asc, r->ascq), "INVALID FIELD IN CDB");
   // VALID bit with INFORMATION 0x00001234; deferred (71h); MEDIUM ERROR 11/00
   const std::vector<uint8_t> d = {0xf1, 0x00, 0x03, 0x00, 0x00, 0x12, 0x34, 0x0a, 0, 0, 0, 0, 0x11, 0x00};
   r = parse_sense(d);
@@ -290,8 +290,8 @@ TEST(ScsiSense, DescriptorFormat) {
   EXPECT_EQ(r->asc, 0x29);
   EXPECT_EQ(r->ascq, 0x00);
   EXPECT_EQ(r->information, 0xabcdefu);
-  EXPECT_STREQ(sense_key_name(r->key), "UNIT ATTENTION");
-  EXPECT_STREQ(asc_name(0x29, 0x00), "POWER ON, RESET, OR BUS DEVICE RESET OCCURRED");
+  EXPECT_EQ(sense_key_name(r->key), "UNIT_ATTENTION");
+  EXPECT_EQ(asc_name(0x29, 0x00), "POWER ON, RESET, OR BUS DEVICE RESET OCCURRED");
   // Descriptor lengths that overrun the data are ignored, not followed.
   std::vector<uint8_t> bad = {0x73, 0x02, 0x04, 0x01, 0, 0, 0, 0xff, 0x00, 0x40};
   r = parse_sense(bad);
@@ -314,9 +314,10 @@ TEST(ScsiSense, ShortAndUnknown) {
   EXPECT_FALSE(parse_sense(desc3));
   const std::vector<uint8_t> vendor = {0x7f, 0, 5, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0x24, 0};
   EXPECT_FALSE(parse_sense(vendor));
-  EXPECT_STREQ(sense_key_name(0x0b), "ABORTED COMMAND");
-  EXPECT_STREQ(sense_key_name(0x20), "Unknown");
-  EXPECT_EQ(asc_name(0xee, 0xee), nullptr);
+  EXPECT_EQ(sense_key_name(0x0b), "ABORTED_COMMAND");
+  EXPECT_EQ(sense_key_name(0x20), "NO_SENSE");  // key & 0x0f
+  EXPECT_EQ(asc_name(0x7e, 0xee), "");
+  EXPECT_EQ(asc_name(0xee, 0xee), "VENDOR SPECIFIC");
 }
 
 TEST(ScsiSense, IscsiSenseLengthPrefix) {

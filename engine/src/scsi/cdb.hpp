@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// SCSI command descriptor blocks, status codes and sense data (SPC-4/5, SBC-3/4, SSC, SMC, MMC).
+// SCSI command descriptor blocks and sense data (SPC-4/5, SBC-3/4, SSC, SMC, MMC), decoded by the
+// SCSI table (table.def).
 // Everything here decodes untrusted bytes: short input yields nullopt or "unknown", never a read
 // past the end of the span.
 #pragma once
@@ -8,6 +9,8 @@
 #include <optional>
 #include <span>
 #include <string_view>
+
+#include "iscsi_doctor/scsi.hpp"
 
 namespace iscsi_doctor::scsi {
 
@@ -42,10 +45,6 @@ std::optional<Cdb> decode_cdb(std::span<const uint8_t> cdb, DeviceType type = De
 // and for 0x7f (whose length is 8 + byte 7).
 uint8_t cdb_length_for_opcode(uint8_t opcode);
 
-// SAM-5 status codes.
-const char* status_name(uint8_t status);  // unknown → "Unknown"
-bool status_known(uint8_t status);
-
 struct Sense {
   uint8_t response_code = 0;  // 0x70/0x71 fixed, 0x72/0x73 descriptor
   uint8_t key = 0;
@@ -64,8 +63,5 @@ std::optional<Sense> parse_sense(std::span<const uint8_t> sense_data);
 // span), empty when SenseLength is 0 or the segment is shorter than 2 bytes.
 std::span<const uint8_t> iscsi_sense_bytes(std::span<const uint8_t> data_segment);
 std::optional<Sense> parse_iscsi_sense(std::span<const uint8_t> data_segment);
-
-const char* sense_key_name(uint8_t key);          // "ILLEGAL REQUEST", ...
-const char* asc_name(uint8_t asc, uint8_t ascq);  // common ASC/ASCQ pairs, else nullptr
 
 }  // namespace iscsi_doctor::scsi
