@@ -1425,6 +1425,22 @@ function PduStream.new(from_initiator)
                       PduStream)
 end
 
+function PduStream:start_unsynced() self.framer:start_unsynced() end
+-- max_data_segment: a longer DataSegmentLength is taken as lost framing (then resync).
+function PduStream:set_digests(header, data, max_data_segment)
+  self.framer:set_digests(header, data, max_data_segment)
+end
+function PduStream:seed_digests(header, data) self.framer:seed_digests(header, data) end
+function PduStream:mid_pdu() return self.open end  -- inside a PDU whose header has been seen
+-- What the framing found: true, false, or nil while undetected (the engine's std::optional).
+local function detected(v) if v == "on" then return true elseif v == "off" then return false end return nil end
+function PduStream:header_digest() return detected(self.framer.hd) end
+function PduStream:data_digest() return detected(self.framer.dd) end
+function PduStream:header_digest_on() return self.framer.hd == "on" end
+function PduStream:data_digest_on() return self.framer.dd == "on" end
+function PduStream:pdus() return self.framer.pdus end
+function PduStream:resyncs() return self.framer.resyncs end
+
 function PduStream:remember(abs, frame, t)
   local k = self.r_count % RECENT + 1
   self.r_count = self.r_count + 1
@@ -1686,7 +1702,40 @@ local function ideal_round_trips(k, write, bytes)
 end
 
 ---------------------------------------------------------------------------------------------
--- TCP flow, one direction (engine/src/tcp/flow.*)
+-- TCP flow, one direction, its link meter and round-trip estimate (engine/src/tcp/flow.hpp,
+-- flow.cpp: Flow, LinkMeter, RttEstimate)
+
+-- The path's rate as the peer's ACKs show it (engine: tcp::LinkMeter, docs/rules.md "The link"):
+-- its fastest train of ACKs each under a quarter round trip apart, and the busy time: gaps up to
+-- two round trips whose ACK acknowledged data at no less than a quarter of that rate.
+local LinkMeter = {}
+LinkMeter.__index = LinkMeter
+
+function LinkMeter.new()
+  return setmetatable({ last_t = -1, busy_ns = 0, busy_bytes = 0, run_ns = 0, run_bytes = 0, rate = 0,
+                        rate_bytes = 0 }, LinkMeter)
+end
+
+function LinkMeter:advanced(bytes, t, rtt)
+  local gap = self.last_t < 0 and -1 or t - self.last_t
+  self.last_t = t
+  if gap < 0 then return end
+  if gap <= floor(rtt / RULES.link_train_gap_rtt_divisor) then
+    self.run_ns = self.run_ns + gap
+    self.run_bytes = self.run_bytes + bytes
+    if self.run_bytes >= RULES.link_run_bytes_min and self.run_ns > 0 then
+      local r = self.run_bytes * 1e9 / self.run_ns
+      if r > self.rate then self.rate, self.rate_bytes = r, self.run_bytes end
+    end
+  else
+    self.run_ns, self.run_bytes = 0, 0
+  end
+  if self.rate > 0 and gap <= rtt * RULES.link_busy_gap_rtts and
+     bytes * 1e9 >= gap * self.rate / RULES.link_busy_rate_divisor then
+    self.busy_ns = self.busy_ns + gap
+    self.busy_bytes = self.busy_bytes + bytes
+  end
+end
 
 local Flow = {}
 Flow.__index = Flow
@@ -1697,39 +1746,15 @@ function Flow.new()
     peer_wscale_known = false, peer_wscale_min = 0, peer_window_raw = 0, wscale_offered = -1, mss = 0,
     mss_from_syn = false, largest_payload = 0, full_min = 0, full_count = 0, aggregates = 0, aggregates_whole = 0, data_options_len = 0, has_small = false, last_small = nil,
     last_data_t = 0, last_data_frame = 0, has_last_data = false,
-    unacked = {}, ua_head = 1, ua_tail = 0, ooo = {}, ooo_count = 0, ooo_bytes = 0,
+    unacked = {}, ua_head = 1, ua_tail = 0, out_of_order = {}, out_of_order_count = 0, out_of_order_bytes = 0,
     hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0, acked_data_t = 0,
     acked_data_frame = 0, unseen_upto = 0, unseen_t = 0, unseen_frame = 0,
     acks = {}, ak_head = 1, ak_tail = 0,
     -- this side's recent timestamps at first sight; its latest data segment's echo (engine: Flow)
-    tsf = {}, tsf_head = 1, tsf_tail = 0, last_payload_t = -math.huge,
+    ts_firsts = {}, tsf_head = 1, tsf_tail = 0, last_payload_t = -math.huge,
     data_echo = 0, data_echo_seen = false, echo_moved_frame = 0,
-    link = { last_t = -1, busy_ns = 0, busy_bytes = 0, run_ns = 0, run_bytes = 0, rate = 0, rate_bytes = 0 } },
+    link = LinkMeter.new() },
     Flow)
-end
-
--- The path's rate as the peer's ACKs show it (engine: tcp::LinkMeter, docs/rules.md "The link"):
--- its fastest train of ACKs each under a quarter round trip apart, and the busy time: gaps up to
--- two round trips whose ACK acknowledged data at no less than a quarter of that rate.
-local function link_advanced(m, bytes, t, rtt)
-  local gap = m.last_t < 0 and -1 or t - m.last_t
-  m.last_t = t
-  if gap < 0 then return end
-  if gap <= floor(rtt / RULES.link_train_gap_rtt_divisor) then
-    m.run_ns = m.run_ns + gap
-    m.run_bytes = m.run_bytes + bytes
-    if m.run_bytes >= RULES.link_run_bytes_min and m.run_ns > 0 then
-      local r = m.run_bytes * 1e9 / m.run_ns
-      if r > m.rate then m.rate, m.rate_bytes = r, m.run_bytes end
-    end
-  else
-    m.run_ns, m.run_bytes = 0, 0
-  end
-  if m.rate > 0 and gap <= rtt * RULES.link_busy_gap_rtts and
-     bytes * 1e9 >= gap * m.rate / RULES.link_busy_rate_divisor then
-    m.busy_ns = m.busy_ns + gap
-    m.busy_bytes = m.busy_bytes + bytes
-  end
 end
 
 function Flow:unwrap(seq)
@@ -1782,18 +1807,6 @@ function Flow:peer_wscale(peer_offered, own_offered)
   if not self.peer_wscale_known then return self.peer_wscale_min end
   if peer_offered >= 0 and own_offered >= 0 then return min(peer_offered, 14) end
   return 0
-end
-
--- Without both SYNs the peer's window scale is unknown: the data in flight must have fitted the
--- window the peer last advertised, so the scale is at least what makes it fit.
-function Flow:infer_window_scale()
-  if self.peer_wscale_known or not self.una_known or self.peer_window_raw == 0 or self.max_end <= self.una then
-    return
-  end
-  local in_flight = self.max_end - self.una
-  while self.peer_wscale_min < 14 and self.peer_window_raw * 2 ^ self.peer_wscale_min < in_flight do
-    self.peer_wscale_min = self.peer_wscale_min + 1
-  end
 end
 
 -- A new-data segment without PSH: its sender had more data queued, so it was full.
@@ -1896,16 +1909,450 @@ function Flow:first_unacked_ending_after(v)
   return nil
 end
 
-function Flow:push_unacked(rec)
-  if self.ua_tail - self.ua_head + 1 >= 65536 then return end
-  self.ua_tail = self.ua_tail + 1
-  self.unacked[self.ua_tail] = rec
+-- The first held start (engine: out_of_order.begin()->first, a std::map's; a Lua table has no
+-- order).
+function Flow:out_of_order_first()
+  local best
+  for k in pairs(self.out_of_order) do if not best or k < best then best = k end end
+  return best
 end
 
-function Flow:ooo_first()
-  local best
-  for k in pairs(self.ooo) do if not best or k < best then best = k end end
-  return best
+---------------------------------------------------------------------------------------------
+-- Minimum-filtered round-trip estimate between the capture point and one side, and the path's
+-- jitter (engine: tcp::RttEstimate, docs/rules.md "Holds"). Fields ending in "_" are the C++
+-- class's private members: read them through the methods.
+local RttEstimate = {}
+RttEstimate.__index = RttEstimate
+
+function RttEstimate.new()
+  return setmetatable({ min_ = 0, known_ = false, handshake_ = false, released_ = false, samples_ = 0,
+                        clean_samples_ = 0, ring_ = 0, recent_ = {} }, RttEstimate)
+end
+
+-- A copy (the engine copies the value: a scout's estimate seeds a connection's).
+function RttEstimate:copy()
+  local r = setmetatable({}, RttEstimate)
+  for k, v in pairs(self) do r[k] = v end
+  r.recent_ = {}
+  for k, v in pairs(self.recent_) do r.recent_[k] = v end
+  return r
+end
+
+local RTT_MAX_NS = RULES.rtt_max_ms * 1e6
+-- clean: the ACK carried no data (a pure ACK or the handshake), so the sample holds no answer
+-- time of the side's application (nil: true, as the engine's default argument).
+function RttEstimate:sample(ns, from_handshake, clean)
+  -- past TCP's longest retransmission timeout a gap is not a round trip
+  if ns < 0 or ns > RTT_MAX_NS then return end
+  if from_handshake then self.handshake_ = true end
+  if clean ~= false then self.clean_samples_ = self.clean_samples_ + 1 end
+  if not self.known_ or ns < self.min_ then self.min_ = ns end
+  self.known_ = true
+  self.samples_ = self.samples_ + 1
+  self.recent_[self.ring_ % RULES.jitter_window + 1] = ns
+  self.ring_ = self.ring_ + 1
+end
+function RttEstimate:known() return self.known_ end
+function RttEstimate:ns() return self.known_ and self.min_ or 0 end
+function RttEstimate:samples() return self.samples_ end
+function RttEstimate:clean_samples() return self.clean_samples_ end
+function RttEstimate:from_handshake() return self.handshake_ end
+-- Data the side sent after the pure ACK whose timestamp it echoes (Tracker:echo): a release, so
+-- the path's spread too; not counted as a sample of the ACKs.
+function RttEstimate:released(ns)
+  if ns < 0 or ns > RTT_MAX_NS then return end
+  if not self.known_ or ns <= self.min_ then self.min_, self.released_ = ns, true end
+  self.known_ = true
+  self.recent_[self.ring_ % RULES.jitter_window + 1] = ns
+  self.ring_ = self.ring_ + 1
+end
+-- Not only an upper bound that may hold the side's answer time.
+function RttEstimate:tight() return self.handshake_ or self.clean_samples_ > 0 or self.released_ end
+-- Where the estimate comes from (docs/rules.md "Joined connections").
+function RttEstimate:source()
+  if self.handshake_ then return "handshake" end
+  if self.released_ then return "echoed timestamps" end
+  if self.clean_samples_ > 0 then return "pure ACKs" end
+  if self.samples_ > 0 then return "ACKs on data" end
+  return ""
+end
+-- The jitter percentile of the latest samples' excess over the minimum, excesses beyond
+-- jitter_excess_max_ms (or half the minimum) left out (delayed ACKs); 0 with too few.
+-- (The caller bounds it by the RTT: on a LAN the excess is think time, not jitter.)
+function RttEstimate:jitter_ns(percentile)
+  local cap = max(floor(RULES.jitter_excess_max_ms * 1e6 + 0.5), floor(self.min_ / RULES.jitter_rtt_divisor))
+  local ex = {}
+  for i = 1, min(self.ring_, RULES.jitter_window) do
+    local e = self.recent_[i] - self.min_
+    if e <= cap then ex[#ex + 1] = e end
+  end
+  if #ex < RULES.jitter_samples_min then return 0 end
+  table.sort(ex)  -- (the engine's nth_element: the same element)
+  return ex[floor((#ex - 1) * (percentile or RULES.jitter_percentile) / 100) + 1]
+end
+
+---------------------------------------------------------------------------------------------
+-- Both directions of one TCP connection as the capture point saw them (engine/src/tcp/tracker.hpp,
+-- tracker.cpp: Tracker, Receiver): the handshake, ACKs and windows, round trips, and the byte
+-- streams put back in order. It tells a Receiver what the streams carry, in stream order, and
+-- knows nothing of iSCSI: the Receiver (Connection) frames the bytes and says which command each
+-- delivery advanced, which the tracker keeps with the segment for ACK timing.
+--
+-- The Receiver interface (engine: tcp::Receiver), methods of the object given as `r`:
+--   r:stream_from_syn(dir)                 a SYN starts dir's stream (it begins with a login)
+--   r:stream_without_syn(dir, seg)         dir's first bytes come without a SYN
+--   r:deliver(dir, bytes, wire_len, seg, filled_by)
+--       new bytes in order (wire_len > #bytes: cut by the snaplen); filled_by: the segment that
+--       filled the hole they waited behind. Returns the DeliveryTag as five values: owner (the
+--       command's slot, 0: none), owner_cmd (its first frame), h (its half trips, -1: none), cmd,
+--       itt.
+--   r:hole_filled(dir, seg, since)         seg fills a hole open since `since`
+--   r:resent(dir, seg, original)           seg resends bytes already seen (original: nil if gone)
+--   r:lost(dir, bytes, frame, why)         bytes never captured are given up for lost
+--   r:unacked_cap_hit(dir, frame, cap)     the record of unacknowledged segments is full
+-- Fields ending in "_" are the C++ class's private members: read them through the methods
+-- (Connection reads flow_ and rtt_ directly only where a call per segment would show).
+
+local Tracker = {}
+Tracker.__index = Tracker
+
+local MAX_UNACKED_RECORDS = 65536  -- Tracker::kMaxUnackedRecords
+local UNSEEN = "acknowledged by the receiver but missing from the capture"
+local REORDER_WAIT_NS = RULES.reorder_wait_ms * 1e6
+local ECHO_KEEP_NS = RULES.echo_keep_ms * 1e6
+
+function Tracker.new(max_out_of_order_bytes)
+  return setmetatable({ max_out_of_order_bytes_ = max_out_of_order_bytes,
+    flow_ = { [0] = Flow.new(), [1] = Flow.new() },
+    rtt_ = { [0] = RttEstimate.new(), [1] = RttEstimate.new() },  -- capture point <-> initiator, target
+    saw_syn_ = false, saw_synack_ = false, closed_ = false, syn_t_ = 0, synack_t_ = 0,
+    filling_ = nil }, Tracker)  -- filling_: while draining, the segment that filled the hole
+end
+
+function Tracker:flow(dir) return self.flow_[dir] end
+function Tracker:share_link(dir, path) self.flow_[dir].path = path end
+function Tracker:rtt(side_dir) return self.rtt_[side_dir] end
+function Tracker:seed_rtt(side_dir, scout) self.rtt_[side_dir] = scout:copy() end
+function Tracker:rtt_ns(side_dir) return self.rtt_[side_dir]:ns() end  -- capture point <-> that side
+function Tracker:full_rtt_ns()  -- both sides' rtt_ns, written out (called per segment)
+  local a, b = self.rtt_[0], self.rtt_[1]
+  return (a.known_ and a.min_ or 0) + (b.known_ and b.min_ or 0)
+end
+function Tracker:saw_syn() return self.saw_syn_ end
+function Tracker:closed() return self.closed_ end
+
+function Tracker:on_segment(seg, dir, r)
+  for d = 0, 1 do
+    local f = self.flow_[d]
+    if f.unseen_upto > f.next and seg.t - f.unseen_t > REORDER_WAIT_NS then self:declare_unseen(d, r) end
+  end
+  local fl = seg.flags  -- FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10 (tested inline: once per segment)
+  local syn, rst = fl % 4 >= 2, fl % 8 >= 4
+  local una_before = self.flow_[1 - dir].una
+  if syn then self:handshake(seg, dir, r) end
+  -- a release's sample is given after the segment is judged: it may not bound its own release
+  local released = seg.has_ts and self:echo(seg, dir) or -1
+  if seg.wire_len > 0 then self.flow_[dir].last_payload_t = seg.t end
+  if fl % 32 >= 16 then self:ack(seg, dir, r) end
+  if seg.wire_len > 0 and not syn then self:payload(seg, dir, r) end
+  if released >= 0 then self.rtt_[dir]:released(released) end
+  local f = self.flow_[dir]
+  if fl % 2 == 1 or rst then
+    f.fin_seen = true
+    if rst or self.flow_[1 - dir].fin_seen then self.closed_ = true end
+  end
+  -- The window this side advertises limits what the other side may send. Its scale is known from
+  -- both SYNs (0 when either lacks the option); else the least the data in flight proves.
+  local other = self.flow_[1 - dir]
+  local raw = seg.window
+  local win = raw
+  local scale_known = f.syn_seen and other.syn_seen
+  if not syn then
+    if scale_known and f.wscale_offered >= 0 and other.wscale_offered >= 0 then
+      win = raw * 2 ^ (f.wscale_offered < 14 and f.wscale_offered or 14)
+    elseif not scale_known then
+      win = raw * 2 ^ other.peer_wscale_min
+    end
+  end
+  local window_changed
+  if scale_known then
+    window_changed = other.peer_window_known and other.peer_window ~= win
+  else
+    window_changed = other.peer_window_known and other.peer_window_raw ~= raw
+  end
+  other.peer_window = win
+  other.peer_window_raw = raw
+  other.peer_wscale_known = scale_known
+  other.peer_window_known = true
+  if other.una_known and (other.una ~= una_before or window_changed or other.ak_tail < other.ak_head) then
+    -- what a hold's release may be matched against (rules/holds.lua)
+    other:record_ack({ ack = other.una, t = seg.t, frame = seg.frame, window = win, h = other.acked_h,
+                       cmd = other.acked_cmd, data_t = other.acked_data_t,
+                       data_frame = other.acked_data_frame, raw = raw, tsval = seg.tsval or 0,
+                       has_ts = seg.has_ts or false },
+                     seg.t - RULES.ack_record_keep_rtts * self:full_rtt_ns() - RULES.ack_record_keep_ms * 1e6)
+  end
+end
+
+function Tracker:handshake(seg, dir, r)
+  local f = self.flow_[dir]
+  if f.syn_seen and f.started and f:unwrap(seg.seq) == f.next - 1 then return end  -- SYN retransmitted
+  f:anchor((seg.seq + 1) % TWO32)
+  f.syn_seen = true
+  r:stream_from_syn(dir)
+  f.wscale_offered = seg.wscale or -1
+  -- A side's MSS option says what it can receive: it bounds what the other side sends.
+  if seg.mss and seg.mss ~= 0 then
+    self.flow_[1 - dir].mss = seg.mss
+    self.flow_[1 - dir].mss_from_syn = true
+  end
+  if not hasbit(seg.flags, 0x10) then
+    self.saw_syn_ = true
+    self.syn_t_ = seg.t
+  elseif self.saw_syn_ and not self.saw_synack_ then
+    self.saw_synack_ = true
+    self.synack_t_ = seg.t
+    self.rtt_[1]:sample(seg.t - self.syn_t_, true)
+  end
+end
+
+-- Timestamps (RFC 7323; docs/rules.md "Measures taken from TCP"): a data segment echoing a newer
+-- TSval than the side's data before it left after that TSval's first segment arrived; with that
+-- segment a pure ACK, a release: a round-trip sample (-1: none).
+function Tracker:echo(seg, dir)
+  local f = self.flow_[dir]
+  if f.tsf_tail < f.tsf_head or f.ts_firsts[f.tsf_tail].val ~= seg.tsval then
+    while f.tsf_head <= f.tsf_tail and (f.tsf_tail - f.tsf_head + 1 >= RULES.echo_records_max or
+          f.ts_firsts[f.tsf_head].t < seg.t - ECHO_KEEP_NS) do
+      f.ts_firsts[f.tsf_head] = nil
+      f.tsf_head = f.tsf_head + 1
+    end
+    f.tsf_tail = f.tsf_tail + 1
+    f.ts_firsts[f.tsf_tail] = { val = seg.tsval, t = seg.t, pure = seg.wire_len == 0 }
+  end
+  if seg.wire_len == 0 or not hasbit(seg.flags, 0x10) then return -1 end
+  if f.data_echo_seen then
+    local d = (seg.tsecr - f.data_echo) % TWO32
+    if d == 0 or d >= 2147483648 then return -1 end  -- not newer
+    f.echo_moved_frame = seg.frame
+  end
+  f.data_echo_seen, f.data_echo = true, seg.tsecr
+  local peer = self.flow_[1 - dir]
+  for i = peer.tsf_tail, peer.tsf_head, -1 do
+    local e = peer.ts_firsts[i]
+    if e.val == seg.tsecr then
+      -- not when the peer sent data since: this may answer that data after a think time
+      if e.pure and peer.last_payload_t < e.t then return seg.t - e.t end
+      return -1
+    end
+  end
+  return -1
+end
+
+function Tracker:ack(seg, dir, r)
+  local peer = self.flow_[1 - dir]  -- the direction whose data this segment acknowledges
+  if not peer.started then return end
+  if self.saw_synack_ and dir == 0 and not self.rtt_[0].handshake_ and not hasbit(seg.flags, 0x02) then
+    self.rtt_[0]:sample(seg.t - self.synack_t_, true)
+  end
+  local ack = peer:unwrap(seg.ack)
+  if ack > peer.max_end + 1073741824 then return end  -- nonsense ack
+  if peer.fin_seen and ack == peer.next + 1 then ack = peer.next end  -- the FIN's sequence number
+  -- An ACK for the segment that ended exactly here: a round-trip sample for this side.
+  if peer.ua_head <= peer.ua_tail and (not peer.una_known or ack > peer.una) then
+    -- Records end in increasing order (each carries new data): a binary search, not a scan.
+    local k = peer:first_unacked_ending_after(ack - 1)
+    local s = k and peer.unacked[k]
+    if s and s.e == ack then self.rtt_[dir]:sample(seg.t - s.t, false, seg.wire_len == 0) end
+  end
+  if ack > peer.next and peer.started then
+    -- The receiver has bytes the capture has not shown: missing at the capture point. Unless they
+    -- come soon after: a capture can show a segment just after the ACK that covers it. (Not when
+    -- later data is already held: the receiver acknowledged past a hole the capture skipped.)
+    local upto = min(ack, peer.max_end > peer.next and peer.max_end or ack)
+    if peer.out_of_order_count > 0 then
+      self:declare_gap(1 - dir, upto, seg.frame, UNSEEN, r)
+    else
+      if peer.unseen_upto <= peer.next then peer.unseen_t, peer.unseen_frame = seg.t, seg.frame end
+      peer.unseen_upto = max(peer.unseen_upto, upto)
+    end
+  end
+  local before = peer.una_known and peer.una or ack
+  if peer:acked(ack, seg.t, seg.frame) then
+    peer.link:advanced(ack - before, seg.t, self:full_rtt_ns())
+    if peer.path then peer.path:advanced(ack - before, seg.t, self:full_rtt_ns()) end
+  end
+end
+
+-- The bytes an ACK covered never came.
+function Tracker:declare_unseen(dir, r)
+  local f = self.flow_[dir]
+  self:declare_gap(dir, f.unseen_upto, f.unseen_frame, UNSEEN, r)  -- then next >= unseen_upto: none pending
+end
+
+function Tracker:payload(seg, dir, r)
+  local f = self.flow_[dir]
+  local len = seg.wire_len
+  if not f.started then
+    f:anchor(seg.seq)
+    r:stream_without_syn(dir, seg)
+  end
+  f.largest_payload = f.largest_payload > len and f.largest_payload or len
+  if seg.options_len and seg.options_len ~= 0 then f.data_options_len = seg.options_len end
+  local start = f:unwrap(seg.seq)
+  local e = start + len
+  -- Acknowledged bytes still unseen when the sender's next data comes past them: missing.
+  if start > f.next and f.unseen_upto > f.next then self:declare_unseen(dir, r) end
+  if e <= f.next then
+    local keepalive = len <= 1 and start + 1 >= f.next
+    if not keepalive then self:resend(dir, seg, start, e, r) end
+    return
+  end
+  if start > f.next then
+    -- Beyond a hole: kept until the hole fills, the receiver acknowledges past it, or the buffer
+    -- cap is hit (then the hole is declared lost).
+    if f.out_of_order_count == 0 then f.hole_since = seg.t end
+    local held = f.out_of_order[start]
+    if not held then
+      held = { bytes = "", t = 0, frame = 0 }
+      f.out_of_order[start] = held
+      f.out_of_order_count = f.out_of_order_count + 1
+    end
+    if #held.bytes < #seg.payload then
+      f.out_of_order_bytes = f.out_of_order_bytes + #seg.payload - #held.bytes
+      held.bytes, held.t, held.frame = seg.payload, seg.t, seg.frame
+    end
+    f.max_end = max(f.max_end, e)
+    f:move_ref(e)
+    if f.out_of_order_bytes > self.max_out_of_order_bytes_ then
+      local why = string.format("out-of-order buffer cap (%.0f bytes) hit; hole declared lost",
+                                self.max_out_of_order_bytes_)
+      self:declare_gap(dir, f:out_of_order_first(), seg.frame, why, r)
+    end
+    return
+  end
+  if seg.flags % 16 < 8 then f:saw_full(len) end  -- no PSH: more data was queued
+  local m = f:effective_mss()
+  if len > m then  -- TSO/GRO at the capture point; a whole multiple of the MSS proves it
+    f.aggregates = f.aggregates + 1
+    if len % m == 0 then f.aggregates_whole = f.aggregates_whole + 1 end
+  end
+  if f.out_of_order_count > 0 then r:hole_filled(dir, seg, f.hole_since) end
+  -- Overlap with bytes already delivered is trimmed; the rest is new, in order.
+  local skip = f.next - start
+  local bytes = seg.payload
+  local wire_rest = len - skip
+  if skip >= #bytes then bytes = "" elseif skip > 0 then bytes = bytes:sub(skip + 1) end
+  if #bytes < wire_rest then f.bytes_missing = f.bytes_missing + wire_rest - #bytes end  -- the snaplen
+  f.next = f.next + wire_rest  -- before delivery: a status delivered now is settled against this position
+  f:move_ref(f.next)
+  local owner, owner_cmd, h, cmd, itt = r:deliver(dir, bytes, wire_rest, seg, self.filling_)
+  -- owner_cmd: which command held the slot then (a slot is reused once its command is released).
+  -- (One constructor: the record's table is sized once; s and e: start and end, a Lua keyword.)
+  local rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = owner, owner_cmd = owner_cmd,
+                small = f:is_small(len), h = h, cmd = cmd, itt = itt }
+  if f.ua_tail - f.ua_head + 1 < MAX_UNACKED_RECORDS then
+    f.ua_tail = f.ua_tail + 1
+    f.unacked[f.ua_tail] = rec
+  else
+    r:unacked_cap_hit(dir, seg.frame, MAX_UNACKED_RECORDS)
+  end
+  if f.una_known and f.una >= e then f:trim_acked(f.unseen_t, f.unseen_frame) end  -- its ACK came first
+  if rec.small then
+    f.has_small = true
+    f.last_small = { e = e, t = seg.t, frame = seg.frame, h = rec.h, cmd = rec.cmd, acked = false,
+                     ack_t = 0, ack_frame = 0 }
+  end
+  f.max_end = f.max_end > e and f.max_end or e
+  Tracker.infer_window_scale(f)
+  f.last_data_t = seg.t
+  f.last_data_frame = seg.frame
+  self:drain_out_of_order(dir, seg, r)
+end
+
+-- Without both SYNs the peer's window scale is unknown: the data in flight must have fitted the
+-- window the peer last advertised, so the scale is at least what makes it fit.
+function Tracker.infer_window_scale(f)
+  if f.peer_wscale_known or not f.una_known or f.peer_window_raw == 0 or f.max_end <= f.una then
+    return
+  end
+  local in_flight = f.max_end - f.una
+  while f.peer_wscale_min < 14 and f.peer_window_raw * 2 ^ f.peer_wscale_min < in_flight do
+    f.peer_wscale_min = f.peer_wscale_min + 1
+  end
+end
+
+function Tracker:drain_out_of_order(dir, seg, r)
+  local f = self.flow_[dir]
+  -- Held bytes reach the receiver only now, when seg fills the hole before them.
+  local outer = self.filling_
+  self.filling_ = seg
+  while f.out_of_order_count > 0 do
+    local start = f:out_of_order_first()
+    if start > f.next then break end
+    local held = f.out_of_order[start]
+    f.out_of_order[start] = nil
+    f.out_of_order_count = f.out_of_order_count - 1
+    f.out_of_order_bytes = f.out_of_order_bytes - #held.bytes
+    local e = start + #held.bytes
+    if e > f.next then
+      local skip = f.next - start
+      local bytes = held.bytes:sub(skip + 1)
+      -- seq: where the delivered bytes start (holds compare it with an edge)
+      local s = { frame = held.frame, t = held.t, wire_len = #bytes, flags = seg.flags, seq = f.next % TWO32 }
+      f.next = f.next + #bytes
+      f:move_ref(f.next)
+      r:deliver(dir, bytes, #bytes, s, self.filling_)
+    end
+  end
+  self.filling_ = outer
+end
+
+function Tracker:declare_gap(dir, upto, frame, why, r)
+  local f = self.flow_[dir]
+  while f.next < upto or (f.out_of_order_count > 0 and f:out_of_order_first() <= upto) do
+    local hole_end = upto
+    if f.out_of_order_count > 0 then hole_end = min(hole_end, f:out_of_order_first()) end
+    if hole_end > f.next then
+      local lost = hole_end - f.next
+      f.bytes_missing = f.bytes_missing + lost
+      f.next = hole_end
+      f:move_ref(f.next)
+      r:lost(dir, lost, frame, why)
+    end
+    if f.out_of_order_count == 0 then break end
+    local first = f.out_of_order[f:out_of_order_first()]
+    self:drain_out_of_order(dir, { frame = first.frame, t = first.t, flags = 0 }, r)
+    if f.out_of_order_count == 0 or f.next >= upto then break end
+  end
+end
+
+function Tracker:resend(dir, seg, start, e, r)
+  local f = self.flow_[dir]
+  -- The first record ending past the resent byte (binary search), or one of the next few that
+  -- starts before it (an overlap resend): bounded work per segment.
+  local orig
+  local k = f:first_unacked_ending_after(start)
+  if k then
+    for j = k, min(k + 7, f.ua_tail) do
+      local s = f.unacked[j]
+      if s.s <= start then orig = s break end
+    end
+  end
+  if f.una_known and e <= f.una and not orig then return end  -- spurious, already acknowledged
+  r:resent(dir, seg, orig)
+end
+
+-- End of capture: holes still open are declared lost.
+function Tracker:finish(r)
+  for d = 0, 1 do
+    local f = self.flow_[d]
+    if f.unseen_upto > f.next then self:declare_unseen(d, r) end
+    if f.out_of_order_count > 0 then
+      self:declare_gap(d, f.max_end, f.out_of_order[f:out_of_order_first()].frame,
+                       "the capture ended before the hole was filled", r)
+    end
+  end
 end
 
 ---------------------------------------------------------------------------------------------
@@ -1917,7 +2364,9 @@ local function side_of(dir) return dir == I2T and "initiator" or "target" end
 local Connection = {}
 Connection.__index = Connection
 
-local function starts_with_login(payload, dir)
+-- The first bytes of dir's stream are a Login PDU (engine: Connection::starts_with_login).
+local function starts_with_login(seg, dir)
+  local payload = seg.payload
   if #payload < 48 then return false end
   local want = dir == I2T and OP.LoginRequest or OP.LoginResponse
   if payload:byte(1) % 64 ~= want then return false end
@@ -1926,50 +2375,24 @@ end
 
 function Connection.new(an, id, initiator, target)
   local c = setmetatable({ an = an, id = id, initiator = initiator, target = target,
-    opt = an.options, flow = { [0] = Flow.new(), [1] = Flow.new() },
+    opt = an.options, tcp = Tracker.new(an.options.max_out_of_order_bytes),
     pdus = { [0] = PduStream.new(true), [1] = PduStream.new(false) },
-    rtt = { [0] = { known = false, min = 0, hs = false, rel = false, n = 0, clean = 0, ring = 0, recent = {} },
-            [1] = { known = false, min = 0, hs = false, rel = false, n = 0, clean = 0, ring = 0, recent = {} } },
-    saw_syn = false, saw_synack = false, closed = false, syn_t = 0, synack_t = 0,
-    mid_session = false, keys = default_keys(), login = Negotiation.new(), login_done = false,
+    last_t = 0, mid_session = false, keys = default_keys(), login = Negotiation.new(), login_done = false,
     saw_login = false, initiator_name = "", target_name = "", isid = "", tsih = 0,
     header_digest = false, data_digest = false, by_itt = {}, open_count = 0, current_slot = { [0] = nil, [1] = nil },
     slots = {}, slot_count = 0, free_slots = {},
     frames = 0, commands = 0, completed = 0, outstanding = 0, max_outstanding = 0,
     serial_commands = 0, serial_wait_ms = 0, serial_cycle_ms = 0, serial_crossing_ms = 0, first_command_frame = 0,
-    retransmissions = 0, digest_errors = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 },
-    pending_resends = {} }, Connection)
+    digest_errors = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 },
+    pending_resends = {}, seg_h = -1, seg_cmd = 0, seg_itt = 0 }, Connection)
   -- The link each way, shared by the connections between the same two hosts (engine:
   -- SessionRegistry::path); a scout's analyzer has none.
   if an.link_path then
-    c.flow[I2T].path = an:link_path(initiator, target)
-    c.flow[T2I].path = an:link_path(target, initiator)
+    c.tcp:share_link(I2T, an:link_path(initiator, target))
+    c.tcp:share_link(T2I, an:link_path(target, initiator))
   end
   return c
 end
-
--- dirty: the ACK rode on data, so the sample may hold the side's answer time (engine/src/tcp/flow.hpp)
-local function rtt_sample(r, ns, hs, dirty)
-  if ns < 0 or ns > RULES.rtt_max_ms * 1e6 then return end  -- not a round trip (rules/constants)
-  if hs then r.hs = true end
-  if not dirty then r.clean = r.clean + 1 end
-  if not r.known or ns < r.min then r.min = ns end
-  r.known = true
-  r.recent[r.ring % RULES.jitter_window + 1] = ns
-  r.ring = r.ring + 1
-  r.n = r.n + 1
-end
--- Data the side sent after the pure ACK whose timestamp it echoes (engine: RttEstimate::released):
--- a release, so the path's spread too; not counted as a sample of the ACKs.
-local function rtt_released(r, ns)
-  if ns < 0 or ns > RULES.rtt_max_ms * 1e6 then return end
-  if not r.known or ns <= r.min then r.min, r.rel = ns, true end
-  r.known = true
-  r.recent[r.ring % RULES.jitter_window + 1] = ns
-  r.ring = r.ring + 1
-end
--- Not only an upper bound that may hold the side's answer time (engine: RttEstimate::tight).
-local function rtt_tight(r) return r.hs or r.clean > 0 or r.rel end
 
 function Connection:session_id()
   if self.session then return self.session end
@@ -1983,66 +2406,91 @@ function Connection:session_id()
   return self.session
 end
 
--- The round trips a scout measured on the same segments, with their spread (Analyzer), given
--- before the connection's first segment.
-function Connection:seed_rtt(dir, scout)
-  local r = {}
-  for k, v in pairs(scout) do r[k] = v end
-  r.recent = {}
-  for k, v in pairs(scout.recent) do r.recent[k] = v end
-  self.rtt[dir] = r
+function Connection:closed() return self.tcp:closed() end
+-- How long after closing its last segments may still pass (final ACK, resent FIN).
+function Connection:linger_ns()
+  return max(RULES.closed_linger_ms * 1e6, RULES.closed_linger_rtts * self:full_rtt_ns())
 end
-local function detected(v) if v == "on" then return true elseif v == "off" then return false end return nil end
-function Connection:digests_seen(dir)
-  local f = self.pdus[dir].framer
-  return detected(f.hd), detected(f.dd)
-end
+-- What a first look at a joined connection found (Analyzer), given before its first segment:
+-- the round trips a scout measured on the same segments, with their spread, and the digests the
+-- framing of a stream joined mid-way would probe for.
+function Connection:seed_rtt(side_dir, scout) self.tcp:seed_rtt(side_dir, scout) end
 function Connection:seed_digests(dir, h, d)
   self.digest_seed = self.digest_seed or {}
   self.digest_seed[dir] = { h = h, d = d }
 end
+function Connection:rtt(side_dir) return self.tcp:rtt(side_dir) end
+function Connection:header_digest_seen(dir) return self.pdus[dir]:header_digest() end
+function Connection:data_digest_seen(dir) return self.pdus[dir]:data_digest() end
 
-function Connection:rtt_ns(dir) local r = self.rtt[dir]; return r.known and r.min or 0 end
-function Connection:full_rtt_ns()  -- rtt_ns of both sides, written out (called per segment)
-  local a, b = self.rtt[I2T], self.rtt[T2I]
-  return (a.known and a.min or 0) + (b.known and b.min or 0)
-end
--- The path's jitter seen from one side: the jitter percentile of the latest samples' excess over
--- the minimum, excesses beyond jitter_excess_max_ms (or half the minimum) left out (delayed ACKs);
--- 0 with too few.
--- (The caller bounds it by the RTT: on a LAN the excess is think time, not jitter.)
-function Connection:jitter_ns(dir, percentile)
-  local r = self.rtt[dir]
-  local cap = math.max(floor(RULES.jitter_excess_max_ms * 1e6 + 0.5), floor(r.min / RULES.jitter_rtt_divisor))
-  local ex = {}
-  for i = 1, math.min(r.ring, RULES.jitter_window) do
-    local e = r.recent[i] - r.min
-    if e <= cap then ex[#ex + 1] = e end
-  end
-  if #ex < RULES.jitter_samples_min then return 0 end
-  table.sort(ex)
-  return ex[floor((#ex - 1) * (percentile or RULES.jitter_percentile) / 100) + 1]
-end
+function Connection:rtt_ns(side_dir) return self.tcp:rtt_ns(side_dir) end  -- capture point <-> that side
+function Connection:full_rtt_ns() return self.tcp:full_rtt_ns() end
 -- Jitter allowance when matching a release to the ACK that caused it (integer ns, as the engine).
 function Connection:tolerance_ns()
   return floor(RULES.release_tolerance_ms * 1e6 + 0.5) + floor(self:full_rtt_ns() / RULES.release_tolerance_rtt_divisor)
 end
 
-function Connection:deliver(dir, bytes, wire_len, seg)
-  local f = self.flow[dir]
+-- TCP: the tracker (tcp/tracker.lua) tells what the streams carry; this is its receiver. -------
+
+function Connection:on_segment(seg, dir)
+  self.frames = self.frames + 1
+  self.last_t = seg.t
+  if #self.pending_resends > 0 then self:settle_resends(seg, dir) end
+  self.tcp:on_segment(seg, dir, self)
+  if self.settling.head <= self.settling.tail then self:settle(seg.t) end
+end
+
+function Connection:stream_from_syn(dir)
+  -- From the first byte on, a stream starts with Login PDUs, which never carry digests; the
+  -- login's keys say what comes after (RFC 7143 13.1), so no detection is needed.
+  self.pdus[dir]:set_digests(false, false)
+end
+
+function Connection:stream_without_syn(dir, seg)
+  -- If the first bytes are a Login PDU, the capture began at the login (framed from here, no
+  -- digests until negotiated); otherwise it began mid-stream and framing resumes at a plausible BHS.
+  if starts_with_login(seg, dir) then
+    self.pdus[dir]:set_digests(false, false)
+  else
+    self.mid_session = true
+    self.pdus[dir]:start_unsynced()
+    local sd = self.digest_seed and self.digest_seed[dir]
+    if sd then self.pdus[dir]:seed_digests(sd.h, sd.d) end
+  end
+end
+
+-- Returns the tcp::DeliveryTag as five values (tcp/tracker.lua).
+function Connection:deliver(dir, bytes, wire_len, seg, filled_by)
+  local outer = self.filling
+  self.filling = filled_by
+  self.seg_h, self.seg_cmd, self.seg_itt = -1, 0, 0
   local ps = self.pdus[dir]
-  local began_mid = ps.open
+  local began_mid = ps:mid_pdu()
   local mid_slot = began_mid and self.current_slot[dir] and self.current_slot[dir].slot or 0
   local events = ps:feed(bytes, seg.frame, seg.t)
-  if #bytes < wire_len then
-    local missing = wire_len - #bytes
-    f.bytes_missing = f.bytes_missing + missing
-    ps:gap(missing)
-  end
-  f.next = f.next + wire_len
-  f:move_ref(f.next)
+  -- the capture's snaplen cut this packet: the bytes exist, we just cannot see them
+  if #bytes < wire_len then ps:gap(wire_len - #bytes) end
   self:on_pdus(dir, seg, events, began_mid, mid_slot)
+  self.filling = outer
+  local owner = self.current_slot[dir]
+  if owner then return owner.slot, owner.first_frame, self.seg_h, self.seg_cmd, self.seg_itt end
+  return 0, 0, self.seg_h, self.seg_cmd, self.seg_itt
 end
+
+function Connection:lost(dir, bytes, frame, why)
+  local events = self.pdus[dir]:lose(bytes)
+  local c = self.current_slot[dir]
+  if c and c.used then c.data_incomplete = true end
+  -- A PDU whose last bytes were lost ends here: a status header in the capture completes its
+  -- command, timed at the header's segment (docs/rules.md "Commands").
+  if #events > 0 then
+    local f = self.tcp:flow(dir)
+    self:on_pdus(dir, { frame = f.last_data_frame, t = f.last_data_t, wire_len = 0 }, events, false, nil)
+  end
+end
+
+-- The engine's notice of the cap; this port gives no notices (lua/README.md).
+function Connection:unacked_cap_hit(dir, frame, cap) end
 
 -- iSCSI PDUs and commands -------------------------------------------------------------------
 
@@ -2145,7 +2593,7 @@ function Connection:complete(c, seg, ev)
   -- Its PDU in progress in a stream whose acknowledged bytes the capture has not shown (their gap
   -- is declared later: tcp/tracker.lua): that data is missing.
   for d = 0, 1 do
-    local f = self.flow[d]
+    local f = self.tcp:flow(d)
     if self.current_slot[d] == c and f.unseen_upto > f.next then c.data_incomplete = true end
   end
   -- Answered; reported once the initiator acknowledges the status (settle), in status order.
@@ -2153,9 +2601,9 @@ function Connection:complete(c, seg, ev)
   c.settling = true
   -- Near the initiator a segment lost after the capture point cannot precede the status (the
   -- initiator's stream would have a hole): no need to wait.
-  local near_initiator = self.rtt[I2T].known and self.rtt[T2I].known and
+  local near_initiator = self.tcp:rtt(I2T):known() and self.tcp:rtt(T2I):known() and
                          self:rtt_ns(I2T) * RULES.near_initiator_rtt_factor < self:full_rtt_ns()
-  c.settle_seq = near_initiator and 0 or self.flow[T2I].next
+  c.settle_seq = near_initiator and 0 or self.tcp:flow(T2I).next
   local q = self.settling
   q.tail = q.tail + 1
   q[q.tail] = c
@@ -2164,7 +2612,7 @@ end
 
 local SETTLE_MAX_NS = RULES.settle_max_ms * 1e6  -- without the ACK: reported anyway
 function Connection:settle(now, all)
-  local q, f = self.settling, self.flow[T2I]
+  local q, f = self.settling, self.tcp:flow(T2I)
   while q.head <= q.tail do
     local c = q[q.head]
     local acked = c.settle_seq == 0 or (f.una_known and f.una >= c.settle_seq)
@@ -2176,7 +2624,7 @@ function Connection:settle(now, all)
   end
 end
 
-function Connection:add_kind(c, k)
+function Connection:add_finding_kind(c, k)
   if not c.findings_set[k] then
     c.findings_set[k] = true
     c.findings[#c.findings + 1] = k  -- in order of first evidence
@@ -2204,47 +2652,9 @@ function Connection:emit_command(c)
     self.completed = self.completed + 1
     self:judge_link_limited(c)  -- before the holds are given: those the link explains are not
     self:give_held_findings(c)
-    if c.write and c.r2ts > 0 and c.bytes <= RULES.r2t_max_write_bytes then
-      self:add_kind(c, "r2t_round_trip")
-      self:emit_finding({ kind = "r2t_round_trip", side = "target", frame = c.first_r2t_frame,
-        lost_ms = c.breakdown.r2t, itt = c.itt, command_first_frame = c.first_frame,
-        detail = c.r2ts .. " R2T round trip(s) for a " .. c.bytes .. "-byte write" })
-    end
-    local think = c.breakdown.think
-    local function enough(t) return t >= self.opt.think_min_ms and t >= RULES.think_share * c.latency_ms end
-    if enough(think) then
-      -- only with waits the capture cannot tell from holds: think_or_hold (engine: judge_target_think)
-      local undecided = c.undecided_ms > 0 and not enough(think - c.undecided_ms)
-      local kind = undecided and "think_or_hold" or "target_think"
-      local fd = { kind = kind, side = "target",
-        frame = c.first_reply_frame ~= 0 and c.first_reply_frame or c.status_frame,
-        related = { { "command", c.first_frame } }, lost_ms = think, itt = c.itt,
-        command_first_frame = c.first_frame,
-        detail = "the target took " .. whole_ms(think) .. " ms to answer: the target, not the network" }
-      if undecided then
-        fd.related[2] = { "may_be_released_by", c.undecided_ack_frame }
-        fd.detail = "the target took " .. whole_ms(think) .. " ms to answer, or " .. whole_ms(c.undecided_ms) ..
-                    " ms of it was a reply held until the ACK in frame " .. string.format("%d", c.undecided_ack_frame) ..
-                    " reached the target: the path's delay varies more than this capture can tell apart"
-      end
-      self:add_kind(c, kind)
-      self:emit_finding(fd)
-    end
-    -- The cycle includes the crossing from the previous status to this command (up to
-    -- rtt(initiator)): near the target that is where the round trip lies.
-    if self.max_outstanding <= 1 then
-      local b = c.breakdown
-      local back = 0
-      if self.latest_status_t and c.first_t > self.latest_status_t then
-        back = ms(min(c.first_t - self.latest_status_t, self:rtt_ns(I2T)))
-      end
-      self.serial_commands = self.serial_commands + 1
-      self.serial_cycle_ms = self.serial_cycle_ms + c.latency_ms + back
-      local crossings = b.request + b.r2t + b.response + back
-      self.serial_wait_ms = self.serial_wait_ms + crossings + b.nagle + b.delayed_ack + b.window
-      -- Holds are claimed (and ranked) by their own findings; only the crossings are this one's.
-      self.serial_crossing_ms = self.serial_crossing_ms + crossings
-    end
+    self:judge_r2t_round_trip(c)
+    self:judge_target_think(c)
+    if self.max_outstanding <= 1 then self:count_serialized(c) end
     if not self.latest_status_t or c.status_t > self.latest_status_t then self.latest_status_t = c.status_t end
   end
   self:give_held_findings(c)  -- an open command's (a no-op once given)
@@ -2287,8 +2697,8 @@ function Connection:on_login(dir, ev, seg)
   -- A corrupt DataSegmentLength (up to 16 MiB) would swallow the stream: bound it by what the
   -- receiver declared, with headroom for later Text renegotiation.
   local bound = max(max(k.max_burst, k.first_burst), 262144)
-  self.pdus[I2T].framer:set_digests(self.header_digest, self.data_digest, max(bound, k.target_mrdsl))
-  self.pdus[T2I].framer:set_digests(self.header_digest, self.data_digest, max(bound, k.initiator_mrdsl))
+  self.pdus[I2T]:set_digests(self.header_digest, self.data_digest, max(bound, k.target_mrdsl))
+  self.pdus[T2I]:set_digests(self.header_digest, self.data_digest, max(bound, k.initiator_mrdsl))
   self.initiator_name = k.initiator_name
   self.target_name = k.target_name
   self.session_type = k.session_type
@@ -2305,8 +2715,8 @@ function Connection:emit_finding(f)
   else sender = f.side == "initiator" and I2T or T2I end
   f.inferred = {}
   if k == "nagle_hold" or k == "delayed_ack" or k == "cwnd_limited" or k == "rwnd_limited" then
-    if not self.flow[sender].mss_from_syn then f.inferred[#f.inferred + 1] = "mss" end
-    if k == "rwnd_limited" and not self.flow[sender].peer_wscale_known then
+    if not self.tcp:flow(sender).mss_from_syn then f.inferred[#f.inferred + 1] = "mss" end
+    if k == "rwnd_limited" and not self.tcp:flow(sender).peer_wscale_known then
       f.inferred[#f.inferred + 1] = "window_scale"
     end
   elseif k == "r2t_round_trip" and not self.keys.from_login then
@@ -2317,15 +2727,9 @@ end
 
 function Connection:finish()
   if #self.pending_resends > 0 then self:settle_resends(nil, 0, true) end
+  self.tcp:finish(self)
   for d = 0, 1 do
-    local f = self.flow[d]
-    if f.unseen_upto > f.next then self:declare_unseen(d) end
-    if f.ooo_count > 0 then
-      self:declare_gap(d, f.max_end, f.ooo[f:ooo_first()].frame)
-    end
-  end
-  for d = 0, 1 do
-    local s = { frame = self.flow[d].last_data_frame, t = self.flow[d].last_data_t, wire_len = 0 }
+    local s = { frame = self.tcp:flow(d).last_data_frame, t = self.tcp:flow(d).last_data_t, wire_len = 0 }
     local events = self.pdus[d]:finish()
     self:on_pdus(d, s, events, false, nil)
   end
@@ -2337,14 +2741,7 @@ function Connection:finish()
       self:release(c)
     end
   end
-  if self.serial_commands >= RULES.serialized_min_commands and self.max_outstanding <= 1 and
-     self.serial_wait_ms >= RULES.serialized_wait_share * self.serial_cycle_ms then
-    self:emit_finding({ kind = "serialized", side = "initiator", frame = self.first_command_frame,
-      lost_ms = self.serial_crossing_ms,
-      detail = self.serial_commands .. " commands issued one at a time; the link sat idle waiting on round trips for " ..
-               whole_ms(self.serial_wait_ms) .. " ms (" .. whole_ms(self.serial_crossing_ms) ..
-               " ms of it crossing the network)" })
-  end
+  self:judge_serialized()
   self:session_id()  -- the engine's connection facts name a session even without a command
   self.finished = true  -- its facts are final (the engine's on_connection)
 end
@@ -2353,29 +2750,20 @@ end
 -- A connection's facts (engine/src/session/connection.cpp Connection::info) and their words
 -- (engine/src/util/connection_words.cpp): what the capture showed, and what was inferred.
 
--- Where a round trip comes from (engine/src/tcp/flow.hpp RttEstimate::source).
-local function rtt_source(r)
-  if r.hs then return "handshake" end
-  if r.rel then return "echoed timestamps" end
-  if r.clean > 0 then return "pure ACKs" end
-  if r.n > 0 then return "ACKs on data" end
-  return ""
-end
-
-function Connection:facts()
-  local ri, rt = self.rtt[I2T], self.rtt[T2I]
-  local f = { rtt_initiator_ms = ri.known and ri.min / 1e6 or nil, rtt_target_ms = rt.known and rt.min / 1e6 or nil,
-              vantage = "unknown", rtt_source_initiator = rtt_source(ri), rtt_source_target = rtt_source(rt) }
-  if ri.known and rt.known then
-    local full = ri.min + rt.min
+function Connection:info()
+  local ri, rt = self.tcp:rtt(I2T), self.tcp:rtt(T2I)
+  local f = { rtt_initiator_ms = ri:known() and ri:ns() / 1e6 or nil, rtt_target_ms = rt:known() and rt:ns() / 1e6 or nil,
+              vantage = "unknown", rtt_source_initiator = ri:source(), rtt_source_target = rt:source() }
+  if ri:known() and rt:known() then
+    local full = ri:ns() + rt:ns()
     f.rtt_ms = full / 1e6
-    local share = full > 0 and ri.min / full or 0.5
+    local share = full > 0 and ri:ns() / full or 0.5
     if full < floor(RULES.vantage_min_rtt_ms * 1e6 + 0.5) then f.vantage = "unknown"
     elseif share < RULES.vantage_initiator_share then f.vantage = "initiator"
     elseif share > RULES.vantage_target_share then f.vantage = "target"
     else f.vantage = "midpath" end
   end
-  local fi, ft = self.flow[I2T], self.flow[T2I]
+  local fi, ft = self.tcp:flow(I2T), self.tcp:flow(T2I)
   f.mss_initiator = min(fi:effective_mss(), 65535)
   f.mss_target = min(ft:effective_mss(), 65535)
   f.mss_inferred = not (fi.mss_from_syn and ft.mss_from_syn)
@@ -2397,8 +2785,20 @@ function Connection:facts()
              { "source", k.from_login and "login" or (k.login_cut and "login cut short" or
                          (k.initial_r2t_inferred and "inferred" or "default")) } }
   f.mid_session_start = self.mid_session
+  f.id, f.session = self.id, self:session_id()
+  f.saw_handshake, f.saw_login = self.tcp:saw_syn(), self.saw_login
+  f.header_digest = self.header_digest or self.pdus[I2T]:header_digest_on()
+  f.data_digest = self.data_digest or self.pdus[I2T]:data_digest_on()
+  f.frames, f.commands, f.digest_errors = self.frames, self.commands, self.digest_errors
+  f.pdus = self.pdus[I2T]:pdus() + self.pdus[T2I]:pdus()
+  f.resyncs = self.pdus[I2T]:resyncs() + self.pdus[T2I]:resyncs()
+  f.bytes_missing = fi.bytes_missing + ft.bytes_missing
+  f.max_outstanding = self.max_outstanding
+  f.never_answered = self.commands - min(self.completed, self.commands)
   return f
 end
+-- The name wireshark.lua calls it by.
+Connection.facts = Connection.info
 
 local function mss_words(f)
   local s = string.format("MSS initiator %d, target %d", f.mss_initiator, f.mss_target)
@@ -2434,303 +2834,6 @@ local function keys_words(f)
   local parts = {}
   for _, kv in ipairs(f.keys) do parts[#parts + 1] = kv[1] .. "=" .. kv[2] end
   return table.concat(parts, "  ")
-end
-
----------------------------------------------------------------------------------------------
--- TCP tracking and reassembly (engine/src/tcp/tracker.cpp): handshake, ACKs and windows, round
--- trips, the byte streams put back in order. Methods of Connection: the port keeps one object per
--- connection where the engine has a tcp::Tracker and its receiver.
-
-local REORDER_WAIT_NS = RULES.reorder_wait_ms * 1e6
-
-function Connection:on_segment(seg, dir)
-  self.frames = self.frames + 1
-  if #self.pending_resends > 0 then self:settle_resends(seg, dir) end
-  for d = 0, 1 do
-    local f = self.flow[d]
-    if f.unseen_upto > f.next and seg.t - f.unseen_t > REORDER_WAIT_NS then self:declare_unseen(d) end
-  end
-  local fl = seg.flags  -- FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10 (tested inline: once per segment)
-  local syn, rst = fl % 4 >= 2, fl % 8 >= 4
-  local una_before = self.flow[1 - dir].una
-  if syn then self:handle_handshake(seg, dir) end
-  -- a release's sample is given after the segment is judged: it may not bound its own release
-  local released = seg.has_ts and self:handle_echo(seg, dir) or nil
-  if seg.wire_len > 0 then self.flow[dir].last_payload_t = seg.t end
-  if fl % 32 >= 16 then self:handle_ack(seg, dir) end
-  if seg.wire_len > 0 and not syn then self:handle_payload(seg, dir) end
-  if released then rtt_released(self.rtt[dir], released) end
-  local f = self.flow[dir]
-  if fl % 2 == 1 or rst then
-    f.fin_seen = true
-    if rst or self.flow[1 - dir].fin_seen then self.closed = true end
-  end
-  self.last_t = seg.t
-  -- The window this side advertises: its scale known from both SYNs, else the least the data in
-  -- flight proves (engine/src/tcp/tracker.cpp).
-  local other = self.flow[1 - dir]
-  local raw = seg.window
-  local win = raw
-  local scale_known = f.syn_seen and other.syn_seen
-  if not syn then
-    if scale_known and f.wscale_offered >= 0 and other.wscale_offered >= 0 then
-      win = raw * 2 ^ (f.wscale_offered < 14 and f.wscale_offered or 14)
-    elseif not scale_known then
-      win = raw * 2 ^ other.peer_wscale_min
-    end
-  end
-  local window_changed
-  if scale_known then
-    window_changed = other.peer_window_known and other.peer_window ~= win
-  else
-    window_changed = other.peer_window_known and other.peer_window_raw ~= raw
-  end
-  other.peer_window = win
-  other.peer_window_raw = raw
-  other.peer_wscale_known = scale_known
-  other.peer_window_known = true
-  if other.una_known and (other.una ~= una_before or window_changed or other.ak_tail < other.ak_head) then
-    -- (what classify_hold may need)
-    other:record_ack({ ack = other.una, t = seg.t, frame = seg.frame, window = win, h = other.acked_h,
-                       cmd = other.acked_cmd, data_t = other.acked_data_t,
-                       data_frame = other.acked_data_frame, raw = raw, tsval = seg.tsval or 0,
-                       has_ts = seg.has_ts or false }, seg.t - RULES.ack_record_keep_rtts * self:full_rtt_ns() - RULES.ack_record_keep_ms * 1e6)
-  end
-  if self.settling.head <= self.settling.tail then self:settle(seg.t) end
-end
-
-function Connection:handle_handshake(seg, dir)
-  local f = self.flow[dir]
-  if f.syn_seen and f.started and f:unwrap(seg.seq) == f.next - 1 then return end
-  f:anchor((seg.seq + 1) % TWO32)
-  f.syn_seen = true
-  self.pdus[dir].framer:set_digests(false, false)
-  f.wscale_offered = seg.wscale or -1
-  if seg.mss and seg.mss ~= 0 then
-    self.flow[1 - dir].mss = seg.mss
-    self.flow[1 - dir].mss_from_syn = true
-  end
-  if not hasbit(seg.flags, 0x10) then
-    self.saw_syn = true
-    self.syn_t = seg.t
-  elseif self.saw_syn and not self.saw_synack then
-    self.saw_synack = true
-    self.synack_t = seg.t
-    rtt_sample(self.rtt[T2I], seg.t - self.syn_t, true)
-  end
-end
-
--- Timestamps (engine: Tracker::echo): a data segment echoing a newer TSval than the side's data
--- before it left after that TSval's first segment arrived; with that segment a pure ACK, a release.
-local ECHO_KEEP_NS = RULES.echo_keep_ms * 1e6
-function Connection:handle_echo(seg, dir)
-  local f = self.flow[dir]
-  if f.tsf_tail < f.tsf_head or f.tsf[f.tsf_tail].val ~= seg.tsval then
-    while f.tsf_head <= f.tsf_tail and (f.tsf_tail - f.tsf_head + 1 >= RULES.echo_records_max or
-          f.tsf[f.tsf_head].t < seg.t - ECHO_KEEP_NS) do
-      f.tsf[f.tsf_head] = nil
-      f.tsf_head = f.tsf_head + 1
-    end
-    f.tsf_tail = f.tsf_tail + 1
-    f.tsf[f.tsf_tail] = { val = seg.tsval, t = seg.t, pure = seg.wire_len == 0 }
-  end
-  if seg.wire_len == 0 or not hasbit(seg.flags, 0x10) then return nil end
-  if f.data_echo_seen then
-    local d = (seg.tsecr - f.data_echo) % TWO32
-    if d == 0 or d >= 2147483648 then return nil end
-    f.echo_moved_frame = seg.frame
-  end
-  f.data_echo_seen, f.data_echo = true, seg.tsecr
-  local peer = self.flow[1 - dir]
-  for i = peer.tsf_tail, peer.tsf_head, -1 do
-    local e = peer.tsf[i]
-    if e.val == seg.tsecr then
-      -- not when the peer sent data since: this may answer that data after a think time
-      if e.pure and peer.last_payload_t < e.t then return seg.t - e.t end
-      return nil
-    end
-  end
-  return nil
-end
-
-function Connection:handle_ack(seg, dir)
-  local peer = self.flow[1 - dir]
-  if not peer.started then return end
-  if self.saw_synack and dir == I2T and not self.rtt[I2T].hs and not hasbit(seg.flags, 0x02) then
-    rtt_sample(self.rtt[I2T], seg.t - self.synack_t, true)
-  end
-  local ack = peer:unwrap(seg.ack)
-  if ack > peer.max_end + 1073741824 then return end
-  if peer.fin_seen and ack == peer.next + 1 then ack = peer.next end  -- the FIN's sequence number
-  if peer.ua_head <= peer.ua_tail and (not peer.una_known or ack > peer.una) then
-    -- Records end in increasing order (each carries new data): a binary search, not a scan.
-    local k = peer:first_unacked_ending_after(ack - 1)
-    local s = k and peer.unacked[k]
-    if s and s.e == ack then rtt_sample(self.rtt[dir], seg.t - s.t, false, seg.wire_len > 0) end
-  end
-  if ack > peer.next and peer.started then
-    -- Missing at the capture point, unless they come soon after: a capture can show a segment
-    -- just after the ACK that covers it (not when later data is already held).
-    local upto = min(ack, peer.max_end > peer.next and peer.max_end or ack)
-    if peer.ooo_count > 0 then
-      self:declare_gap(1 - dir, upto, seg.frame)
-    else
-      if peer.unseen_upto <= peer.next then peer.unseen_t, peer.unseen_frame = seg.t, seg.frame end
-      peer.unseen_upto = max(peer.unseen_upto, upto)
-    end
-  end
-  local before = peer.una_known and peer.una or ack
-  if peer:acked(ack, seg.t, seg.frame) then
-    link_advanced(peer.link, ack - before, seg.t, self:full_rtt_ns())
-    if peer.path then link_advanced(peer.path, ack - before, seg.t, self:full_rtt_ns()) end
-  end
-end
-
-function Connection:declare_unseen(dir)
-  local f = self.flow[dir]
-  self:declare_gap(dir, f.unseen_upto, f.unseen_frame)  -- then next >= unseen_upto: none pending
-end
-
-function Connection:handle_payload(seg, dir)
-  local f = self.flow[dir]
-  local len = seg.wire_len
-  if not f.started then
-    -- No SYN: a stream that starts with a Login PDU is framed from here (no digests until
-    -- negotiated); otherwise the capture began mid-stream and framing resumes at a BHS.
-    f:anchor(seg.seq)
-    if starts_with_login(seg.payload, dir) then
-      self.pdus[dir].framer:set_digests(false, false)
-    else
-      self.mid_session = true
-      self.pdus[dir].framer:start_unsynced()
-      local sd = self.digest_seed and self.digest_seed[dir]
-      if sd then self.pdus[dir].framer:seed_digests(sd.h, sd.d) end
-    end
-  end
-  f.largest_payload = f.largest_payload > len and f.largest_payload or len
-  if seg.options_len and seg.options_len ~= 0 then f.data_options_len = seg.options_len end
-  local start = f:unwrap(seg.seq)
-  local e = start + len
-  -- Acknowledged bytes still unseen when the sender's next data comes past them: missing.
-  if start > f.next and f.unseen_upto > f.next then self:declare_unseen(dir) end
-  if e <= f.next then
-    local keepalive = len <= 1 and start + 1 >= f.next
-    if not keepalive then self:note_retransmission(dir, seg, start, e) end
-    return
-  end
-  if start > f.next then
-    if f.ooo_count == 0 then f.hole_since = seg.t end
-    local held = f.ooo[start]
-    if not held then
-      held = { bytes = "", t = 0, frame = 0 }
-      f.ooo[start] = held
-      f.ooo_count = f.ooo_count + 1
-    end
-    if #held.bytes < #seg.payload then
-      f.ooo_bytes = f.ooo_bytes + #seg.payload - #held.bytes
-      held.bytes, held.t, held.frame = seg.payload, seg.t, seg.frame
-    end
-    f.max_end = max(f.max_end, e)
-    f:move_ref(e)
-    if f.ooo_bytes > self.opt.max_out_of_order_bytes then
-      self:declare_gap(dir, f:ooo_first(), seg.frame)
-    end
-    return
-  end
-  if seg.flags % 16 < 8 then f:saw_full(len) end  -- no PSH: more data was queued
-  local m = f:effective_mss()
-  if len > m then  -- TSO/GRO at the capture point; a whole multiple of the MSS proves it
-    f.aggregates = f.aggregates + 1
-    if len % m == 0 then f.aggregates_whole = f.aggregates_whole + 1 end
-  end
-  if f.ooo_count > 0 then
-    self.retransmissions = self.retransmissions + 1
-    local fd = { kind = "retransmission", side = side_of(dir), frame = seg.frame,
-                 lost_ms = ms(seg.t - f.hole_since),
-                 detail = "retransmission fills a hole: the original was lost before the capture point" }
-    local c = self.current_slot[dir]
-    if c and c.used then
-      fd.itt, fd.command_first_frame = c.itt, c.first_frame
-      c.loss_pending_ms = c.loss_pending_ms + fd.lost_ms
-      if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
-      self:add_kind(c, "retransmission")
-    end
-    self:emit_finding(fd)
-  end
-  local skip = f.next - start
-  local bytes = seg.payload
-  local wire_rest = len - skip
-  if skip >= #bytes then bytes = "" elseif skip > 0 then bytes = bytes:sub(skip + 1) end
-  local small = f:is_small(len)
-  self.seg_h, self.seg_cmd, self.seg_itt = -1, 0, 0
-  self:deliver(dir, bytes, wire_rest, seg)
-  local cur = self.current_slot[dir]
-  -- owner_cmd: which command held the slot then (a slot is reused once its command is released).
-  -- (One constructor: the record's table is sized once.)
-  local rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = cur and cur.slot or 0, small = small,
-                owner_cmd = cur and cur.first_frame or 0, h = self.seg_h, cmd = self.seg_cmd, itt = self.seg_itt }
-  f:push_unacked(rec)
-  if f.una_known and f.una >= e then f:trim_acked(f.unseen_t, f.unseen_frame) end  -- its ACK came first
-  if rec.small then
-    f.has_small = true
-    f.last_small = { e = e, t = seg.t, frame = seg.frame, h = rec.h, cmd = rec.cmd, acked = false,
-                     ack_t = 0, ack_frame = 0 }
-  end
-  f.max_end = f.max_end > e and f.max_end or e
-  f:infer_window_scale()
-  f.has_last_data = true
-  f.last_data_t = seg.t
-  f.last_data_frame = seg.frame
-  self:drain_out_of_order(dir, seg)
-end
-
-function Connection:drain_out_of_order(dir, seg)
-  local f = self.flow[dir]
-  -- Held bytes reach the receiver only now, when seg fills the hole before them.
-  local outer = self.filling
-  self.filling = seg
-  while f.ooo_count > 0 do
-    local start = f:ooo_first()
-    if start > f.next then break end
-    local held = f.ooo[start]
-    f.ooo[start] = nil
-    f.ooo_count = f.ooo_count - 1
-    f.ooo_bytes = f.ooo_bytes - #held.bytes
-    local e = start + #held.bytes
-    if e > f.next then
-      local skip = f.next - start
-      local bytes = held.bytes:sub(skip + 1)
-      local s = { frame = held.frame, t = held.t, wire_len = #bytes, flags = seg.flags, seq = f.next % TWO32 }
-      self:deliver(dir, bytes, #bytes, s)
-    end
-  end
-  self.filling = outer
-end
-
-function Connection:declare_gap(dir, upto, frame)
-  local f = self.flow[dir]
-  while f.next < upto or (f.ooo_count > 0 and f:ooo_first() <= upto) do
-    local hole_end = upto
-    if f.ooo_count > 0 then hole_end = min(hole_end, f:ooo_first()) end
-    if hole_end > f.next then
-      local lost = hole_end - f.next
-      f.bytes_missing = f.bytes_missing + lost
-      f.next = hole_end
-      f:move_ref(f.next)
-      local events = self.pdus[dir]:lose(lost)
-      local c = self.current_slot[dir]
-      if c and c.used then c.data_incomplete = true end
-      -- A PDU whose last bytes were lost ends here: a status header in the capture completes its
-      -- command, timed at the header's segment (the engine's Connection::lost).
-      if #events > 0 then
-        self:on_pdus(dir, { frame = f.last_data_frame, t = f.last_data_t, wire_len = 0 }, events, false, nil)
-      end
-    end
-    if f.ooo_count == 0 then break end
-    local first = f.ooo[f:ooo_first()]
-    self:drain_out_of_order(dir, { frame = first.frame, t = first.t, flags = 0 })
-    if f.ooo_count == 0 or f.next >= upto then break end
-  end
 end
 
 ---------------------------------------------------------------------------------------------
@@ -2863,7 +2966,7 @@ function Connection:touch_for_start(dir, ev, seg)
     c.ideal_round_trips = ideal_round_trips(self.keys, w, w and b.w20 or 0)
     -- The link (rules/link_limited.lua): the data flow's busy time when the command began, the
     -- half trips its holds add, and their findings, given when it is reported.
-    local df = self.flow[w and I2T or T2I]
+    local df = self.tcp:flow(w and I2T or T2I)
     c.link_busy0, c.link_bytes0, c.link_busy_reply = df:link_meter().busy_ns, df.link.busy_bytes, -1
     c.held_h, c.held_findings = 0, {}
     c.undecided_ms, c.undecided_ack_frame = 0, 0
@@ -2919,8 +3022,8 @@ end
 -- offered could leave only once an ACK opening that far reached the sender; without a wait of
 -- its own it still counts that ACK's crossings.
 function Connection:window_edge_half_trips(dir, seg, c)
-  local f = self.flow[dir]
-  if not self.rtt[dir].known then return end
+  local f = self.tcp:flow(dir)
+  if not self.tcp:rtt(dir):known() then return end
   local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
   if i > f.ak_tail then return end
   self:release_half_trips(dir, seg, c, f.acks[i])  -- the first ACK that opened the window this far
@@ -2930,8 +3033,8 @@ end
 -- than the data before it was released by an ACK in between (the first with that timestamp, at the
 -- least): two crossings after the data that ACK acknowledged.
 function Connection:echo_half_trips(dir, seg, c)
-  local f = self.flow[dir]
-  if not seg.has_ts or f.echo_moved_frame ~= seg.frame or not self.rtt[dir].known then return end
+  local f = self.tcp:flow(dir)
+  if not seg.has_ts or f.echo_moved_frame ~= seg.frame or not self.tcp:rtt(dir):known() then return end
   local i = f:first_with_ts(seg.tsecr)
   if i <= f.ak_tail then self:release_half_trips(dir, seg, c, f.acks[i]) end
 end
@@ -2953,8 +3056,8 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
   local c = self.slots[slot]
   if not c then return verdict end
   local now = seg.t
-  local r = self.rtt[dir]  -- (rtt_ns, min and max written out: this runs for every segment)
-  local rtt_side = r.known and r.min or 0
+  local r = self.tcp.rtt_[dir]  -- (rtt_ns and its accessors written out: this runs for every segment)
+  local rtt_side = r.known_ and r.min_ or 0
   local ready
   if role == "cont" then
     ready = c.has_seg[dir] and c.last_seg_t[dir] or c.last_event_t
@@ -3034,8 +3137,8 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
         bd[part] = bd[part] + held_ms - dack
       end
       c.hold_ms = c.hold_ms + held_ms
-      self:add_kind(c, verdict.kind)
-      if dack > 0 then self:add_kind(c, "delayed_ack") end
+      self:add_finding_kind(c, verdict.kind)
+      if dack > 0 then self:add_finding_kind(c, "delayed_ack") end
       -- Two crossings after the data the releasing ACK acknowledged: that ACK's, and this one's
       -- (data of another command says nothing of this one's progress: then on top of it).
       local h = dir == I2T and c.h_initiator or c.h_target
@@ -3064,7 +3167,7 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
   end
   if reply and c.first_reply_frame == 0 then
     c.first_reply_frame = seg.frame
-    c.link_busy_reply = self.flow[c.write and I2T or T2I]:link_meter().busy_ns
+    c.link_busy_reply = self.tcp:flow(c.write and I2T or T2I):link_meter().busy_ns
   end
   self.seg_h = dir == I2T and c.h_initiator or c.h_target
   self.seg_cmd = c.first_frame
@@ -3096,26 +3199,26 @@ end
 function Connection:classify_hold(dir, seg, ready)
   local v = { held = false, kind = "cwnd_limited", release_frame = 0, release_t = 0,
               delayed_ack_ms = 0, acked_frame = 0, release_h = -1, release_cmd = 0, undecided = false }
-  local f = self.flow[dir]
-  if not self.rtt[dir].known then return v end
+  local f = self.tcp:flow(dir)
+  if not self.tcp:rtt(dir):known() then return v end
   local rtt_side = self:rtt_ns(dir)
   -- Jitter only delays: a release may come later than rtt(S) by the path's measured jitter, which
   -- the path between the capture point and S bounds (the engine's classify_hold).
   local tol = self:tolerance_ns()
   local bound = math.min(floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor), rtt_side)
-  local late = tol + math.min(self:jitter_ns(dir), bound)
+  local late = tol + math.min(self.tcp:rtt(dir):jitter_ns(), bound)
   -- A Nagle hold has its proof in the stream: its release may come as late as the path's largest
   -- recent round trip (the engine's nagle_late).
-  local nagle_late = tol + math.min(self:jitter_ns(dir, RULES.nagle_jitter_percentile), bound)
+  local nagle_late = tol + math.min(self.tcp:rtt(dir):jitter_ns(RULES.nagle_jitter_percentile), bound)
   -- How late the path alone may bring the receiver's ACK: an ACK later than its round trip by no
   -- more is not proven delayed (the engine's receiver_jitter).
-  local receiver_jitter = math.min(self:jitter_ns(1 - dir, RULES.nagle_jitter_percentile),
+  local receiver_jitter = math.min(self.tcp:rtt(1 - dir):jitter_ns(RULES.nagle_jitter_percentile),
                                    math.min(floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor), self:rtt_ns(1 - dir)))
   -- rtt(S) from ACKs that rode on S's data only is an upper bound: near S a release may come as
   -- soon as just after the ACK (the engine's early).
-  local est = self.rtt[dir]
+  local est = self.tcp:rtt(dir)
   local early = tol
-  if not rtt_tight(est) and rtt_side * RULES.wait_min_rtt_divisor < self:full_rtt_ns() then
+  if not est:tight() and rtt_side * RULES.wait_min_rtt_divisor < self:full_rtt_ns() then
     early = max(tol, rtt_side)
   end
   local function released_within(ack_t, upto)
@@ -3219,31 +3322,36 @@ end
 -- The capture point is near this side (its round trip a small part of the path's).
 function Connection:near(side)
   local full = self:full_rtt_ns()
-  return self.rtt[I2T].known and self.rtt[T2I].known and full >= floor(RULES.vantage_min_rtt_ms * 1e6 + 0.5) and
+  return self.tcp:rtt(I2T):known() and self.tcp:rtt(T2I):known() and full >= floor(RULES.vantage_min_rtt_ms * 1e6 + 0.5) and
          self:rtt_ns(side) * RULES.near_initiator_rtt_factor < full
 end
 
 local MAX_PENDING_RESENDS = 64
 
-function Connection:note_retransmission(dir, seg, start, e)
-  local f = self.flow[dir]
-  self.retransmissions = self.retransmissions + 1
-  -- The first record ending past the resent byte (binary search), or one of the next few that
-  -- starts before it (an overlap resend): bounded work per segment.
-  local orig
-  local k = f:first_unacked_ending_after(start)
-  if k then
-    for j = k, min(k + 7, f.ua_tail) do
-      local s = f.unacked[j]
-      if s.s <= start then orig = s break end
-    end
+-- A segment fills a hole in the stream: the original was lost before the capture point.
+function Connection:hole_filled(dir, seg, since)
+  local fd = { kind = "retransmission", side = side_of(dir), frame = seg.frame, lost_ms = ms(seg.t - since),
+               detail = "retransmission fills a hole: the original was lost before the capture point" }
+  local c = self.current_slot[dir]
+  if c and c.used then
+    fd.itt, fd.command_first_frame = c.itt, c.first_frame
+    c.loss_pending_ms = c.loss_pending_ms + fd.lost_ms
+    if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
+    self:add_finding_kind(c, "retransmission")
   end
-  if f.una_known and e <= f.una and not orig then return end
+  self:emit_finding(fd)
+end
+
+-- seg resends bytes already seen (the tracker found the original, or says it is no longer kept).
+function Connection:resent(dir, seg, orig)
   -- Captured near the receiver, the original was seen arriving: the receiver had it, so the resend
-  -- is spurious (a tail-loss probe, an early timeout), no loss (engine: Connection::resent).
+  -- is spurious (a tail-loss probe, an early timeout), no loss.
   if orig and self:near(1 - dir) then return end
   -- Elsewhere a resend of the sender's latest bytes waits for the receiver's ACK that covers it: a
   -- D-SACK for it says the original had arrived.
+  local f = self.tcp:flow(dir)
+  local start = f:unwrap(seg.seq)
+  local e = start + seg.wire_len
   local p = self.pending_resends
   if orig and e >= f.max_end and #p < MAX_PENDING_RESENDS then
     p[#p + 1] = { dir = dir, frame = seg.frame, t = seg.t, s = start, e = e, orig = orig }
@@ -3260,7 +3368,7 @@ function Connection:settle_resends(seg, dir, all)
   for _, r in ipairs(p) do
     local settled, spurious = all, false
     if not all and r.dir == 1 - dir and hasbit(seg.flags, 0x10) then
-      local f = self.flow[r.dir]
+      local f = self.tcp:flow(r.dir)
       local ack = f:unwrap(seg.ack)
       local sl, sr = seg.sack_left or 0, seg.sack_right or 0
       if sl ~= sr then
@@ -3272,7 +3380,7 @@ function Connection:settle_resends(seg, dir, all)
       -- arrived; proof only with a round trip measured on the handshake, else the resend waits on)
       local rtt = self:rtt_ns(dir)
       if settled and rtt > 0 and seg.t - r.t + floor(RULES.release_tolerance_ms * 1e6 + 0.5) < rtt then
-        settled, spurious = false, self.rtt[dir].hs == true
+        settled, spurious = false, self.tcp:rtt(dir):from_handshake()
       end
     end
     if settled then
@@ -3300,7 +3408,7 @@ function Connection:report_resend(dir, frame, t, orig)
       -- latency stays as captured; the round trip it cost the initiator counts below.)
       if not c.settling then c.loss_pending_ms = c.loss_pending_ms + fd.lost_ms end
       if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
-      self:add_kind(c, "retransmission")
+      self:add_finding_kind(c, "retransmission")
     end
   end
   fd.detail = "segment sent again after " .. whole_ms(fd.lost_ms) .. " ms"
@@ -3322,7 +3430,7 @@ local HELD_KINDS = { "nagle_hold", "delayed_ack", "cwnd_limited", "rwnd_limited"
 
 function Connection:judge_link_limited(c)
   if c.bytes < RULES.link_command_bytes_min then return end  -- too little data to keep a link busy
-  local flow = self.flow[c.write and I2T or T2I]
+  local flow = self.tcp:flow(c.write and I2T or T2I)
   local m = flow:link_meter()  -- the link, whoever's data kept it busy
   local busy_ns = m.busy_ns - c.link_busy0
   local busy, rtt = ms(busy_ns), ms(self:full_rtt_ns())
@@ -3379,7 +3487,7 @@ function Connection:judge_link_limited(c)
   if m.rate > 0 and rate < RULES.link_shared_rate_share * m.rate then
     detail = detail .. " (the link has carried " .. mbit_words(m.rate) .. " Mbit/s: it is shared)"
   end
-  self:add_kind(c, "link_limited")
+  self:add_finding_kind(c, "link_limited")
   self:emit_finding({ kind = "link_limited", side = "network", frame = c.status_frame,
     related = { { "command", c.first_frame } }, lost_ms = bd.link, itt = c.itt,
     command_first_frame = c.first_frame, detail = detail })
@@ -3401,6 +3509,79 @@ function Connection:give_held_findings(c)
     end
   end
   c.held_findings = {}
+end
+
+---------------------------------------------------------------------------------------------
+-- r2t_round_trip (engine/src/rules/r2t_round_trip.cpp, docs/rules.md "Other findings").
+
+-- A write that waited for R2T round trips the keys could have avoided.
+function Connection:judge_r2t_round_trip(c)
+  if not c.write or c.r2ts == 0 or c.bytes > RULES.r2t_max_write_bytes then return end
+  self:add_finding_kind(c, "r2t_round_trip")
+  self:emit_finding({ kind = "r2t_round_trip", side = "target", frame = c.first_r2t_frame,
+    lost_ms = c.breakdown.r2t, itt = c.itt, command_first_frame = c.first_frame,
+    detail = c.r2ts .. " R2T round trip(s) for a " .. c.bytes .. "-byte write" })
+end
+
+---------------------------------------------------------------------------------------------
+-- target_think (engine/src/rules/target_think.cpp, docs/rules.md "Other findings").
+
+-- Most of the latency spent inside the target. When that is so only with waits the capture
+-- cannot tell from holds, think_or_hold says so instead: never the disks' advice for what may be
+-- a Nagle or window hold.
+function Connection:judge_target_think(c)
+  local think = c.breakdown.think
+  local function enough(t) return t >= self.opt.think_min_ms and t >= RULES.think_share * c.latency_ms end
+  if not enough(think) then return end
+  local undecided = c.undecided_ms > 0 and not enough(think - c.undecided_ms)
+  local kind = undecided and "think_or_hold" or "target_think"
+  local fd = { kind = kind, side = "target",
+    frame = c.first_reply_frame ~= 0 and c.first_reply_frame or c.status_frame,
+    related = { { "command", c.first_frame } }, lost_ms = think, itt = c.itt,
+    command_first_frame = c.first_frame,
+    detail = "the target took " .. whole_ms(think) .. " ms to answer: the target, not the network" }
+  if undecided then
+    fd.related[2] = { "may_be_released_by", c.undecided_ack_frame }
+    fd.detail = "the target took " .. whole_ms(think) .. " ms to answer, or " .. whole_ms(c.undecided_ms) ..
+                " ms of it was a reply held until the ACK in frame " .. string.format("%d", c.undecided_ack_frame) ..
+                " reached the target: the path's delay varies more than this capture can tell apart"
+  end
+  self:add_finding_kind(c, kind)
+  self:emit_finding(fd)
+end
+
+---------------------------------------------------------------------------------------------
+-- serialized (engine/src/rules/serialized.cpp, docs/rules.md "Other findings"): a
+-- connection-level verdict.
+
+-- Time the command's cycle spent on the network with nothing else in flight. The cycle includes
+-- the crossing from the previous status to this command (up to rtt(initiator)): near the target
+-- that is where the round trip lies, near the initiator it is ~0.
+function Connection:count_serialized(c)
+  local b = c.breakdown
+  local back = 0
+  if self.latest_status_t and c.first_t > self.latest_status_t then
+    back = ms(min(c.first_t - self.latest_status_t, self:rtt_ns(I2T)))
+  end
+  self.serial_commands = self.serial_commands + 1
+  self.serial_cycle_ms = self.serial_cycle_ms + c.latency_ms + back
+  local crossings = b.request + b.r2t + b.response + back
+  self.serial_wait_ms = self.serial_wait_ms + crossings + b.nagle + b.delayed_ack + b.window
+  -- Holds are claimed (and ranked) by their own findings; only the crossings are this one's.
+  self.serial_crossing_ms = self.serial_crossing_ms + crossings
+end
+
+-- The connection's verdict at its end: commands one at a time, the link idle on round trips.
+function Connection:judge_serialized()
+  if self.serial_commands < RULES.serialized_min_commands or self.max_outstanding > 1 or
+     self.serial_wait_ms < RULES.serialized_wait_share * self.serial_cycle_ms then
+    return
+  end
+  self:emit_finding({ kind = "serialized", side = "initiator", frame = self.first_command_frame,
+    lost_ms = self.serial_crossing_ms,
+    detail = self.serial_commands .. " commands issued one at a time; the link sat idle waiting on round trips for " ..
+             whole_ms(self.serial_wait_ms) .. " ms (" .. whole_ms(self.serial_crossing_ms) ..
+             " ms of it crossing the network)" })
 end
 
 ---------------------------------------------------------------------------------------------
@@ -3468,8 +3649,8 @@ end
 
 function Analyzer:probation_over(pr, now)
   local function enough(d)
-    local r = pr.scout.rtt[d]
-    return r.n >= RULES.probation_rtt_samples and r.clean > 0
+    local r = pr.scout:rtt(d)
+    return r:samples() >= RULES.probation_rtt_samples and r:clean_samples() > 0
   end
   return (enough(0) and enough(1)) or #pr.held >= RULES.probation_segments_max or
          pr.bytes >= RULES.probation_bytes_max or now - pr.held[1].seg.t >= RULES.probation_ms * 1e6 or
@@ -3483,8 +3664,8 @@ function Analyzer:end_probation(key, c)
   self.probation_count = self.probation_count - 1
   self.probation_bytes = self.probation_bytes - pr.bytes
   for d = 0, 1 do
-    if pr.scout.rtt[d].known then c:seed_rtt(d, pr.scout.rtt[d]) end
-    c:seed_digests(d, pr.scout:digests_seen(d))
+    if pr.scout:rtt(d):known() then c:seed_rtt(d, pr.scout:rtt(d)) end
+    c:seed_digests(d, pr.scout:header_digest_seen(d), pr.scout:data_digest_seen(d))
   end
   for _, h in ipairs(pr.held) do c:on_segment(h.seg, h.dir) end
 end
@@ -3557,7 +3738,7 @@ function Analyzer:link_path(from, to)
   local m = self.paths[key]
   if m then return m end
   if self.path_count >= MAX_PATHS then return nil end
-  m = { last_t = -1, busy_ns = 0, busy_bytes = 0, run_ns = 0, run_bytes = 0, rate = 0, rate_bytes = 0 }
+  m = LinkMeter.new()
   self.paths[key], self.path_count = m, self.path_count + 1
   return m
 end
@@ -3697,7 +3878,7 @@ function Analyzer:feed(seg)
   local c = self.live[key]
   local fl = seg.flags
   local syn = fl % 4 >= 2 and fl % 32 < 16  -- SYN without ACK
-  if c and syn and (c.closed or (self.probation[key] and self.probation[key].scout.closed)) then
+  if c and syn and (c:closed() or (self.probation[key] and self.probation[key].scout:closed())) then
     self:end_probation(key, c)
     c:finish()
     self.live[key] = nil
@@ -3759,13 +3940,13 @@ function Analyzer:feed(seg)
   local dir = seg.src == c.initiator and I2T or T2I
   local pr = self.probation[key]
   if pr then
-    local was_closed = pr.scout.closed
+    local was_closed = pr.scout:closed()
     pr.scout:on_segment(seg, dir)
     -- Closed, it is finished (and its probation ended) after the linger: the final ACK of the
     -- FIN may be the first round-trip sample free of the peer's answer time.
-    if pr.scout.closed and not was_closed then
+    if pr.scout:closed() and not was_closed then
       self.cl_tail = self.cl_tail + 1
-      self.closing[self.cl_tail] = { due = seg.t + max(RULES.closed_linger_ms * 1e6, RULES.closed_linger_rtts * pr.scout:full_rtt_ns()), key = key, id = c.id }
+      self.closing[self.cl_tail] = { due = seg.t + pr.scout:linger_ns(), key = key, id = c.id }
     end
     local copy = {}
     for k, v in pairs(seg) do copy[k] = v end
@@ -3776,11 +3957,11 @@ function Analyzer:feed(seg)
     if self:probation_over(pr, seg.t) then self:end_probation(key, c) end
     return
   end
-  local was_closed = c.closed
+  local was_closed = c:closed()
   c:on_segment(seg, dir)
-  if c.closed and not was_closed then
+  if c:closed() and not was_closed then
     self.cl_tail = self.cl_tail + 1
-    self.closing[self.cl_tail] = { due = seg.t + max(RULES.closed_linger_ms * 1e6, RULES.closed_linger_rtts * c:full_rtt_ns()), key = key, id = c.id }
+    self.closing[self.cl_tail] = { due = seg.t + c:linger_ns(), key = key, id = c.id }
   end
 end
 

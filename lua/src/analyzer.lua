@@ -63,8 +63,8 @@ end
 
 function Analyzer:probation_over(pr, now)
   local function enough(d)
-    local r = pr.scout.rtt[d]
-    return r.n >= RULES.probation_rtt_samples and r.clean > 0
+    local r = pr.scout:rtt(d)
+    return r:samples() >= RULES.probation_rtt_samples and r:clean_samples() > 0
   end
   return (enough(0) and enough(1)) or #pr.held >= RULES.probation_segments_max or
          pr.bytes >= RULES.probation_bytes_max or now - pr.held[1].seg.t >= RULES.probation_ms * 1e6 or
@@ -78,8 +78,8 @@ function Analyzer:end_probation(key, c)
   self.probation_count = self.probation_count - 1
   self.probation_bytes = self.probation_bytes - pr.bytes
   for d = 0, 1 do
-    if pr.scout.rtt[d].known then c:seed_rtt(d, pr.scout.rtt[d]) end
-    c:seed_digests(d, pr.scout:digests_seen(d))
+    if pr.scout:rtt(d):known() then c:seed_rtt(d, pr.scout:rtt(d)) end
+    c:seed_digests(d, pr.scout:header_digest_seen(d), pr.scout:data_digest_seen(d))
   end
   for _, h in ipairs(pr.held) do c:on_segment(h.seg, h.dir) end
 end
@@ -152,7 +152,7 @@ function Analyzer:link_path(from, to)
   local m = self.paths[key]
   if m then return m end
   if self.path_count >= MAX_PATHS then return nil end
-  m = { last_t = -1, busy_ns = 0, busy_bytes = 0, run_ns = 0, run_bytes = 0, rate = 0, rate_bytes = 0 }
+  m = LinkMeter.new()
   self.paths[key], self.path_count = m, self.path_count + 1
   return m
 end
@@ -292,7 +292,7 @@ function Analyzer:feed(seg)
   local c = self.live[key]
   local fl = seg.flags
   local syn = fl % 4 >= 2 and fl % 32 < 16  -- SYN without ACK
-  if c and syn and (c.closed or (self.probation[key] and self.probation[key].scout.closed)) then
+  if c and syn and (c:closed() or (self.probation[key] and self.probation[key].scout:closed())) then
     self:end_probation(key, c)
     c:finish()
     self.live[key] = nil
@@ -354,13 +354,13 @@ function Analyzer:feed(seg)
   local dir = seg.src == c.initiator and I2T or T2I
   local pr = self.probation[key]
   if pr then
-    local was_closed = pr.scout.closed
+    local was_closed = pr.scout:closed()
     pr.scout:on_segment(seg, dir)
     -- Closed, it is finished (and its probation ended) after the linger: the final ACK of the
     -- FIN may be the first round-trip sample free of the peer's answer time.
-    if pr.scout.closed and not was_closed then
+    if pr.scout:closed() and not was_closed then
       self.cl_tail = self.cl_tail + 1
-      self.closing[self.cl_tail] = { due = seg.t + max(RULES.closed_linger_ms * 1e6, RULES.closed_linger_rtts * pr.scout:full_rtt_ns()), key = key, id = c.id }
+      self.closing[self.cl_tail] = { due = seg.t + pr.scout:linger_ns(), key = key, id = c.id }
     end
     local copy = {}
     for k, v in pairs(seg) do copy[k] = v end
@@ -371,11 +371,11 @@ function Analyzer:feed(seg)
     if self:probation_over(pr, seg.t) then self:end_probation(key, c) end
     return
   end
-  local was_closed = c.closed
+  local was_closed = c:closed()
   c:on_segment(seg, dir)
-  if c.closed and not was_closed then
+  if c:closed() and not was_closed then
     self.cl_tail = self.cl_tail + 1
-    self.closing[self.cl_tail] = { due = seg.t + max(RULES.closed_linger_ms * 1e6, RULES.closed_linger_rtts * c:full_rtt_ns()), key = key, id = c.id }
+    self.closing[self.cl_tail] = { due = seg.t + c:linger_ns(), key = key, id = c.id }
   end
 end
 

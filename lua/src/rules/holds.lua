@@ -5,26 +5,26 @@
 function Connection:classify_hold(dir, seg, ready)
   local v = { held = false, kind = "cwnd_limited", release_frame = 0, release_t = 0,
               delayed_ack_ms = 0, acked_frame = 0, release_h = -1, release_cmd = 0, undecided = false }
-  local f = self.flow[dir]
-  if not self.rtt[dir].known then return v end
+  local f = self.tcp:flow(dir)
+  if not self.tcp:rtt(dir):known() then return v end
   local rtt_side = self:rtt_ns(dir)
   -- Jitter only delays: a release may come later than rtt(S) by the path's measured jitter, which
   -- the path between the capture point and S bounds (the engine's classify_hold).
   local tol = self:tolerance_ns()
   local bound = math.min(floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor), rtt_side)
-  local late = tol + math.min(self:jitter_ns(dir), bound)
+  local late = tol + math.min(self.tcp:rtt(dir):jitter_ns(), bound)
   -- A Nagle hold has its proof in the stream: its release may come as late as the path's largest
   -- recent round trip (the engine's nagle_late).
-  local nagle_late = tol + math.min(self:jitter_ns(dir, RULES.nagle_jitter_percentile), bound)
+  local nagle_late = tol + math.min(self.tcp:rtt(dir):jitter_ns(RULES.nagle_jitter_percentile), bound)
   -- How late the path alone may bring the receiver's ACK: an ACK later than its round trip by no
   -- more is not proven delayed (the engine's receiver_jitter).
-  local receiver_jitter = math.min(self:jitter_ns(1 - dir, RULES.nagle_jitter_percentile),
+  local receiver_jitter = math.min(self.tcp:rtt(1 - dir):jitter_ns(RULES.nagle_jitter_percentile),
                                    math.min(floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor), self:rtt_ns(1 - dir)))
   -- rtt(S) from ACKs that rode on S's data only is an upper bound: near S a release may come as
   -- soon as just after the ACK (the engine's early).
-  local est = self.rtt[dir]
+  local est = self.tcp:rtt(dir)
   local early = tol
-  if not rtt_tight(est) and rtt_side * RULES.wait_min_rtt_divisor < self:full_rtt_ns() then
+  if not est:tight() and rtt_side * RULES.wait_min_rtt_divisor < self:full_rtt_ns() then
     early = max(tol, rtt_side)
   end
   local function released_within(ack_t, upto)

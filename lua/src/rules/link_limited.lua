@@ -13,7 +13,7 @@ local HELD_KINDS = { "nagle_hold", "delayed_ack", "cwnd_limited", "rwnd_limited"
 
 function Connection:judge_link_limited(c)
   if c.bytes < RULES.link_command_bytes_min then return end  -- too little data to keep a link busy
-  local flow = self.flow[c.write and I2T or T2I]
+  local flow = self.tcp:flow(c.write and I2T or T2I)
   local m = flow:link_meter()  -- the link, whoever's data kept it busy
   local busy_ns = m.busy_ns - c.link_busy0
   local busy, rtt = ms(busy_ns), ms(self:full_rtt_ns())
@@ -70,7 +70,7 @@ function Connection:judge_link_limited(c)
   if m.rate > 0 and rate < RULES.link_shared_rate_share * m.rate then
     detail = detail .. " (the link has carried " .. mbit_words(m.rate) .. " Mbit/s: it is shared)"
   end
-  self:add_kind(c, "link_limited")
+  self:add_finding_kind(c, "link_limited")
   self:emit_finding({ kind = "link_limited", side = "network", frame = c.status_frame,
     related = { { "command", c.first_frame } }, lost_ms = bd.link, itt = c.itt,
     command_first_frame = c.first_frame, detail = detail })

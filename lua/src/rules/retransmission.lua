@@ -4,31 +4,36 @@
 -- The capture point is near this side (its round trip a small part of the path's).
 function Connection:near(side)
   local full = self:full_rtt_ns()
-  return self.rtt[I2T].known and self.rtt[T2I].known and full >= floor(RULES.vantage_min_rtt_ms * 1e6 + 0.5) and
+  return self.tcp:rtt(I2T):known() and self.tcp:rtt(T2I):known() and full >= floor(RULES.vantage_min_rtt_ms * 1e6 + 0.5) and
          self:rtt_ns(side) * RULES.near_initiator_rtt_factor < full
 end
 
 local MAX_PENDING_RESENDS = 64
 
-function Connection:note_retransmission(dir, seg, start, e)
-  local f = self.flow[dir]
-  self.retransmissions = self.retransmissions + 1
-  -- The first record ending past the resent byte (binary search), or one of the next few that
-  -- starts before it (an overlap resend): bounded work per segment.
-  local orig
-  local k = f:first_unacked_ending_after(start)
-  if k then
-    for j = k, min(k + 7, f.ua_tail) do
-      local s = f.unacked[j]
-      if s.s <= start then orig = s break end
-    end
+-- A segment fills a hole in the stream: the original was lost before the capture point.
+function Connection:hole_filled(dir, seg, since)
+  local fd = { kind = "retransmission", side = side_of(dir), frame = seg.frame, lost_ms = ms(seg.t - since),
+               detail = "retransmission fills a hole: the original was lost before the capture point" }
+  local c = self.current_slot[dir]
+  if c and c.used then
+    fd.itt, fd.command_first_frame = c.itt, c.first_frame
+    c.loss_pending_ms = c.loss_pending_ms + fd.lost_ms
+    if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
+    self:add_finding_kind(c, "retransmission")
   end
-  if f.una_known and e <= f.una and not orig then return end
+  self:emit_finding(fd)
+end
+
+-- seg resends bytes already seen (the tracker found the original, or says it is no longer kept).
+function Connection:resent(dir, seg, orig)
   -- Captured near the receiver, the original was seen arriving: the receiver had it, so the resend
-  -- is spurious (a tail-loss probe, an early timeout), no loss (engine: Connection::resent).
+  -- is spurious (a tail-loss probe, an early timeout), no loss.
   if orig and self:near(1 - dir) then return end
   -- Elsewhere a resend of the sender's latest bytes waits for the receiver's ACK that covers it: a
   -- D-SACK for it says the original had arrived.
+  local f = self.tcp:flow(dir)
+  local start = f:unwrap(seg.seq)
+  local e = start + seg.wire_len
   local p = self.pending_resends
   if orig and e >= f.max_end and #p < MAX_PENDING_RESENDS then
     p[#p + 1] = { dir = dir, frame = seg.frame, t = seg.t, s = start, e = e, orig = orig }
@@ -45,7 +50,7 @@ function Connection:settle_resends(seg, dir, all)
   for _, r in ipairs(p) do
     local settled, spurious = all, false
     if not all and r.dir == 1 - dir and hasbit(seg.flags, 0x10) then
-      local f = self.flow[r.dir]
+      local f = self.tcp:flow(r.dir)
       local ack = f:unwrap(seg.ack)
       local sl, sr = seg.sack_left or 0, seg.sack_right or 0
       if sl ~= sr then
@@ -57,7 +62,7 @@ function Connection:settle_resends(seg, dir, all)
       -- arrived; proof only with a round trip measured on the handshake, else the resend waits on)
       local rtt = self:rtt_ns(dir)
       if settled and rtt > 0 and seg.t - r.t + floor(RULES.release_tolerance_ms * 1e6 + 0.5) < rtt then
-        settled, spurious = false, self.rtt[dir].hs == true
+        settled, spurious = false, self.tcp:rtt(dir):from_handshake()
       end
     end
     if settled then
@@ -85,7 +90,7 @@ function Connection:report_resend(dir, frame, t, orig)
       -- latency stays as captured; the round trip it cost the initiator counts below.)
       if not c.settling then c.loss_pending_ms = c.loss_pending_ms + fd.lost_ms end
       if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
-      self:add_kind(c, "retransmission")
+      self:add_finding_kind(c, "retransmission")
     end
   end
   fd.detail = "segment sent again after " .. whole_ms(fd.lost_ms) .. " ms"

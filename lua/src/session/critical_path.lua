@@ -107,7 +107,7 @@ function Connection:touch_for_start(dir, ev, seg)
     c.ideal_round_trips = ideal_round_trips(self.keys, w, w and b.w20 or 0)
     -- The link (rules/link_limited.lua): the data flow's busy time when the command began, the
     -- half trips its holds add, and their findings, given when it is reported.
-    local df = self.flow[w and I2T or T2I]
+    local df = self.tcp:flow(w and I2T or T2I)
     c.link_busy0, c.link_bytes0, c.link_busy_reply = df:link_meter().busy_ns, df.link.busy_bytes, -1
     c.held_h, c.held_findings = 0, {}
     c.undecided_ms, c.undecided_ack_frame = 0, 0
@@ -163,8 +163,8 @@ end
 -- offered could leave only once an ACK opening that far reached the sender; without a wait of
 -- its own it still counts that ACK's crossings.
 function Connection:window_edge_half_trips(dir, seg, c)
-  local f = self.flow[dir]
-  if not self.rtt[dir].known then return end
+  local f = self.tcp:flow(dir)
+  if not self.tcp:rtt(dir):known() then return end
   local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
   if i > f.ak_tail then return end
   self:release_half_trips(dir, seg, c, f.acks[i])  -- the first ACK that opened the window this far
@@ -174,8 +174,8 @@ end
 -- than the data before it was released by an ACK in between (the first with that timestamp, at the
 -- least): two crossings after the data that ACK acknowledged.
 function Connection:echo_half_trips(dir, seg, c)
-  local f = self.flow[dir]
-  if not seg.has_ts or f.echo_moved_frame ~= seg.frame or not self.rtt[dir].known then return end
+  local f = self.tcp:flow(dir)
+  if not seg.has_ts or f.echo_moved_frame ~= seg.frame or not self.tcp:rtt(dir):known() then return end
   local i = f:first_with_ts(seg.tsecr)
   if i <= f.ak_tail then self:release_half_trips(dir, seg, c, f.acks[i]) end
 end
@@ -197,8 +197,8 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
   local c = self.slots[slot]
   if not c then return verdict end
   local now = seg.t
-  local r = self.rtt[dir]  -- (rtt_ns, min and max written out: this runs for every segment)
-  local rtt_side = r.known and r.min or 0
+  local r = self.tcp.rtt_[dir]  -- (rtt_ns and its accessors written out: this runs for every segment)
+  local rtt_side = r.known_ and r.min_ or 0
   local ready
   if role == "cont" then
     ready = c.has_seg[dir] and c.last_seg_t[dir] or c.last_event_t
@@ -278,8 +278,8 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
         bd[part] = bd[part] + held_ms - dack
       end
       c.hold_ms = c.hold_ms + held_ms
-      self:add_kind(c, verdict.kind)
-      if dack > 0 then self:add_kind(c, "delayed_ack") end
+      self:add_finding_kind(c, verdict.kind)
+      if dack > 0 then self:add_finding_kind(c, "delayed_ack") end
       -- Two crossings after the data the releasing ACK acknowledged: that ACK's, and this one's
       -- (data of another command says nothing of this one's progress: then on top of it).
       local h = dir == I2T and c.h_initiator or c.h_target
@@ -308,7 +308,7 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
   end
   if reply and c.first_reply_frame == 0 then
     c.first_reply_frame = seg.frame
-    c.link_busy_reply = self.flow[c.write and I2T or T2I]:link_meter().busy_ns
+    c.link_busy_reply = self.tcp:flow(c.write and I2T or T2I):link_meter().busy_ns
   end
   self.seg_h = dir == I2T and c.h_initiator or c.h_target
   self.seg_cmd = c.first_frame
