@@ -460,7 +460,7 @@ do
     return false
   end
 
-  local function ethernet(pkt, n, extra, seg)
+  local function decode_ethernet(pkt, n, extra, seg)
     if n < 14 then return false end
     local t1, t2 = byte(pkt, 13, 14)
     if t1 == 8 and t2 == 0 then return decode_ipv4(pkt, 15, n, extra, seg) end  -- most frames
@@ -471,22 +471,22 @@ do
     end
     return decode_ethertype(typ, pkt, 15, n, extra, seg)
   end
-  local function sll(pkt, n, extra, seg)  -- Linux cooked v1: the protocol in bytes 15-16
+  local function decode_sll(pkt, n, extra, seg)  -- Linux cooked v1: the protocol in bytes 15-16
     if n < 16 then return false end
     return decode_ethertype(be16(pkt, 15), pkt, 17, n, extra, seg)
   end
-  local function sll2(pkt, n, extra, seg)  -- Linux cooked v2: 20 bytes, protocol first
+  local function decode_sll2(pkt, n, extra, seg)  -- Linux cooked v2: 20 bytes, protocol first
     if n < 20 then return false end
     return decode_ethertype(be16(pkt, 1), pkt, 21, n, extra, seg)
   end
   local function raw_ip(pkt, n, extra, seg) return decode_ip_any(pkt, 1, n, extra, seg) end
   local function raw_ipv4(pkt, n, extra, seg) return decode_ipv4(pkt, 1, n, extra, seg) end
   local function raw_ipv6(pkt, n, extra, seg) return decode_ipv6(pkt, 1, n, extra, seg) end
-  local function null(pkt, n, extra, seg)  -- BSD loopback: 4-byte family; the IP version says the same
+  local function decode_null(pkt, n, extra, seg)  -- BSD loopback: 4-byte family; the IP version says the same
     if n < 4 then return false end
     return decode_ip_any(pkt, 5, n, extra, seg)
   end
-  local function ppp(pkt, n, extra, seg)  -- with or without the HDLC address/control bytes FF 03
+  local function decode_ppp(pkt, n, extra, seg)  -- with or without the HDLC address/control bytes FF 03
     local p = 1
     if n >= 2 and byte(pkt, 1) == 0xff and byte(pkt, 2) == 0x03 then p = 3 end
     if n - p + 1 < 2 then return false end
@@ -497,19 +497,19 @@ do
   end
 
   -- By pcap link type, as the CLI's table.
-  local BY_LINK_TYPE = { [1] = ethernet, [113] = sll, [276] = sll2, [101] = raw_ip, [12] = raw_ip,
-                         [14] = raw_ip, [228] = raw_ipv4, [229] = raw_ipv6, [0] = null, [108] = null,
-                         [9] = ppp, [50] = ppp }
+  local BY_LINK_TYPE = { [1] = decode_ethernet, [113] = decode_sll, [276] = decode_sll2, [101] = raw_ip,
+                         [12] = raw_ip, [14] = raw_ip, [228] = raw_ipv4, [229] = raw_ipv6, [0] = decode_null,
+                         [108] = decode_null, [9] = decode_ppp, [50] = decode_ppp }
 
   PacketDecoder = {
     -- decode(pkt, n, extra, seg) -> true when the frame holds a whole (not fragmented) TCP
     -- segment. seg.cut says whether the IP datagram reached past the captured bytes (or left its
     -- length to the frame), that is whether `extra` mattered: a reader that pays to learn the
     -- frame's wire length may pass 0 first, and decode again with it only then.
-    for_link_type = function(linktype) return BY_LINK_TYPE[linktype] end,
+    fast_decoder = function(linktype) return BY_LINK_TYPE[linktype] end,
     -- Wireshark does not tell a Lua plugin the frame's link type: the glue tries these in turn
     -- and keeps the one whose segment has the ports Wireshark's TCP dissector saw.
-    CANDIDATES = { ethernet, sll, sll2, raw_ip, null, ppp },
+    CANDIDATES = { decode_ethernet, decode_sll, decode_sll2, raw_ip, decode_null, decode_ppp },
   }
 end
 
@@ -531,7 +531,7 @@ local OP = {
   DataIn = 0x25, LogoutResponse = 0x26, R2T = 0x31, AsyncMessage = 0x32, Reject = 0x3f,
 }
 local function is_initiator_opcode(op) return op < 0x20 end
-local function carries_digests(op) return op ~= OP.LoginRequest and op ~= OP.LoginResponse end
+local function pdu_carries_digests(op) return op ~= OP.LoginRequest and op ~= OP.LoginResponse end
 
 local function parse_bhs(s, p)
   p = p or 1
@@ -696,17 +696,18 @@ local STATUS_KNOWN = { [0x00] = "GOOD", [0x02] = "CHECK CONDITION", [0x04] = "CO
   [0x18] = "RESERVATION CONFLICT", [0x22] = "COMMAND TERMINATED", [0x28] = "TASK SET FULL",
   [0x30] = "ACA ACTIVE", [0x40] = "TASK ABORTED" }
 
--- plausible_bhs(strict): a port of check() in engine/src/iscsi/pdu.cpp. max_dl: the largest
--- DataSegmentLength taken as real (the receiver's MRDSL bound after login).
+-- plausible_bhs: a port of check() in engine/src/iscsi/pdu.cpp. max_dl: the largest
+-- DataSegmentLength taken as real (the receiver's MRDSL bound after login); strict: true unless
+-- false, as the engine's default argument.
 local MAX_DATA_SEGMENT = 0xffffff
-local function plausible(b, from_initiator, strict, max_dl)
+local function plausible_bhs(b, from_initiator, max_dl, strict)
   local op = b.opcode
   if not OPNAMES[op] then return false end
   if is_initiator_opcode(op) ~= from_initiator then return false end
   if b.byte0 >= 0x80 then return false end
   if b.data_length > (max_dl or MAX_DATA_SEGMENT) then return false end
   if b.ahs_words > 64 then return false end  -- an extended CDB (248 bytes) and a read length
-  if not strict then return true end
+  if strict == false then return true end
   local f = b.flags
   if not from_initiator and b.immediate then return false end
   if b.ahs_words ~= 0 and op ~= OP.ScsiCommand then return false end
@@ -864,13 +865,14 @@ function StreamDetector.new()
 end
 
 -- A header at byte p of s that passes the strict checks for the direction its opcode belongs to.
-local function detect_header_at(s, p)
+local function header_at(s, p)
   if p + 47 > #s then return nil end
   local b = parse_bhs(s, p)
-  if not OPNAMES[b.opcode] or not plausible(b, is_initiator_opcode(b.opcode), true) then return nil end
+  if not OPNAMES[b.opcode] or not plausible_bhs(b, is_initiator_opcode(b.opcode)) then return nil end
   return b
 end
-StreamDetector.header_at = detect_header_at
+-- A payload that begins with such a header.
+function StreamDetector.starts_with_header(s) return header_at(s, 1) ~= nil end
 
 function StreamDetector:command(side, itt)
   self.itts[side][self.kept[side] % DETECT_COMMANDS_KEPT + 1] = itt
@@ -893,7 +895,7 @@ function StreamDetector:walk(side, s)
   local off, first = 1, true
   self.saw_header = false
   while off + 47 <= #s do
-    local b = detect_header_at(s, off)
+    local b = header_at(s, off)
     if not b then return first end
     self.saw_header = true
     local role = is_initiator_opcode(b.opcode) and 1 or 0
@@ -906,7 +908,7 @@ function StreamDetector:walk(side, s)
     local plain = off + header_length(b, false) + pad4(b.data_length)
     local nxt
     for _, at in ipairs({ plain, plain + 4, plain + 8 }) do
-      if at + 47 > #s or detect_header_at(s, at) then nxt = at; break end
+      if at + 47 > #s or header_at(s, at) then nxt = at; break end
     end
     if not nxt then return false end
     off = nxt
@@ -1030,8 +1032,8 @@ function Framer:candidate_at(s, p)
   local op = b0 % 64
   if not OPNAMES[op] or is_initiator_opcode(op) ~= self.from_initiator then return false end
   -- Login happens once, first: after Full Feature Phase PDUs a "Login" header is payload.
-  if not self.login_possible and not carries_digests(op) then return false end
-  return plausible(parse_bhs(s, p), self.from_initiator, true, self.max_dl)
+  if not self.login_possible and not pdu_carries_digests(op) then return false end
+  return plausible_bhs(parse_bhs(s, p), self.from_initiator, self.max_dl)
 end
 
 function Framer:enter_candidate(at)
@@ -1102,7 +1104,7 @@ function Framer:step_header(s, i, abs)
     -- A stream's first header, and the one after a PDU found by searching, pass the strict checks.
     local strict = self.candidate or self.fresh or self.strict_next
     self.fresh, self.strict_next = false, false
-    if not plausible(b, self.from_initiator, strict, self.max_dl) then
+    if not plausible_bhs(b, self.from_initiator, self.max_dl, strict and true or false) then
       if self.candidate then
         self:reject_candidate()
       else
@@ -1115,7 +1117,7 @@ function Framer:step_header(s, i, abs)
       return take
     end
     if self.unconfirmed and not self.candidate then self:confirm() end  -- it chains with this one
-    self.hd_this = carries_digests(b.opcode) and self.hd ~= "off"
+    self.hd_this = pdu_carries_digests(b.opcode) and self.hd ~= "off"
     self.hdr_need = header_length(b, self.hd_this)
     if #self.hdr < self.hdr_need then return take end
   end
@@ -1163,7 +1165,7 @@ function Framer:header_complete()
     self.resyncs = self.resyncs + 1
   end
   self.started = true
-  if carries_digests(b.opcode) then self.login_possible = false end
+  if pdu_carries_digests(b.opcode) then self.login_possible = false end
   if self.unconfirmed then
     local h = self.held
     h[#h + 1] = { b, self.pdu_abs }
@@ -1185,7 +1187,7 @@ function Framer:begin_data()
   self.keep_limit = min(kept_data_limit(b), dl)
   self.tail = ""
   self.tail_lost = false
-  local digests = carries_digests(b.opcode) and dl > 0
+  local digests = pdu_carries_digests(b.opcode) and dl > 0
   self.dd_this = digests and self.dd == "on"
   self.dd_probe = digests and self.dd == "unknown"
   if dl == 0 then
@@ -1235,7 +1237,7 @@ end
 
 function Framer:plausible_at(t, at)
   if #t < at + 48 then return false end
-  return plausible(parse_bhs(t, at + 1), self.from_initiator, true, self.max_dl)
+  return plausible_bhs(parse_bhs(t, at + 1), self.from_initiator, self.max_dl)
 end
 
 function Framer:step_probe(s, i, abs, force)
@@ -2356,6 +2358,45 @@ function Tracker:finish(r)
 end
 
 ---------------------------------------------------------------------------------------------
+-- SessionRegistry (engine/src/session/sessions.hpp): groups connections into iSCSI sessions, by
+-- initiator name, ISID, target and TSIH once a login is seen (RFC 7143 4.4), else one session
+-- per connection. Also what connections between the same two hosts share: the link
+-- (docs/rules.md "The link").
+
+local SessionRegistry = {}
+SessionRegistry.__index = SessionRegistry
+
+local MAX_PATHS = 4096  -- SessionRegistry::kMaxPaths
+
+function SessionRegistry.new()
+  return setmetatable({ ids_ = {}, sessions_ = {}, paths_ = {}, path_count_ = 0 }, SessionRegistry)
+end
+
+function SessionRegistry:resolve(key)
+  local id = self.ids_[key]
+  if not id then
+    id = #self.sessions_ + 1
+    self.ids_[key] = id
+    self.sessions_[id] = { id = id, connections = {} }
+  end
+  return id
+end
+function SessionRegistry:info(id) return self.sessions_[id] end
+function SessionRegistry:all() return self.sessions_ end
+
+-- The link from one host to another, as all their connections' ACKs show it, keyed by the
+-- addresses without ports; nil beyond MAX_PATHS host pairs, where each connection has its own.
+function SessionRegistry:path(from, to)
+  local key = (from:match("^(.*):%d+$") or from) .. ">" .. (to:match("^(.*):%d+$") or to)
+  local m = self.paths_[key]
+  if m then return m end
+  if self.path_count_ >= MAX_PATHS then return nil end
+  m = LinkMeter.new()
+  self.paths_[key], self.path_count_ = m, self.path_count_ + 1
+  return m
+end
+
+---------------------------------------------------------------------------------------------
 -- Connection (engine/src/session/connection.cpp)
 
 local I2T, T2I = 0, 1
@@ -2370,12 +2411,14 @@ local function starts_with_login(seg, dir)
   if #payload < 48 then return false end
   local want = dir == I2T and OP.LoginRequest or OP.LoginResponse
   if payload:byte(1) % 64 ~= want then return false end
-  return plausible(parse_bhs(payload), dir == I2T, true)
+  return plausible_bhs(parse_bhs(payload), dir == I2T)
 end
 
-function Connection.new(an, id, initiator, target)
-  local c = setmetatable({ an = an, id = id, initiator = initiator, target = target,
-    opt = an.options, tcp = Tracker.new(an.options.max_out_of_order_bytes),
+-- sink: on_command(c), on_finding(f) (the Analyzer, or a scout's that discards them); sessions:
+-- a SessionRegistry.
+function Connection.new(id, initiator, target, options, sink, sessions)
+  local c = setmetatable({ id = id, initiator = initiator, target = target, opt = options, sink = sink,
+    sessions = sessions, tcp = Tracker.new(options.max_out_of_order_bytes),
     pdus = { [0] = PduStream.new(true), [1] = PduStream.new(false) },
     last_t = 0, mid_session = false, keys = default_keys(), login = Negotiation.new(), login_done = false,
     saw_login = false, initiator_name = "", target_name = "", isid = "", tsih = 0,
@@ -2385,15 +2428,13 @@ function Connection.new(an, id, initiator, target)
     serial_commands = 0, serial_wait_ms = 0, serial_cycle_ms = 0, serial_crossing_ms = 0, first_command_frame = 0,
     digest_errors = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 },
     pending_resends = {}, seg_h = -1, seg_cmd = 0, seg_itt = 0 }, Connection)
-  -- The link each way, shared by the connections between the same two hosts (engine:
-  -- SessionRegistry::path); a scout's analyzer has none.
-  if an.link_path then
-    c.tcp:share_link(I2T, an:link_path(initiator, target))
-    c.tcp:share_link(T2I, an:link_path(target, initiator))
-  end
+  -- the link each way, shared by the connections between the same two hosts
+  c.tcp:share_link(I2T, sessions:path(initiator, target))
+  c.tcp:share_link(T2I, sessions:path(target, initiator))
   return c
 end
 
+-- Resolved on first use: after login when there is one.
 function Connection:session_id()
   if self.session then return self.session end
   local key
@@ -2402,7 +2443,15 @@ function Connection:session_id()
   else
     key = "connection:" .. self.id
   end
-  self.session = self.an:resolve_session(key, self)
+  self.session = self.sessions:resolve(key)
+  local s = self.sessions:info(self.session)
+  s.connections[#s.connections + 1] = self.id
+  -- (the first connection's endpoints name a session without a login in the plugin's report)
+  if not s.initiator then s.initiator, s.target = self.initiator, self.target end
+  if self.login_done then
+    s.initiator_name, s.target_name = self.initiator_name, self.target_name
+    s.session_type, s.isid, s.tsih = self.session_type, self.isid, self.tsih
+  end
   return self.session
 end
 
@@ -2523,7 +2572,7 @@ function Connection:on_pdu_end(dir, seg, ev)
   if ev.data_incomplete then c.data_incomplete = true end
   -- A reply framed before its command (replayed), or before any segment of the answer counted.
   if dir == T2I and (not c.has_seg[T2I] or self.replaying) and (op == OP.DataIn or op == OP.ScsiResponse or op == OP.R2T) then
-    self:touch_late_reply(c, seg, ev)
+    self:late_reply_events(c, seg, ev)
   end
   local last_t = (ev.last_frame and ev.last_frame ~= 0) and ev.last_t or seg.t
   if op == OP.ScsiCommand then
@@ -2620,7 +2669,7 @@ function Connection:settle(now, all)
     q[q.head] = nil
     q.head = q.head + 1
     self:emit_command(c)
-    self:release(c)
+    self:release_slot(c)
   end
 end
 
@@ -2658,7 +2707,7 @@ function Connection:emit_command(c)
     if not self.latest_status_t or c.status_t > self.latest_status_t then self.latest_status_t = c.status_t end
   end
   self:give_held_findings(c)  -- an open command's (a no-op once given)
-  self.an:on_command(c)
+  self.sink:on_command(c)
 end
 
 function Connection:on_login(dir, ev, seg)
@@ -2722,7 +2771,7 @@ function Connection:emit_finding(f)
   elseif k == "r2t_round_trip" and not self.keys.from_login then
     f.inferred[#f.inferred + 1] = "keys"
   end
-  self.an:on_finding(f)
+  self.sink:on_finding(f)
 end
 
 function Connection:finish()
@@ -2738,7 +2787,7 @@ function Connection:finish()
     local c = self.slots[slot]
     if c then
       self:emit_command(c)
-      self:release(c)
+      self:release_slot(c)
     end
   end
   self:judge_serialized()
@@ -2850,7 +2899,7 @@ function Connection:retire(c)
   if self.outstanding > 0 then self.outstanding = self.outstanding - 1 end
 end
 
-function Connection:release(c)
+function Connection:release_slot(c)
   self:retire(c)
   c.used = false
   self.slots[c.slot] = nil
@@ -2859,25 +2908,25 @@ end
 
 ---------------------------------------------------------------------------------------------
 -- The critical path (engine/src/session/critical_path.cpp; docs/rules.md "The critical path"):
--- each segment carrying bytes of a command is an event of it ("touch" here).
+-- each segment carrying bytes of a command is a path event of it.
 
 -- A verdict already given (read only): framing found late (a stream joined mid-session is framed
 -- once the next header confirms it) places a PDU carried by earlier segments at those segments,
 -- with no hold judged.
 local NO_HOLD = { held = false, reported = true }
--- The verdict of a segment not judged yet (read only: analyse_touch makes the segment's own).
+-- The verdict of a segment not judged yet (read only: analyse_path_event makes the segment's own).
 local NOT_JUDGED = { held = false, reported = false }
 
 function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
-  -- Touches (slot, role, response): the first in locals (the usual one), more in lists.
+  -- Path events (slot, role, response): the first in locals (the usual one), more in lists.
   local n, s1, r1, p1, t_slot, t_role, t_resp = 0, nil, nil, nil, nil, nil, nil
   local none = NO_HOLD
-  -- Touches name slots, as in the engine: a slot released and taken again by a command started
+  -- Path events name slots, as in the engine: a slot released and taken again by a command started
   -- in this segment is that command's.
   if began_mid and self.slots[mid_slot] then
     local e = events[1]
     if e and e.type == "end" and e.last_frame and e.last_frame ~= 0 and e.last_frame ~= seg.frame then
-      self:analyse_touch(dir, { frame = e.last_frame, t = e.last_t }, mid_slot, "cont", nil, none)
+      self:analyse_path_event(dir, { frame = e.last_frame, t = e.last_t }, mid_slot, "cont", nil, none)
     else
       n, s1, r1 = 1, mid_slot, "cont"
     end
@@ -2885,14 +2934,14 @@ function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
   for k = 1, #events do  -- (a numeric loop: ipairs is a call per element)
     local ev = events[k]
     if ev.type == "start" then
-      local c, role = self:touch_for_start(dir, ev, seg)
+      local c, role = self:path_event_for_start(dir, ev, seg)
       self.current_slot[dir] = c
       local response = ev.bhs.opcode == OP.ScsiResponse
       if c and role ~= "start" and ev.first_frame and ev.first_frame ~= 0 and ev.first_frame ~= seg.frame then
-        self:analyse_touch(dir, { frame = ev.first_frame, t = ev.first_t }, c.slot, role, response, none)
+        self:analyse_path_event(dir, { frame = ev.first_frame, t = ev.first_t }, c.slot, role, response, none)
         local e = events[k + 1]
         if e and e.type == "end" and e.last_frame and e.last_frame ~= 0 and e.last_t > ev.first_t then
-          self:analyse_touch(dir, { frame = e.last_frame, t = e.last_t }, c.slot, "cont", response, none)
+          self:analyse_path_event(dir, { frame = e.last_frame, t = e.last_t }, c.slot, "cont", response, none)
         end
       elseif c and n < 8 and role ~= "start" then
         local dup = n >= 1 and s1 == c.slot
@@ -2909,10 +2958,10 @@ function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
       end
     end
   end
-  -- The first touch judging a hold gives the segment its verdict; the others share it.
+  -- The first path event judging a hold gives the segment its verdict; the others share it.
   local verdict = NOT_JUDGED
-  if n >= 1 then verdict = self:analyse_touch(dir, seg, s1, r1, p1, verdict) end
-  for i = 2, n do verdict = self:analyse_touch(dir, seg, t_slot[i], t_role[i], t_resp[i], verdict) end
+  if n >= 1 then verdict = self:analyse_path_event(dir, seg, s1, r1, p1, verdict) end
+  for i = 2, n do verdict = self:analyse_path_event(dir, seg, t_slot[i], t_role[i], t_resp[i], verdict) end
   for k = 1, #events do
     local ev = events[k]
     if ev.type == "end" then self:on_pdu_end(dir, seg, ev) end
@@ -2924,7 +2973,7 @@ local function new_breakdown()
            loss = 0, response = 0, link = 0, cwnd = 0, rwnd = 0 }  -- cwnd + rwnd: window's parts
 end
 
-function Connection:touch_for_start(dir, ev, seg)
+function Connection:path_event_for_start(dir, ev, seg)
   local b = ev.bhs
   local op = b.opcode
   if dir == I2T and op == OP.ScsiCommand then
@@ -2932,7 +2981,7 @@ function Connection:touch_for_start(dir, ev, seg)
     local old = self.by_itt[b.itt]
     if old then
       self:emit_command(old)
-      self:release(old)
+      self:release_slot(old)
     end
     if self.open_count >= self.opt.max_open_commands then return nil end
     local w = hasbit(b.flags, 0x20)
@@ -2981,7 +3030,6 @@ function Connection:touch_for_start(dir, ev, seg)
       self.max_outstanding = max(self.max_outstanding, self.outstanding)
     end
     if self.first_command_frame == 0 then self.first_command_frame = c.first_frame end
-    self.an:on_command_start(c)
     return c, "start"
   end
   if b.itt == RESERVED_TAG then return nil end
@@ -3052,7 +3100,7 @@ function Connection:release_half_trips(dir, seg, c, r)
 end
 
 -- Returns the verdict, the segment's own once a hold was judged (see NOT_JUDGED).
-function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
+function Connection:analyse_path_event(dir, seg, slot, role, response, verdict)
   local c = self.slots[slot]
   if not c then return verdict end
   local now = seg.t
@@ -3097,29 +3145,7 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
       if verdict == NOT_JUDGED then verdict = { held = false, reported = false } end
       for k, val in pairs(v) do verdict[k] = val end
       verdict.reported = true
-      if verdict.held then
-        local fd = { kind = verdict.kind, side = side_of(dir), frame = seg.frame,
-                     related = { { "released_by", verdict.release_frame } }, lost_ms = ms(rest),
-                     itt = c.itt, command_first_frame = c.first_frame }
-        if verdict.acked_frame ~= 0 then fd.related[2] = { "previous_small", verdict.acked_frame } end
-        if verdict.kind == "nagle_hold" then
-          fd.detail = "sub-MSS segment held until the peer acknowledged the previous one"
-        elseif verdict.kind == "rwnd_limited" then
-          fd.detail = "sender waited for the receiver's window to open"
-        else
-          fd.detail = "sender waited for ACKs to grow its congestion window"
-        end
-        c.held_findings[#c.held_findings + 1] = fd  -- given with the command
-        if verdict.delayed_ack_ms > 0 then
-          local da = { kind = "delayed_ack", side = side_of(1 - dir), frame = verdict.release_frame,
-                       related = { { "acks", verdict.acked_frame }, { "released", seg.frame } },
-                       lost_ms = min(verdict.delayed_ack_ms, ms(rest)), itt = c.itt,
-                       command_first_frame = c.first_frame,
-                       detail = "ACK sent " .. whole_ms(verdict.delayed_ack_ms) ..
-                                " ms late by the delayed-ACK timer while the peer waited" }
-          c.held_findings[#c.held_findings + 1] = da
-        end
-      end
+      if verdict.held then self:report_hold(dir, seg, c, verdict, ms(rest)) end
     end
     if verdict.undecided then
       c.undecided_ms = c.undecided_ms + ms(rest)
@@ -3180,15 +3206,15 @@ end
 
 -- The reply was framed before (or while) its command was: its time still counts on the critical
 -- path, but no hold can be judged on a timeline that has moved on.
-function Connection:touch_late_reply(c, seg, ev)
+function Connection:late_reply_events(c, seg, ev)
   local none = NO_HOLD
   local response = ev.bhs.opcode == OP.ScsiResponse
   local first, last = seg, seg
   if ev.first_frame and ev.first_frame ~= 0 then first = { frame = ev.first_frame, t = ev.first_t } end
   if ev.last_frame and ev.last_frame ~= 0 then last = { frame = ev.last_frame, t = ev.last_t } end
-  self:analyse_touch(T2I, first, c.slot, c.has_seg[T2I] and "cont" or "reply", response, none)
+  self:analyse_path_event(T2I, first, c.slot, c.has_seg[T2I] and "cont" or "reply", response, none)
   if last.t > first.t then
-    self:analyse_touch(T2I, last, c.slot, "cont", response, none)
+    self:analyse_path_event(T2I, last, c.slot, "cont", response, none)
   end
 end
 
@@ -3314,6 +3340,32 @@ function Connection:classify_hold(dir, seg, ready)
     v.kind = "cwnd_limited"
   end
   return v
+end
+
+-- A held segment: nagle_hold, cwnd_limited or rwnd_limited on its sender, and delayed_ack on the
+-- peer when the releasing ACK was itself late; kept with the command until it is reported.
+function Connection:report_hold(dir, seg, c, verdict, held_ms)
+  local fd = { kind = verdict.kind, side = side_of(dir), frame = seg.frame,
+               related = { { "released_by", verdict.release_frame } }, lost_ms = held_ms,
+               itt = c.itt, command_first_frame = c.first_frame }
+  if verdict.acked_frame ~= 0 then fd.related[2] = { "previous_small", verdict.acked_frame } end
+  if verdict.kind == "nagle_hold" then
+    fd.detail = "sub-MSS segment held until the peer acknowledged the previous one"
+  elseif verdict.kind == "rwnd_limited" then
+    fd.detail = "sender waited for the receiver's window to open"
+  else
+    fd.detail = "sender waited for ACKs to grow its congestion window"
+  end
+  c.held_findings[#c.held_findings + 1] = fd  -- given with the command (rules/link_limited.lua)
+  if verdict.delayed_ack_ms > 0 then
+    local da = { kind = "delayed_ack", side = side_of(1 - dir), frame = verdict.release_frame,
+                 related = { { "acks", verdict.acked_frame }, { "released", seg.frame } },
+                 lost_ms = min(verdict.delayed_ack_ms, held_ms), itt = c.itt,
+                 command_first_frame = c.first_frame,
+                 detail = "ACK sent " .. whole_ms(verdict.delayed_ack_ms) ..
+                          " ms late by the delayed-ACK timer while the peer waited" }
+    c.held_findings[#c.held_findings + 1] = da
+  end
 end
 
 ---------------------------------------------------------------------------------------------
@@ -3625,7 +3677,7 @@ end
 
 function Analyzer.new(options)
   local a = setmetatable({ options = options or DEFAULT_OPTIONS, live = {}, live_count = 0,
-    connections = {}, next_id = 1, sessions = {}, session_keys = {}, paths = {}, path_count = 0,
+    connections = {}, next_id = 1, registry = SessionRegistry.new(),
     findings = {}, commands = {}, by_evidence = {}, by_decision = {}, by_status = {},
     cmd_by_decision = {},
     cur_frame = 0, finished = false, last_frame = 0,
@@ -3634,6 +3686,7 @@ function Analyzer.new(options)
     segments = 0, scan_segments = 0, probation = {}, probation_count = 0, probation_bytes = 0,
     sniffing = oldest_first(), not_iscsi = {}, not_iscsi_count = 0,
     detected = {} }, Analyzer)
+  a.sessions = a.registry:all()  -- (the registry's list: sessions join it in place)
   return a
 end
 
@@ -3642,10 +3695,7 @@ end
 -- analysis, its results discarded) measures them, then fed to the connection, seeded with the
 -- round trips the scout measured and the digests its framing detected (engine/src/analyzer.cpp).
 local function noop() end
-local function discarding(options)
-  return { options = options, on_command = noop, on_command_start = noop, on_finding = noop,
-           resolve_session = function() return 0 end }
-end
+local DISCARD = { on_command = noop, on_finding = noop }  -- a scout's sink
 
 function Analyzer:probation_over(pr, now)
   local function enough(d)
@@ -3730,35 +3780,6 @@ function Analyzer:remember_handshake(key, seg, syn)
   p[#p + 1] = copy
 end
 
--- The link from one host to another (engine: SessionRegistry::path): keyed by the addresses
--- without ports; nil beyond 4096 host pairs, where each connection keeps its own.
-local MAX_PATHS = 4096
-function Analyzer:link_path(from, to)
-  local key = (from:match("^(.*):%d+$") or from) .. ">" .. (to:match("^(.*):%d+$") or to)
-  local m = self.paths[key]
-  if m then return m end
-  if self.path_count >= MAX_PATHS then return nil end
-  m = LinkMeter.new()
-  self.paths[key], self.path_count = m, self.path_count + 1
-  return m
-end
-
-function Analyzer:resolve_session(key, conn)
-  local id = self.session_keys[key]
-  if not id then
-    id = #self.sessions + 1
-    self.session_keys[key] = id
-    self.sessions[id] = { id = id, connections = {}, initiator = conn.initiator, target = conn.target }
-  end
-  local s = self.sessions[id]
-  s.connections[#s.connections + 1] = conn.id
-  if conn.login_done then
-    s.initiator_name, s.target_name = conn.initiator_name, conn.target_name
-    s.session_type, s.isid, s.tsih = conn.session_type, conn.isid, conn.tsih
-  end
-  return id
-end
-
 local function push(t, k, v)
   local l = t[k]
   if not l then l = {}; t[k] = l end
@@ -3772,8 +3793,6 @@ function Analyzer:on_finding(f)
   push(self.by_evidence, f.frame, f)
   push(self.by_decision, self.cur_frame, f)
 end
-
-function Analyzer:on_command_start(c) end
 
 function Analyzer:on_command(c)
   self.commands[#self.commands + 1] = c
@@ -3834,7 +3853,7 @@ end
 function Analyzer:sniff(key, seg)
   local s = self.sniffing.map[key]
   if not s then
-    if self.not_iscsi[key] or not StreamDetector.header_at(seg.payload, 1) then return end
+    if self.not_iscsi[key] or not StreamDetector.starts_with_header(seg.payload) then return end
     s = { detector = StreamDetector.new(), side0 = seg.src, side1 = seg.dst, held = {}, h_head = 1, h_tail = 0,
           bytes = 0 }
     of_insert(self.sniffing, key, s, SNIFFED_MAX)
@@ -3863,7 +3882,7 @@ end
 
 local function looks_like_login(payload)
   if #payload < 48 or payload:byte(1) ~= 0x43 then return false end
-  return plausible(parse_bhs(payload), true, true)
+  return plausible_bhs(parse_bhs(payload), true)
 end
 
 -- seg: frame, t (ns, any origin), src, dst (endpoint strings), sport, dport, seq, ack, flags,
@@ -3920,7 +3939,7 @@ function Analyzer:feed(seg)
       self.refused_count = self.refused_count + 1
       return
     end
-    c = Connection.new(self, self.next_id, ini, tgt)
+    c = Connection.new(self.next_id, ini, tgt, opt, self, self.registry)
     c.key = key
     local a, b = endpoint_order(ini), endpoint_order(tgt)
     c.table_order = a < b and (a .. b) or (b .. a)
@@ -3933,7 +3952,8 @@ function Analyzer:feed(seg)
       for _, h in ipairs(p) do c:on_segment(h, h.src == ini and I2T or T2I) end
       of_remove(self.pending, key)
     elseif not syn and self.probation_count < RULES.probation_connections_max then
-      self.probation[key] = { scout = Connection.new(discarding(self.options), c.id, ini, tgt), held = {}, bytes = 0 }
+      self.probation[key] = { scout = Connection.new(c.id, ini, tgt, opt, DISCARD, SessionRegistry.new()), held = {},
+                              bytes = 0 }
       self.probation_count = self.probation_count + 1
     end
   end

@@ -39,7 +39,7 @@ end
 
 function Analyzer.new(options)
   local a = setmetatable({ options = options or DEFAULT_OPTIONS, live = {}, live_count = 0,
-    connections = {}, next_id = 1, sessions = {}, session_keys = {}, paths = {}, path_count = 0,
+    connections = {}, next_id = 1, registry = SessionRegistry.new(),
     findings = {}, commands = {}, by_evidence = {}, by_decision = {}, by_status = {},
     cmd_by_decision = {},
     cur_frame = 0, finished = false, last_frame = 0,
@@ -48,6 +48,7 @@ function Analyzer.new(options)
     segments = 0, scan_segments = 0, probation = {}, probation_count = 0, probation_bytes = 0,
     sniffing = oldest_first(), not_iscsi = {}, not_iscsi_count = 0,
     detected = {} }, Analyzer)
+  a.sessions = a.registry:all()  -- (the registry's list: sessions join it in place)
   return a
 end
 
@@ -56,10 +57,7 @@ end
 -- analysis, its results discarded) measures them, then fed to the connection, seeded with the
 -- round trips the scout measured and the digests its framing detected (engine/src/analyzer.cpp).
 local function noop() end
-local function discarding(options)
-  return { options = options, on_command = noop, on_command_start = noop, on_finding = noop,
-           resolve_session = function() return 0 end }
-end
+local DISCARD = { on_command = noop, on_finding = noop }  -- a scout's sink
 
 function Analyzer:probation_over(pr, now)
   local function enough(d)
@@ -144,35 +142,6 @@ function Analyzer:remember_handshake(key, seg, syn)
   p[#p + 1] = copy
 end
 
--- The link from one host to another (engine: SessionRegistry::path): keyed by the addresses
--- without ports; nil beyond 4096 host pairs, where each connection keeps its own.
-local MAX_PATHS = 4096
-function Analyzer:link_path(from, to)
-  local key = (from:match("^(.*):%d+$") or from) .. ">" .. (to:match("^(.*):%d+$") or to)
-  local m = self.paths[key]
-  if m then return m end
-  if self.path_count >= MAX_PATHS then return nil end
-  m = LinkMeter.new()
-  self.paths[key], self.path_count = m, self.path_count + 1
-  return m
-end
-
-function Analyzer:resolve_session(key, conn)
-  local id = self.session_keys[key]
-  if not id then
-    id = #self.sessions + 1
-    self.session_keys[key] = id
-    self.sessions[id] = { id = id, connections = {}, initiator = conn.initiator, target = conn.target }
-  end
-  local s = self.sessions[id]
-  s.connections[#s.connections + 1] = conn.id
-  if conn.login_done then
-    s.initiator_name, s.target_name = conn.initiator_name, conn.target_name
-    s.session_type, s.isid, s.tsih = conn.session_type, conn.isid, conn.tsih
-  end
-  return id
-end
-
 local function push(t, k, v)
   local l = t[k]
   if not l then l = {}; t[k] = l end
@@ -186,8 +155,6 @@ function Analyzer:on_finding(f)
   push(self.by_evidence, f.frame, f)
   push(self.by_decision, self.cur_frame, f)
 end
-
-function Analyzer:on_command_start(c) end
 
 function Analyzer:on_command(c)
   self.commands[#self.commands + 1] = c
@@ -248,7 +215,7 @@ end
 function Analyzer:sniff(key, seg)
   local s = self.sniffing.map[key]
   if not s then
-    if self.not_iscsi[key] or not StreamDetector.header_at(seg.payload, 1) then return end
+    if self.not_iscsi[key] or not StreamDetector.starts_with_header(seg.payload) then return end
     s = { detector = StreamDetector.new(), side0 = seg.src, side1 = seg.dst, held = {}, h_head = 1, h_tail = 0,
           bytes = 0 }
     of_insert(self.sniffing, key, s, SNIFFED_MAX)
@@ -277,7 +244,7 @@ end
 
 local function looks_like_login(payload)
   if #payload < 48 or payload:byte(1) ~= 0x43 then return false end
-  return plausible(parse_bhs(payload), true, true)
+  return plausible_bhs(parse_bhs(payload), true)
 end
 
 -- seg: frame, t (ns, any origin), src, dst (endpoint strings), sport, dport, seq, ack, flags,
@@ -334,7 +301,7 @@ function Analyzer:feed(seg)
       self.refused_count = self.refused_count + 1
       return
     end
-    c = Connection.new(self, self.next_id, ini, tgt)
+    c = Connection.new(self.next_id, ini, tgt, opt, self, self.registry)
     c.key = key
     local a, b = endpoint_order(ini), endpoint_order(tgt)
     c.table_order = a < b and (a .. b) or (b .. a)
@@ -347,7 +314,8 @@ function Analyzer:feed(seg)
       for _, h in ipairs(p) do c:on_segment(h, h.src == ini and I2T or T2I) end
       of_remove(self.pending, key)
     elseif not syn and self.probation_count < RULES.probation_connections_max then
-      self.probation[key] = { scout = Connection.new(discarding(self.options), c.id, ini, tgt), held = {}, bytes = 0 }
+      self.probation[key] = { scout = Connection.new(c.id, ini, tgt, opt, DISCARD, SessionRegistry.new()), held = {},
+                              bytes = 0 }
       self.probation_count = self.probation_count + 1
     end
   end

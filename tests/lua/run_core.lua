@@ -45,7 +45,7 @@ local an = core.Analyzer.new()
 local pos, frame, base = 25, 0, nil
 
 -- Frames are decoded by the plugin's own decoder (a port of cli/packet_decoder.cpp).
-local decode = core.PacketDecoder.for_link_type(linktype)
+local decode = core.PacketDecoder.fast_decoder(linktype)
 local seg = {}
 
 -- Records as the CLI reads them: a record cut short or longer than any snaplen ends the capture.

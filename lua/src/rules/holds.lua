@@ -121,3 +121,29 @@ function Connection:classify_hold(dir, seg, ready)
   end
   return v
 end
+
+-- A held segment: nagle_hold, cwnd_limited or rwnd_limited on its sender, and delayed_ack on the
+-- peer when the releasing ACK was itself late; kept with the command until it is reported.
+function Connection:report_hold(dir, seg, c, verdict, held_ms)
+  local fd = { kind = verdict.kind, side = side_of(dir), frame = seg.frame,
+               related = { { "released_by", verdict.release_frame } }, lost_ms = held_ms,
+               itt = c.itt, command_first_frame = c.first_frame }
+  if verdict.acked_frame ~= 0 then fd.related[2] = { "previous_small", verdict.acked_frame } end
+  if verdict.kind == "nagle_hold" then
+    fd.detail = "sub-MSS segment held until the peer acknowledged the previous one"
+  elseif verdict.kind == "rwnd_limited" then
+    fd.detail = "sender waited for the receiver's window to open"
+  else
+    fd.detail = "sender waited for ACKs to grow its congestion window"
+  end
+  c.held_findings[#c.held_findings + 1] = fd  -- given with the command (rules/link_limited.lua)
+  if verdict.delayed_ack_ms > 0 then
+    local da = { kind = "delayed_ack", side = side_of(1 - dir), frame = verdict.release_frame,
+                 related = { { "acks", verdict.acked_frame }, { "released", seg.frame } },
+                 lost_ms = min(verdict.delayed_ack_ms, held_ms), itt = c.itt,
+                 command_first_frame = c.first_frame,
+                 detail = "ACK sent " .. whole_ms(verdict.delayed_ack_ms) ..
+                          " ms late by the delayed-ACK timer while the peer waited" }
+    c.held_findings[#c.held_findings + 1] = da
+  end
+end

@@ -13,12 +13,14 @@ local function starts_with_login(seg, dir)
   if #payload < 48 then return false end
   local want = dir == I2T and OP.LoginRequest or OP.LoginResponse
   if payload:byte(1) % 64 ~= want then return false end
-  return plausible(parse_bhs(payload), dir == I2T, true)
+  return plausible_bhs(parse_bhs(payload), dir == I2T)
 end
 
-function Connection.new(an, id, initiator, target)
-  local c = setmetatable({ an = an, id = id, initiator = initiator, target = target,
-    opt = an.options, tcp = Tracker.new(an.options.max_out_of_order_bytes),
+-- sink: on_command(c), on_finding(f) (the Analyzer, or a scout's that discards them); sessions:
+-- a SessionRegistry.
+function Connection.new(id, initiator, target, options, sink, sessions)
+  local c = setmetatable({ id = id, initiator = initiator, target = target, opt = options, sink = sink,
+    sessions = sessions, tcp = Tracker.new(options.max_out_of_order_bytes),
     pdus = { [0] = PduStream.new(true), [1] = PduStream.new(false) },
     last_t = 0, mid_session = false, keys = default_keys(), login = Negotiation.new(), login_done = false,
     saw_login = false, initiator_name = "", target_name = "", isid = "", tsih = 0,
@@ -28,15 +30,13 @@ function Connection.new(an, id, initiator, target)
     serial_commands = 0, serial_wait_ms = 0, serial_cycle_ms = 0, serial_crossing_ms = 0, first_command_frame = 0,
     digest_errors = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 },
     pending_resends = {}, seg_h = -1, seg_cmd = 0, seg_itt = 0 }, Connection)
-  -- The link each way, shared by the connections between the same two hosts (engine:
-  -- SessionRegistry::path); a scout's analyzer has none.
-  if an.link_path then
-    c.tcp:share_link(I2T, an:link_path(initiator, target))
-    c.tcp:share_link(T2I, an:link_path(target, initiator))
-  end
+  -- the link each way, shared by the connections between the same two hosts
+  c.tcp:share_link(I2T, sessions:path(initiator, target))
+  c.tcp:share_link(T2I, sessions:path(target, initiator))
   return c
 end
 
+-- Resolved on first use: after login when there is one.
 function Connection:session_id()
   if self.session then return self.session end
   local key
@@ -45,7 +45,15 @@ function Connection:session_id()
   else
     key = "connection:" .. self.id
   end
-  self.session = self.an:resolve_session(key, self)
+  self.session = self.sessions:resolve(key)
+  local s = self.sessions:info(self.session)
+  s.connections[#s.connections + 1] = self.id
+  -- (the first connection's endpoints name a session without a login in the plugin's report)
+  if not s.initiator then s.initiator, s.target = self.initiator, self.target end
+  if self.login_done then
+    s.initiator_name, s.target_name = self.initiator_name, self.target_name
+    s.session_type, s.isid, s.tsih = self.session_type, self.isid, self.tsih
+  end
   return self.session
 end
 
@@ -166,7 +174,7 @@ function Connection:on_pdu_end(dir, seg, ev)
   if ev.data_incomplete then c.data_incomplete = true end
   -- A reply framed before its command (replayed), or before any segment of the answer counted.
   if dir == T2I and (not c.has_seg[T2I] or self.replaying) and (op == OP.DataIn or op == OP.ScsiResponse or op == OP.R2T) then
-    self:touch_late_reply(c, seg, ev)
+    self:late_reply_events(c, seg, ev)
   end
   local last_t = (ev.last_frame and ev.last_frame ~= 0) and ev.last_t or seg.t
   if op == OP.ScsiCommand then
@@ -263,7 +271,7 @@ function Connection:settle(now, all)
     q[q.head] = nil
     q.head = q.head + 1
     self:emit_command(c)
-    self:release(c)
+    self:release_slot(c)
   end
 end
 
@@ -301,7 +309,7 @@ function Connection:emit_command(c)
     if not self.latest_status_t or c.status_t > self.latest_status_t then self.latest_status_t = c.status_t end
   end
   self:give_held_findings(c)  -- an open command's (a no-op once given)
-  self.an:on_command(c)
+  self.sink:on_command(c)
 end
 
 function Connection:on_login(dir, ev, seg)
@@ -365,7 +373,7 @@ function Connection:emit_finding(f)
   elseif k == "r2t_round_trip" and not self.keys.from_login then
     f.inferred[#f.inferred + 1] = "keys"
   end
-  self.an:on_finding(f)
+  self.sink:on_finding(f)
 end
 
 function Connection:finish()
@@ -381,7 +389,7 @@ function Connection:finish()
     local c = self.slots[slot]
     if c then
       self:emit_command(c)
-      self:release(c)
+      self:release_slot(c)
     end
   end
   self:judge_serialized()

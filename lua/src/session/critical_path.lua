@@ -1,24 +1,24 @@
 ---------------------------------------------------------------------------------------------
 -- The critical path (engine/src/session/critical_path.cpp; docs/rules.md "The critical path"):
--- each segment carrying bytes of a command is an event of it ("touch" here).
+-- each segment carrying bytes of a command is a path event of it.
 
 -- A verdict already given (read only): framing found late (a stream joined mid-session is framed
 -- once the next header confirms it) places a PDU carried by earlier segments at those segments,
 -- with no hold judged.
 local NO_HOLD = { held = false, reported = true }
--- The verdict of a segment not judged yet (read only: analyse_touch makes the segment's own).
+-- The verdict of a segment not judged yet (read only: analyse_path_event makes the segment's own).
 local NOT_JUDGED = { held = false, reported = false }
 
 function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
-  -- Touches (slot, role, response): the first in locals (the usual one), more in lists.
+  -- Path events (slot, role, response): the first in locals (the usual one), more in lists.
   local n, s1, r1, p1, t_slot, t_role, t_resp = 0, nil, nil, nil, nil, nil, nil
   local none = NO_HOLD
-  -- Touches name slots, as in the engine: a slot released and taken again by a command started
+  -- Path events name slots, as in the engine: a slot released and taken again by a command started
   -- in this segment is that command's.
   if began_mid and self.slots[mid_slot] then
     local e = events[1]
     if e and e.type == "end" and e.last_frame and e.last_frame ~= 0 and e.last_frame ~= seg.frame then
-      self:analyse_touch(dir, { frame = e.last_frame, t = e.last_t }, mid_slot, "cont", nil, none)
+      self:analyse_path_event(dir, { frame = e.last_frame, t = e.last_t }, mid_slot, "cont", nil, none)
     else
       n, s1, r1 = 1, mid_slot, "cont"
     end
@@ -26,14 +26,14 @@ function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
   for k = 1, #events do  -- (a numeric loop: ipairs is a call per element)
     local ev = events[k]
     if ev.type == "start" then
-      local c, role = self:touch_for_start(dir, ev, seg)
+      local c, role = self:path_event_for_start(dir, ev, seg)
       self.current_slot[dir] = c
       local response = ev.bhs.opcode == OP.ScsiResponse
       if c and role ~= "start" and ev.first_frame and ev.first_frame ~= 0 and ev.first_frame ~= seg.frame then
-        self:analyse_touch(dir, { frame = ev.first_frame, t = ev.first_t }, c.slot, role, response, none)
+        self:analyse_path_event(dir, { frame = ev.first_frame, t = ev.first_t }, c.slot, role, response, none)
         local e = events[k + 1]
         if e and e.type == "end" and e.last_frame and e.last_frame ~= 0 and e.last_t > ev.first_t then
-          self:analyse_touch(dir, { frame = e.last_frame, t = e.last_t }, c.slot, "cont", response, none)
+          self:analyse_path_event(dir, { frame = e.last_frame, t = e.last_t }, c.slot, "cont", response, none)
         end
       elseif c and n < 8 and role ~= "start" then
         local dup = n >= 1 and s1 == c.slot
@@ -50,10 +50,10 @@ function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
       end
     end
   end
-  -- The first touch judging a hold gives the segment its verdict; the others share it.
+  -- The first path event judging a hold gives the segment its verdict; the others share it.
   local verdict = NOT_JUDGED
-  if n >= 1 then verdict = self:analyse_touch(dir, seg, s1, r1, p1, verdict) end
-  for i = 2, n do verdict = self:analyse_touch(dir, seg, t_slot[i], t_role[i], t_resp[i], verdict) end
+  if n >= 1 then verdict = self:analyse_path_event(dir, seg, s1, r1, p1, verdict) end
+  for i = 2, n do verdict = self:analyse_path_event(dir, seg, t_slot[i], t_role[i], t_resp[i], verdict) end
   for k = 1, #events do
     local ev = events[k]
     if ev.type == "end" then self:on_pdu_end(dir, seg, ev) end
@@ -65,7 +65,7 @@ local function new_breakdown()
            loss = 0, response = 0, link = 0, cwnd = 0, rwnd = 0 }  -- cwnd + rwnd: window's parts
 end
 
-function Connection:touch_for_start(dir, ev, seg)
+function Connection:path_event_for_start(dir, ev, seg)
   local b = ev.bhs
   local op = b.opcode
   if dir == I2T and op == OP.ScsiCommand then
@@ -73,7 +73,7 @@ function Connection:touch_for_start(dir, ev, seg)
     local old = self.by_itt[b.itt]
     if old then
       self:emit_command(old)
-      self:release(old)
+      self:release_slot(old)
     end
     if self.open_count >= self.opt.max_open_commands then return nil end
     local w = hasbit(b.flags, 0x20)
@@ -122,7 +122,6 @@ function Connection:touch_for_start(dir, ev, seg)
       self.max_outstanding = max(self.max_outstanding, self.outstanding)
     end
     if self.first_command_frame == 0 then self.first_command_frame = c.first_frame end
-    self.an:on_command_start(c)
     return c, "start"
   end
   if b.itt == RESERVED_TAG then return nil end
@@ -193,7 +192,7 @@ function Connection:release_half_trips(dir, seg, c, r)
 end
 
 -- Returns the verdict, the segment's own once a hold was judged (see NOT_JUDGED).
-function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
+function Connection:analyse_path_event(dir, seg, slot, role, response, verdict)
   local c = self.slots[slot]
   if not c then return verdict end
   local now = seg.t
@@ -238,29 +237,7 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
       if verdict == NOT_JUDGED then verdict = { held = false, reported = false } end
       for k, val in pairs(v) do verdict[k] = val end
       verdict.reported = true
-      if verdict.held then
-        local fd = { kind = verdict.kind, side = side_of(dir), frame = seg.frame,
-                     related = { { "released_by", verdict.release_frame } }, lost_ms = ms(rest),
-                     itt = c.itt, command_first_frame = c.first_frame }
-        if verdict.acked_frame ~= 0 then fd.related[2] = { "previous_small", verdict.acked_frame } end
-        if verdict.kind == "nagle_hold" then
-          fd.detail = "sub-MSS segment held until the peer acknowledged the previous one"
-        elseif verdict.kind == "rwnd_limited" then
-          fd.detail = "sender waited for the receiver's window to open"
-        else
-          fd.detail = "sender waited for ACKs to grow its congestion window"
-        end
-        c.held_findings[#c.held_findings + 1] = fd  -- given with the command
-        if verdict.delayed_ack_ms > 0 then
-          local da = { kind = "delayed_ack", side = side_of(1 - dir), frame = verdict.release_frame,
-                       related = { { "acks", verdict.acked_frame }, { "released", seg.frame } },
-                       lost_ms = min(verdict.delayed_ack_ms, ms(rest)), itt = c.itt,
-                       command_first_frame = c.first_frame,
-                       detail = "ACK sent " .. whole_ms(verdict.delayed_ack_ms) ..
-                                " ms late by the delayed-ACK timer while the peer waited" }
-          c.held_findings[#c.held_findings + 1] = da
-        end
-      end
+      if verdict.held then self:report_hold(dir, seg, c, verdict, ms(rest)) end
     end
     if verdict.undecided then
       c.undecided_ms = c.undecided_ms + ms(rest)
@@ -321,14 +298,14 @@ end
 
 -- The reply was framed before (or while) its command was: its time still counts on the critical
 -- path, but no hold can be judged on a timeline that has moved on.
-function Connection:touch_late_reply(c, seg, ev)
+function Connection:late_reply_events(c, seg, ev)
   local none = NO_HOLD
   local response = ev.bhs.opcode == OP.ScsiResponse
   local first, last = seg, seg
   if ev.first_frame and ev.first_frame ~= 0 then first = { frame = ev.first_frame, t = ev.first_t } end
   if ev.last_frame and ev.last_frame ~= 0 then last = { frame = ev.last_frame, t = ev.last_t } end
-  self:analyse_touch(T2I, first, c.slot, c.has_seg[T2I] and "cont" or "reply", response, none)
+  self:analyse_path_event(T2I, first, c.slot, c.has_seg[T2I] and "cont" or "reply", response, none)
   if last.t > first.t then
-    self:analyse_touch(T2I, last, c.slot, "cont", response, none)
+    self:analyse_path_event(T2I, last, c.slot, "cont", response, none)
   end
 end
