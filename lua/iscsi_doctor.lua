@@ -2397,10 +2397,663 @@ function SessionRegistry:path(from, to)
 end
 
 ---------------------------------------------------------------------------------------------
--- Connection (engine/src/session/connection.cpp)
+-- A SCSI command while it is open (engine/src/session/command.hpp): the two directions of a
+-- connection's streams, the breakdown a command starts with, and the kinds of finding it had.
 
 local I2T, T2I = 0, 1
 local function side_of(dir) return dir == I2T and "initiator" or "target" end
+
+-- (engine: Breakdown's defaults; cwnd + rwnd: window's parts)
+local function new_breakdown()
+  return { request = 0, think = 0, data = 0, nagle = 0, delayed_ack = 0, r2t = 0, window = 0,
+           loss = 0, response = 0, link = 0, cwnd = 0, rwnd = 0 }
+end
+
+-- The command's result names each kind of finding it had once, in order of first evidence.
+local function add_finding_kind(c, k)
+  if not c.findings_set[k] then
+    c.findings_set[k] = true
+    c.findings[#c.findings + 1] = k
+  end
+end
+
+-- A rest longer than this is a wait (docs/rules.md "The critical path"); the jitter allowance
+-- when matching a release to the ACK that caused it (integer ns, as the engine).
+local WAIT_MIN_FLOOR_NS = floor(RULES.wait_min_ms * 1e6 + 0.5)
+local function wait_min_ns(full_rtt_ns)
+  local wait_rtt = floor(full_rtt_ns / RULES.wait_min_rtt_divisor)
+  return WAIT_MIN_FLOOR_NS > wait_rtt and WAIT_MIN_FLOOR_NS or wait_rtt
+end
+local TOLERANCE_FLOOR_NS = floor(RULES.release_tolerance_ms * 1e6 + 0.5)
+local function release_tolerance_ns(full_rtt_ns)
+  return TOLERANCE_FLOOR_NS + floor(full_rtt_ns / RULES.release_tolerance_rtt_divisor)
+end
+
+---------------------------------------------------------------------------------------------
+-- What a rule takes besides the command it judges (engine/src/rules/view.hpp): a read-only view
+-- of its connection (ConnectionView), and where its findings go (FindingOut).
+--
+-- FindingOut, methods of the object given as `out` (the Connection):
+--   out:finding(kind, side, frame, lost_ms, c)  a finding of the connection, tied to command c
+--                                               when there is one (c may be nil)
+--   out:emit_finding(f)                         stamps it (session, connection, inferred facts)
+--                                               and hands it on
+--   out:notice(level, frame, message)           the engine's notices (this port gives none)
+
+-- The connection as a rule may see it: both flows and round trips (the TCP tracker) and the
+-- options. Made once per connection (the tracker it reads is live); rules change nothing in it.
+local ConnectionView = {}
+ConnectionView.__index = ConnectionView
+
+function ConnectionView.new(id, tcp, options)
+  return setmetatable({ id = id, tcp = tcp, options = options }, ConnectionView)
+end
+function ConnectionView:flow(dir) return self.tcp:flow(dir) end
+function ConnectionView:rtt_ns(side_dir) return self.tcp:rtt_ns(side_dir) end  -- capture point <-> that side
+function ConnectionView:full_rtt_ns() return self.tcp:full_rtt_ns() end
+function ConnectionView:tolerance_ns() return release_tolerance_ns(self.tcp:full_rtt_ns()) end
+function ConnectionView:wait_min_ns() return wait_min_ns(self.tcp:full_rtt_ns()) end
+-- The capture point is near this side (its round trip a small part of the path's).
+local VANTAGE_MIN_RTT_NS = floor(RULES.vantage_min_rtt_ms * 1e6 + 0.5)
+function ConnectionView:near(side_dir)
+  local full = self.tcp:full_rtt_ns()
+  return self.tcp:rtt(I2T):known() and self.tcp:rtt(T2I):known() and full >= VANTAGE_MIN_RTT_NS and
+         self.tcp:rtt_ns(side_dir) * RULES.near_initiator_rtt_factor < full
+end
+
+---------------------------------------------------------------------------------------------
+-- Holds (engine/src/rules/holds.cpp; docs/rules.md "Holds"): a segment that was ready earlier and
+-- left only when an ACK from the peer released it: nagle_hold, cwnd_limited, rwnd_limited, and
+-- delayed_ack when that ACK was late. One decision over one ACK decides all four (classify_hold);
+-- the waits it cannot tell from think time are the target's (think_or_hold, rules/target_think.lua).
+
+-- Whether segment seg, ready at `ready` (capture time), waited for an ACK to release it, and
+-- which: over the sender's flow, the round trips between the capture point and the sender and its
+-- peer, and whether the sender is the target. A free function over what it is given: it reads
+-- nothing else of the connection.
+local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_min_ms, seg, ready)
+  local v = { held = false, kind = "cwnd_limited", release_frame = 0, release_t = 0,
+              delayed_ack_ms = 0, acked_frame = 0, release_h = -1, release_cmd = 0, undecided = false }
+  if not sender:known() then return v end
+  local rtt_side, rtt_receiver = sender:ns(), receiver:ns()
+  local full = rtt_side + rtt_receiver
+  -- Jitter only delays: a release may come later than rtt(S) by the path's measured jitter, which
+  -- the path between the capture point and S bounds (the engine's classify_hold).
+  local tol = release_tolerance_ns(full)
+  local bound = math.min(floor(full / RULES.jitter_rtt_divisor), rtt_side)
+  local late = tol + math.min(sender:jitter_ns(), bound)
+  -- A Nagle hold has its proof in the stream: its release may come as late as the path's largest
+  -- recent round trip (the engine's nagle_late).
+  local nagle_late = tol + math.min(sender:jitter_ns(RULES.nagle_jitter_percentile), bound)
+  -- How late the path alone may bring the receiver's ACK: an ACK later than its round trip by no
+  -- more is not proven delayed (the engine's receiver_jitter).
+  local receiver_jitter = math.min(receiver:jitter_ns(RULES.nagle_jitter_percentile),
+                                   math.min(floor(full / RULES.jitter_rtt_divisor), rtt_receiver))
+  -- rtt(S) from ACKs that rode on S's data only is an upper bound: near S a release may come as
+  -- soon as just after the ACK (the engine's early).
+  local early = tol
+  if not sender:tight() and rtt_side * RULES.wait_min_rtt_divisor < full then
+    early = max(tol, rtt_side)
+  end
+  local function released_within(ack_t, upto)
+    local d = seg.t - (ack_t + rtt_side)
+    return d >= -early and d <= upto and ack_t + rtt_side - early + tol > ready
+  end
+  -- ACK causality by timestamps (engine: echoes): a segment echoing the ACK's timestamp or a later
+  -- one left after that ACK reached its sender; only the earliest the release can be seen is timing's.
+  local function echoes(r)
+    return r.has_ts and seg.has_ts and (seg.tsecr - r.tsval) % TWO32 < 2147483648 and
+           released_within(r.t, seg.t - r.t)
+  end
+  local len = seg.wire_len
+  local small = f.last_small
+  -- Nagle holds one partial segment: a TSO/GRO aggregate carries full segments that Nagle would
+  -- have sent, so its wait is the window's. A segment longer than the MSS is such an aggregate once
+  -- the flow has shown whole-multiple ones; before, it may be one jumbo frame, judged by its tail.
+  local nagle_candidate = len < f:effective_mss() or (f.aggregates_whole == 0 and f:is_small(len))
+  if f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
+     released_within(small.ack_t, nagle_late) then
+    v.held = true
+    v.kind = "nagle_hold"
+    v.release_frame = small.ack_frame
+    v.release_t = small.ack_t
+    v.acked_frame = small.frame
+    v.release_h, v.release_cmd = small.h or -1, small.cmd or 0
+    local ack_delay = small.ack_t - small.t - rtt_receiver
+    if ms(ack_delay - receiver_jitter) >= delayed_ack_min_ms then v.delayed_ack_ms = ms(ack_delay) end
+    return v
+  end
+  -- Window holds: released by the first ACK that could have reached the sender when this segment
+  -- left, not always the latest one captured; one that fits a steady path first, only without
+  -- one a later ACK within the path's jitter.
+  local a = f.acks
+  local function first_release(upto)
+    local i = f.ak_tail + 1
+    while i > f.ak_head and a[i - 1].t + rtt_side + upto >= seg.t do i = i - 1 end
+    while i <= f.ak_tail and not released_within(a[i].t, upto) do i = i + 1 end
+    return i
+  end
+  -- Window arithmetic first: where the sender stopped at the edge an ACK had offered and this
+  -- segment lies past it, the first ACK that opened the window past it released it, if the path's
+  -- bounds let it reach the sender by then (the engine's at_edge).
+  local seg_start = f:unwrap(seg.seq)
+  local mss = f:effective_mss()
+  local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
+  local at_edge = i > f.ak_head and i <= f.ak_tail and seg_start <= f:edge(a[i - 1]) and
+                  seg_start + mss > f:edge(a[i - 1])
+  local at_edge_i = i
+  if not (at_edge and (released_within(a[i].t, late) or echoes(a[i]))) then
+    i = first_release(tol)
+    if i > f.ak_tail and late > tol then i = first_release(late) end
+  end
+  if i > f.ak_tail then
+    -- Beyond what the path has shown, within the most it may add: an ACK this wait had to follow
+    -- still fits; the capture cannot tell think from a hold (the engine's undecided).
+    local most = tol + bound
+    if sender_is_target and most > max(late, nagle_late) then
+      if f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
+         released_within(small.ack_t, most) then
+        v.undecided, v.release_frame = true, small.ack_frame
+      elseif at_edge and released_within(a[at_edge_i].t, most) then
+        v.undecided, v.release_frame = true, a[at_edge_i].frame
+      end
+    end
+    return v
+  end
+  local rel = a[i]
+  v.held = true
+  v.release_frame = rel.frame
+  v.release_t = rel.t
+  v.release_h, v.release_cmd = rel.h, rel.cmd
+  -- The release may itself have been held by the receiver's delayed-ACK timer (an odd segment
+  -- at the end of a flight): measured as for Nagle holds.
+  local acknowledged_more = i == f.ak_head or rel.ack > a[i - 1].ack  -- not a window update
+  if rel.data_frame ~= 0 and acknowledged_more then
+    local ack_delay = rel.t - rel.data_t - rtt_receiver
+    if ms(ack_delay - receiver_jitter) >= delayed_ack_min_ms then
+      v.delayed_ack_ms = ms(ack_delay)
+      v.acked_frame = rel.data_frame
+    end
+  end
+  -- The edge in force until the release: data that came within a quarter window (at least one
+  -- segment) of it means the receiver's window held the sender, not the congestion window.
+  local before = i > f.ak_head and a[i - 1] or nil
+  -- (With the window scale unknown, no SYNs, the edge is the lower bound the data in flight proves
+  -- by now.)
+  local window = before and f:edge(before) - before.ack
+  -- (Data sent past that edge before this segment proves it was not in force.)
+  if before and f:unwrap(seg.seq) <= before.ack + window and f.max_end + max(f:effective_mss(), floor(window / RULES.rwnd_edge_window_divisor)) > before.ack + window then
+    v.kind = "rwnd_limited"
+  else
+    v.kind = "cwnd_limited"
+  end
+  return v
+end
+
+
+local Holds = {}
+Holds.__index = Holds
+function Holds.new() return setmetatable({}, Holds) end
+
+-- A verdict already given (read only): framing found late (a stream joined mid-session is framed
+-- once the next header confirms it) places a PDU carried by earlier segments at those segments,
+-- with no hold judged.
+local NO_HOLD = { held = false, reported = true }
+-- The verdict of a segment not judged yet (read only: on_wait makes the segment's own).
+local NOT_JUDGED = { held = false, reported = false }
+
+-- The hold's time on the critical path (docs/rules.md "The critical path"): a rest (ns) longer
+-- than a wait before seg on command c's path, judged once per segment (verdict: NOT_JUDGED, or
+-- the segment's verdict so far); a hold's findings are kept with c until it is reported, its time
+-- goes to c's breakdown and half trips. Returns the rest a hold did not explain, and the verdict
+-- (the segment's own once judged).
+function Holds:on_wait(v, out, dir, seg, c, ready, rest, verdict)
+  if not verdict.reported then
+    local judged = classify_hold(v.tcp:flow(dir), v.tcp:rtt(dir), v.tcp:rtt(1 - dir), dir == T2I,
+                                 v.options.delayed_ack_min_ms, seg, ready)
+    if verdict == NOT_JUDGED then verdict = { held = false, reported = false } end
+    for k, val in pairs(judged) do verdict[k] = val end
+    verdict.reported = true
+    if verdict.held then self:report(out, dir, seg, c, verdict, ms(rest)) end
+  end
+  if verdict.undecided then
+    c.undecided_ms = c.undecided_ms + ms(rest)
+    c.undecided_ack_frame = verdict.release_frame
+  end
+  if not verdict.held then return rest, verdict end
+  local bd = c.breakdown
+  local held_ms = ms(rest)
+  local dack = min(verdict.delayed_ack_ms, held_ms)
+  bd.delayed_ack = bd.delayed_ack + dack
+  if verdict.kind == "nagle_hold" then
+    bd.nagle = bd.nagle + held_ms - dack
+  else
+    bd.window = bd.window + held_ms - dack
+    local part = verdict.kind == "cwnd_limited" and "cwnd" or "rwnd"
+    bd[part] = bd[part] + held_ms - dack
+  end
+  add_finding_kind(c, verdict.kind)
+  if dack > 0 then add_finding_kind(c, "delayed_ack") end
+  -- Two crossings after the data the releasing ACK acknowledged: that ACK's, and this one's
+  -- (data of another command says nothing of this one's progress: then on top of it).
+  local h = dir == I2T and c.h_initiator or c.h_target
+  local h_before = h
+  if verdict.release_h >= 0 and verdict.release_cmd == c.first_frame then
+    h = max(h, verdict.release_h + 2)
+  else
+    h = h + 2
+  end
+  c.held_h = c.held_h + h - h_before
+  if dir == I2T then c.h_initiator = h else c.h_target = h end
+  return 0, verdict
+end
+
+-- seg went on from c's flight without a wait of its own: the ACK that released it (a window's
+-- edge, an echoed timestamp) still counts its crossings (docs/rules.md "Round trips").
+function Holds:on_release(v, dir, seg, c)
+  local f = v.tcp:flow(dir)
+  if not v.tcp:rtt(dir):known() then return end
+  -- Window arithmetic: more of a flight past the edge the ACKs had offered could leave only once
+  -- an ACK opening that far reached the sender; the first ACK that opened it released it.
+  local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
+  if i <= f.ak_tail then self:release_half_trips(v, dir, seg, c, f.acks[i]) end
+  -- ACK causality by timestamps: a data segment echoing a newer timestamp than the data before it
+  -- was released by an ACK in between (the first with that timestamp, at the least).
+  if not seg.has_ts or f.echo_moved_frame ~= seg.frame then return end
+  local j = f:first_with_ts(seg.tsecr)
+  if j <= f.ak_tail then self:release_half_trips(v, dir, seg, c, f.acks[j]) end
+end
+
+-- A segment released by ACK r without a wait of its own: two crossings after the data r
+-- acknowledged, when that was this command's and r could have reached the sender by then.
+function Holds:release_half_trips(v, dir, seg, c, r)
+  if r.h < 0 or r.cmd ~= c.first_frame or r.t + v:rtt_ns(dir) - v:tolerance_ns() > seg.t then return end
+  local h = dir == I2T and c.h_initiator or c.h_target
+  if r.h + 2 > h then
+    c.held_h = c.held_h + r.h + 2 - h  -- as a hold's (a link-bound command takes them back)
+    if dir == I2T then c.h_initiator = r.h + 2 else c.h_target = r.h + 2 end
+  end
+end
+
+-- A held segment: nagle_hold, cwnd_limited or rwnd_limited on its sender, and delayed_ack on the
+-- peer when the releasing ACK was itself late; kept with the command until it is reported.
+function Holds:report(out, dir, seg, c, verdict, held_ms)
+  local fd = out:finding(verdict.kind, side_of(dir), seg.frame, held_ms, c)
+  fd.related = { { "released_by", verdict.release_frame } }
+  if verdict.acked_frame ~= 0 then fd.related[2] = { "previous_small", verdict.acked_frame } end
+  if verdict.kind == "nagle_hold" then
+    fd.detail = "sub-MSS segment held until the peer acknowledged the previous one"
+  elseif verdict.kind == "rwnd_limited" then
+    fd.detail = "sender waited for the receiver's window to open"
+  else
+    fd.detail = "sender waited for ACKs to grow its congestion window"
+  end
+  c.held_findings[#c.held_findings + 1] = fd  -- given with the command (rules/link_limited.lua)
+  if verdict.delayed_ack_ms > 0 then
+    local da = out:finding("delayed_ack", side_of(1 - dir), verdict.release_frame,
+                           min(verdict.delayed_ack_ms, held_ms), c)
+    da.related = { { "acks", verdict.acked_frame }, { "released", seg.frame } }
+    da.detail = "ACK sent " .. whole_ms(verdict.delayed_ack_ms) .. " ms late by the delayed-ACK timer while the peer waited"
+    c.held_findings[#c.held_findings + 1] = da
+  end
+end
+
+---------------------------------------------------------------------------------------------
+-- retransmission (engine/src/rules/retransmission.cpp, docs/rules.md "Other findings"): a
+-- segment resent after a loss, before or after the capture point; resends the receiver proves
+-- spurious are counted, not findings.
+--
+-- commands: the connection's open commands by slot (Connection.slots: the engine's CommandTable).
+
+local Retransmission = {}
+Retransmission.__index = Retransmission
+
+local MAX_PENDING = 64  -- Retransmission::kMaxPending
+
+function Retransmission.new()
+  -- pending_: tail resends seen near the sender or midpath, waiting for the receiver's ACK that
+  -- covers them (a D-SACK makes one spurious)
+  return setmetatable({ pending_ = {}, spurious_ = 0, first_spurious_frame_ = 0, dsack_ = 0,
+                        first_dsack_frame_ = 0 }, Retransmission)
+end
+
+function Retransmission:pending() return #self.pending_ > 0 end
+
+-- seg fills a hole open since `since` (the original was lost before the capture point); c: the
+-- command whose PDU was in progress in that direction, if any.
+function Retransmission:hole_filled(v, out, dir, seg, since, c)
+  local fd = out:finding("retransmission", side_of(dir), seg.frame, ms(seg.t - since), c)
+  fd.detail = "retransmission fills a hole: the original was lost before the capture point"
+  if c then
+    c.loss_pending_ms = c.loss_pending_ms + fd.lost_ms
+    if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
+    add_finding_kind(c, "retransmission")
+  end
+  out:emit_finding(fd)
+end
+
+-- A resend the receiver proved spurious: counted for the engine's notice.
+function Retransmission:spurious(frame, dsack)
+  if dsack then
+    if self.dsack_ == 0 then self.first_dsack_frame_ = frame end
+    self.dsack_ = self.dsack_ + 1
+  else
+    if self.spurious_ == 0 then self.first_spurious_frame_ = frame end
+    self.spurious_ = self.spurious_ + 1
+  end
+end
+
+-- seg resends bytes already seen; orig: the tracker's record of the first send, if still kept.
+function Retransmission:resent(v, out, commands, dir, seg, orig)
+  -- Captured near the receiver, the original was seen arriving: the receiver had it, so the resend
+  -- is spurious (a tail-loss probe, an early timeout), no loss.
+  if orig and v:near(1 - dir) then
+    self:spurious(seg.frame, false)
+    return
+  end
+  -- Elsewhere a resend of the sender's latest bytes waits for the receiver's ACK that covers it: a
+  -- D-SACK for it says the original had arrived.
+  local f = v.tcp:flow(dir)
+  local start = f:unwrap(seg.seq)
+  local e = start + seg.wire_len
+  local p = self.pending_
+  if orig and e >= f.max_end and #p < MAX_PENDING then
+    p[#p + 1] = { dir = dir, frame = seg.frame, t = seg.t, s = start, e = e, orig = orig }
+    return
+  end
+  self:report(v, out, commands, dir, seg.frame, seg.t, orig)
+end
+
+-- seg from dir: its ACK settles the other direction's pending resends it covers, as spurious when
+-- it carries a D-SACK of them or left the receiver before the resend could have reached it (the
+-- original had arrived); all: the rest (the capture ended) are reported as resends.
+function Retransmission:settle(v, out, commands, seg, dir, all)
+  local p, keep = self.pending_, {}
+  for _, r in ipairs(p) do
+    local settled, spurious = all, false
+    if not all and r.dir == 1 - dir and hasbit(seg.flags, 0x10) then
+      local f = v.tcp:flow(r.dir)
+      local ack = f:unwrap(seg.ack)
+      local sl, sr = seg.sack_left or 0, seg.sack_right or 0
+      if sl ~= sr then
+        local l, rr = f:unwrap(sl), f:unwrap(sr)
+        spurious = l < ack and l < r.e and rr > r.s  -- a D-SACK of these bytes (RFC 2883)
+        if spurious then self:spurious(r.frame, true) end
+      end
+      settled = not spurious and ack >= r.e
+      -- Sooner than the receiver's round trip (less the timing noise; jitter only delays), the ACK
+      -- cannot answer the resend. Only a round trip measured on the handshake is proof: then the
+      -- original had arrived; else the resend waits on, for a D-SACK or an ACK a round trip after it.
+      local rtt = v:rtt_ns(dir)
+      if settled and rtt > 0 and seg.t - r.t + TOLERANCE_FLOOR_NS < rtt then
+        settled, spurious = false, v.tcp:rtt(dir):from_handshake()
+        if spurious then self:spurious(r.frame, true) end
+      end
+    end
+    if settled then
+      self:report(v, out, commands, r.dir, r.frame, r.t, r.orig)
+    elseif not spurious then
+      keep[#keep + 1] = r
+    end
+  end
+  self.pending_ = keep
+end
+
+function Retransmission:report(v, out, commands, dir, frame, t, orig)
+  local fd = out:finding("retransmission", side_of(dir), frame, 0, nil)
+  if orig then
+    fd.related = { { "original", orig.frame } }
+    fd.lost_ms = ms(t - orig.t)
+    if orig.cmd and orig.cmd ~= 0 then  -- named even when the command completed before the resend
+      fd.itt, fd.command_first_frame = orig.itt, orig.cmd
+    end
+    -- The command in the owner's slot, if it is still the one that sent the segment (a slot is
+    -- reused once released).
+    local c = commands[orig.owner]
+    if c and c.used and c.first_frame == orig.owner_cmd then
+      fd.itt, fd.command_first_frame = c.itt, c.first_frame
+      -- (A settling command's status was captured before this resend, near the target: its
+      -- latency stays as captured; the round trip it cost the initiator counts below.)
+      if not c.settling then c.loss_pending_ms = c.loss_pending_ms + fd.lost_ms end
+      if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
+      add_finding_kind(c, "retransmission")
+    end
+  end
+  fd.detail = "segment sent again after " .. whole_ms(fd.lost_ms) .. " ms"
+  out:emit_finding(fd)
+end
+
+-- At the connection's end: the engine's notices of the spurious resends (this port gives none).
+function Retransmission:finish(out) end
+
+---------------------------------------------------------------------------------------------
+-- link_limited (engine/src/rules/link_limited.cpp, docs/rules.md "The link"): a command whose
+-- data kept the path busy for most of its time beyond the round trips it needs; the holds the
+-- link explains are not given.
+
+local function mbit_words(bytes_per_s)
+  local mbit = bytes_per_s * 8 / 1e6
+  return string.format(mbit >= 100 and "%.0f" or mbit >= 10 and "%.1f" or "%.2f", mbit)
+end
+
+-- The hold kinds: each one's own time is its breakdown part (OWN_PART).
+local HELD_KINDS = { "nagle_hold", "delayed_ack", "cwnd_limited", "rwnd_limited" }
+
+local LinkLimited = {}
+LinkLimited.__index = LinkLimited
+function LinkLimited.new() return setmetatable({}, LinkLimited) end
+
+-- A reported command whose data kept the path busy: the link's share of its breakdown.
+function LinkLimited:judge(v, out, c)
+  if c.bytes < RULES.link_command_bytes_min then return end  -- too little data to keep a link busy
+  local flow = v:flow(c.write and I2T or T2I)
+  local m = flow:link_meter()  -- the link, whoever's data kept it busy
+  local busy_ns = m.busy_ns - c.link_busy0
+  local busy, rtt = ms(busy_ns), ms(v:full_rtt_ns())
+  if busy_ns <= 0 or rtt <= 0 then return end
+  -- The link's time must be a large share of what the command needs at best (its round trips)
+  -- and of what it took beyond them: else the round trips or a window were the limit.
+  local k_rtt = c.ideal_round_trips * rtt
+  if busy < RULES.link_share * k_rtt or busy < RULES.link_share * (c.latency_ms - k_rtt) then return end
+  local bd = c.breakdown
+  local left = busy
+  local function take(part, at_most)
+    local x = min(min(bd[part], left), at_most or math.huge)
+    bd[part] = bd[part] - x
+    left = left - x
+    bd.link = bd.link + x
+    return x
+  end
+  take("data")
+  local w = take("window")
+  local wc = min(bd.cwnd, w)
+  bd.cwnd = bd.cwnd - wc
+  bd.rwnd = bd.rwnd - min(bd.rwnd, w - wc)
+  take("delayed_ack")
+  take("nagle")
+  take("response")
+  if not c.write and not v:near(T2I) and c.link_busy_reply >= 0 then
+    -- A read's first reply that came while the link was busy with other data was queued behind it.
+    take("think", ms(c.link_busy_reply - c.link_busy0))
+  end
+  if c.write then
+    -- A write's data reached the target only at the link's pace.
+    take("think")
+    take("request")
+  end
+  if bd.link <= 0 then return end
+  -- Holds the link explains added no round trip of their own: the data was clocked out by it.
+  local wait_min = ms(v:wait_min_ns())
+  local holds_left = false
+  for _, k in ipairs(HELD_KINDS) do
+    if bd[OWN_PART[k]] >= wait_min then
+      holds_left = true
+    elseif c.findings_set[k] then
+      c.findings_set[k] = nil
+      for i = #c.findings, 1, -1 do
+        if c.findings[i] == k then table.remove(c.findings, i) end
+      end
+    end
+  end
+  if not holds_left then c.round_trips = max(1, floor((c.h_target - c.held_h + 1) / 2)) end
+  local bytes = flow.link.busy_bytes - c.link_bytes0
+  local rate = bytes * 1e9 / busy_ns
+  local detail = "the data moved at " .. mbit_words(rate) .. " Mbit/s, the link busy for " .. whole_ms(busy) ..
+                 " ms: the transfer is bound by the link's rate"
+  if m.rate > 0 and rate < RULES.link_shared_rate_share * m.rate then
+    detail = detail .. " (the link has carried " .. mbit_words(m.rate) .. " Mbit/s: it is shared)"
+  end
+  local f = out:finding("link_limited", "network", c.status_frame, bd.link, c)
+  f.related = { { "command", c.first_frame } }
+  f.detail = detail
+  add_finding_kind(c, "link_limited")
+  out:emit_finding(f)
+end
+
+-- The holds a command's segments waited on, given when the command is reported: those whose
+-- time the link explains are dropped, the others keep what is left of it.
+function LinkLimited:give_held_findings(v, out, c)
+  local held = c.held_findings
+  if not held or #held == 0 then return end
+  local bd = c.breakdown
+  local linked = bd.link > 0
+  local wait_min = ms(v:wait_min_ns())
+  for _, f in ipairs(held) do
+    local left = bd[OWN_PART[f.kind]]  -- every held finding is a hold kind's
+    if not linked or left >= wait_min then
+      if linked then f.lost_ms = min(f.lost_ms, left) end
+      out:emit_finding(f)
+    end
+  end
+  c.held_findings = {}
+end
+
+---------------------------------------------------------------------------------------------
+-- r2t_round_trip (engine/src/rules/r2t_round_trip.cpp, docs/rules.md "Other findings").
+
+local R2tRoundTrip = {}
+R2tRoundTrip.__index = R2tRoundTrip
+function R2tRoundTrip.new() return setmetatable({}, R2tRoundTrip) end
+
+-- A reported write that waited for R2T round trips the keys could have avoided.
+function R2tRoundTrip:judge(out, c)
+  if not c.write or c.r2ts == 0 or c.bytes > RULES.r2t_max_write_bytes then return end
+  local f = out:finding("r2t_round_trip", "target", c.first_r2t_frame, c.breakdown.r2t, c)
+  f.detail = c.r2ts .. " R2T round trip(s) for a " .. c.bytes .. "-byte write"
+  add_finding_kind(c, "r2t_round_trip")
+  out:emit_finding(f)
+end
+
+---------------------------------------------------------------------------------------------
+-- target_think and think_or_hold (engine/src/rules/target_think.cpp, docs/rules.md "Other
+-- findings").
+
+local TargetThink = {}
+TargetThink.__index = TargetThink
+function TargetThink.new() return setmetatable({}, TargetThink) end
+
+-- A reported command whose latency was mostly spent inside the target. When that is so only with
+-- waits the capture cannot tell from holds, think_or_hold says so instead: never the disks' advice
+-- for what may be a Nagle or window hold.
+function TargetThink:judge(v, out, c)
+  local think = c.breakdown.think
+  local function enough(t) return t >= v.options.think_min_ms and t >= RULES.think_share * c.latency_ms end
+  if not enough(think) then return end
+  local undecided = c.undecided_ms > 0 and not enough(think - c.undecided_ms)
+  local kind = undecided and "think_or_hold" or "target_think"
+  local f = out:finding(kind, "target", c.first_reply_frame ~= 0 and c.first_reply_frame or c.status_frame, think, c)
+  f.related = { { "command", c.first_frame } }
+  if undecided then
+    f.related[2] = { "may_be_released_by", c.undecided_ack_frame }
+    f.detail = "the target took " .. whole_ms(think) .. " ms to answer, or " .. whole_ms(c.undecided_ms) ..
+               " ms of it was a reply held until the ACK in frame " .. string.format("%d", c.undecided_ack_frame) ..
+               " reached the target: the path's delay varies more than this capture can tell apart"
+  else
+    f.detail = "the target took " .. whole_ms(think) .. " ms to answer: the target, not the network"
+  end
+  add_finding_kind(c, kind)
+  out:emit_finding(f)
+end
+
+---------------------------------------------------------------------------------------------
+-- serialized (engine/src/rules/serialized.cpp, docs/rules.md "Other findings"): a
+-- connection-level verdict.
+
+local Serialized = {}
+Serialized.__index = Serialized
+function Serialized.new()
+  return setmetatable({ commands_ = 0, wait_ms_ = 0, cycle_ms_ = 0, crossing_ms_ = 0 }, Serialized)
+end
+
+-- A completed command reported while no other was ever in flight with it; latest_status_t: the
+-- latest status of the commands completed before it (nil: none). Time the command's cycle spent
+-- on the network with nothing else in flight. The cycle includes the crossing from the previous
+-- status to this command (up to rtt(initiator)): near the target that is where the round trip
+-- lies, near the initiator it is ~0.
+function Serialized:count(v, c, latest_status_t)
+  local b = c.breakdown
+  local back = 0
+  if latest_status_t and c.first_t > latest_status_t then
+    back = ms(min(c.first_t - latest_status_t, v:rtt_ns(I2T)))
+  end
+  self.commands_ = self.commands_ + 1
+  self.cycle_ms_ = self.cycle_ms_ + c.latency_ms + back
+  local crossings = b.request + b.r2t + b.response + back
+  self.wait_ms_ = self.wait_ms_ + crossings + b.nagle + b.delayed_ack + b.window
+  -- Holds are claimed (and ranked) by their own findings; only the crossings are this one's.
+  self.crossing_ms_ = self.crossing_ms_ + crossings
+end
+
+-- The connection's verdict at its end: max_outstanding, the most commands in flight at once;
+-- first_command_frame, where its first command began.
+function Serialized:judge(out, max_outstanding, first_command_frame)
+  if self.commands_ < RULES.serialized_min_commands or max_outstanding > 1 or
+     self.wait_ms_ < RULES.serialized_wait_share * self.cycle_ms_ then
+    return
+  end
+  local f = out:finding("serialized", "initiator", first_command_frame, self.crossing_ms_, nil)
+  f.detail = self.commands_ .. " commands issued one at a time; the link sat idle waiting on round trips for " ..
+             whole_ms(self.wait_ms_) .. " ms (" .. whole_ms(self.crossing_ms_) .. " ms of it crossing the network)"
+  out:emit_finding(f)
+end
+
+---------------------------------------------------------------------------------------------
+-- A connection's rules (engine/src/rules/rules.cpp, docs/architecture.md "The rules as units"):
+-- each rule a unit of its own file under rules/, and here the order in which a reported command
+-- meets them.
+
+local Rules = {}
+Rules.__index = Rules
+
+function Rules.new()
+  return setmetatable({
+    holds = Holds.new(),                    -- on the critical path, segment by segment (session/critical_path.lua)
+    retransmission = Retransmission.new(),  -- on the tracker's hole and resend events
+    link_limited = LinkLimited.new(), r2t_round_trip = R2tRoundTrip.new(), target_think = TargetThink.new(),
+    serialized = Serialized.new() }, Rules)
+end
+
+-- A completed command as it is reported. one_at_a_time: no other command was ever in flight with
+-- it; latest_status_t: the latest status of the commands completed before it (nil: none).
+function Rules:judge_command(v, out, c, one_at_a_time, latest_status_t)
+  self.link_limited:judge(v, out, c)  -- before the holds are given: those the link explains are not
+  self.link_limited:give_held_findings(v, out, c)
+  self.r2t_round_trip:judge(out, c)
+  self.target_think:judge(v, out, c)
+  if one_at_a_time then self.serialized:count(v, c, latest_status_t) end
+end
+
+-- Any command as it is reported (an open one too): the held findings not given yet.
+function Rules:give_held_findings(v, out, c) self.link_limited:give_held_findings(v, out, c) end
+
+-- The connection's end: its connection-level verdicts and notices.
+function Rules:finish(out, max_outstanding, first_command_frame)
+  self.serialized:judge(out, max_outstanding, first_command_frame)
+  self.retransmission:finish(out)
+end
+
+---------------------------------------------------------------------------------------------
+-- Connection (engine/src/session/connection.cpp)
 
 local Connection = {}
 Connection.__index = Connection
@@ -2425,9 +3078,9 @@ function Connection.new(id, initiator, target, options, sink, sessions)
     header_digest = false, data_digest = false, by_itt = {}, open_count = 0, current_slot = { [0] = nil, [1] = nil },
     slots = {}, slot_count = 0, free_slots = {},
     frames = 0, commands = 0, completed = 0, outstanding = 0, max_outstanding = 0,
-    serial_commands = 0, serial_wait_ms = 0, serial_cycle_ms = 0, serial_crossing_ms = 0, first_command_frame = 0,
-    digest_errors = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 },
-    pending_resends = {}, seg_h = -1, seg_cmd = 0, seg_itt = 0 }, Connection)
+    first_command_frame = 0, digest_errors = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 },
+    seg_h = -1, seg_cmd = 0, seg_itt = 0, rules = Rules.new() }, Connection)
+  c.view = ConnectionView.new(id, c.tcp, options)  -- what the rules see of it
   -- the link each way, shared by the connections between the same two hosts
   c.tcp:share_link(I2T, sessions:path(initiator, target))
   c.tcp:share_link(T2I, sessions:path(target, initiator))
@@ -2474,17 +3127,18 @@ function Connection:data_digest_seen(dir) return self.pdus[dir]:data_digest() en
 
 function Connection:rtt_ns(side_dir) return self.tcp:rtt_ns(side_dir) end  -- capture point <-> that side
 function Connection:full_rtt_ns() return self.tcp:full_rtt_ns() end
--- Jitter allowance when matching a release to the ACK that caused it (integer ns, as the engine).
-function Connection:tolerance_ns()
-  return floor(RULES.release_tolerance_ms * 1e6 + 0.5) + floor(self:full_rtt_ns() / RULES.release_tolerance_rtt_divisor)
-end
+-- Jitter allowance when matching a release to the ACK that caused it.
+function Connection:tolerance_ns() return release_tolerance_ns(self.tcp:full_rtt_ns()) end
+-- A rest longer than this is a wait (docs/rules.md "The critical path").
+function Connection:wait_min_ns() return wait_min_ns(self.tcp:full_rtt_ns()) end
 
 -- TCP: the tracker (tcp/tracker.lua) tells what the streams carry; this is its receiver. -------
 
 function Connection:on_segment(seg, dir)
   self.frames = self.frames + 1
   self.last_t = seg.t
-  if #self.pending_resends > 0 then self:settle_resends(seg, dir) end
+  local resends = self.rules.retransmission
+  if resends:pending() then resends:settle(self.view, self, self.slots, seg, dir) end
   self.tcp:on_segment(seg, dir, self)
   if self.settling.head <= self.settling.tail then self:settle(seg.t) end
 end
@@ -2540,6 +3194,15 @@ end
 
 -- The engine's notice of the cap; this port gives no notices (lua/README.md).
 function Connection:unacked_cap_hit(dir, frame, cap) end
+
+-- rules/retransmission.lua
+function Connection:hole_filled(dir, seg, since)
+  local c = self.current_slot[dir]
+  self.rules.retransmission:hole_filled(self.view, self, dir, seg, since, c and c.used and c or nil)
+end
+function Connection:resent(dir, seg, original)
+  self.rules.retransmission:resent(self.view, self, self.slots, dir, seg, original)
+end
 
 -- iSCSI PDUs and commands -------------------------------------------------------------------
 
@@ -2673,13 +3336,6 @@ function Connection:settle(now, all)
   end
 end
 
-function Connection:add_finding_kind(c, k)
-  if not c.findings_set[k] then
-    c.findings_set[k] = true
-    c.findings[#c.findings + 1] = k  -- in order of first evidence
-  end
-end
-
 -- How many commands were in flight together with c, by capture time: framing may lag one
 -- direction (a digest probe after a mid-session join) and see commands that followed each
 -- other as overlapping.
@@ -2699,14 +3355,10 @@ function Connection:emit_command(c)
     c.latency_ms = ms(c.status_t - c.first_t)
     c.round_trips = max(1, floor((c.h_target + 1) / 2))
     self.completed = self.completed + 1
-    self:judge_link_limited(c)  -- before the holds are given: those the link explains are not
-    self:give_held_findings(c)
-    self:judge_r2t_round_trip(c)
-    self:judge_target_think(c)
-    if self.max_outstanding <= 1 then self:count_serialized(c) end
+    self.rules:judge_command(self.view, self, c, self.max_outstanding <= 1, self.latest_status_t)
     if not self.latest_status_t or c.status_t > self.latest_status_t then self.latest_status_t = c.status_t end
   end
-  self:give_held_findings(c)  -- an open command's (a no-op once given)
+  self.rules:give_held_findings(self.view, self, c)  -- an open command's (a no-op once given)
   self.sink:on_command(c)
 end
 
@@ -2754,9 +3406,16 @@ function Connection:on_login(dir, ev, seg)
   self:session_id()
 end
 
+-- FindingOut (rules/view.lua): a finding of this connection, tied to command c when there is one.
+function Connection:finding(kind, side, frame, lost_ms, c)
+  local f = { kind = kind, side = side, session = self:session_id(), connection = self.id, frame = frame,
+              lost_ms = lost_ms }
+  if c then f.itt, f.command_first_frame = c.itt, c.first_frame end
+  return f
+end
+function Connection:notice(level, frame, message) end  -- the engine's notices: not in this port
+
 function Connection:emit_finding(f)
-  f.session = self:session_id()
-  f.connection = self.id
   -- What the verdict rests on that the capture may not have shown (engine: emit_finding).
   local k = f.kind
   local sender
@@ -2775,7 +3434,8 @@ function Connection:emit_finding(f)
 end
 
 function Connection:finish()
-  if #self.pending_resends > 0 then self:settle_resends(nil, 0, true) end
+  local resends = self.rules.retransmission
+  if resends:pending() then resends:settle(self.view, self, self.slots, nil, 0, true) end
   self.tcp:finish(self)
   for d = 0, 1 do
     local s = { frame = self.tcp:flow(d).last_data_frame, t = self.tcp:flow(d).last_data_t, wire_len = 0 }
@@ -2790,7 +3450,7 @@ function Connection:finish()
       self:release_slot(c)
     end
   end
-  self:judge_serialized()
+  self.rules:finish(self, self.max_outstanding, self.first_command_frame)
   self:session_id()  -- the engine's connection facts name a session even without a command
   self.finished = true  -- its facts are final (the engine's on_connection)
 end
@@ -2910,13 +3570,6 @@ end
 -- The critical path (engine/src/session/critical_path.cpp; docs/rules.md "The critical path"):
 -- each segment carrying bytes of a command is a path event of it.
 
--- A verdict already given (read only): framing found late (a stream joined mid-session is framed
--- once the next header confirms it) places a PDU carried by earlier segments at those segments,
--- with no hold judged.
-local NO_HOLD = { held = false, reported = true }
--- The verdict of a segment not judged yet (read only: analyse_path_event makes the segment's own).
-local NOT_JUDGED = { held = false, reported = false }
-
 function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
   -- Path events (slot, role, response): the first in locals (the usual one), more in lists.
   local n, s1, r1, p1, t_slot, t_role, t_resp = 0, nil, nil, nil, nil, nil, nil
@@ -2968,11 +3621,6 @@ function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
   end
 end
 
-local function new_breakdown()
-  return { request = 0, think = 0, data = 0, nagle = 0, delayed_ack = 0, r2t = 0, window = 0,
-           loss = 0, response = 0, link = 0, cwnd = 0, rwnd = 0 }  -- cwnd + rwnd: window's parts
-end
-
 function Connection:path_event_for_start(dir, ev, seg)
   local b = ev.bhs
   local op = b.opcode
@@ -3001,7 +3649,7 @@ function Connection:path_event_for_start(dir, ev, seg)
       last_seg_t = { [0] = seg.t, [1] = 0 }, has_seg = { [0] = true, [1] = false },
       needed_t = 0, request_done = false, r2ts = 0, first_r2t_frame = 0, last_r2t_t = 0,
       h_at_r2t = 0, first_reply_frame = 0, solicited_data = false, data_out_bytes = 0,
-      data_in_bytes = 0, loss_pending_ms = 0, hold_ms = 0, completed = false,
+      data_in_bytes = 0, loss_pending_ms = 0, completed = false,
       data_incomplete = false }
     local cdir, _
     c.op, cdir, _, c.lba = decode_cdb(b.cdb)
@@ -3059,46 +3707,6 @@ function Connection:path_event_for_start(dir, ev, seg)
   return c, role
 end
 
-local WAIT_MIN_FLOOR_NS = floor(RULES.wait_min_ms * 1e6 + 0.5)  -- (a constant: once, not per segment)
--- A rest longer than this is a wait (engine: wait_min_ns).
-function Connection:wait_min_ns()
-  local wait_rtt = floor(self:full_rtt_ns() / RULES.wait_min_rtt_divisor)
-  return WAIT_MIN_FLOOR_NS > wait_rtt and WAIT_MIN_FLOOR_NS or wait_rtt
-end
-
--- Window arithmetic (engine: window_edge_half_trips): more of a flight past the edge the ACKs had
--- offered could leave only once an ACK opening that far reached the sender; without a wait of
--- its own it still counts that ACK's crossings.
-function Connection:window_edge_half_trips(dir, seg, c)
-  local f = self.tcp:flow(dir)
-  if not self.tcp:rtt(dir):known() then return end
-  local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
-  if i > f.ak_tail then return end
-  self:release_half_trips(dir, seg, c, f.acks[i])  -- the first ACK that opened the window this far
-end
-
--- ACK causality by timestamps (engine: echo_half_trips): a data segment echoing a newer timestamp
--- than the data before it was released by an ACK in between (the first with that timestamp, at the
--- least): two crossings after the data that ACK acknowledged.
-function Connection:echo_half_trips(dir, seg, c)
-  local f = self.tcp:flow(dir)
-  if not seg.has_ts or f.echo_moved_frame ~= seg.frame or not self.tcp:rtt(dir):known() then return end
-  local i = f:first_with_ts(seg.tsecr)
-  if i <= f.ak_tail then self:release_half_trips(dir, seg, c, f.acks[i]) end
-end
-
--- A segment released by ACK r without a wait of its own (engine: release_half_trips): two
--- crossings after the data r acknowledged, when that was this command's and r could have reached
--- the sender by then.
-function Connection:release_half_trips(dir, seg, c, r)
-  if r.h < 0 or r.cmd ~= c.first_frame or r.t + self:rtt_ns(dir) - self:tolerance_ns() > seg.t then return end
-  local h = dir == I2T and c.h_initiator or c.h_target
-  if r.h + 2 > h then
-    c.held_h = c.held_h + r.h + 2 - h  -- as a hold's (a link-bound command takes them back)
-    if dir == I2T then c.h_initiator = r.h + 2 else c.h_target = r.h + 2 end
-  end
-end
-
 -- Returns the verdict, the segment's own once a hold was judged (see NOT_JUDGED).
 function Connection:analyse_path_event(dir, seg, slot, role, response, verdict)
   local c = self.slots[slot]
@@ -3140,48 +3748,10 @@ function Connection:analyse_path_event(dir, seg, slot, role, response, verdict)
     rest = rest - trunc(loss * 1e6)
   end
   if rest > wait_min then
-    if not verdict.reported then
-      local v = self:classify_hold(dir, seg, ready)
-      if verdict == NOT_JUDGED then verdict = { held = false, reported = false } end
-      for k, val in pairs(v) do verdict[k] = val end
-      verdict.reported = true
-      if verdict.held then self:report_hold(dir, seg, c, verdict, ms(rest)) end
-    end
-    if verdict.undecided then
-      c.undecided_ms = c.undecided_ms + ms(rest)
-      c.undecided_ack_frame = verdict.release_frame
-    end
-    if verdict.held then
-      local held_ms = ms(rest)
-      local dack = min(verdict.delayed_ack_ms, held_ms)
-      bd.delayed_ack = bd.delayed_ack + dack
-      if verdict.kind == "nagle_hold" then
-        bd.nagle = bd.nagle + held_ms - dack
-      else
-        bd.window = bd.window + held_ms - dack
-        local part = verdict.kind == "cwnd_limited" and "cwnd" or "rwnd"
-        bd[part] = bd[part] + held_ms - dack
-      end
-      c.hold_ms = c.hold_ms + held_ms
-      self:add_finding_kind(c, verdict.kind)
-      if dack > 0 then self:add_finding_kind(c, "delayed_ack") end
-      -- Two crossings after the data the releasing ACK acknowledged: that ACK's, and this one's
-      -- (data of another command says nothing of this one's progress: then on top of it).
-      local h = dir == I2T and c.h_initiator or c.h_target
-      local h_before = h
-      if verdict.release_h >= 0 and verdict.release_cmd == c.first_frame then
-        h = max(h, verdict.release_h + 2)
-      else
-        h = h + 2
-      end
-      c.held_h = c.held_h + h - h_before
-      if dir == I2T then c.h_initiator = h else c.h_target = h end
-      rest = 0
-    end
+    rest, verdict = self.rules.holds:on_wait(self.view, self, dir, seg, c, ready, rest, verdict)
   end
   if role == "cont" and c.has_seg[dir] and not verdict.reported then  -- no wait of its own judged
-    self:window_edge_half_trips(dir, seg, c)
-    self:echo_half_trips(dir, seg, c)
+    self.rules.holds:on_release(self.view, dir, seg, c)
   end
   if rest > 0 then
     if dir == T2I and (reply or rest > wait_min) then bd.think = bd.think + ms(rest)
@@ -3216,424 +3786,6 @@ function Connection:late_reply_events(c, seg, ev)
   if last.t > first.t then
     self:analyse_path_event(T2I, last, c.slot, "cont", response, none)
   end
-end
-
----------------------------------------------------------------------------------------------
--- Holds (engine/src/rules/holds.cpp; docs/rules.md "Holds"): nagle_hold, cwnd_limited,
--- rwnd_limited, and delayed_ack when the releasing ACK was late.
-
-function Connection:classify_hold(dir, seg, ready)
-  local v = { held = false, kind = "cwnd_limited", release_frame = 0, release_t = 0,
-              delayed_ack_ms = 0, acked_frame = 0, release_h = -1, release_cmd = 0, undecided = false }
-  local f = self.tcp:flow(dir)
-  if not self.tcp:rtt(dir):known() then return v end
-  local rtt_side = self:rtt_ns(dir)
-  -- Jitter only delays: a release may come later than rtt(S) by the path's measured jitter, which
-  -- the path between the capture point and S bounds (the engine's classify_hold).
-  local tol = self:tolerance_ns()
-  local bound = math.min(floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor), rtt_side)
-  local late = tol + math.min(self.tcp:rtt(dir):jitter_ns(), bound)
-  -- A Nagle hold has its proof in the stream: its release may come as late as the path's largest
-  -- recent round trip (the engine's nagle_late).
-  local nagle_late = tol + math.min(self.tcp:rtt(dir):jitter_ns(RULES.nagle_jitter_percentile), bound)
-  -- How late the path alone may bring the receiver's ACK: an ACK later than its round trip by no
-  -- more is not proven delayed (the engine's receiver_jitter).
-  local receiver_jitter = math.min(self.tcp:rtt(1 - dir):jitter_ns(RULES.nagle_jitter_percentile),
-                                   math.min(floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor), self:rtt_ns(1 - dir)))
-  -- rtt(S) from ACKs that rode on S's data only is an upper bound: near S a release may come as
-  -- soon as just after the ACK (the engine's early).
-  local est = self.tcp:rtt(dir)
-  local early = tol
-  if not est:tight() and rtt_side * RULES.wait_min_rtt_divisor < self:full_rtt_ns() then
-    early = max(tol, rtt_side)
-  end
-  local function released_within(ack_t, upto)
-    local d = seg.t - (ack_t + rtt_side)
-    return d >= -early and d <= upto and ack_t + rtt_side - early + tol > ready
-  end
-  -- ACK causality by timestamps (engine: echoes): a segment echoing the ACK's timestamp or a later
-  -- one left after that ACK reached its sender; only the earliest the release can be seen is timing's.
-  local function echoes(r)
-    return r.has_ts and seg.has_ts and (seg.tsecr - r.tsval) % TWO32 < 2147483648 and
-           released_within(r.t, seg.t - r.t)
-  end
-  local len = seg.wire_len
-  local small = f.last_small
-  -- Nagle holds one partial segment: a TSO/GRO aggregate carries full segments that Nagle would
-  -- have sent, so its wait is the window's. A segment longer than the MSS is such an aggregate once
-  -- the flow has shown whole-multiple ones; before, it may be one jumbo frame, judged by its tail.
-  local nagle_candidate = len < f:effective_mss() or (f.aggregates_whole == 0 and f:is_small(len))
-  if f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
-     released_within(small.ack_t, nagle_late) then
-    v.held = true
-    v.kind = "nagle_hold"
-    v.release_frame = small.ack_frame
-    v.release_t = small.ack_t
-    v.acked_frame = small.frame
-    v.release_h, v.release_cmd = small.h or -1, small.cmd or 0
-    local ack_delay = small.ack_t - small.t - self:rtt_ns(1 - dir)
-    if ms(ack_delay - receiver_jitter) >= self.opt.delayed_ack_min_ms then v.delayed_ack_ms = ms(ack_delay) end
-    return v
-  end
-  -- Window holds: released by the first ACK that could have reached the sender when this segment
-  -- left, not always the latest one captured; one that fits a steady path first, only without
-  -- one a later ACK within the path's jitter.
-  local a = f.acks
-  local function first_release(upto)
-    local i = f.ak_tail + 1
-    while i > f.ak_head and a[i - 1].t + rtt_side + upto >= seg.t do i = i - 1 end
-    while i <= f.ak_tail and not released_within(a[i].t, upto) do i = i + 1 end
-    return i
-  end
-  -- Window arithmetic first: where the sender stopped at the edge an ACK had offered and this
-  -- segment lies past it, the first ACK that opened the window past it released it, if the path's
-  -- bounds let it reach the sender by then (the engine's at_edge).
-  local seg_start = f:unwrap(seg.seq)
-  local mss = f:effective_mss()
-  local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
-  local at_edge = i > f.ak_head and i <= f.ak_tail and seg_start <= f:edge(a[i - 1]) and
-                  seg_start + mss > f:edge(a[i - 1])
-  local at_edge_i = i
-  if not (at_edge and (released_within(a[i].t, late) or echoes(a[i]))) then
-    i = first_release(tol)
-    if i > f.ak_tail and late > tol then i = first_release(late) end
-  end
-  if i > f.ak_tail then
-    -- Beyond what the path has shown, within the most it may add: an ACK this wait had to follow
-    -- still fits; the capture cannot tell think from a hold (the engine's undecided).
-    local most = tol + bound
-    if dir == T2I and most > max(late, nagle_late) then
-      if f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
-         released_within(small.ack_t, most) then
-        v.undecided, v.release_frame = true, small.ack_frame
-      elseif at_edge and released_within(a[at_edge_i].t, most) then
-        v.undecided, v.release_frame = true, a[at_edge_i].frame
-      end
-    end
-    return v
-  end
-  local rel = a[i]
-  v.held = true
-  v.release_frame = rel.frame
-  v.release_t = rel.t
-  v.release_h, v.release_cmd = rel.h, rel.cmd
-  -- The release may itself have been held by the receiver's delayed-ACK timer (an odd segment
-  -- at the end of a flight): measured as for Nagle holds.
-  local acknowledged_more = i == f.ak_head or rel.ack > a[i - 1].ack  -- not a window update
-  if rel.data_frame ~= 0 and acknowledged_more then
-    local ack_delay = rel.t - rel.data_t - self:rtt_ns(1 - dir)
-    if ms(ack_delay - receiver_jitter) >= self.opt.delayed_ack_min_ms then
-      v.delayed_ack_ms = ms(ack_delay)
-      v.acked_frame = rel.data_frame
-    end
-  end
-  -- The edge in force until the release: data that came within a quarter window (at least one
-  -- segment) of it means the receiver's window held the sender, not the congestion window.
-  local before = i > f.ak_head and a[i - 1] or nil
-  -- (With the window scale unknown, no SYNs, the edge is the lower bound the data in flight proves
-  -- by now.)
-  local window = before and f:edge(before) - before.ack
-  -- (Data sent past that edge before this segment proves it was not in force.)
-  if before and f:unwrap(seg.seq) <= before.ack + window and f.max_end + max(f:effective_mss(), floor(window / RULES.rwnd_edge_window_divisor)) > before.ack + window then
-    v.kind = "rwnd_limited"
-  else
-    v.kind = "cwnd_limited"
-  end
-  return v
-end
-
--- A held segment: nagle_hold, cwnd_limited or rwnd_limited on its sender, and delayed_ack on the
--- peer when the releasing ACK was itself late; kept with the command until it is reported.
-function Connection:report_hold(dir, seg, c, verdict, held_ms)
-  local fd = { kind = verdict.kind, side = side_of(dir), frame = seg.frame,
-               related = { { "released_by", verdict.release_frame } }, lost_ms = held_ms,
-               itt = c.itt, command_first_frame = c.first_frame }
-  if verdict.acked_frame ~= 0 then fd.related[2] = { "previous_small", verdict.acked_frame } end
-  if verdict.kind == "nagle_hold" then
-    fd.detail = "sub-MSS segment held until the peer acknowledged the previous one"
-  elseif verdict.kind == "rwnd_limited" then
-    fd.detail = "sender waited for the receiver's window to open"
-  else
-    fd.detail = "sender waited for ACKs to grow its congestion window"
-  end
-  c.held_findings[#c.held_findings + 1] = fd  -- given with the command (rules/link_limited.lua)
-  if verdict.delayed_ack_ms > 0 then
-    local da = { kind = "delayed_ack", side = side_of(1 - dir), frame = verdict.release_frame,
-                 related = { { "acks", verdict.acked_frame }, { "released", seg.frame } },
-                 lost_ms = min(verdict.delayed_ack_ms, held_ms), itt = c.itt,
-                 command_first_frame = c.first_frame,
-                 detail = "ACK sent " .. whole_ms(verdict.delayed_ack_ms) ..
-                          " ms late by the delayed-ACK timer while the peer waited" }
-    c.held_findings[#c.held_findings + 1] = da
-  end
-end
-
----------------------------------------------------------------------------------------------
--- retransmission (engine/src/rules/retransmission.cpp): a segment resent after a loss.
-
--- The capture point is near this side (its round trip a small part of the path's).
-function Connection:near(side)
-  local full = self:full_rtt_ns()
-  return self.tcp:rtt(I2T):known() and self.tcp:rtt(T2I):known() and full >= floor(RULES.vantage_min_rtt_ms * 1e6 + 0.5) and
-         self:rtt_ns(side) * RULES.near_initiator_rtt_factor < full
-end
-
-local MAX_PENDING_RESENDS = 64
-
--- A segment fills a hole in the stream: the original was lost before the capture point.
-function Connection:hole_filled(dir, seg, since)
-  local fd = { kind = "retransmission", side = side_of(dir), frame = seg.frame, lost_ms = ms(seg.t - since),
-               detail = "retransmission fills a hole: the original was lost before the capture point" }
-  local c = self.current_slot[dir]
-  if c and c.used then
-    fd.itt, fd.command_first_frame = c.itt, c.first_frame
-    c.loss_pending_ms = c.loss_pending_ms + fd.lost_ms
-    if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
-    self:add_finding_kind(c, "retransmission")
-  end
-  self:emit_finding(fd)
-end
-
--- seg resends bytes already seen (the tracker found the original, or says it is no longer kept).
-function Connection:resent(dir, seg, orig)
-  -- Captured near the receiver, the original was seen arriving: the receiver had it, so the resend
-  -- is spurious (a tail-loss probe, an early timeout), no loss.
-  if orig and self:near(1 - dir) then return end
-  -- Elsewhere a resend of the sender's latest bytes waits for the receiver's ACK that covers it: a
-  -- D-SACK for it says the original had arrived.
-  local f = self.tcp:flow(dir)
-  local start = f:unwrap(seg.seq)
-  local e = start + seg.wire_len
-  local p = self.pending_resends
-  if orig and e >= f.max_end and #p < MAX_PENDING_RESENDS then
-    p[#p + 1] = { dir = dir, frame = seg.frame, t = seg.t, s = start, e = e, orig = orig }
-    return
-  end
-  self:report_resend(dir, seg.frame, seg.t, orig)
-end
-
--- seg from dir: its ACK settles the other direction's pending resends it covers, as spurious when
--- it carries a D-SACK of them or left the receiver before the resend could have reached it; all:
--- the rest (the capture ended) are reported as resends (engine: Connection::settle_resends).
-function Connection:settle_resends(seg, dir, all)
-  local p, keep = self.pending_resends, {}
-  for _, r in ipairs(p) do
-    local settled, spurious = all, false
-    if not all and r.dir == 1 - dir and hasbit(seg.flags, 0x10) then
-      local f = self.tcp:flow(r.dir)
-      local ack = f:unwrap(seg.ack)
-      local sl, sr = seg.sack_left or 0, seg.sack_right or 0
-      if sl ~= sr then
-        local l, rr = f:unwrap(sl), f:unwrap(sr)
-        spurious = l < ack and l < r.e and rr > r.s  -- a D-SACK of these bytes (RFC 2883)
-      end
-      settled = not spurious and ack >= r.e
-      -- (an ACK that left the receiver before the resend could have reached it: the original had
-      -- arrived; proof only with a round trip measured on the handshake, else the resend waits on)
-      local rtt = self:rtt_ns(dir)
-      if settled and rtt > 0 and seg.t - r.t + floor(RULES.release_tolerance_ms * 1e6 + 0.5) < rtt then
-        settled, spurious = false, self.tcp:rtt(dir):from_handshake()
-      end
-    end
-    if settled then
-      self:report_resend(r.dir, r.frame, r.t, r.orig)
-    elseif not spurious then
-      keep[#keep + 1] = r
-    end
-  end
-  self.pending_resends = keep
-end
-
-function Connection:report_resend(dir, frame, t, orig)
-  local fd = { kind = "retransmission", side = side_of(dir), frame = frame, lost_ms = 0 }
-  if orig then
-    fd.related = { { "original", orig.frame } }
-    fd.lost_ms = ms(t - orig.t)
-    if orig.cmd and orig.cmd ~= 0 then  -- named even when the command completed before the resend
-      fd.itt, fd.command_first_frame = orig.itt, orig.cmd
-    end
-    -- The command in the owner's slot now (engine: a slot index, reused once released).
-    local c = self.slots[orig.owner]
-    if c and c.used and c.first_frame == orig.owner_cmd then
-      fd.itt, fd.command_first_frame = c.itt, c.first_frame
-      -- (A settling command's status was captured before this resend, near the target: its
-      -- latency stays as captured; the round trip it cost the initiator counts below.)
-      if not c.settling then c.loss_pending_ms = c.loss_pending_ms + fd.lost_ms end
-      if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
-      self:add_finding_kind(c, "retransmission")
-    end
-  end
-  fd.detail = "segment sent again after " .. whole_ms(fd.lost_ms) .. " ms"
-  self:emit_finding(fd)
-end
-
----------------------------------------------------------------------------------------------
--- link_limited (engine/src/rules/link_limited.cpp, docs/rules.md "The link"): a command whose
--- data kept the path busy for most of its time beyond the round trips it needs; the holds the
--- link explains are not given.
-
-local function mbit_words(bytes_per_s)
-  local mbit = bytes_per_s * 8 / 1e6
-  return string.format(mbit >= 100 and "%.0f" or mbit >= 10 and "%.1f" or "%.2f", mbit)
-end
-
--- The hold kinds: each one's own time is its breakdown part (OWN_PART).
-local HELD_KINDS = { "nagle_hold", "delayed_ack", "cwnd_limited", "rwnd_limited" }
-
-function Connection:judge_link_limited(c)
-  if c.bytes < RULES.link_command_bytes_min then return end  -- too little data to keep a link busy
-  local flow = self.tcp:flow(c.write and I2T or T2I)
-  local m = flow:link_meter()  -- the link, whoever's data kept it busy
-  local busy_ns = m.busy_ns - c.link_busy0
-  local busy, rtt = ms(busy_ns), ms(self:full_rtt_ns())
-  if busy_ns <= 0 or rtt <= 0 then return end
-  -- The link's time must be a large share of what the command needs at best (its round trips)
-  -- and of what it took beyond them: else the round trips or a window were the limit.
-  local k_rtt = c.ideal_round_trips * rtt
-  if busy < RULES.link_share * k_rtt or busy < RULES.link_share * (c.latency_ms - k_rtt) then return end
-  local bd = c.breakdown
-  local left = busy
-  local function take(part, at_most)
-    local x = min(min(bd[part], left), at_most or math.huge)
-    bd[part] = bd[part] - x
-    left = left - x
-    bd.link = bd.link + x
-    return x
-  end
-  take("data")
-  local w = take("window")
-  local wc = min(bd.cwnd, w)
-  bd.cwnd = bd.cwnd - wc
-  bd.rwnd = bd.rwnd - min(bd.rwnd, w - wc)
-  take("delayed_ack")
-  take("nagle")
-  take("response")
-  if not c.write and not self:near(T2I) and c.link_busy_reply >= 0 then
-    -- A read's first reply that came while the link was busy with other data was queued behind it.
-    take("think", ms(c.link_busy_reply - c.link_busy0))
-  end
-  if c.write then
-    -- A write's data reached the target only at the link's pace.
-    take("think")
-    take("request")
-  end
-  if bd.link <= 0 then return end
-  -- Holds the link explains added no round trip of their own: the data was clocked out by it.
-  local wait_min = ms(self:wait_min_ns())
-  local holds_left = false
-  for _, k in ipairs(HELD_KINDS) do
-    if bd[OWN_PART[k]] >= wait_min then
-      holds_left = true
-    elseif c.findings_set[k] then
-      c.findings_set[k] = nil
-      for i = #c.findings, 1, -1 do
-        if c.findings[i] == k then table.remove(c.findings, i) end
-      end
-    end
-  end
-  if not holds_left then c.round_trips = max(1, floor((c.h_target - c.held_h + 1) / 2)) end
-  local bytes = flow.link.busy_bytes - c.link_bytes0
-  local rate = bytes * 1e9 / busy_ns
-  local detail = "the data moved at " .. mbit_words(rate) .. " Mbit/s, the link busy for " .. whole_ms(busy) ..
-                 " ms: the transfer is bound by the link's rate"
-  if m.rate > 0 and rate < RULES.link_shared_rate_share * m.rate then
-    detail = detail .. " (the link has carried " .. mbit_words(m.rate) .. " Mbit/s: it is shared)"
-  end
-  self:add_finding_kind(c, "link_limited")
-  self:emit_finding({ kind = "link_limited", side = "network", frame = c.status_frame,
-    related = { { "command", c.first_frame } }, lost_ms = bd.link, itt = c.itt,
-    command_first_frame = c.first_frame, detail = detail })
-end
-
--- The holds a command's segments waited on, given when the command is reported: those whose
--- time the link explains are dropped, the others keep what is left of it.
-function Connection:give_held_findings(c)
-  local held = c.held_findings
-  if not held or #held == 0 then return end
-  local bd = c.breakdown
-  local linked = bd.link > 0
-  local wait_min = ms(self:wait_min_ns())
-  for _, f in ipairs(held) do
-    local left = bd[OWN_PART[f.kind]]  -- every held finding is a hold kind's
-    if not linked or left >= wait_min then
-      if linked then f.lost_ms = min(f.lost_ms, left) end
-      self:emit_finding(f)
-    end
-  end
-  c.held_findings = {}
-end
-
----------------------------------------------------------------------------------------------
--- r2t_round_trip (engine/src/rules/r2t_round_trip.cpp, docs/rules.md "Other findings").
-
--- A write that waited for R2T round trips the keys could have avoided.
-function Connection:judge_r2t_round_trip(c)
-  if not c.write or c.r2ts == 0 or c.bytes > RULES.r2t_max_write_bytes then return end
-  self:add_finding_kind(c, "r2t_round_trip")
-  self:emit_finding({ kind = "r2t_round_trip", side = "target", frame = c.first_r2t_frame,
-    lost_ms = c.breakdown.r2t, itt = c.itt, command_first_frame = c.first_frame,
-    detail = c.r2ts .. " R2T round trip(s) for a " .. c.bytes .. "-byte write" })
-end
-
----------------------------------------------------------------------------------------------
--- target_think (engine/src/rules/target_think.cpp, docs/rules.md "Other findings").
-
--- Most of the latency spent inside the target. When that is so only with waits the capture
--- cannot tell from holds, think_or_hold says so instead: never the disks' advice for what may be
--- a Nagle or window hold.
-function Connection:judge_target_think(c)
-  local think = c.breakdown.think
-  local function enough(t) return t >= self.opt.think_min_ms and t >= RULES.think_share * c.latency_ms end
-  if not enough(think) then return end
-  local undecided = c.undecided_ms > 0 and not enough(think - c.undecided_ms)
-  local kind = undecided and "think_or_hold" or "target_think"
-  local fd = { kind = kind, side = "target",
-    frame = c.first_reply_frame ~= 0 and c.first_reply_frame or c.status_frame,
-    related = { { "command", c.first_frame } }, lost_ms = think, itt = c.itt,
-    command_first_frame = c.first_frame,
-    detail = "the target took " .. whole_ms(think) .. " ms to answer: the target, not the network" }
-  if undecided then
-    fd.related[2] = { "may_be_released_by", c.undecided_ack_frame }
-    fd.detail = "the target took " .. whole_ms(think) .. " ms to answer, or " .. whole_ms(c.undecided_ms) ..
-                " ms of it was a reply held until the ACK in frame " .. string.format("%d", c.undecided_ack_frame) ..
-                " reached the target: the path's delay varies more than this capture can tell apart"
-  end
-  self:add_finding_kind(c, kind)
-  self:emit_finding(fd)
-end
-
----------------------------------------------------------------------------------------------
--- serialized (engine/src/rules/serialized.cpp, docs/rules.md "Other findings"): a
--- connection-level verdict.
-
--- Time the command's cycle spent on the network with nothing else in flight. The cycle includes
--- the crossing from the previous status to this command (up to rtt(initiator)): near the target
--- that is where the round trip lies, near the initiator it is ~0.
-function Connection:count_serialized(c)
-  local b = c.breakdown
-  local back = 0
-  if self.latest_status_t and c.first_t > self.latest_status_t then
-    back = ms(min(c.first_t - self.latest_status_t, self:rtt_ns(I2T)))
-  end
-  self.serial_commands = self.serial_commands + 1
-  self.serial_cycle_ms = self.serial_cycle_ms + c.latency_ms + back
-  local crossings = b.request + b.r2t + b.response + back
-  self.serial_wait_ms = self.serial_wait_ms + crossings + b.nagle + b.delayed_ack + b.window
-  -- Holds are claimed (and ranked) by their own findings; only the crossings are this one's.
-  self.serial_crossing_ms = self.serial_crossing_ms + crossings
-end
-
--- The connection's verdict at its end: commands one at a time, the link idle on round trips.
-function Connection:judge_serialized()
-  if self.serial_commands < RULES.serialized_min_commands or self.max_outstanding > 1 or
-     self.serial_wait_ms < RULES.serialized_wait_share * self.serial_cycle_ms then
-    return
-  end
-  self:emit_finding({ kind = "serialized", side = "initiator", frame = self.first_command_frame,
-    lost_ms = self.serial_crossing_ms,
-    detail = self.serial_commands .. " commands issued one at a time; the link sat idle waiting on round trips for " ..
-             whole_ms(self.serial_wait_ms) .. " ms (" .. whole_ms(self.serial_crossing_ms) ..
-             " ms of it crossing the network)" })
 end
 
 ---------------------------------------------------------------------------------------------

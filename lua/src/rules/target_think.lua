@@ -1,26 +1,30 @@
 ---------------------------------------------------------------------------------------------
--- target_think (engine/src/rules/target_think.cpp, docs/rules.md "Other findings").
+-- target_think and think_or_hold (engine/src/rules/target_think.cpp, docs/rules.md "Other
+-- findings").
 
--- Most of the latency spent inside the target. When that is so only with waits the capture
--- cannot tell from holds, think_or_hold says so instead: never the disks' advice for what may be
--- a Nagle or window hold.
-function Connection:judge_target_think(c)
+local TargetThink = {}
+TargetThink.__index = TargetThink
+function TargetThink.new() return setmetatable({}, TargetThink) end
+
+-- A reported command whose latency was mostly spent inside the target. When that is so only with
+-- waits the capture cannot tell from holds, think_or_hold says so instead: never the disks' advice
+-- for what may be a Nagle or window hold.
+function TargetThink:judge(v, out, c)
   local think = c.breakdown.think
-  local function enough(t) return t >= self.opt.think_min_ms and t >= RULES.think_share * c.latency_ms end
+  local function enough(t) return t >= v.options.think_min_ms and t >= RULES.think_share * c.latency_ms end
   if not enough(think) then return end
   local undecided = c.undecided_ms > 0 and not enough(think - c.undecided_ms)
   local kind = undecided and "think_or_hold" or "target_think"
-  local fd = { kind = kind, side = "target",
-    frame = c.first_reply_frame ~= 0 and c.first_reply_frame or c.status_frame,
-    related = { { "command", c.first_frame } }, lost_ms = think, itt = c.itt,
-    command_first_frame = c.first_frame,
-    detail = "the target took " .. whole_ms(think) .. " ms to answer: the target, not the network" }
+  local f = out:finding(kind, "target", c.first_reply_frame ~= 0 and c.first_reply_frame or c.status_frame, think, c)
+  f.related = { { "command", c.first_frame } }
   if undecided then
-    fd.related[2] = { "may_be_released_by", c.undecided_ack_frame }
-    fd.detail = "the target took " .. whole_ms(think) .. " ms to answer, or " .. whole_ms(c.undecided_ms) ..
-                " ms of it was a reply held until the ACK in frame " .. string.format("%d", c.undecided_ack_frame) ..
-                " reached the target: the path's delay varies more than this capture can tell apart"
+    f.related[2] = { "may_be_released_by", c.undecided_ack_frame }
+    f.detail = "the target took " .. whole_ms(think) .. " ms to answer, or " .. whole_ms(c.undecided_ms) ..
+               " ms of it was a reply held until the ACK in frame " .. string.format("%d", c.undecided_ack_frame) ..
+               " reached the target: the path's delay varies more than this capture can tell apart"
+  else
+    f.detail = "the target took " .. whole_ms(think) .. " ms to answer: the target, not the network"
   end
-  self:add_finding_kind(c, kind)
-  self:emit_finding(fd)
+  add_finding_kind(c, kind)
+  out:emit_finding(f)
 end

@@ -1,9 +1,6 @@
 ---------------------------------------------------------------------------------------------
 -- Connection (engine/src/session/connection.cpp)
 
-local I2T, T2I = 0, 1
-local function side_of(dir) return dir == I2T and "initiator" or "target" end
-
 local Connection = {}
 Connection.__index = Connection
 
@@ -27,9 +24,9 @@ function Connection.new(id, initiator, target, options, sink, sessions)
     header_digest = false, data_digest = false, by_itt = {}, open_count = 0, current_slot = { [0] = nil, [1] = nil },
     slots = {}, slot_count = 0, free_slots = {},
     frames = 0, commands = 0, completed = 0, outstanding = 0, max_outstanding = 0,
-    serial_commands = 0, serial_wait_ms = 0, serial_cycle_ms = 0, serial_crossing_ms = 0, first_command_frame = 0,
-    digest_errors = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 },
-    pending_resends = {}, seg_h = -1, seg_cmd = 0, seg_itt = 0 }, Connection)
+    first_command_frame = 0, digest_errors = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 },
+    seg_h = -1, seg_cmd = 0, seg_itt = 0, rules = Rules.new() }, Connection)
+  c.view = ConnectionView.new(id, c.tcp, options)  -- what the rules see of it
   -- the link each way, shared by the connections between the same two hosts
   c.tcp:share_link(I2T, sessions:path(initiator, target))
   c.tcp:share_link(T2I, sessions:path(target, initiator))
@@ -76,17 +73,18 @@ function Connection:data_digest_seen(dir) return self.pdus[dir]:data_digest() en
 
 function Connection:rtt_ns(side_dir) return self.tcp:rtt_ns(side_dir) end  -- capture point <-> that side
 function Connection:full_rtt_ns() return self.tcp:full_rtt_ns() end
--- Jitter allowance when matching a release to the ACK that caused it (integer ns, as the engine).
-function Connection:tolerance_ns()
-  return floor(RULES.release_tolerance_ms * 1e6 + 0.5) + floor(self:full_rtt_ns() / RULES.release_tolerance_rtt_divisor)
-end
+-- Jitter allowance when matching a release to the ACK that caused it.
+function Connection:tolerance_ns() return release_tolerance_ns(self.tcp:full_rtt_ns()) end
+-- A rest longer than this is a wait (docs/rules.md "The critical path").
+function Connection:wait_min_ns() return wait_min_ns(self.tcp:full_rtt_ns()) end
 
 -- TCP: the tracker (tcp/tracker.lua) tells what the streams carry; this is its receiver. -------
 
 function Connection:on_segment(seg, dir)
   self.frames = self.frames + 1
   self.last_t = seg.t
-  if #self.pending_resends > 0 then self:settle_resends(seg, dir) end
+  local resends = self.rules.retransmission
+  if resends:pending() then resends:settle(self.view, self, self.slots, seg, dir) end
   self.tcp:on_segment(seg, dir, self)
   if self.settling.head <= self.settling.tail then self:settle(seg.t) end
 end
@@ -142,6 +140,15 @@ end
 
 -- The engine's notice of the cap; this port gives no notices (lua/README.md).
 function Connection:unacked_cap_hit(dir, frame, cap) end
+
+-- rules/retransmission.lua
+function Connection:hole_filled(dir, seg, since)
+  local c = self.current_slot[dir]
+  self.rules.retransmission:hole_filled(self.view, self, dir, seg, since, c and c.used and c or nil)
+end
+function Connection:resent(dir, seg, original)
+  self.rules.retransmission:resent(self.view, self, self.slots, dir, seg, original)
+end
 
 -- iSCSI PDUs and commands -------------------------------------------------------------------
 
@@ -275,13 +282,6 @@ function Connection:settle(now, all)
   end
 end
 
-function Connection:add_finding_kind(c, k)
-  if not c.findings_set[k] then
-    c.findings_set[k] = true
-    c.findings[#c.findings + 1] = k  -- in order of first evidence
-  end
-end
-
 -- How many commands were in flight together with c, by capture time: framing may lag one
 -- direction (a digest probe after a mid-session join) and see commands that followed each
 -- other as overlapping.
@@ -301,14 +301,10 @@ function Connection:emit_command(c)
     c.latency_ms = ms(c.status_t - c.first_t)
     c.round_trips = max(1, floor((c.h_target + 1) / 2))
     self.completed = self.completed + 1
-    self:judge_link_limited(c)  -- before the holds are given: those the link explains are not
-    self:give_held_findings(c)
-    self:judge_r2t_round_trip(c)
-    self:judge_target_think(c)
-    if self.max_outstanding <= 1 then self:count_serialized(c) end
+    self.rules:judge_command(self.view, self, c, self.max_outstanding <= 1, self.latest_status_t)
     if not self.latest_status_t or c.status_t > self.latest_status_t then self.latest_status_t = c.status_t end
   end
-  self:give_held_findings(c)  -- an open command's (a no-op once given)
+  self.rules:give_held_findings(self.view, self, c)  -- an open command's (a no-op once given)
   self.sink:on_command(c)
 end
 
@@ -356,9 +352,16 @@ function Connection:on_login(dir, ev, seg)
   self:session_id()
 end
 
+-- FindingOut (rules/view.lua): a finding of this connection, tied to command c when there is one.
+function Connection:finding(kind, side, frame, lost_ms, c)
+  local f = { kind = kind, side = side, session = self:session_id(), connection = self.id, frame = frame,
+              lost_ms = lost_ms }
+  if c then f.itt, f.command_first_frame = c.itt, c.first_frame end
+  return f
+end
+function Connection:notice(level, frame, message) end  -- the engine's notices: not in this port
+
 function Connection:emit_finding(f)
-  f.session = self:session_id()
-  f.connection = self.id
   -- What the verdict rests on that the capture may not have shown (engine: emit_finding).
   local k = f.kind
   local sender
@@ -377,7 +380,8 @@ function Connection:emit_finding(f)
 end
 
 function Connection:finish()
-  if #self.pending_resends > 0 then self:settle_resends(nil, 0, true) end
+  local resends = self.rules.retransmission
+  if resends:pending() then resends:settle(self.view, self, self.slots, nil, 0, true) end
   self.tcp:finish(self)
   for d = 0, 1 do
     local s = { frame = self.tcp:flow(d).last_data_frame, t = self.tcp:flow(d).last_data_t, wire_len = 0 }
@@ -392,7 +396,7 @@ function Connection:finish()
       self:release_slot(c)
     end
   end
-  self:judge_serialized()
+  self.rules:finish(self, self.max_outstanding, self.first_command_frame)
   self:session_id()  -- the engine's connection facts name a session even without a command
   self.finished = true  -- its facts are final (the engine's on_connection)
 end

@@ -2,13 +2,6 @@
 -- The critical path (engine/src/session/critical_path.cpp; docs/rules.md "The critical path"):
 -- each segment carrying bytes of a command is a path event of it.
 
--- A verdict already given (read only): framing found late (a stream joined mid-session is framed
--- once the next header confirms it) places a PDU carried by earlier segments at those segments,
--- with no hold judged.
-local NO_HOLD = { held = false, reported = true }
--- The verdict of a segment not judged yet (read only: analyse_path_event makes the segment's own).
-local NOT_JUDGED = { held = false, reported = false }
-
 function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
   -- Path events (slot, role, response): the first in locals (the usual one), more in lists.
   local n, s1, r1, p1, t_slot, t_role, t_resp = 0, nil, nil, nil, nil, nil, nil
@@ -60,11 +53,6 @@ function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
   end
 end
 
-local function new_breakdown()
-  return { request = 0, think = 0, data = 0, nagle = 0, delayed_ack = 0, r2t = 0, window = 0,
-           loss = 0, response = 0, link = 0, cwnd = 0, rwnd = 0 }  -- cwnd + rwnd: window's parts
-end
-
 function Connection:path_event_for_start(dir, ev, seg)
   local b = ev.bhs
   local op = b.opcode
@@ -93,7 +81,7 @@ function Connection:path_event_for_start(dir, ev, seg)
       last_seg_t = { [0] = seg.t, [1] = 0 }, has_seg = { [0] = true, [1] = false },
       needed_t = 0, request_done = false, r2ts = 0, first_r2t_frame = 0, last_r2t_t = 0,
       h_at_r2t = 0, first_reply_frame = 0, solicited_data = false, data_out_bytes = 0,
-      data_in_bytes = 0, loss_pending_ms = 0, hold_ms = 0, completed = false,
+      data_in_bytes = 0, loss_pending_ms = 0, completed = false,
       data_incomplete = false }
     local cdir, _
     c.op, cdir, _, c.lba = decode_cdb(b.cdb)
@@ -151,46 +139,6 @@ function Connection:path_event_for_start(dir, ev, seg)
   return c, role
 end
 
-local WAIT_MIN_FLOOR_NS = floor(RULES.wait_min_ms * 1e6 + 0.5)  -- (a constant: once, not per segment)
--- A rest longer than this is a wait (engine: wait_min_ns).
-function Connection:wait_min_ns()
-  local wait_rtt = floor(self:full_rtt_ns() / RULES.wait_min_rtt_divisor)
-  return WAIT_MIN_FLOOR_NS > wait_rtt and WAIT_MIN_FLOOR_NS or wait_rtt
-end
-
--- Window arithmetic (engine: window_edge_half_trips): more of a flight past the edge the ACKs had
--- offered could leave only once an ACK opening that far reached the sender; without a wait of
--- its own it still counts that ACK's crossings.
-function Connection:window_edge_half_trips(dir, seg, c)
-  local f = self.tcp:flow(dir)
-  if not self.tcp:rtt(dir):known() then return end
-  local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
-  if i > f.ak_tail then return end
-  self:release_half_trips(dir, seg, c, f.acks[i])  -- the first ACK that opened the window this far
-end
-
--- ACK causality by timestamps (engine: echo_half_trips): a data segment echoing a newer timestamp
--- than the data before it was released by an ACK in between (the first with that timestamp, at the
--- least): two crossings after the data that ACK acknowledged.
-function Connection:echo_half_trips(dir, seg, c)
-  local f = self.tcp:flow(dir)
-  if not seg.has_ts or f.echo_moved_frame ~= seg.frame or not self.tcp:rtt(dir):known() then return end
-  local i = f:first_with_ts(seg.tsecr)
-  if i <= f.ak_tail then self:release_half_trips(dir, seg, c, f.acks[i]) end
-end
-
--- A segment released by ACK r without a wait of its own (engine: release_half_trips): two
--- crossings after the data r acknowledged, when that was this command's and r could have reached
--- the sender by then.
-function Connection:release_half_trips(dir, seg, c, r)
-  if r.h < 0 or r.cmd ~= c.first_frame or r.t + self:rtt_ns(dir) - self:tolerance_ns() > seg.t then return end
-  local h = dir == I2T and c.h_initiator or c.h_target
-  if r.h + 2 > h then
-    c.held_h = c.held_h + r.h + 2 - h  -- as a hold's (a link-bound command takes them back)
-    if dir == I2T then c.h_initiator = r.h + 2 else c.h_target = r.h + 2 end
-  end
-end
-
 -- Returns the verdict, the segment's own once a hold was judged (see NOT_JUDGED).
 function Connection:analyse_path_event(dir, seg, slot, role, response, verdict)
   local c = self.slots[slot]
@@ -232,48 +180,10 @@ function Connection:analyse_path_event(dir, seg, slot, role, response, verdict)
     rest = rest - trunc(loss * 1e6)
   end
   if rest > wait_min then
-    if not verdict.reported then
-      local v = self:classify_hold(dir, seg, ready)
-      if verdict == NOT_JUDGED then verdict = { held = false, reported = false } end
-      for k, val in pairs(v) do verdict[k] = val end
-      verdict.reported = true
-      if verdict.held then self:report_hold(dir, seg, c, verdict, ms(rest)) end
-    end
-    if verdict.undecided then
-      c.undecided_ms = c.undecided_ms + ms(rest)
-      c.undecided_ack_frame = verdict.release_frame
-    end
-    if verdict.held then
-      local held_ms = ms(rest)
-      local dack = min(verdict.delayed_ack_ms, held_ms)
-      bd.delayed_ack = bd.delayed_ack + dack
-      if verdict.kind == "nagle_hold" then
-        bd.nagle = bd.nagle + held_ms - dack
-      else
-        bd.window = bd.window + held_ms - dack
-        local part = verdict.kind == "cwnd_limited" and "cwnd" or "rwnd"
-        bd[part] = bd[part] + held_ms - dack
-      end
-      c.hold_ms = c.hold_ms + held_ms
-      self:add_finding_kind(c, verdict.kind)
-      if dack > 0 then self:add_finding_kind(c, "delayed_ack") end
-      -- Two crossings after the data the releasing ACK acknowledged: that ACK's, and this one's
-      -- (data of another command says nothing of this one's progress: then on top of it).
-      local h = dir == I2T and c.h_initiator or c.h_target
-      local h_before = h
-      if verdict.release_h >= 0 and verdict.release_cmd == c.first_frame then
-        h = max(h, verdict.release_h + 2)
-      else
-        h = h + 2
-      end
-      c.held_h = c.held_h + h - h_before
-      if dir == I2T then c.h_initiator = h else c.h_target = h end
-      rest = 0
-    end
+    rest, verdict = self.rules.holds:on_wait(self.view, self, dir, seg, c, ready, rest, verdict)
   end
   if role == "cont" and c.has_seg[dir] and not verdict.reported then  -- no wait of its own judged
-    self:window_edge_half_trips(dir, seg, c)
-    self:echo_half_trips(dir, seg, c)
+    self.rules.holds:on_release(self.view, dir, seg, c)
   end
   if rest > 0 then
     if dir == T2I and (reply or rest > wait_min) then bd.think = bd.think + ms(rest)
