@@ -6,34 +6,39 @@ Analyzer.__index = Analyzer
 
 -- Entries by connection, at most max: a new one evicts the oldest (insertion order); the order drops
 -- the keys removed since once it reaches twice the bound (the engine's OldestFirst).
-local function oldest_first() return { map = {}, count = 0, order = {}, head = 1, tail = 0 } end
-local function of_insert(t, key, value, max)
-  while t.count >= max and t.head <= t.tail do
-    local old = t.order[t.head]
-    t.order[t.head] = nil
-    t.head = t.head + 1
-    if t.map[old] then
-      t.map[old] = nil
-      t.count = t.count - 1
-    end
-  end
-  if t.tail - t.head + 1 >= 2 * max then
-    local order, n = {}, 0
-    for k = t.head, t.tail do
-      local x = t.order[k]
-      if t.map[x] then n = n + 1; order[n] = x end
-    end
-    t.order, t.head, t.tail = order, 1, n
-  end
-  t.tail = t.tail + 1
-  t.order[t.tail] = key
-  t.map[key] = value
-  t.count = t.count + 1
+local OldestFirst = {}
+OldestFirst.__index = OldestFirst
+function OldestFirst.new()
+  return setmetatable({ entries = {}, count = 0, order = {}, head = 1, tail = 0 }, OldestFirst)
 end
-local function of_remove(t, key)
-  if t.map[key] then
-    t.map[key] = nil
-    t.count = t.count - 1
+function OldestFirst:insert(key, value, max)
+  while self.count >= max and self.head <= self.tail do
+    local old = self.order[self.head]
+    self.order[self.head] = nil
+    self.head = self.head + 1
+    if self.entries[old] then
+      self.entries[old] = nil
+      self.count = self.count - 1
+    end
+  end
+  if self.tail - self.head + 1 >= 2 * max then
+    local order, n = {}, 0
+    for k = self.head, self.tail do
+      local x = self.order[k]
+      if self.entries[x] then n = n + 1; order[n] = x end
+    end
+    self.order, self.head, self.tail = order, 1, n
+  end
+  self.tail = self.tail + 1
+  self.order[self.tail] = key
+  self.entries[key] = value
+  self.count = self.count + 1
+end
+-- (the engine erases from its std::map entries)
+function OldestFirst:erase(key)
+  if self.entries[key] then
+    self.entries[key] = nil
+    self.count = self.count - 1
   end
 end
 
@@ -43,10 +48,10 @@ function Analyzer.new(options)
     findings = {}, commands = {}, by_evidence = {}, by_decision = {}, by_status = {},
     cmd_by_decision = {},
     cur_frame = 0, finished = false, last_frame = 0,
-    pending = oldest_first(),
+    pending = OldestFirst.new(),
     closing = {}, cl_head = 1, cl_tail = 0, last_idle_scan = nil, refused = {}, refused_count = 0,
     segments = 0, scan_segments = 0, probation = {}, probation_count = 0, probation_bytes = 0,
-    sniffing = oldest_first(), not_iscsi = {}, not_iscsi_count = 0,
+    sniffing = OldestFirst.new(), not_iscsi = {}, not_iscsi_count = 0,
     detected = {} }, Analyzer)
   a.sessions = a.registry:all()  -- (the registry's list: sessions join it in place)
   return a
@@ -129,10 +134,10 @@ end
 -- (then replayed into it: MSS, window scale and round trips come from them).
 local MAX_PENDING_HANDSHAKES = 4096
 function Analyzer:remember_handshake(key, seg, syn)
-  local p = self.pending.map[key]
+  local p = self.pending.entries[key]
   if syn then
     p = {}
-    if self.pending.map[key] then self.pending.map[key] = p else of_insert(self.pending, key, p, MAX_PENDING_HANDSHAKES) end
+    if self.pending.entries[key] then self.pending.entries[key] = p else self.pending:insert(key, p, MAX_PENDING_HANDSHAKES) end
   elseif not p or #p >= 3 then
     return
   end
@@ -204,7 +209,7 @@ end
 local SNIFFED_MAX, SNIFFED_BYTES_MAX, NOT_ISCSI_MAX = 8, 2 * 1048576, 65536
 
 function Analyzer:give_up(key)
-  of_remove(self.sniffing, key)
+  self.sniffing:erase(key)
   if self.not_iscsi_count >= NOT_ISCSI_MAX then self.not_iscsi, self.not_iscsi_count = {}, 0 end
   if not self.not_iscsi[key] then
     self.not_iscsi[key] = true
@@ -213,12 +218,12 @@ function Analyzer:give_up(key)
 end
 
 function Analyzer:sniff(key, seg)
-  local s = self.sniffing.map[key]
+  local s = self.sniffing.entries[key]
   if not s then
     if self.not_iscsi[key] or not StreamDetector.starts_with_header(seg.payload) then return end
     s = { detector = StreamDetector.new(), side0 = seg.src, side1 = seg.dst, held = {}, h_head = 1, h_tail = 0,
           bytes = 0 }
-    of_insert(self.sniffing, key, s, SNIFFED_MAX)
+    self.sniffing:insert(key, s, SNIFFED_MAX)
   end
   local copy = {}
   for k, v in pairs(seg) do copy[k] = v end
@@ -234,7 +239,7 @@ function Analyzer:sniff(key, seg)
   if v == "not_iscsi" then self:give_up(key) return end
   if v == "undecided" then return end
   self.detected[key] = s.detector.initiator_side == 0 and s.side1 or s.side0
-  of_remove(self.sniffing, key)
+  self.sniffing:erase(key)
   for i = s.h_head, s.h_tail do
     local h = s.held[i]
     h.key = key
@@ -274,7 +279,7 @@ function Analyzer:feed(seg)
     end
     -- A connection whose PDUs are being judged keeps every segment (its ACKs time its path).
     local known_port = opt.ports[seg.dport] or opt.ports[seg.sport]
-    if not known_port and not syn and self.sniffing.count > 0 and self.sniffing.map[key] then return self:sniff(key, seg) end
+    if not known_port and not syn and self.sniffing.count > 0 and self.sniffing.entries[key] then return self:sniff(key, seg) end
     if not syn and seg.wire_len == 0 then return end
     -- A connection the cap refused stays unanalysed until its 4-tuple starts anew (SYN).
     if self.refused[key] then
@@ -309,10 +314,10 @@ function Analyzer:feed(seg)
     self.live[key] = c
     self.live_count = self.live_count + 1
     self.connections[#self.connections + 1] = c
-    local p = self.pending.map[key]
+    local p = self.pending.entries[key]
     if p then
       for _, h in ipairs(p) do c:on_segment(h, h.src == ini and I2T or T2I) end
-      of_remove(self.pending, key)
+      self.pending:erase(key)
     elseif not syn and self.probation_count < RULES.probation_connections_max then
       self.probation[key] = { scout = Connection.new(c.id, ini, tgt, opt, DISCARD, SessionRegistry.new()), held = {},
                               bytes = 0 }

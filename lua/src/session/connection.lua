@@ -73,10 +73,6 @@ function Connection:data_digest_seen(dir) return self.pdus[dir]:data_digest() en
 
 function Connection:rtt_ns(side_dir) return self.tcp:rtt_ns(side_dir) end  -- capture point <-> that side
 function Connection:full_rtt_ns() return self.tcp:full_rtt_ns() end
--- Jitter allowance when matching a release to the ACK that caused it.
-function Connection:tolerance_ns() return release_tolerance_ns(self.tcp:full_rtt_ns()) end
--- A rest longer than this is a wait (docs/rules.md "The critical path").
-function Connection:wait_min_ns() return wait_min_ns(self.tcp:full_rtt_ns()) end
 
 -- TCP: the tracker (tcp/tracker.lua) tells what the streams carry; this is its receiver. -------
 
