@@ -2651,8 +2651,8 @@ end
 -- seg went on from c's flight without a wait of its own: the ACK that released it (a window's
 -- edge, an echoed timestamp) still counts its crossings (docs/rules.md "Round trips").
 function Holds:on_release(v, dir, seg, c)
-  local f = v.tcp:flow(dir)
-  if not v.tcp:rtt(dir):known() then return end
+  local f = v.tcp.flow_[dir]  -- (tcp:flow and tcp:rtt(dir):known() written out: per segment)
+  if not v.tcp.rtt_[dir].known_ then return end
   -- Window arithmetic: more of a flight past the edge the ACKs had offered could leave only once
   -- an ACK opening that far reached the sender; the first ACK that opened it released it.
   local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
@@ -2667,7 +2667,10 @@ end
 -- A segment released by ACK r without a wait of its own: two crossings after the data r
 -- acknowledged, when that was this command's and r could have reached the sender by then.
 function Holds:release_half_trips(v, dir, seg, c, r)
-  if r.h < 0 or r.cmd ~= c.first_frame or r.t + v:rtt_ns(dir) - v:tolerance_ns() > seg.t then return end
+  if r.h < 0 or r.cmd ~= c.first_frame then return end
+  local tcp = v.tcp  -- (v:rtt_ns and v:tolerance_ns written out: per segment)
+  local full = tcp:full_rtt_ns()
+  if r.t + tcp.rtt_[dir].min_ - release_tolerance_ns(full) > seg.t then return end
   local h = dir == I2T and c.h_initiator or c.h_target
   if r.h + 2 > h then
     c.held_h = c.held_h + r.h + 2 - h  -- as a hold's (a link-bound command takes them back)
@@ -3134,7 +3137,7 @@ function Connection:on_segment(seg, dir)
   self.frames = self.frames + 1
   self.last_t = seg.t
   local resends = self.rules.retransmission
-  if resends:pending() then resends:settle(self.view, self, self.slots, seg, dir) end
+  if #resends.pending_ > 0 then resends:settle(self.view, self, self.slots, seg, dir) end  -- (pending(), per segment)
   self.tcp:on_segment(seg, dir, self)
   if self.settling.head <= self.settling.tail then self:settle(seg.t) end
 end
@@ -3320,7 +3323,7 @@ end
 
 local SETTLE_MAX_NS = RULES.settle_max_ms * 1e6  -- without the ACK: reported anyway
 function Connection:settle(now, all)
-  local q, f = self.settling, self.tcp:flow(T2I)
+  local q, f = self.settling, self.tcp.flow_[T2I]  -- (tcp:flow, written out: settle runs per segment)
   while q.head <= q.tail do
     local c = q[q.head]
     local acked = c.settle_seq == 0 or (f.una_known and f.una >= c.settle_seq)
@@ -4130,9 +4133,10 @@ function Analyzer:feed(seg)
     if self:probation_over(pr, seg.t) then self:end_probation(key, c) end
     return
   end
-  local was_closed = c:closed()
+  local tcp = c.tcp  -- (c:closed(), written out: per segment)
+  local was_closed = tcp.closed_
   c:on_segment(seg, dir)
-  if c:closed() and not was_closed then
+  if tcp.closed_ and not was_closed then
     self.cl_tail = self.cl_tail + 1
     self.closing[self.cl_tail] = { due = seg.t + c:linger_ns(), key = key, id = c.id }
   end

@@ -344,9 +344,10 @@ function Analyzer:feed(seg)
     if self:probation_over(pr, seg.t) then self:end_probation(key, c) end
     return
   end
-  local was_closed = c:closed()
+  local tcp = c.tcp  -- (c:closed(), written out: per segment)
+  local was_closed = tcp.closed_
   c:on_segment(seg, dir)
-  if c:closed() and not was_closed then
+  if tcp.closed_ and not was_closed then
     self.cl_tail = self.cl_tail + 1
     self.closing[self.cl_tail] = { due = seg.t + c:linger_ns(), key = key, id = c.id }
   end

@@ -188,8 +188,8 @@ end
 -- seg went on from c's flight without a wait of its own: the ACK that released it (a window's
 -- edge, an echoed timestamp) still counts its crossings (docs/rules.md "Round trips").
 function Holds:on_release(v, dir, seg, c)
-  local f = v.tcp:flow(dir)
-  if not v.tcp:rtt(dir):known() then return end
+  local f = v.tcp.flow_[dir]  -- (tcp:flow and tcp:rtt(dir):known() written out: per segment)
+  if not v.tcp.rtt_[dir].known_ then return end
   -- Window arithmetic: more of a flight past the edge the ACKs had offered could leave only once
   -- an ACK opening that far reached the sender; the first ACK that opened it released it.
   local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
@@ -204,7 +204,10 @@ end
 -- A segment released by ACK r without a wait of its own: two crossings after the data r
 -- acknowledged, when that was this command's and r could have reached the sender by then.
 function Holds:release_half_trips(v, dir, seg, c, r)
-  if r.h < 0 or r.cmd ~= c.first_frame or r.t + v:rtt_ns(dir) - v:tolerance_ns() > seg.t then return end
+  if r.h < 0 or r.cmd ~= c.first_frame then return end
+  local tcp = v.tcp  -- (v:rtt_ns and v:tolerance_ns written out: per segment)
+  local full = tcp:full_rtt_ns()
+  if r.t + tcp.rtt_[dir].min_ - release_tolerance_ns(full) > seg.t then return end
   local h = dir == I2T and c.h_initiator or c.h_target
   if r.h + 2 > h then
     c.held_h = c.held_h + r.h + 2 - h  -- as a hold's (a link-bound command takes them back)

@@ -80,7 +80,7 @@ function Connection:on_segment(seg, dir)
   self.frames = self.frames + 1
   self.last_t = seg.t
   local resends = self.rules.retransmission
-  if resends:pending() then resends:settle(self.view, self, self.slots, seg, dir) end
+  if #resends.pending_ > 0 then resends:settle(self.view, self, self.slots, seg, dir) end  -- (pending(), per segment)
   self.tcp:on_segment(seg, dir, self)
   if self.settling.head <= self.settling.tail then self:settle(seg.t) end
 end
@@ -266,7 +266,7 @@ end
 
 local SETTLE_MAX_NS = RULES.settle_max_ms * 1e6  -- without the ACK: reported anyway
 function Connection:settle(now, all)
-  local q, f = self.settling, self.tcp:flow(T2I)
+  local q, f = self.settling, self.tcp.flow_[T2I]  -- (tcp:flow, written out: settle runs per segment)
   while q.head <= q.tail do
     local c = q[q.head]
     local acked = c.settle_seq == 0 or (f.una_known and f.una >= c.settle_seq)
