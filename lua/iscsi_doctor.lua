@@ -9,8 +9,9 @@
 -- -X lua_script:lua/iscsi_doctor.lua). See lua/README.md.
 --
 -- Structure: an analysis core that knows nothing about Wireshark (segments in, commands and
--- findings out), a port of the C++ engine part by part (lua/src/<engine path>.lua ports
--- engine/src/<engine path>.cpp), then the Wireshark glue at the end (lua/src/wireshark.lua).
+-- findings out), a port of the C++ engine unit by unit (lua/src/<engine path>.lua ports
+-- engine/src/<engine path>.cpp; lua/README.md maps each part to its C++ files), then the
+-- Wireshark glue at the end (lua/src/wireshark.lua).
 -- Lua 5.1-5.4: no integer division, no goto, no bit operators (bit32/bit only, for CRC32C).
 
 local VERSION = "0.1.0"
@@ -2430,7 +2431,7 @@ local function release_tolerance_ns(full_rtt_ns)
 end
 
 ---------------------------------------------------------------------------------------------
--- What a rule takes besides the command it judges (engine/src/rules/view.hpp): a read-only view
+-- What a rule takes besides the command it judges (the engine's rules/view.hpp): a read-only view
 -- of its connection (ConnectionView), and where its findings go (FindingOut).
 --
 -- FindingOut, methods of the object given as `out` (the Connection):
@@ -3021,7 +3022,7 @@ function Serialized:judge(out, max_outstanding, first_command_frame)
 end
 
 ---------------------------------------------------------------------------------------------
--- A connection's rules (engine/src/rules/rules.cpp, docs/architecture.md "The rules as units"):
+-- A connection's rules (the engine's rules/rules.cpp, docs/architecture.md "The rules as units"):
 -- each rule a unit of its own file under rules/, and here the order in which a reported command
 -- meets them.
 

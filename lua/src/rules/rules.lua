@@ -1,5 +1,5 @@
 ---------------------------------------------------------------------------------------------
--- A connection's rules (engine/src/rules/rules.cpp, docs/architecture.md "The rules as units"):
+-- A connection's rules (the engine's rules/rules.cpp, docs/architecture.md "The rules as units"):
 -- each rule a unit of its own file under rules/, and here the order in which a reported command
 -- meets them.
 

@@ -1,5 +1,5 @@
 ---------------------------------------------------------------------------------------------
--- What a rule takes besides the command it judges (engine/src/rules/view.hpp): a read-only view
+-- What a rule takes besides the command it judges (the engine's rules/view.hpp): a read-only view
 -- of its connection (ConnectionView), and where its findings go (FindingOut).
 --
 -- FindingOut, methods of the object given as `out` (the Connection):
