@@ -2650,19 +2650,32 @@ function Holds:on_wait(v, out, dir, seg, c, ready, rest, verdict)
 end
 
 -- seg went on from c's flight without a wait of its own: the ACK that released it (a window's
--- edge, an echoed timestamp) still counts its crossings (docs/rules.md "Round trips").
+-- edge: window_edge_half_trips; an echoed timestamp: echo_half_trips) still counts its crossings
+-- (docs/rules.md "Round trips").
 function Holds:on_release(v, dir, seg, c)
+  self:window_edge_half_trips(v, dir, seg, c)
+  self:echo_half_trips(v, dir, seg, c)
+end
+
+-- Window arithmetic: more of a flight past the edge the ACKs had offered could leave only once an
+-- ACK opening that far reached the sender; without a wait of its own it still counts that ACK's
+-- crossings.
+function Holds:window_edge_half_trips(v, dir, seg, c)
   local f = v.tcp.flow_[dir]  -- (tcp:flow and tcp:rtt(dir):known() written out: per segment)
   if not v.tcp.rtt_[dir].known_ then return end
-  -- Window arithmetic: more of a flight past the edge the ACKs had offered could leave only once
-  -- an ACK opening that far reached the sender; the first ACK that opened it released it.
   local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
+  if i > f.ak_tail then return end
+  self:release_half_trips(v, dir, seg, c, f.acks[i])  -- the first ACK that opened the window this far
+end
+
+-- ACK causality by timestamps: a data segment echoing a newer timestamp than the data before it
+-- was released by an ACK in between (the first with that timestamp, at the least): two crossings
+-- after the data that ACK acknowledged.
+function Holds:echo_half_trips(v, dir, seg, c)
+  local f = v.tcp.flow_[dir]
+  if not seg.has_ts or f.echo_moved_frame ~= seg.frame or not v.tcp.rtt_[dir].known_ then return end
+  local i = f:first_with_ts(seg.tsecr)
   if i <= f.ak_tail then self:release_half_trips(v, dir, seg, c, f.acks[i]) end
-  -- ACK causality by timestamps: a data segment echoing a newer timestamp than the data before it
-  -- was released by an ACK in between (the first with that timestamp, at the least).
-  if not seg.has_ts or f.echo_moved_frame ~= seg.frame then return end
-  local j = f:first_with_ts(seg.tsecr)
-  if j <= f.ak_tail then self:release_half_trips(v, dir, seg, c, f.acks[j]) end
 end
 
 -- A segment released by ACK r without a wait of its own: two crossings after the data r
