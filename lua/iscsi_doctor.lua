@@ -9,8 +9,9 @@
 -- -X lua_script:lua/iscsi_doctor.lua). See lua/README.md.
 --
 -- Structure: an analysis core that knows nothing about Wireshark (segments in, commands and
--- findings out), a port of the C++ engine part by part (lua/src/<engine path>.lua ports
--- engine/src/<engine path>.cpp), then the Wireshark glue at the end (lua/src/wireshark.lua).
+-- findings out), a port of the C++ engine unit by unit (lua/src/<engine path>.lua ports
+-- engine/src/<engine path>.cpp; lua/README.md maps each part to its C++ files), then the
+-- Wireshark glue at the end (lua/src/wireshark.lua).
 -- Lua 5.1-5.4: no integer division, no goto, no bit operators (bit32/bit only, for CRC32C).
 
 local VERSION = "0.1.0"
@@ -460,7 +461,7 @@ do
     return false
   end
 
-  local function ethernet(pkt, n, extra, seg)
+  local function decode_ethernet(pkt, n, extra, seg)
     if n < 14 then return false end
     local t1, t2 = byte(pkt, 13, 14)
     if t1 == 8 and t2 == 0 then return decode_ipv4(pkt, 15, n, extra, seg) end  -- most frames
@@ -471,22 +472,22 @@ do
     end
     return decode_ethertype(typ, pkt, 15, n, extra, seg)
   end
-  local function sll(pkt, n, extra, seg)  -- Linux cooked v1: the protocol in bytes 15-16
+  local function decode_sll(pkt, n, extra, seg)  -- Linux cooked v1: the protocol in bytes 15-16
     if n < 16 then return false end
     return decode_ethertype(be16(pkt, 15), pkt, 17, n, extra, seg)
   end
-  local function sll2(pkt, n, extra, seg)  -- Linux cooked v2: 20 bytes, protocol first
+  local function decode_sll2(pkt, n, extra, seg)  -- Linux cooked v2: 20 bytes, protocol first
     if n < 20 then return false end
     return decode_ethertype(be16(pkt, 1), pkt, 21, n, extra, seg)
   end
   local function raw_ip(pkt, n, extra, seg) return decode_ip_any(pkt, 1, n, extra, seg) end
   local function raw_ipv4(pkt, n, extra, seg) return decode_ipv4(pkt, 1, n, extra, seg) end
   local function raw_ipv6(pkt, n, extra, seg) return decode_ipv6(pkt, 1, n, extra, seg) end
-  local function null(pkt, n, extra, seg)  -- BSD loopback: 4-byte family; the IP version says the same
+  local function decode_null(pkt, n, extra, seg)  -- BSD loopback: 4-byte family; the IP version says the same
     if n < 4 then return false end
     return decode_ip_any(pkt, 5, n, extra, seg)
   end
-  local function ppp(pkt, n, extra, seg)  -- with or without the HDLC address/control bytes FF 03
+  local function decode_ppp(pkt, n, extra, seg)  -- with or without the HDLC address/control bytes FF 03
     local p = 1
     if n >= 2 and byte(pkt, 1) == 0xff and byte(pkt, 2) == 0x03 then p = 3 end
     if n - p + 1 < 2 then return false end
@@ -497,19 +498,19 @@ do
   end
 
   -- By pcap link type, as the CLI's table.
-  local BY_LINK_TYPE = { [1] = ethernet, [113] = sll, [276] = sll2, [101] = raw_ip, [12] = raw_ip,
-                         [14] = raw_ip, [228] = raw_ipv4, [229] = raw_ipv6, [0] = null, [108] = null,
-                         [9] = ppp, [50] = ppp }
+  local BY_LINK_TYPE = { [1] = decode_ethernet, [113] = decode_sll, [276] = decode_sll2, [101] = raw_ip,
+                         [12] = raw_ip, [14] = raw_ip, [228] = raw_ipv4, [229] = raw_ipv6, [0] = decode_null,
+                         [108] = decode_null, [9] = decode_ppp, [50] = decode_ppp }
 
   PacketDecoder = {
     -- decode(pkt, n, extra, seg) -> true when the frame holds a whole (not fragmented) TCP
     -- segment. seg.cut says whether the IP datagram reached past the captured bytes (or left its
     -- length to the frame), that is whether `extra` mattered: a reader that pays to learn the
     -- frame's wire length may pass 0 first, and decode again with it only then.
-    for_link_type = function(linktype) return BY_LINK_TYPE[linktype] end,
+    fast_decoder = function(linktype) return BY_LINK_TYPE[linktype] end,
     -- Wireshark does not tell a Lua plugin the frame's link type: the glue tries these in turn
     -- and keeps the one whose segment has the ports Wireshark's TCP dissector saw.
-    CANDIDATES = { ethernet, sll, sll2, raw_ip, null, ppp },
+    CANDIDATES = { decode_ethernet, decode_sll, decode_sll2, raw_ip, decode_null, decode_ppp },
   }
 end
 
@@ -531,7 +532,7 @@ local OP = {
   DataIn = 0x25, LogoutResponse = 0x26, R2T = 0x31, AsyncMessage = 0x32, Reject = 0x3f,
 }
 local function is_initiator_opcode(op) return op < 0x20 end
-local function carries_digests(op) return op ~= OP.LoginRequest and op ~= OP.LoginResponse end
+local function pdu_carries_digests(op) return op ~= OP.LoginRequest and op ~= OP.LoginResponse end
 
 local function parse_bhs(s, p)
   p = p or 1
@@ -759,17 +760,18 @@ end
 
 local STATUS_KNOWN = SCSI_STATUS
 
--- plausible_bhs(strict): a port of check() in engine/src/iscsi/pdu.cpp. max_dl: the largest
--- DataSegmentLength taken as real (the receiver's MRDSL bound after login).
+-- plausible_bhs: a port of check() in engine/src/iscsi/pdu.cpp. max_dl: the largest
+-- DataSegmentLength taken as real (the receiver's MRDSL bound after login); strict: true unless
+-- false, as the engine's default argument.
 local MAX_DATA_SEGMENT = 0xffffff
-local function plausible(b, from_initiator, strict, max_dl)
+local function plausible_bhs(b, from_initiator, max_dl, strict)
   local op = b.opcode
   if not OPNAMES[op] then return false end
   if is_initiator_opcode(op) ~= from_initiator then return false end
   if b.byte0 >= 0x80 then return false end
   if b.data_length > (max_dl or MAX_DATA_SEGMENT) then return false end
   if b.ahs_words > 64 then return false end  -- an extended CDB (248 bytes) and a read length
-  if not strict then return true end
+  if strict == false then return true end
   local f = b.flags
   if not from_initiator and b.immediate then return false end
   if b.ahs_words ~= 0 and op ~= OP.ScsiCommand then return false end
@@ -927,13 +929,14 @@ function StreamDetector.new()
 end
 
 -- A header at byte p of s that passes the strict checks for the direction its opcode belongs to.
-local function detect_header_at(s, p)
+local function header_at(s, p)
   if p + 47 > #s then return nil end
   local b = parse_bhs(s, p)
-  if not OPNAMES[b.opcode] or not plausible(b, is_initiator_opcode(b.opcode), true) then return nil end
+  if not OPNAMES[b.opcode] or not plausible_bhs(b, is_initiator_opcode(b.opcode)) then return nil end
   return b
 end
-StreamDetector.header_at = detect_header_at
+-- A payload that begins with such a header.
+function StreamDetector.starts_with_header(s) return header_at(s, 1) ~= nil end
 
 function StreamDetector:command(side, itt)
   self.itts[side][self.kept[side] % DETECT_COMMANDS_KEPT + 1] = itt
@@ -956,7 +959,7 @@ function StreamDetector:walk(side, s)
   local off, first = 1, true
   self.saw_header = false
   while off + 47 <= #s do
-    local b = detect_header_at(s, off)
+    local b = header_at(s, off)
     if not b then return first end
     self.saw_header = true
     local role = is_initiator_opcode(b.opcode) and 1 or 0
@@ -969,7 +972,7 @@ function StreamDetector:walk(side, s)
     local plain = off + header_length(b, false) + pad4(b.data_length)
     local nxt
     for _, at in ipairs({ plain, plain + 4, plain + 8 }) do
-      if at + 47 > #s or detect_header_at(s, at) then nxt = at; break end
+      if at + 47 > #s or header_at(s, at) then nxt = at; break end
     end
     if not nxt then return false end
     off = nxt
@@ -1093,8 +1096,8 @@ function Framer:candidate_at(s, p)
   local op = b0 % 64
   if not OPNAMES[op] or is_initiator_opcode(op) ~= self.from_initiator then return false end
   -- Login happens once, first: after Full Feature Phase PDUs a "Login" header is payload.
-  if not self.login_possible and not carries_digests(op) then return false end
-  return plausible(parse_bhs(s, p), self.from_initiator, true, self.max_dl)
+  if not self.login_possible and not pdu_carries_digests(op) then return false end
+  return plausible_bhs(parse_bhs(s, p), self.from_initiator, self.max_dl)
 end
 
 function Framer:enter_candidate(at)
@@ -1165,7 +1168,7 @@ function Framer:step_header(s, i, abs)
     -- A stream's first header, and the one after a PDU found by searching, pass the strict checks.
     local strict = self.candidate or self.fresh or self.strict_next
     self.fresh, self.strict_next = false, false
-    if not plausible(b, self.from_initiator, strict, self.max_dl) then
+    if not plausible_bhs(b, self.from_initiator, self.max_dl, strict and true or false) then
       if self.candidate then
         self:reject_candidate()
       else
@@ -1178,7 +1181,7 @@ function Framer:step_header(s, i, abs)
       return take
     end
     if self.unconfirmed and not self.candidate then self:confirm() end  -- it chains with this one
-    self.hd_this = carries_digests(b.opcode) and self.hd ~= "off"
+    self.hd_this = pdu_carries_digests(b.opcode) and self.hd ~= "off"
     self.hdr_need = header_length(b, self.hd_this)
     if #self.hdr < self.hdr_need then return take end
   end
@@ -1226,7 +1229,7 @@ function Framer:header_complete()
     self.resyncs = self.resyncs + 1
   end
   self.started = true
-  if carries_digests(b.opcode) then self.login_possible = false end
+  if pdu_carries_digests(b.opcode) then self.login_possible = false end
   if self.unconfirmed then
     local h = self.held
     h[#h + 1] = { b, self.pdu_abs }
@@ -1248,7 +1251,7 @@ function Framer:begin_data()
   self.keep_limit = min(kept_data_limit(b), dl)
   self.tail = ""
   self.tail_lost = false
-  local digests = carries_digests(b.opcode) and dl > 0
+  local digests = pdu_carries_digests(b.opcode) and dl > 0
   self.dd_this = digests and self.dd == "on"
   self.dd_probe = digests and self.dd == "unknown"
   if dl == 0 then
@@ -1298,7 +1301,7 @@ end
 
 function Framer:plausible_at(t, at)
   if #t < at + 48 then return false end
-  return plausible(parse_bhs(t, at + 1), self.from_initiator, true, self.max_dl)
+  return plausible_bhs(parse_bhs(t, at + 1), self.from_initiator, self.max_dl)
 end
 
 function Framer:step_probe(s, i, abs, force)
@@ -1487,6 +1490,22 @@ function PduStream.new(from_initiator)
                         r_abs = {}, r_frame = {}, r_t = {}, r_count = 0, abs = 0, cur_frame = 0, cur_t = 0 },
                       PduStream)
 end
+
+function PduStream:start_unsynced() self.framer:start_unsynced() end
+-- max_data_segment: a longer DataSegmentLength is taken as lost framing (then resync).
+function PduStream:set_digests(header, data, max_data_segment)
+  self.framer:set_digests(header, data, max_data_segment)
+end
+function PduStream:seed_digests(header, data) self.framer:seed_digests(header, data) end
+function PduStream:mid_pdu() return self.open end  -- inside a PDU whose header has been seen
+-- What the framing found: true, false, or nil while undetected (the engine's std::optional).
+local function detected(v) if v == "on" then return true elseif v == "off" then return false end return nil end
+function PduStream:header_digest() return detected(self.framer.hd) end
+function PduStream:data_digest() return detected(self.framer.dd) end
+function PduStream:header_digest_on() return self.framer.hd == "on" end
+function PduStream:data_digest_on() return self.framer.dd == "on" end
+function PduStream:pdus() return self.framer.pdus end
+function PduStream:resyncs() return self.framer.resyncs end
 
 function PduStream:remember(abs, frame, t)
   local k = self.r_count % RECENT + 1
@@ -1749,7 +1768,40 @@ local function ideal_round_trips(k, write, bytes)
 end
 
 ---------------------------------------------------------------------------------------------
--- TCP flow, one direction (engine/src/tcp/flow.*)
+-- TCP flow, one direction, its link meter and round-trip estimate (engine/src/tcp/flow.hpp,
+-- flow.cpp: Flow, LinkMeter, RttEstimate)
+
+-- The path's rate as the peer's ACKs show it (engine: tcp::LinkMeter, docs/rules.md "The link"):
+-- its fastest train of ACKs each under a quarter round trip apart, and the busy time: gaps up to
+-- two round trips whose ACK acknowledged data at no less than a quarter of that rate.
+local LinkMeter = {}
+LinkMeter.__index = LinkMeter
+
+function LinkMeter.new()
+  return setmetatable({ last_t = -1, busy_ns = 0, busy_bytes = 0, run_ns = 0, run_bytes = 0, rate = 0,
+                        rate_bytes = 0 }, LinkMeter)
+end
+
+function LinkMeter:advanced(bytes, t, rtt)
+  local gap = self.last_t < 0 and -1 or t - self.last_t
+  self.last_t = t
+  if gap < 0 then return end
+  if gap <= floor(rtt / RULES.link_train_gap_rtt_divisor) then
+    self.run_ns = self.run_ns + gap
+    self.run_bytes = self.run_bytes + bytes
+    if self.run_bytes >= RULES.link_run_bytes_min and self.run_ns > 0 then
+      local r = self.run_bytes * 1e9 / self.run_ns
+      if r > self.rate then self.rate, self.rate_bytes = r, self.run_bytes end
+    end
+  else
+    self.run_ns, self.run_bytes = 0, 0
+  end
+  if self.rate > 0 and gap <= rtt * RULES.link_busy_gap_rtts and
+     bytes * 1e9 >= gap * self.rate / RULES.link_busy_rate_divisor then
+    self.busy_ns = self.busy_ns + gap
+    self.busy_bytes = self.busy_bytes + bytes
+  end
+end
 
 local Flow = {}
 Flow.__index = Flow
@@ -1760,39 +1812,15 @@ function Flow.new()
     peer_wscale_known = false, peer_wscale_min = 0, peer_window_raw = 0, wscale_offered = -1, mss = 0,
     mss_from_syn = false, largest_payload = 0, full_min = 0, full_count = 0, aggregates = 0, aggregates_whole = 0, data_options_len = 0, has_small = false, last_small = nil,
     last_data_t = 0, last_data_frame = 0, has_last_data = false,
-    unacked = {}, ua_head = 1, ua_tail = 0, ooo = {}, ooo_count = 0, ooo_bytes = 0,
+    unacked = {}, ua_head = 1, ua_tail = 0, out_of_order = {}, out_of_order_count = 0, out_of_order_bytes = 0,
     hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0, acked_data_t = 0,
     acked_data_frame = 0, unseen_upto = 0, unseen_t = 0, unseen_frame = 0,
     acks = {}, ak_head = 1, ak_tail = 0,
     -- this side's recent timestamps at first sight; its latest data segment's echo (engine: Flow)
-    tsf = {}, tsf_head = 1, tsf_tail = 0, last_payload_t = -math.huge,
+    ts_firsts = {}, tsf_head = 1, tsf_tail = 0, last_payload_t = -math.huge,
     data_echo = 0, data_echo_seen = false, echo_moved_frame = 0,
-    link = { last_t = -1, busy_ns = 0, busy_bytes = 0, run_ns = 0, run_bytes = 0, rate = 0, rate_bytes = 0 } },
+    link = LinkMeter.new() },
     Flow)
-end
-
--- The path's rate as the peer's ACKs show it (engine: tcp::LinkMeter, docs/rules.md "The link"):
--- its fastest train of ACKs each under a quarter round trip apart, and the busy time: gaps up to
--- two round trips whose ACK acknowledged data at no less than a quarter of that rate.
-local function link_advanced(m, bytes, t, rtt)
-  local gap = m.last_t < 0 and -1 or t - m.last_t
-  m.last_t = t
-  if gap < 0 then return end
-  if gap <= floor(rtt / RULES.link_train_gap_rtt_divisor) then
-    m.run_ns = m.run_ns + gap
-    m.run_bytes = m.run_bytes + bytes
-    if m.run_bytes >= RULES.link_run_bytes_min and m.run_ns > 0 then
-      local r = m.run_bytes * 1e9 / m.run_ns
-      if r > m.rate then m.rate, m.rate_bytes = r, m.run_bytes end
-    end
-  else
-    m.run_ns, m.run_bytes = 0, 0
-  end
-  if m.rate > 0 and gap <= rtt * RULES.link_busy_gap_rtts and
-     bytes * 1e9 >= gap * m.rate / RULES.link_busy_rate_divisor then
-    m.busy_ns = m.busy_ns + gap
-    m.busy_bytes = m.busy_bytes + bytes
-  end
 end
 
 function Flow:unwrap(seq)
@@ -1845,18 +1873,6 @@ function Flow:peer_wscale(peer_offered, own_offered)
   if not self.peer_wscale_known then return self.peer_wscale_min end
   if peer_offered >= 0 and own_offered >= 0 then return min(peer_offered, 14) end
   return 0
-end
-
--- Without both SYNs the peer's window scale is unknown: the data in flight must have fitted the
--- window the peer last advertised, so the scale is at least what makes it fit.
-function Flow:infer_window_scale()
-  if self.peer_wscale_known or not self.una_known or self.peer_window_raw == 0 or self.max_end <= self.una then
-    return
-  end
-  local in_flight = self.max_end - self.una
-  while self.peer_wscale_min < 14 and self.peer_window_raw * 2 ^ self.peer_wscale_min < in_flight do
-    self.peer_wscale_min = self.peer_wscale_min + 1
-  end
 end
 
 -- A new-data segment without PSH: its sender had more data queued, so it was full.
@@ -1959,81 +1975,1199 @@ function Flow:first_unacked_ending_after(v)
   return nil
 end
 
-function Flow:push_unacked(rec)
-  if self.ua_tail - self.ua_head + 1 >= 65536 then return end
-  self.ua_tail = self.ua_tail + 1
-  self.unacked[self.ua_tail] = rec
+-- The first held start (engine: out_of_order.begin()->first, a std::map's; a Lua table has no
+-- order).
+function Flow:out_of_order_first()
+  local best
+  for k in pairs(self.out_of_order) do if not best or k < best then best = k end end
+  return best
 end
 
-function Flow:ooo_first()
-  local best
-  for k in pairs(self.ooo) do if not best or k < best then best = k end end
-  return best
+---------------------------------------------------------------------------------------------
+-- Minimum-filtered round-trip estimate between the capture point and one side, and the path's
+-- jitter (engine: tcp::RttEstimate, docs/rules.md "Holds"). Fields ending in "_" are the C++
+-- class's private members: read them through the methods.
+local RttEstimate = {}
+RttEstimate.__index = RttEstimate
+
+function RttEstimate.new()
+  return setmetatable({ min_ = 0, known_ = false, handshake_ = false, released_ = false, samples_ = 0,
+                        clean_samples_ = 0, ring_ = 0, recent_ = {} }, RttEstimate)
+end
+
+-- A copy (the engine copies the value: a scout's estimate seeds a connection's).
+function RttEstimate:copy()
+  local r = setmetatable({}, RttEstimate)
+  for k, v in pairs(self) do r[k] = v end
+  r.recent_ = {}
+  for k, v in pairs(self.recent_) do r.recent_[k] = v end
+  return r
+end
+
+local RTT_MAX_NS = RULES.rtt_max_ms * 1e6
+-- clean: the ACK carried no data (a pure ACK or the handshake), so the sample holds no answer
+-- time of the side's application (nil: true, as the engine's default argument).
+function RttEstimate:sample(ns, from_handshake, clean)
+  -- past TCP's longest retransmission timeout a gap is not a round trip
+  if ns < 0 or ns > RTT_MAX_NS then return end
+  if from_handshake then self.handshake_ = true end
+  if clean ~= false then self.clean_samples_ = self.clean_samples_ + 1 end
+  if not self.known_ or ns < self.min_ then self.min_ = ns end
+  self.known_ = true
+  self.samples_ = self.samples_ + 1
+  self.recent_[self.ring_ % RULES.jitter_window + 1] = ns
+  self.ring_ = self.ring_ + 1
+end
+function RttEstimate:known() return self.known_ end
+function RttEstimate:ns() return self.known_ and self.min_ or 0 end
+function RttEstimate:samples() return self.samples_ end
+function RttEstimate:clean_samples() return self.clean_samples_ end
+function RttEstimate:from_handshake() return self.handshake_ end
+-- Data the side sent after the pure ACK whose timestamp it echoes (Tracker:echo): a release, so
+-- the path's spread too; not counted as a sample of the ACKs.
+function RttEstimate:released(ns)
+  if ns < 0 or ns > RTT_MAX_NS then return end
+  if not self.known_ or ns <= self.min_ then self.min_, self.released_ = ns, true end
+  self.known_ = true
+  self.recent_[self.ring_ % RULES.jitter_window + 1] = ns
+  self.ring_ = self.ring_ + 1
+end
+-- Not only an upper bound that may hold the side's answer time.
+function RttEstimate:tight() return self.handshake_ or self.clean_samples_ > 0 or self.released_ end
+-- Where the estimate comes from (docs/rules.md "Joined connections").
+function RttEstimate:source()
+  if self.handshake_ then return "handshake" end
+  if self.released_ then return "echoed timestamps" end
+  if self.clean_samples_ > 0 then return "pure ACKs" end
+  if self.samples_ > 0 then return "ACKs on data" end
+  return ""
+end
+-- The jitter percentile of the latest samples' excess over the minimum, excesses beyond
+-- jitter_excess_max_ms (or half the minimum) left out (delayed ACKs); 0 with too few.
+-- (The caller bounds it by the RTT: on a LAN the excess is think time, not jitter.)
+function RttEstimate:jitter_ns(percentile)
+  local cap = max(floor(RULES.jitter_excess_max_ms * 1e6 + 0.5), floor(self.min_ / RULES.jitter_rtt_divisor))
+  local ex = {}
+  for i = 1, min(self.ring_, RULES.jitter_window) do
+    local e = self.recent_[i] - self.min_
+    if e <= cap then ex[#ex + 1] = e end
+  end
+  if #ex < RULES.jitter_samples_min then return 0 end
+  table.sort(ex)  -- (the engine's nth_element: the same element)
+  return ex[floor((#ex - 1) * (percentile or RULES.jitter_percentile) / 100) + 1]
+end
+
+---------------------------------------------------------------------------------------------
+-- Both directions of one TCP connection as the capture point saw them (engine/src/tcp/tracker.hpp,
+-- tracker.cpp: Tracker, Receiver): the handshake, ACKs and windows, round trips, and the byte
+-- streams put back in order. It tells a Receiver what the streams carry, in stream order, and
+-- knows nothing of iSCSI: the Receiver (Connection) frames the bytes and says which command each
+-- delivery advanced, which the tracker keeps with the segment for ACK timing.
+--
+-- The Receiver interface (engine: tcp::Receiver), methods of the object given as `r`:
+--   r:stream_from_syn(dir)                 a SYN starts dir's stream (it begins with a login)
+--   r:stream_without_syn(dir, seg)         dir's first bytes come without a SYN
+--   r:deliver(dir, bytes, wire_len, seg, filled_by)
+--       new bytes in order (wire_len > #bytes: cut by the snaplen); filled_by: the segment that
+--       filled the hole they waited behind. Returns the DeliveryTag as five values: owner (the
+--       command's slot, 0: none), owner_cmd (its first frame), h (its half trips, -1: none), cmd,
+--       itt.
+--   r:hole_filled(dir, seg, since)         seg fills a hole open since `since`
+--   r:resent(dir, seg, original)           seg resends bytes already seen (original: nil if gone)
+--   r:lost(dir, bytes, frame, why)         bytes never captured are given up for lost
+--   r:unacked_cap_hit(dir, frame, cap)     the record of unacknowledged segments is full
+-- Fields ending in "_" are the C++ class's private members: read them through the methods
+-- (Connection reads flow_ and rtt_ directly only where a call per segment would show).
+
+local Tracker = {}
+Tracker.__index = Tracker
+
+local MAX_UNACKED_RECORDS = 65536  -- Tracker::kMaxUnackedRecords
+local UNSEEN = "acknowledged by the receiver but missing from the capture"
+local REORDER_WAIT_NS = RULES.reorder_wait_ms * 1e6
+local ECHO_KEEP_NS = RULES.echo_keep_ms * 1e6
+
+function Tracker.new(max_out_of_order_bytes)
+  return setmetatable({ max_out_of_order_bytes_ = max_out_of_order_bytes,
+    flow_ = { [0] = Flow.new(), [1] = Flow.new() },
+    rtt_ = { [0] = RttEstimate.new(), [1] = RttEstimate.new() },  -- capture point <-> initiator, target
+    saw_syn_ = false, saw_synack_ = false, closed_ = false, syn_t_ = 0, synack_t_ = 0,
+    filling_ = nil }, Tracker)  -- filling_: while draining, the segment that filled the hole
+end
+
+function Tracker:flow(dir) return self.flow_[dir] end
+function Tracker:share_link(dir, path) self.flow_[dir].path = path end
+function Tracker:rtt(side_dir) return self.rtt_[side_dir] end
+function Tracker:seed_rtt(side_dir, scout) self.rtt_[side_dir] = scout:copy() end
+function Tracker:rtt_ns(side_dir) return self.rtt_[side_dir]:ns() end  -- capture point <-> that side
+function Tracker:full_rtt_ns()  -- both sides' rtt_ns, written out (called per segment)
+  local a, b = self.rtt_[0], self.rtt_[1]
+  return (a.known_ and a.min_ or 0) + (b.known_ and b.min_ or 0)
+end
+function Tracker:saw_syn() return self.saw_syn_ end
+function Tracker:closed() return self.closed_ end
+
+function Tracker:on_segment(seg, dir, r)
+  for d = 0, 1 do
+    local f = self.flow_[d]
+    if f.unseen_upto > f.next and seg.t - f.unseen_t > REORDER_WAIT_NS then self:declare_unseen(d, r) end
+  end
+  local fl = seg.flags  -- FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10 (tested inline: once per segment)
+  local syn, rst = fl % 4 >= 2, fl % 8 >= 4
+  local una_before = self.flow_[1 - dir].una
+  if syn then self:handshake(seg, dir, r) end
+  -- a release's sample is given after the segment is judged: it may not bound its own release
+  local released = seg.has_ts and self:echo(seg, dir) or -1
+  if seg.wire_len > 0 then self.flow_[dir].last_payload_t = seg.t end
+  if fl % 32 >= 16 then self:ack(seg, dir, r) end
+  if seg.wire_len > 0 and not syn then self:payload(seg, dir, r) end
+  if released >= 0 then self.rtt_[dir]:released(released) end
+  local f = self.flow_[dir]
+  if fl % 2 == 1 or rst then
+    f.fin_seen = true
+    if rst or self.flow_[1 - dir].fin_seen then self.closed_ = true end
+  end
+  -- The window this side advertises limits what the other side may send. Its scale is known from
+  -- both SYNs (0 when either lacks the option); else the least the data in flight proves.
+  local other = self.flow_[1 - dir]
+  local raw = seg.window
+  local win = raw
+  local scale_known = f.syn_seen and other.syn_seen
+  if not syn then
+    if scale_known and f.wscale_offered >= 0 and other.wscale_offered >= 0 then
+      win = raw * 2 ^ (f.wscale_offered < 14 and f.wscale_offered or 14)
+    elseif not scale_known then
+      win = raw * 2 ^ other.peer_wscale_min
+    end
+  end
+  local window_changed
+  if scale_known then
+    window_changed = other.peer_window_known and other.peer_window ~= win
+  else
+    window_changed = other.peer_window_known and other.peer_window_raw ~= raw
+  end
+  other.peer_window = win
+  other.peer_window_raw = raw
+  other.peer_wscale_known = scale_known
+  other.peer_window_known = true
+  if other.una_known and (other.una ~= una_before or window_changed or other.ak_tail < other.ak_head) then
+    -- what a hold's release may be matched against (rules/holds.lua)
+    other:record_ack({ ack = other.una, t = seg.t, frame = seg.frame, window = win, h = other.acked_h,
+                       cmd = other.acked_cmd, data_t = other.acked_data_t,
+                       data_frame = other.acked_data_frame, raw = raw, tsval = seg.tsval or 0,
+                       has_ts = seg.has_ts or false },
+                     seg.t - RULES.ack_record_keep_rtts * self:full_rtt_ns() - RULES.ack_record_keep_ms * 1e6)
+  end
+end
+
+function Tracker:handshake(seg, dir, r)
+  local f = self.flow_[dir]
+  if f.syn_seen and f.started and f:unwrap(seg.seq) == f.next - 1 then return end  -- SYN retransmitted
+  f:anchor((seg.seq + 1) % TWO32)
+  f.syn_seen = true
+  r:stream_from_syn(dir)
+  f.wscale_offered = seg.wscale or -1
+  -- A side's MSS option says what it can receive: it bounds what the other side sends.
+  if seg.mss and seg.mss ~= 0 then
+    self.flow_[1 - dir].mss = seg.mss
+    self.flow_[1 - dir].mss_from_syn = true
+  end
+  if not hasbit(seg.flags, 0x10) then
+    self.saw_syn_ = true
+    self.syn_t_ = seg.t
+  elseif self.saw_syn_ and not self.saw_synack_ then
+    self.saw_synack_ = true
+    self.synack_t_ = seg.t
+    self.rtt_[1]:sample(seg.t - self.syn_t_, true)
+  end
+end
+
+-- Timestamps (RFC 7323; docs/rules.md "Measures taken from TCP"): a data segment echoing a newer
+-- TSval than the side's data before it left after that TSval's first segment arrived; with that
+-- segment a pure ACK, a release: a round-trip sample (-1: none).
+function Tracker:echo(seg, dir)
+  local f = self.flow_[dir]
+  if f.tsf_tail < f.tsf_head or f.ts_firsts[f.tsf_tail].val ~= seg.tsval then
+    while f.tsf_head <= f.tsf_tail and (f.tsf_tail - f.tsf_head + 1 >= RULES.echo_records_max or
+          f.ts_firsts[f.tsf_head].t < seg.t - ECHO_KEEP_NS) do
+      f.ts_firsts[f.tsf_head] = nil
+      f.tsf_head = f.tsf_head + 1
+    end
+    f.tsf_tail = f.tsf_tail + 1
+    f.ts_firsts[f.tsf_tail] = { val = seg.tsval, t = seg.t, pure = seg.wire_len == 0 }
+  end
+  if seg.wire_len == 0 or not hasbit(seg.flags, 0x10) then return -1 end
+  if f.data_echo_seen then
+    local d = (seg.tsecr - f.data_echo) % TWO32
+    if d == 0 or d >= 2147483648 then return -1 end  -- not newer
+    f.echo_moved_frame = seg.frame
+  end
+  f.data_echo_seen, f.data_echo = true, seg.tsecr
+  local peer = self.flow_[1 - dir]
+  for i = peer.tsf_tail, peer.tsf_head, -1 do
+    local e = peer.ts_firsts[i]
+    if e.val == seg.tsecr then
+      -- not when the peer sent data since: this may answer that data after a think time
+      if e.pure and peer.last_payload_t < e.t then return seg.t - e.t end
+      return -1
+    end
+  end
+  return -1
+end
+
+function Tracker:ack(seg, dir, r)
+  local peer = self.flow_[1 - dir]  -- the direction whose data this segment acknowledges
+  if not peer.started then return end
+  if self.saw_synack_ and dir == 0 and not self.rtt_[0].handshake_ and not hasbit(seg.flags, 0x02) then
+    self.rtt_[0]:sample(seg.t - self.synack_t_, true)
+  end
+  local ack = peer:unwrap(seg.ack)
+  if ack > peer.max_end + 1073741824 then return end  -- nonsense ack
+  if peer.fin_seen and ack == peer.next + 1 then ack = peer.next end  -- the FIN's sequence number
+  -- An ACK for the segment that ended exactly here: a round-trip sample for this side.
+  if peer.ua_head <= peer.ua_tail and (not peer.una_known or ack > peer.una) then
+    -- Records end in increasing order (each carries new data): a binary search, not a scan.
+    local k = peer:first_unacked_ending_after(ack - 1)
+    local s = k and peer.unacked[k]
+    if s and s.e == ack then self.rtt_[dir]:sample(seg.t - s.t, false, seg.wire_len == 0) end
+  end
+  if ack > peer.next and peer.started then
+    -- The receiver has bytes the capture has not shown: missing at the capture point. Unless they
+    -- come soon after: a capture can show a segment just after the ACK that covers it. (Not when
+    -- later data is already held: the receiver acknowledged past a hole the capture skipped.)
+    local upto = min(ack, peer.max_end > peer.next and peer.max_end or ack)
+    if peer.out_of_order_count > 0 then
+      self:declare_gap(1 - dir, upto, seg.frame, UNSEEN, r)
+    else
+      if peer.unseen_upto <= peer.next then peer.unseen_t, peer.unseen_frame = seg.t, seg.frame end
+      peer.unseen_upto = max(peer.unseen_upto, upto)
+    end
+  end
+  local before = peer.una_known and peer.una or ack
+  if peer:acked(ack, seg.t, seg.frame) then
+    peer.link:advanced(ack - before, seg.t, self:full_rtt_ns())
+    if peer.path then peer.path:advanced(ack - before, seg.t, self:full_rtt_ns()) end
+  end
+end
+
+-- The bytes an ACK covered never came.
+function Tracker:declare_unseen(dir, r)
+  local f = self.flow_[dir]
+  self:declare_gap(dir, f.unseen_upto, f.unseen_frame, UNSEEN, r)  -- then next >= unseen_upto: none pending
+end
+
+function Tracker:payload(seg, dir, r)
+  local f = self.flow_[dir]
+  local len = seg.wire_len
+  if not f.started then
+    f:anchor(seg.seq)
+    r:stream_without_syn(dir, seg)
+  end
+  f.largest_payload = f.largest_payload > len and f.largest_payload or len
+  if seg.options_len and seg.options_len ~= 0 then f.data_options_len = seg.options_len end
+  local start = f:unwrap(seg.seq)
+  local e = start + len
+  -- Acknowledged bytes still unseen when the sender's next data comes past them: missing.
+  if start > f.next and f.unseen_upto > f.next then self:declare_unseen(dir, r) end
+  if e <= f.next then
+    local keepalive = len <= 1 and start + 1 >= f.next
+    if not keepalive then self:resend(dir, seg, start, e, r) end
+    return
+  end
+  if start > f.next then
+    -- Beyond a hole: kept until the hole fills, the receiver acknowledges past it, or the buffer
+    -- cap is hit (then the hole is declared lost).
+    if f.out_of_order_count == 0 then f.hole_since = seg.t end
+    local held = f.out_of_order[start]
+    if not held then
+      held = { bytes = "", t = 0, frame = 0 }
+      f.out_of_order[start] = held
+      f.out_of_order_count = f.out_of_order_count + 1
+    end
+    if #held.bytes < #seg.payload then
+      f.out_of_order_bytes = f.out_of_order_bytes + #seg.payload - #held.bytes
+      held.bytes, held.t, held.frame = seg.payload, seg.t, seg.frame
+    end
+    f.max_end = max(f.max_end, e)
+    f:move_ref(e)
+    if f.out_of_order_bytes > self.max_out_of_order_bytes_ then
+      local why = string.format("out-of-order buffer cap (%.0f bytes) hit; hole declared lost",
+                                self.max_out_of_order_bytes_)
+      self:declare_gap(dir, f:out_of_order_first(), seg.frame, why, r)
+    end
+    return
+  end
+  if seg.flags % 16 < 8 then f:saw_full(len) end  -- no PSH: more data was queued
+  local m = f:effective_mss()
+  if len > m then  -- TSO/GRO at the capture point; a whole multiple of the MSS proves it
+    f.aggregates = f.aggregates + 1
+    if len % m == 0 then f.aggregates_whole = f.aggregates_whole + 1 end
+  end
+  if f.out_of_order_count > 0 then r:hole_filled(dir, seg, f.hole_since) end
+  -- Overlap with bytes already delivered is trimmed; the rest is new, in order.
+  local skip = f.next - start
+  local bytes = seg.payload
+  local wire_rest = len - skip
+  if skip >= #bytes then bytes = "" elseif skip > 0 then bytes = bytes:sub(skip + 1) end
+  if #bytes < wire_rest then f.bytes_missing = f.bytes_missing + wire_rest - #bytes end  -- the snaplen
+  f.next = f.next + wire_rest  -- before delivery: a status delivered now is settled against this position
+  f:move_ref(f.next)
+  local owner, owner_cmd, h, cmd, itt = r:deliver(dir, bytes, wire_rest, seg, self.filling_)
+  -- owner_cmd: which command held the slot then (a slot is reused once its command is released).
+  -- (One constructor: the record's table is sized once; s and e: start and end, a Lua keyword.)
+  local rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = owner, owner_cmd = owner_cmd,
+                small = f:is_small(len), h = h, cmd = cmd, itt = itt }
+  if f.ua_tail - f.ua_head + 1 < MAX_UNACKED_RECORDS then
+    f.ua_tail = f.ua_tail + 1
+    f.unacked[f.ua_tail] = rec
+  else
+    r:unacked_cap_hit(dir, seg.frame, MAX_UNACKED_RECORDS)
+  end
+  if f.una_known and f.una >= e then f:trim_acked(f.unseen_t, f.unseen_frame) end  -- its ACK came first
+  if rec.small then
+    f.has_small = true
+    f.last_small = { e = e, t = seg.t, frame = seg.frame, h = rec.h, cmd = rec.cmd, acked = false,
+                     ack_t = 0, ack_frame = 0 }
+  end
+  f.max_end = f.max_end > e and f.max_end or e
+  Tracker.infer_window_scale(f)
+  f.last_data_t = seg.t
+  f.last_data_frame = seg.frame
+  self:drain_out_of_order(dir, seg, r)
+end
+
+-- Without both SYNs the peer's window scale is unknown: the data in flight must have fitted the
+-- window the peer last advertised, so the scale is at least what makes it fit.
+function Tracker.infer_window_scale(f)
+  if f.peer_wscale_known or not f.una_known or f.peer_window_raw == 0 or f.max_end <= f.una then
+    return
+  end
+  local in_flight = f.max_end - f.una
+  while f.peer_wscale_min < 14 and f.peer_window_raw * 2 ^ f.peer_wscale_min < in_flight do
+    f.peer_wscale_min = f.peer_wscale_min + 1
+  end
+end
+
+function Tracker:drain_out_of_order(dir, seg, r)
+  local f = self.flow_[dir]
+  -- Held bytes reach the receiver only now, when seg fills the hole before them.
+  local outer = self.filling_
+  self.filling_ = seg
+  while f.out_of_order_count > 0 do
+    local start = f:out_of_order_first()
+    if start > f.next then break end
+    local held = f.out_of_order[start]
+    f.out_of_order[start] = nil
+    f.out_of_order_count = f.out_of_order_count - 1
+    f.out_of_order_bytes = f.out_of_order_bytes - #held.bytes
+    local e = start + #held.bytes
+    if e > f.next then
+      local skip = f.next - start
+      local bytes = held.bytes:sub(skip + 1)
+      -- seq: where the delivered bytes start (holds compare it with an edge)
+      local s = { frame = held.frame, t = held.t, wire_len = #bytes, flags = seg.flags, seq = f.next % TWO32 }
+      f.next = f.next + #bytes
+      f:move_ref(f.next)
+      r:deliver(dir, bytes, #bytes, s, self.filling_)
+    end
+  end
+  self.filling_ = outer
+end
+
+function Tracker:declare_gap(dir, upto, frame, why, r)
+  local f = self.flow_[dir]
+  while f.next < upto or (f.out_of_order_count > 0 and f:out_of_order_first() <= upto) do
+    local hole_end = upto
+    if f.out_of_order_count > 0 then hole_end = min(hole_end, f:out_of_order_first()) end
+    if hole_end > f.next then
+      local lost = hole_end - f.next
+      f.bytes_missing = f.bytes_missing + lost
+      f.next = hole_end
+      f:move_ref(f.next)
+      r:lost(dir, lost, frame, why)
+    end
+    if f.out_of_order_count == 0 then break end
+    local first = f.out_of_order[f:out_of_order_first()]
+    self:drain_out_of_order(dir, { frame = first.frame, t = first.t, flags = 0 }, r)
+    if f.out_of_order_count == 0 or f.next >= upto then break end
+  end
+end
+
+function Tracker:resend(dir, seg, start, e, r)
+  local f = self.flow_[dir]
+  -- The first record ending past the resent byte (binary search), or one of the next few that
+  -- starts before it (an overlap resend): bounded work per segment.
+  local orig
+  local k = f:first_unacked_ending_after(start)
+  if k then
+    for j = k, min(k + 7, f.ua_tail) do
+      local s = f.unacked[j]
+      if s.s <= start then orig = s break end
+    end
+  end
+  if f.una_known and e <= f.una and not orig then return end  -- spurious, already acknowledged
+  r:resent(dir, seg, orig)
+end
+
+-- End of capture: holes still open are declared lost.
+function Tracker:finish(r)
+  for d = 0, 1 do
+    local f = self.flow_[d]
+    if f.unseen_upto > f.next then self:declare_unseen(d, r) end
+    if f.out_of_order_count > 0 then
+      self:declare_gap(d, f.max_end, f.out_of_order[f:out_of_order_first()].frame,
+                       "the capture ended before the hole was filled", r)
+    end
+  end
+end
+
+---------------------------------------------------------------------------------------------
+-- SessionRegistry (engine/src/session/sessions.hpp): groups connections into iSCSI sessions, by
+-- initiator name, ISID, target and TSIH once a login is seen (RFC 7143 4.4), else one session
+-- per connection. Also what connections between the same two hosts share: the link
+-- (docs/rules.md "The link").
+
+local SessionRegistry = {}
+SessionRegistry.__index = SessionRegistry
+
+local MAX_PATHS = 4096  -- SessionRegistry::kMaxPaths
+
+function SessionRegistry.new()
+  return setmetatable({ ids_ = {}, sessions_ = {}, paths_ = {}, path_count_ = 0 }, SessionRegistry)
+end
+
+function SessionRegistry:resolve(key)
+  local id = self.ids_[key]
+  if not id then
+    id = #self.sessions_ + 1
+    self.ids_[key] = id
+    self.sessions_[id] = { id = id, connections = {} }
+  end
+  return id
+end
+function SessionRegistry:info(id) return self.sessions_[id] end
+function SessionRegistry:all() return self.sessions_ end
+
+-- The link from one host to another, as all their connections' ACKs show it, keyed by the
+-- addresses without ports; nil beyond MAX_PATHS host pairs, where each connection has its own.
+function SessionRegistry:path(from, to)
+  local key = (from:match("^(.*):%d+$") or from) .. ">" .. (to:match("^(.*):%d+$") or to)
+  local m = self.paths_[key]
+  if m then return m end
+  if self.path_count_ >= MAX_PATHS then return nil end
+  m = LinkMeter.new()
+  self.paths_[key], self.path_count_ = m, self.path_count_ + 1
+  return m
+end
+
+---------------------------------------------------------------------------------------------
+-- A SCSI command while it is open (engine/src/session/command.hpp): the two directions of a
+-- connection's streams, the breakdown a command starts with, and the kinds of finding it had.
+
+local I2T, T2I = 0, 1
+local function side_of(dir) return dir == I2T and "initiator" or "target" end
+
+-- (engine: Breakdown's defaults; cwnd + rwnd: window's parts)
+local function new_breakdown()
+  return { request = 0, think = 0, data = 0, nagle = 0, delayed_ack = 0, r2t = 0, window = 0,
+           loss = 0, response = 0, link = 0, cwnd = 0, rwnd = 0 }
+end
+
+-- The command's result names each kind of finding it had once, in order of first evidence.
+local function add_finding_kind(c, k)
+  if not c.findings_set[k] then
+    c.findings_set[k] = true
+    c.findings[#c.findings + 1] = k
+  end
+end
+
+-- A rest longer than this is a wait (docs/rules.md "The critical path"); the jitter allowance
+-- when matching a release to the ACK that caused it (integer ns, as the engine).
+local WAIT_MIN_FLOOR_NS = floor(RULES.wait_min_ms * 1e6 + 0.5)
+local function wait_min_ns(full_rtt_ns)
+  local wait_rtt = floor(full_rtt_ns / RULES.wait_min_rtt_divisor)
+  return WAIT_MIN_FLOOR_NS > wait_rtt and WAIT_MIN_FLOOR_NS or wait_rtt
+end
+local TOLERANCE_FLOOR_NS = floor(RULES.release_tolerance_ms * 1e6 + 0.5)
+local function release_tolerance_ns(full_rtt_ns)
+  return TOLERANCE_FLOOR_NS + floor(full_rtt_ns / RULES.release_tolerance_rtt_divisor)
+end
+
+---------------------------------------------------------------------------------------------
+-- What a rule takes besides the command it judges (the engine's rules/view.hpp): a read-only view
+-- of its connection (ConnectionView), and where its findings go (FindingOut).
+--
+-- FindingOut, methods of the object given as `out` (the Connection):
+--   out:finding(kind, side, frame, lost_ms, c)  a finding of the connection, tied to command c
+--                                               when there is one (c may be nil)
+--   out:emit_finding(f)                         stamps it (session, connection, inferred facts)
+--                                               and hands it on
+--   out:notice(level, frame, message)           the engine's notices (this port gives none)
+
+-- The connection as a rule may see it: both flows and round trips (the TCP tracker) and the
+-- options. Made once per connection (the tracker it reads is live); rules change nothing in it.
+local ConnectionView = {}
+ConnectionView.__index = ConnectionView
+
+function ConnectionView.new(id, tcp, options)
+  return setmetatable({ id = id, tcp = tcp, options = options }, ConnectionView)
+end
+function ConnectionView:flow(dir) return self.tcp:flow(dir) end
+function ConnectionView:rtt_ns(side_dir) return self.tcp:rtt_ns(side_dir) end  -- capture point <-> that side
+function ConnectionView:full_rtt_ns() return self.tcp:full_rtt_ns() end
+function ConnectionView:tolerance_ns() return release_tolerance_ns(self.tcp:full_rtt_ns()) end
+function ConnectionView:wait_min_ns() return wait_min_ns(self.tcp:full_rtt_ns()) end
+-- The capture point is near this side (its round trip a small part of the path's).
+local VANTAGE_MIN_RTT_NS = floor(RULES.vantage_min_rtt_ms * 1e6 + 0.5)
+function ConnectionView:near(side_dir)
+  local full = self.tcp:full_rtt_ns()
+  return self.tcp:rtt(I2T):known() and self.tcp:rtt(T2I):known() and full >= VANTAGE_MIN_RTT_NS and
+         self.tcp:rtt_ns(side_dir) * RULES.near_initiator_rtt_factor < full
+end
+
+---------------------------------------------------------------------------------------------
+-- Holds (engine/src/rules/holds.cpp; docs/rules.md "Holds"): a segment that was ready earlier and
+-- left only when an ACK from the peer released it: nagle_hold, cwnd_limited, rwnd_limited, and
+-- delayed_ack when that ACK was late. One decision over one ACK decides all four (classify_hold);
+-- the waits it cannot tell from think time are the target's (think_or_hold, rules/target_think.lua).
+
+-- Whether segment seg, ready at `ready` (capture time), waited for an ACK to release it, and
+-- which: over the sender's flow, the round trips between the capture point and the sender and its
+-- peer, and whether the sender is the target. A free function over what it is given: it reads
+-- nothing else of the connection.
+local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_min_ms, seg, ready)
+  local v = { held = false, kind = "cwnd_limited", release_frame = 0, release_t = 0,
+              delayed_ack_ms = 0, acked_frame = 0, release_h = -1, release_cmd = 0, undecided = false }
+  if not sender:known() then return v end
+  local rtt_side, rtt_receiver = sender:ns(), receiver:ns()
+  local full = rtt_side + rtt_receiver
+  -- Jitter only delays: a release may come later than rtt(S) by the path's measured jitter, which
+  -- the path between the capture point and S bounds (the engine's classify_hold).
+  local tol = release_tolerance_ns(full)
+  local bound = math.min(floor(full / RULES.jitter_rtt_divisor), rtt_side)
+  local late = tol + math.min(sender:jitter_ns(), bound)
+  -- A Nagle hold has its proof in the stream: its release may come as late as the path's largest
+  -- recent round trip (the engine's nagle_late).
+  local nagle_late = tol + math.min(sender:jitter_ns(RULES.nagle_jitter_percentile), bound)
+  -- How late the path alone may bring the receiver's ACK: an ACK later than its round trip by no
+  -- more is not proven delayed (the engine's receiver_jitter).
+  local receiver_jitter = math.min(receiver:jitter_ns(RULES.nagle_jitter_percentile),
+                                   math.min(floor(full / RULES.jitter_rtt_divisor), rtt_receiver))
+  -- rtt(S) from ACKs that rode on S's data only is an upper bound: near S a release may come as
+  -- soon as just after the ACK (the engine's early).
+  local early = tol
+  if not sender:tight() and rtt_side * RULES.wait_min_rtt_divisor < full then
+    early = max(tol, rtt_side)
+  end
+  local function released_within(ack_t, upto)
+    local d = seg.t - (ack_t + rtt_side)
+    return d >= -early and d <= upto and ack_t + rtt_side - early + tol > ready
+  end
+  -- ACK causality by timestamps (engine: echoes): a segment echoing the ACK's timestamp or a later
+  -- one left after that ACK reached its sender; only the earliest the release can be seen is timing's.
+  local function echoes(r)
+    return r.has_ts and seg.has_ts and (seg.tsecr - r.tsval) % TWO32 < 2147483648 and
+           released_within(r.t, seg.t - r.t)
+  end
+  local len = seg.wire_len
+  local small = f.last_small
+  -- Nagle holds one partial segment: a TSO/GRO aggregate carries full segments that Nagle would
+  -- have sent, so its wait is the window's. A segment longer than the MSS is such an aggregate once
+  -- the flow has shown whole-multiple ones; before, it may be one jumbo frame, judged by its tail.
+  local nagle_candidate = len < f:effective_mss() or (f.aggregates_whole == 0 and f:is_small(len))
+  if f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
+     released_within(small.ack_t, nagle_late) then
+    v.held = true
+    v.kind = "nagle_hold"
+    v.release_frame = small.ack_frame
+    v.release_t = small.ack_t
+    v.acked_frame = small.frame
+    v.release_h, v.release_cmd = small.h or -1, small.cmd or 0
+    local ack_delay = small.ack_t - small.t - rtt_receiver
+    if ms(ack_delay - receiver_jitter) >= delayed_ack_min_ms then v.delayed_ack_ms = ms(ack_delay) end
+    return v
+  end
+  -- Window holds: released by the first ACK that could have reached the sender when this segment
+  -- left, not always the latest one captured; one that fits a steady path first, only without
+  -- one a later ACK within the path's jitter.
+  local a = f.acks
+  local function first_release(upto)
+    local i = f.ak_tail + 1
+    while i > f.ak_head and a[i - 1].t + rtt_side + upto >= seg.t do i = i - 1 end
+    while i <= f.ak_tail and not released_within(a[i].t, upto) do i = i + 1 end
+    return i
+  end
+  -- Window arithmetic first: where the sender stopped at the edge an ACK had offered and this
+  -- segment lies past it, the first ACK that opened the window past it released it, if the path's
+  -- bounds let it reach the sender by then (the engine's at_edge).
+  local seg_start = f:unwrap(seg.seq)
+  local mss = f:effective_mss()
+  local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
+  local at_edge = i > f.ak_head and i <= f.ak_tail and seg_start <= f:edge(a[i - 1]) and
+                  seg_start + mss > f:edge(a[i - 1])
+  local at_edge_i = i
+  if not (at_edge and (released_within(a[i].t, late) or echoes(a[i]))) then
+    i = first_release(tol)
+    if i > f.ak_tail and late > tol then i = first_release(late) end
+  end
+  if i > f.ak_tail then
+    -- Beyond what the path has shown, within the most it may add: an ACK this wait had to follow
+    -- still fits; the capture cannot tell think from a hold (the engine's undecided).
+    local most = tol + bound
+    if sender_is_target and most > max(late, nagle_late) then
+      if f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
+         released_within(small.ack_t, most) then
+        v.undecided, v.release_frame = true, small.ack_frame
+      elseif at_edge and released_within(a[at_edge_i].t, most) then
+        v.undecided, v.release_frame = true, a[at_edge_i].frame
+      end
+    end
+    return v
+  end
+  local rel = a[i]
+  v.held = true
+  v.release_frame = rel.frame
+  v.release_t = rel.t
+  v.release_h, v.release_cmd = rel.h, rel.cmd
+  -- The release may itself have been held by the receiver's delayed-ACK timer (an odd segment
+  -- at the end of a flight): measured as for Nagle holds.
+  local acknowledged_more = i == f.ak_head or rel.ack > a[i - 1].ack  -- not a window update
+  if rel.data_frame ~= 0 and acknowledged_more then
+    local ack_delay = rel.t - rel.data_t - rtt_receiver
+    if ms(ack_delay - receiver_jitter) >= delayed_ack_min_ms then
+      v.delayed_ack_ms = ms(ack_delay)
+      v.acked_frame = rel.data_frame
+    end
+  end
+  -- The edge in force until the release: data that came within a quarter window (at least one
+  -- segment) of it means the receiver's window held the sender, not the congestion window.
+  local before = i > f.ak_head and a[i - 1] or nil
+  -- (With the window scale unknown, no SYNs, the edge is the lower bound the data in flight proves
+  -- by now.)
+  local window = before and f:edge(before) - before.ack
+  -- (Data sent past that edge before this segment proves it was not in force.)
+  if before and f:unwrap(seg.seq) <= before.ack + window and f.max_end + max(f:effective_mss(), floor(window / RULES.rwnd_edge_window_divisor)) > before.ack + window then
+    v.kind = "rwnd_limited"
+  else
+    v.kind = "cwnd_limited"
+  end
+  return v
+end
+
+
+local Holds = {}
+Holds.__index = Holds
+function Holds.new() return setmetatable({}, Holds) end
+
+-- A verdict already given (read only): framing found late (a stream joined mid-session is framed
+-- once the next header confirms it) places a PDU carried by earlier segments at those segments,
+-- with no hold judged.
+local NO_HOLD = { held = false, reported = true }
+-- The verdict of a segment not judged yet (read only: on_wait makes the segment's own).
+local NOT_JUDGED = { held = false, reported = false }
+
+-- The hold's time on the critical path (docs/rules.md "The critical path"): a rest (ns) longer
+-- than a wait before seg on command c's path, judged once per segment (verdict: NOT_JUDGED, or
+-- the segment's verdict so far); a hold's findings are kept with c until it is reported, its time
+-- goes to c's breakdown and half trips. Returns the rest a hold did not explain, and the verdict
+-- (the segment's own once judged).
+function Holds:on_wait(v, out, dir, seg, c, ready, rest, verdict)
+  if not verdict.reported then
+    local judged = classify_hold(v.tcp:flow(dir), v.tcp:rtt(dir), v.tcp:rtt(1 - dir), dir == T2I,
+                                 v.options.delayed_ack_min_ms, seg, ready)
+    if verdict == NOT_JUDGED then verdict = { held = false, reported = false } end
+    for k, val in pairs(judged) do verdict[k] = val end
+    verdict.reported = true
+    if verdict.held then self:report(out, dir, seg, c, verdict, ms(rest)) end
+  end
+  if verdict.undecided then
+    c.undecided_ms = c.undecided_ms + ms(rest)
+    c.undecided_ack_frame = verdict.release_frame
+  end
+  if not verdict.held then return rest, verdict end
+  local bd = c.breakdown
+  local held_ms = ms(rest)
+  local dack = min(verdict.delayed_ack_ms, held_ms)
+  bd.delayed_ack = bd.delayed_ack + dack
+  if verdict.kind == "nagle_hold" then
+    bd.nagle = bd.nagle + held_ms - dack
+  else
+    bd.window = bd.window + held_ms - dack
+    local part = verdict.kind == "cwnd_limited" and "cwnd" or "rwnd"
+    bd[part] = bd[part] + held_ms - dack
+  end
+  add_finding_kind(c, verdict.kind)
+  if dack > 0 then add_finding_kind(c, "delayed_ack") end
+  -- Two crossings after the data the releasing ACK acknowledged: that ACK's, and this one's
+  -- (data of another command says nothing of this one's progress: then on top of it).
+  local h = dir == I2T and c.h_initiator or c.h_target
+  local h_before = h
+  if verdict.release_h >= 0 and verdict.release_cmd == c.first_frame then
+    h = max(h, verdict.release_h + 2)
+  else
+    h = h + 2
+  end
+  c.held_h = c.held_h + h - h_before
+  if dir == I2T then c.h_initiator = h else c.h_target = h end
+  return 0, verdict
+end
+
+-- seg went on from c's flight without a wait of its own: the ACK that released it (a window's
+-- edge: window_edge_half_trips; an echoed timestamp: echo_half_trips) still counts its crossings
+-- (docs/rules.md "Round trips").
+function Holds:on_release(v, dir, seg, c)
+  self:window_edge_half_trips(v, dir, seg, c)
+  self:echo_half_trips(v, dir, seg, c)
+end
+
+-- Window arithmetic: more of a flight past the edge the ACKs had offered could leave only once an
+-- ACK opening that far reached the sender; without a wait of its own it still counts that ACK's
+-- crossings.
+function Holds:window_edge_half_trips(v, dir, seg, c)
+  local f = v.tcp.flow_[dir]  -- (tcp:flow and tcp:rtt(dir):known() written out: per segment)
+  if not v.tcp.rtt_[dir].known_ then return end
+  local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
+  if i > f.ak_tail then return end
+  self:release_half_trips(v, dir, seg, c, f.acks[i])  -- the first ACK that opened the window this far
+end
+
+-- ACK causality by timestamps: a data segment echoing a newer timestamp than the data before it
+-- was released by an ACK in between (the first with that timestamp, at the least): two crossings
+-- after the data that ACK acknowledged.
+function Holds:echo_half_trips(v, dir, seg, c)
+  local f = v.tcp.flow_[dir]
+  if not seg.has_ts or f.echo_moved_frame ~= seg.frame or not v.tcp.rtt_[dir].known_ then return end
+  local i = f:first_with_ts(seg.tsecr)
+  if i <= f.ak_tail then self:release_half_trips(v, dir, seg, c, f.acks[i]) end
+end
+
+-- A segment released by ACK r without a wait of its own: two crossings after the data r
+-- acknowledged, when that was this command's and r could have reached the sender by then.
+function Holds:release_half_trips(v, dir, seg, c, r)
+  if r.h < 0 or r.cmd ~= c.first_frame then return end
+  local tcp = v.tcp  -- (v:rtt_ns and v:tolerance_ns written out: per segment)
+  local full = tcp:full_rtt_ns()
+  if r.t + tcp.rtt_[dir].min_ - release_tolerance_ns(full) > seg.t then return end
+  local h = dir == I2T and c.h_initiator or c.h_target
+  if r.h + 2 > h then
+    c.held_h = c.held_h + r.h + 2 - h  -- as a hold's (a link-bound command takes them back)
+    if dir == I2T then c.h_initiator = r.h + 2 else c.h_target = r.h + 2 end
+  end
+end
+
+-- A held segment: nagle_hold, cwnd_limited or rwnd_limited on its sender, and delayed_ack on the
+-- peer when the releasing ACK was itself late; kept with the command until it is reported.
+function Holds:report(out, dir, seg, c, verdict, held_ms)
+  local fd = out:finding(verdict.kind, side_of(dir), seg.frame, held_ms, c)
+  fd.related = { { "released_by", verdict.release_frame } }
+  if verdict.acked_frame ~= 0 then fd.related[2] = { "previous_small", verdict.acked_frame } end
+  if verdict.kind == "nagle_hold" then
+    fd.detail = "sub-MSS segment held until the peer acknowledged the previous one"
+  elseif verdict.kind == "rwnd_limited" then
+    fd.detail = "sender waited for the receiver's window to open"
+  else
+    fd.detail = "sender waited for ACKs to grow its congestion window"
+  end
+  c.held_findings[#c.held_findings + 1] = fd  -- given with the command (rules/link_limited.lua)
+  if verdict.delayed_ack_ms > 0 then
+    local da = out:finding("delayed_ack", side_of(1 - dir), verdict.release_frame,
+                           min(verdict.delayed_ack_ms, held_ms), c)
+    da.related = { { "acks", verdict.acked_frame }, { "released", seg.frame } }
+    da.detail = "ACK sent " .. whole_ms(verdict.delayed_ack_ms) .. " ms late by the delayed-ACK timer while the peer waited"
+    c.held_findings[#c.held_findings + 1] = da
+  end
+end
+
+---------------------------------------------------------------------------------------------
+-- retransmission (engine/src/rules/retransmission.cpp, docs/rules.md "Other findings"): a
+-- segment resent after a loss, before or after the capture point; resends the receiver proves
+-- spurious are counted, not findings.
+--
+-- commands: the connection's open commands by slot (Connection.slots: the engine's CommandTable).
+
+local Retransmission = {}
+Retransmission.__index = Retransmission
+
+local MAX_PENDING = 64  -- Retransmission::kMaxPending
+
+function Retransmission.new()
+  -- pending_: tail resends seen near the sender or midpath, waiting for the receiver's ACK that
+  -- covers them (a D-SACK makes one spurious)
+  return setmetatable({ pending_ = {}, spurious_ = 0, first_spurious_frame_ = 0, dsack_ = 0,
+                        first_dsack_frame_ = 0 }, Retransmission)
+end
+
+function Retransmission:pending() return #self.pending_ > 0 end
+
+-- seg fills a hole open since `since` (the original was lost before the capture point); c: the
+-- command whose PDU was in progress in that direction, if any.
+function Retransmission:hole_filled(v, out, dir, seg, since, c)
+  local fd = out:finding("retransmission", side_of(dir), seg.frame, ms(seg.t - since), c)
+  fd.detail = "retransmission fills a hole: the original was lost before the capture point"
+  if c then
+    c.loss_pending_ms = c.loss_pending_ms + fd.lost_ms
+    if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
+    add_finding_kind(c, "retransmission")
+  end
+  out:emit_finding(fd)
+end
+
+-- A resend the receiver proved spurious: counted for the engine's notice.
+function Retransmission:spurious(frame, dsack)
+  if dsack then
+    if self.dsack_ == 0 then self.first_dsack_frame_ = frame end
+    self.dsack_ = self.dsack_ + 1
+  else
+    if self.spurious_ == 0 then self.first_spurious_frame_ = frame end
+    self.spurious_ = self.spurious_ + 1
+  end
+end
+
+-- seg resends bytes already seen; orig: the tracker's record of the first send, if still kept.
+function Retransmission:resent(v, out, commands, dir, seg, orig)
+  -- Captured near the receiver, the original was seen arriving: the receiver had it, so the resend
+  -- is spurious (a tail-loss probe, an early timeout), no loss.
+  if orig and v:near(1 - dir) then
+    self:spurious(seg.frame, false)
+    return
+  end
+  -- Elsewhere a resend of the sender's latest bytes waits for the receiver's ACK that covers it: a
+  -- D-SACK for it says the original had arrived.
+  local f = v.tcp:flow(dir)
+  local start = f:unwrap(seg.seq)
+  local e = start + seg.wire_len
+  local p = self.pending_
+  if orig and e >= f.max_end and #p < MAX_PENDING then
+    p[#p + 1] = { dir = dir, frame = seg.frame, t = seg.t, s = start, e = e, orig = orig }
+    return
+  end
+  self:report(v, out, commands, dir, seg.frame, seg.t, orig)
+end
+
+-- seg from dir: its ACK settles the other direction's pending resends it covers, as spurious when
+-- it carries a D-SACK of them or left the receiver before the resend could have reached it (the
+-- original had arrived); all: the rest (the capture ended) are reported as resends.
+function Retransmission:settle(v, out, commands, seg, dir, all)
+  local p, keep = self.pending_, {}
+  for _, r in ipairs(p) do
+    local settled, spurious = all, false
+    if not all and r.dir == 1 - dir and hasbit(seg.flags, 0x10) then
+      local f = v.tcp:flow(r.dir)
+      local ack = f:unwrap(seg.ack)
+      local sl, sr = seg.sack_left or 0, seg.sack_right or 0
+      if sl ~= sr then
+        local l, rr = f:unwrap(sl), f:unwrap(sr)
+        spurious = l < ack and l < r.e and rr > r.s  -- a D-SACK of these bytes (RFC 2883)
+        if spurious then self:spurious(r.frame, true) end
+      end
+      settled = not spurious and ack >= r.e
+      -- Sooner than the receiver's round trip (less the timing noise; jitter only delays), the ACK
+      -- cannot answer the resend. Only a round trip measured on the handshake is proof: then the
+      -- original had arrived; else the resend waits on, for a D-SACK or an ACK a round trip after it.
+      local rtt = v:rtt_ns(dir)
+      if settled and rtt > 0 and seg.t - r.t + TOLERANCE_FLOOR_NS < rtt then
+        settled, spurious = false, v.tcp:rtt(dir):from_handshake()
+        if spurious then self:spurious(r.frame, true) end
+      end
+    end
+    if settled then
+      self:report(v, out, commands, r.dir, r.frame, r.t, r.orig)
+    elseif not spurious then
+      keep[#keep + 1] = r
+    end
+  end
+  self.pending_ = keep
+end
+
+function Retransmission:report(v, out, commands, dir, frame, t, orig)
+  local fd = out:finding("retransmission", side_of(dir), frame, 0, nil)
+  if orig then
+    fd.related = { { "original", orig.frame } }
+    fd.lost_ms = ms(t - orig.t)
+    if orig.cmd and orig.cmd ~= 0 then  -- named even when the command completed before the resend
+      fd.itt, fd.command_first_frame = orig.itt, orig.cmd
+    end
+    -- The command in the owner's slot, if it is still the one that sent the segment (a slot is
+    -- reused once released).
+    local c = commands[orig.owner]
+    if c and c.used and c.first_frame == orig.owner_cmd then
+      fd.itt, fd.command_first_frame = c.itt, c.first_frame
+      -- (A settling command's status was captured before this resend, near the target: its
+      -- latency stays as captured; the round trip it cost the initiator counts below.)
+      if not c.settling then c.loss_pending_ms = c.loss_pending_ms + fd.lost_ms end
+      if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
+      add_finding_kind(c, "retransmission")
+    end
+  end
+  fd.detail = "segment sent again after " .. whole_ms(fd.lost_ms) .. " ms"
+  out:emit_finding(fd)
+end
+
+-- At the connection's end: the engine's notices of the spurious resends (this port gives none).
+function Retransmission:finish(out) end
+
+---------------------------------------------------------------------------------------------
+-- link_limited (engine/src/rules/link_limited.cpp, docs/rules.md "The link"): a command whose
+-- data kept the path busy for most of its time beyond the round trips it needs; the holds the
+-- link explains are not given.
+
+local function mbit_words(bytes_per_s)
+  local mbit = bytes_per_s * 8 / 1e6
+  return string.format(mbit >= 100 and "%.0f" or mbit >= 10 and "%.1f" or "%.2f", mbit)
+end
+
+-- The hold kinds: each one's own time is its breakdown part (OWN_PART).
+local HELD_KINDS = { "nagle_hold", "delayed_ack", "cwnd_limited", "rwnd_limited" }
+
+local LinkLimited = {}
+LinkLimited.__index = LinkLimited
+function LinkLimited.new() return setmetatable({}, LinkLimited) end
+
+-- A reported command whose data kept the path busy: the link's share of its breakdown.
+function LinkLimited:judge(v, out, c)
+  if c.bytes < RULES.link_command_bytes_min then return end  -- too little data to keep a link busy
+  local flow = v:flow(c.write and I2T or T2I)
+  local m = flow:link_meter()  -- the link, whoever's data kept it busy
+  local busy_ns = m.busy_ns - c.link_busy0
+  local busy, rtt = ms(busy_ns), ms(v:full_rtt_ns())
+  if busy_ns <= 0 or rtt <= 0 then return end
+  -- The link's time must be a large share of what the command needs at best (its round trips)
+  -- and of what it took beyond them: else the round trips or a window were the limit.
+  local k_rtt = c.ideal_round_trips * rtt
+  if busy < RULES.link_share * k_rtt or busy < RULES.link_share * (c.latency_ms - k_rtt) then return end
+  local bd = c.breakdown
+  local left = busy
+  local function take(part, at_most)
+    local x = min(min(bd[part], left), at_most or math.huge)
+    bd[part] = bd[part] - x
+    left = left - x
+    bd.link = bd.link + x
+    return x
+  end
+  take("data")
+  local w = take("window")
+  local wc = min(bd.cwnd, w)
+  bd.cwnd = bd.cwnd - wc
+  bd.rwnd = bd.rwnd - min(bd.rwnd, w - wc)
+  take("delayed_ack")
+  take("nagle")
+  take("response")
+  if not c.write and not v:near(T2I) and c.link_busy_reply >= 0 then
+    -- A read's first reply that came while the link was busy with other data was queued behind it.
+    take("think", ms(c.link_busy_reply - c.link_busy0))
+  end
+  if c.write then
+    -- A write's data reached the target only at the link's pace.
+    take("think")
+    take("request")
+  end
+  if bd.link <= 0 then return end
+  -- Holds the link explains added no round trip of their own: the data was clocked out by it.
+  local wait_min = ms(v:wait_min_ns())
+  local holds_left = false
+  for _, k in ipairs(HELD_KINDS) do
+    if bd[OWN_PART[k]] >= wait_min then
+      holds_left = true
+    elseif c.findings_set[k] then
+      c.findings_set[k] = nil
+      for i = #c.findings, 1, -1 do
+        if c.findings[i] == k then table.remove(c.findings, i) end
+      end
+    end
+  end
+  if not holds_left then c.round_trips = max(1, floor((c.h_target - c.held_h + 1) / 2)) end
+  local bytes = flow.link.busy_bytes - c.link_bytes0
+  local rate = bytes * 1e9 / busy_ns
+  local detail = "the data moved at " .. mbit_words(rate) .. " Mbit/s, the link busy for " .. whole_ms(busy) ..
+                 " ms: the transfer is bound by the link's rate"
+  if m.rate > 0 and rate < RULES.link_shared_rate_share * m.rate then
+    detail = detail .. " (the link has carried " .. mbit_words(m.rate) .. " Mbit/s: it is shared)"
+  end
+  local f = out:finding("link_limited", "network", c.status_frame, bd.link, c)
+  f.related = { { "command", c.first_frame } }
+  f.detail = detail
+  add_finding_kind(c, "link_limited")
+  out:emit_finding(f)
+end
+
+-- The holds a command's segments waited on, given when the command is reported: those whose
+-- time the link explains are dropped, the others keep what is left of it.
+function LinkLimited:give_held_findings(v, out, c)
+  local held = c.held_findings
+  if not held or #held == 0 then return end
+  local bd = c.breakdown
+  local linked = bd.link > 0
+  local wait_min = ms(v:wait_min_ns())
+  for _, f in ipairs(held) do
+    local left = bd[OWN_PART[f.kind]]  -- every held finding is a hold kind's
+    if not linked or left >= wait_min then
+      if linked then f.lost_ms = min(f.lost_ms, left) end
+      out:emit_finding(f)
+    end
+  end
+  c.held_findings = {}
+end
+
+---------------------------------------------------------------------------------------------
+-- r2t_round_trip (engine/src/rules/r2t_round_trip.cpp, docs/rules.md "Other findings").
+
+local R2tRoundTrip = {}
+R2tRoundTrip.__index = R2tRoundTrip
+function R2tRoundTrip.new() return setmetatable({}, R2tRoundTrip) end
+
+-- A reported write that waited for R2T round trips the keys could have avoided.
+function R2tRoundTrip:judge(out, c)
+  if not c.write or c.r2ts == 0 or c.bytes > RULES.r2t_max_write_bytes then return end
+  local f = out:finding("r2t_round_trip", "target", c.first_r2t_frame, c.breakdown.r2t, c)
+  f.detail = c.r2ts .. " R2T round trip(s) for a " .. c.bytes .. "-byte write"
+  add_finding_kind(c, "r2t_round_trip")
+  out:emit_finding(f)
+end
+
+---------------------------------------------------------------------------------------------
+-- target_think and think_or_hold (engine/src/rules/target_think.cpp, docs/rules.md "Other
+-- findings").
+
+local TargetThink = {}
+TargetThink.__index = TargetThink
+function TargetThink.new() return setmetatable({}, TargetThink) end
+
+-- A reported command whose latency was mostly spent inside the target. When that is so only with
+-- waits the capture cannot tell from holds, think_or_hold says so instead: never the disks' advice
+-- for what may be a Nagle or window hold.
+function TargetThink:judge(v, out, c)
+  local think = c.breakdown.think
+  local function enough(t) return t >= v.options.think_min_ms and t >= RULES.think_share * c.latency_ms end
+  if not enough(think) then return end
+  local undecided = c.undecided_ms > 0 and not enough(think - c.undecided_ms)
+  local kind = undecided and "think_or_hold" or "target_think"
+  local f = out:finding(kind, "target", c.first_reply_frame ~= 0 and c.first_reply_frame or c.status_frame, think, c)
+  f.related = { { "command", c.first_frame } }
+  if undecided then
+    f.related[2] = { "may_be_released_by", c.undecided_ack_frame }
+    f.detail = "the target took " .. whole_ms(think) .. " ms to answer, or " .. whole_ms(c.undecided_ms) ..
+               " ms of it was a reply held until the ACK in frame " .. string.format("%d", c.undecided_ack_frame) ..
+               " reached the target: the path's delay varies more than this capture can tell apart"
+  else
+    f.detail = "the target took " .. whole_ms(think) .. " ms to answer: the target, not the network"
+  end
+  add_finding_kind(c, kind)
+  out:emit_finding(f)
+end
+
+---------------------------------------------------------------------------------------------
+-- serialized (engine/src/rules/serialized.cpp, docs/rules.md "Other findings"): a
+-- connection-level verdict.
+
+local Serialized = {}
+Serialized.__index = Serialized
+function Serialized.new()
+  return setmetatable({ commands_ = 0, wait_ms_ = 0, cycle_ms_ = 0, crossing_ms_ = 0 }, Serialized)
+end
+
+-- A completed command reported while no other was ever in flight with it; latest_status_t: the
+-- latest status of the commands completed before it (nil: none). Time the command's cycle spent
+-- on the network with nothing else in flight. The cycle includes the crossing from the previous
+-- status to this command (up to rtt(initiator)): near the target that is where the round trip
+-- lies, near the initiator it is ~0.
+function Serialized:count(v, c, latest_status_t)
+  local b = c.breakdown
+  local back = 0
+  if latest_status_t and c.first_t > latest_status_t then
+    back = ms(min(c.first_t - latest_status_t, v:rtt_ns(I2T)))
+  end
+  self.commands_ = self.commands_ + 1
+  self.cycle_ms_ = self.cycle_ms_ + c.latency_ms + back
+  local crossings = b.request + b.r2t + b.response + back
+  self.wait_ms_ = self.wait_ms_ + crossings + b.nagle + b.delayed_ack + b.window
+  -- Holds are claimed (and ranked) by their own findings; only the crossings are this one's.
+  self.crossing_ms_ = self.crossing_ms_ + crossings
+end
+
+-- The connection's verdict at its end: max_outstanding, the most commands in flight at once;
+-- first_command_frame, where its first command began.
+function Serialized:judge(out, max_outstanding, first_command_frame)
+  if self.commands_ < RULES.serialized_min_commands or max_outstanding > 1 or
+     self.wait_ms_ < RULES.serialized_wait_share * self.cycle_ms_ then
+    return
+  end
+  local f = out:finding("serialized", "initiator", first_command_frame, self.crossing_ms_, nil)
+  f.detail = self.commands_ .. " commands issued one at a time; the link sat idle waiting on round trips for " ..
+             whole_ms(self.wait_ms_) .. " ms (" .. whole_ms(self.crossing_ms_) .. " ms of it crossing the network)"
+  out:emit_finding(f)
+end
+
+---------------------------------------------------------------------------------------------
+-- A connection's rules (the engine's rules/rules.cpp, docs/architecture.md "The rules as units"):
+-- each rule a unit of its own file under rules/, and here the order in which a reported command
+-- meets them.
+
+local Rules = {}
+Rules.__index = Rules
+
+function Rules.new()
+  return setmetatable({
+    holds = Holds.new(),                    -- on the critical path, segment by segment (session/critical_path.lua)
+    retransmission = Retransmission.new(),  -- on the tracker's hole and resend events
+    link_limited = LinkLimited.new(), r2t_round_trip = R2tRoundTrip.new(), target_think = TargetThink.new(),
+    serialized = Serialized.new() }, Rules)
+end
+
+-- A completed command as it is reported. one_at_a_time: no other command was ever in flight with
+-- it; latest_status_t: the latest status of the commands completed before it (nil: none).
+function Rules:judge_command(v, out, c, one_at_a_time, latest_status_t)
+  self.link_limited:judge(v, out, c)  -- before the holds are given: those the link explains are not
+  self.link_limited:give_held_findings(v, out, c)
+  self.r2t_round_trip:judge(out, c)
+  self.target_think:judge(v, out, c)
+  if one_at_a_time then self.serialized:count(v, c, latest_status_t) end
+end
+
+-- Any command as it is reported (an open one too): the held findings not given yet.
+function Rules:give_held_findings(v, out, c) self.link_limited:give_held_findings(v, out, c) end
+
+-- The connection's end: its connection-level verdicts and notices.
+function Rules:finish(out, max_outstanding, first_command_frame)
+  self.serialized:judge(out, max_outstanding, first_command_frame)
+  self.retransmission:finish(out)
 end
 
 ---------------------------------------------------------------------------------------------
 -- Connection (engine/src/session/connection.cpp)
 
-local I2T, T2I = 0, 1
-local function side_of(dir) return dir == I2T and "initiator" or "target" end
-
 local Connection = {}
 Connection.__index = Connection
 
-local function starts_with_login(payload, dir)
+-- The first bytes of dir's stream are a Login PDU (engine: Connection::starts_with_login).
+local function starts_with_login(seg, dir)
+  local payload = seg.payload
   if #payload < 48 then return false end
   local want = dir == I2T and OP.LoginRequest or OP.LoginResponse
   if payload:byte(1) % 64 ~= want then return false end
-  return plausible(parse_bhs(payload), dir == I2T, true)
+  return plausible_bhs(parse_bhs(payload), dir == I2T)
 end
 
-function Connection.new(an, id, initiator, target)
-  local c = setmetatable({ an = an, id = id, initiator = initiator, target = target,
-    opt = an.options, flow = { [0] = Flow.new(), [1] = Flow.new() },
+-- sink: on_command(c), on_finding(f) (the Analyzer, or a scout's that discards them); sessions:
+-- a SessionRegistry.
+function Connection.new(id, initiator, target, options, sink, sessions)
+  local c = setmetatable({ id = id, initiator = initiator, target = target, opt = options, sink = sink,
+    sessions = sessions, tcp = Tracker.new(options.max_out_of_order_bytes),
     pdus = { [0] = PduStream.new(true), [1] = PduStream.new(false) },
-    rtt = { [0] = { known = false, min = 0, hs = false, rel = false, n = 0, clean = 0, ring = 0, recent = {} },
-            [1] = { known = false, min = 0, hs = false, rel = false, n = 0, clean = 0, ring = 0, recent = {} } },
-    saw_syn = false, saw_synack = false, closed = false, syn_t = 0, synack_t = 0,
-    mid_session = false, keys = default_keys(), login = Negotiation.new(), login_done = false,
+    last_t = 0, mid_session = false, keys = default_keys(), login = Negotiation.new(), login_done = false,
     saw_login = false, initiator_name = "", target_name = "", isid = "", tsih = 0,
     header_digest = false, data_digest = false, by_itt = {}, open_count = 0, current_slot = { [0] = nil, [1] = nil },
     slots = {}, slot_count = 0, free_slots = {},
     frames = 0, commands = 0, completed = 0, outstanding = 0, max_outstanding = 0,
-    serial_commands = 0, serial_wait_ms = 0, serial_cycle_ms = 0, serial_crossing_ms = 0, first_command_frame = 0,
-    retransmissions = 0, digest_errors = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 },
-    pending_resends = {} }, Connection)
-  -- The link each way, shared by the connections between the same two hosts (engine:
-  -- SessionRegistry::path); a scout's analyzer has none.
-  if an.link_path then
-    c.flow[I2T].path = an:link_path(initiator, target)
-    c.flow[T2I].path = an:link_path(target, initiator)
-  end
+    first_command_frame = 0, digest_errors = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 },
+    seg_h = -1, seg_cmd = 0, seg_itt = 0, rules = Rules.new() }, Connection)
+  c.view = ConnectionView.new(id, c.tcp, options)  -- what the rules see of it
+  -- the link each way, shared by the connections between the same two hosts
+  c.tcp:share_link(I2T, sessions:path(initiator, target))
+  c.tcp:share_link(T2I, sessions:path(target, initiator))
   return c
 end
 
--- dirty: the ACK rode on data, so the sample may hold the side's answer time (engine/src/tcp/flow.hpp)
-local function rtt_sample(r, ns, hs, dirty)
-  if ns < 0 or ns > RULES.rtt_max_ms * 1e6 then return end  -- not a round trip (rules/constants)
-  if hs then r.hs = true end
-  if not dirty then r.clean = r.clean + 1 end
-  if not r.known or ns < r.min then r.min = ns end
-  r.known = true
-  r.recent[r.ring % RULES.jitter_window + 1] = ns
-  r.ring = r.ring + 1
-  r.n = r.n + 1
-end
--- Data the side sent after the pure ACK whose timestamp it echoes (engine: RttEstimate::released):
--- a release, so the path's spread too; not counted as a sample of the ACKs.
-local function rtt_released(r, ns)
-  if ns < 0 or ns > RULES.rtt_max_ms * 1e6 then return end
-  if not r.known or ns <= r.min then r.min, r.rel = ns, true end
-  r.known = true
-  r.recent[r.ring % RULES.jitter_window + 1] = ns
-  r.ring = r.ring + 1
-end
--- Not only an upper bound that may hold the side's answer time (engine: RttEstimate::tight).
-local function rtt_tight(r) return r.hs or r.clean > 0 or r.rel end
-
+-- Resolved on first use: after login when there is one.
 function Connection:session_id()
   if self.session then return self.session end
   local key
@@ -2042,69 +3176,108 @@ function Connection:session_id()
   else
     key = "connection:" .. self.id
   end
-  self.session = self.an:resolve_session(key, self)
+  self.session = self.sessions:resolve(key)
+  local s = self.sessions:info(self.session)
+  s.connections[#s.connections + 1] = self.id
+  -- (the first connection's endpoints name a session without a login in the plugin's report)
+  if not s.initiator then s.initiator, s.target = self.initiator, self.target end
+  if self.login_done then
+    s.initiator_name, s.target_name = self.initiator_name, self.target_name
+    s.session_type, s.isid, s.tsih = self.session_type, self.isid, self.tsih
+  end
   return self.session
 end
 
--- The round trips a scout measured on the same segments, with their spread (Analyzer), given
--- before the connection's first segment.
-function Connection:seed_rtt(dir, scout)
-  local r = {}
-  for k, v in pairs(scout) do r[k] = v end
-  r.recent = {}
-  for k, v in pairs(scout.recent) do r.recent[k] = v end
-  self.rtt[dir] = r
+function Connection:closed() return self.tcp:closed() end
+-- How long after closing its last segments may still pass (final ACK, resent FIN).
+function Connection:linger_ns()
+  return max(RULES.closed_linger_ms * 1e6, RULES.closed_linger_rtts * self:full_rtt_ns())
 end
-local function detected(v) if v == "on" then return true elseif v == "off" then return false end return nil end
-function Connection:digests_seen(dir)
-  local f = self.pdus[dir].framer
-  return detected(f.hd), detected(f.dd)
-end
+-- What a first look at a joined connection found (Analyzer), given before its first segment:
+-- the round trips a scout measured on the same segments, with their spread, and the digests the
+-- framing of a stream joined mid-way would probe for.
+function Connection:seed_rtt(side_dir, scout) self.tcp:seed_rtt(side_dir, scout) end
 function Connection:seed_digests(dir, h, d)
   self.digest_seed = self.digest_seed or {}
   self.digest_seed[dir] = { h = h, d = d }
 end
+function Connection:rtt(side_dir) return self.tcp:rtt(side_dir) end
+function Connection:header_digest_seen(dir) return self.pdus[dir]:header_digest() end
+function Connection:data_digest_seen(dir) return self.pdus[dir]:data_digest() end
 
-function Connection:rtt_ns(dir) local r = self.rtt[dir]; return r.known and r.min or 0 end
-function Connection:full_rtt_ns()  -- rtt_ns of both sides, written out (called per segment)
-  local a, b = self.rtt[I2T], self.rtt[T2I]
-  return (a.known and a.min or 0) + (b.known and b.min or 0)
+function Connection:rtt_ns(side_dir) return self.tcp:rtt_ns(side_dir) end  -- capture point <-> that side
+function Connection:full_rtt_ns() return self.tcp:full_rtt_ns() end
+
+-- TCP: the tracker (tcp/tracker.lua) tells what the streams carry; this is its receiver. -------
+
+function Connection:on_segment(seg, dir)
+  self.frames = self.frames + 1
+  self.last_t = seg.t
+  local resends = self.rules.retransmission
+  if #resends.pending_ > 0 then resends:settle(self.view, self, self.slots, seg, dir) end  -- (pending(), per segment)
+  self.tcp:on_segment(seg, dir, self)
+  if self.settling.head <= self.settling.tail then self:settle(seg.t) end
 end
--- The path's jitter seen from one side: the jitter percentile of the latest samples' excess over
--- the minimum, excesses beyond jitter_excess_max_ms (or half the minimum) left out (delayed ACKs);
--- 0 with too few.
--- (The caller bounds it by the RTT: on a LAN the excess is think time, not jitter.)
-function Connection:jitter_ns(dir, percentile)
-  local r = self.rtt[dir]
-  local cap = math.max(floor(RULES.jitter_excess_max_ms * 1e6 + 0.5), floor(r.min / RULES.jitter_rtt_divisor))
-  local ex = {}
-  for i = 1, math.min(r.ring, RULES.jitter_window) do
-    local e = r.recent[i] - r.min
-    if e <= cap then ex[#ex + 1] = e end
+
+function Connection:stream_from_syn(dir)
+  -- From the first byte on, a stream starts with Login PDUs, which never carry digests; the
+  -- login's keys say what comes after (RFC 7143 13.1), so no detection is needed.
+  self.pdus[dir]:set_digests(false, false)
+end
+
+function Connection:stream_without_syn(dir, seg)
+  -- If the first bytes are a Login PDU, the capture began at the login (framed from here, no
+  -- digests until negotiated); otherwise it began mid-stream and framing resumes at a plausible BHS.
+  if starts_with_login(seg, dir) then
+    self.pdus[dir]:set_digests(false, false)
+  else
+    self.mid_session = true
+    self.pdus[dir]:start_unsynced()
+    local sd = self.digest_seed and self.digest_seed[dir]
+    if sd then self.pdus[dir]:seed_digests(sd.h, sd.d) end
   end
-  if #ex < RULES.jitter_samples_min then return 0 end
-  table.sort(ex)
-  return ex[floor((#ex - 1) * (percentile or RULES.jitter_percentile) / 100) + 1]
-end
--- Jitter allowance when matching a release to the ACK that caused it (integer ns, as the engine).
-function Connection:tolerance_ns()
-  return floor(RULES.release_tolerance_ms * 1e6 + 0.5) + floor(self:full_rtt_ns() / RULES.release_tolerance_rtt_divisor)
 end
 
-function Connection:deliver(dir, bytes, wire_len, seg)
-  local f = self.flow[dir]
+-- Returns the tcp::DeliveryTag as five values (tcp/tracker.lua).
+function Connection:deliver(dir, bytes, wire_len, seg, filled_by)
+  local outer = self.filling
+  self.filling = filled_by
+  self.seg_h, self.seg_cmd, self.seg_itt = -1, 0, 0
   local ps = self.pdus[dir]
-  local began_mid = ps.open
+  local began_mid = ps:mid_pdu()
   local mid_slot = began_mid and self.current_slot[dir] and self.current_slot[dir].slot or 0
   local events = ps:feed(bytes, seg.frame, seg.t)
-  if #bytes < wire_len then
-    local missing = wire_len - #bytes
-    f.bytes_missing = f.bytes_missing + missing
-    ps:gap(missing)
-  end
-  f.next = f.next + wire_len
-  f:move_ref(f.next)
+  -- the capture's snaplen cut this packet: the bytes exist, we just cannot see them
+  if #bytes < wire_len then ps:gap(wire_len - #bytes) end
   self:on_pdus(dir, seg, events, began_mid, mid_slot)
+  self.filling = outer
+  local owner = self.current_slot[dir]
+  if owner then return owner.slot, owner.first_frame, self.seg_h, self.seg_cmd, self.seg_itt end
+  return 0, 0, self.seg_h, self.seg_cmd, self.seg_itt
+end
+
+function Connection:lost(dir, bytes, frame, why)
+  local events = self.pdus[dir]:lose(bytes)
+  local c = self.current_slot[dir]
+  if c and c.used then c.data_incomplete = true end
+  -- A PDU whose last bytes were lost ends here: a status header in the capture completes its
+  -- command, timed at the header's segment (docs/rules.md "Commands").
+  if #events > 0 then
+    local f = self.tcp:flow(dir)
+    self:on_pdus(dir, { frame = f.last_data_frame, t = f.last_data_t, wire_len = 0 }, events, false, nil)
+  end
+end
+
+-- The engine's notice of the cap; this port gives no notices (lua/README.md).
+function Connection:unacked_cap_hit(dir, frame, cap) end
+
+-- rules/retransmission.lua
+function Connection:hole_filled(dir, seg, since)
+  local c = self.current_slot[dir]
+  self.rules.retransmission:hole_filled(self.view, self, dir, seg, since, c and c.used and c or nil)
+end
+function Connection:resent(dir, seg, original)
+  self.rules.retransmission:resent(self.view, self, self.slots, dir, seg, original)
 end
 
 -- iSCSI PDUs and commands -------------------------------------------------------------------
@@ -2138,7 +3311,7 @@ function Connection:on_pdu_end(dir, seg, ev)
   if ev.data_incomplete then c.data_incomplete = true end
   -- A reply framed before its command (replayed), or before any segment of the answer counted.
   if dir == T2I and (not c.has_seg[T2I] or self.replaying) and (op == OP.DataIn or op == OP.ScsiResponse or op == OP.R2T) then
-    self:touch_late_reply(c, seg, ev)
+    self:late_reply_events(c, seg, ev)
   end
   local last_t = (ev.last_frame and ev.last_frame ~= 0) and ev.last_t or seg.t
   if op == OP.ScsiCommand then
@@ -2208,7 +3381,7 @@ function Connection:complete(c, seg, ev)
   -- Its PDU in progress in a stream whose acknowledged bytes the capture has not shown (their gap
   -- is declared later: tcp/tracker.lua): that data is missing.
   for d = 0, 1 do
-    local f = self.flow[d]
+    local f = self.tcp:flow(d)
     if self.current_slot[d] == c and f.unseen_upto > f.next then c.data_incomplete = true end
   end
   -- Answered; reported once the initiator acknowledges the status (settle), in status order.
@@ -2216,9 +3389,9 @@ function Connection:complete(c, seg, ev)
   c.settling = true
   -- Near the initiator a segment lost after the capture point cannot precede the status (the
   -- initiator's stream would have a hole): no need to wait.
-  local near_initiator = self.rtt[I2T].known and self.rtt[T2I].known and
+  local near_initiator = self.tcp:rtt(I2T):known() and self.tcp:rtt(T2I):known() and
                          self:rtt_ns(I2T) * RULES.near_initiator_rtt_factor < self:full_rtt_ns()
-  c.settle_seq = near_initiator and 0 or self.flow[T2I].next
+  c.settle_seq = near_initiator and 0 or self.tcp:flow(T2I).next
   local q = self.settling
   q.tail = q.tail + 1
   q[q.tail] = c
@@ -2227,7 +3400,7 @@ end
 
 local SETTLE_MAX_NS = RULES.settle_max_ms * 1e6  -- without the ACK: reported anyway
 function Connection:settle(now, all)
-  local q, f = self.settling, self.flow[T2I]
+  local q, f = self.settling, self.tcp.flow_[T2I]  -- (tcp:flow, written out: settle runs per segment)
   while q.head <= q.tail do
     local c = q[q.head]
     local acked = c.settle_seq == 0 or (f.una_known and f.una >= c.settle_seq)
@@ -2235,14 +3408,7 @@ function Connection:settle(now, all)
     q[q.head] = nil
     q.head = q.head + 1
     self:emit_command(c)
-    self:release(c)
-  end
-end
-
-function Connection:add_kind(c, k)
-  if not c.findings_set[k] then
-    c.findings_set[k] = true
-    c.findings[#c.findings + 1] = k  -- in order of first evidence
+    self:release_slot(c)
   end
 end
 
@@ -2265,53 +3431,11 @@ function Connection:emit_command(c)
     c.latency_ms = ms(c.status_t - c.first_t)
     c.round_trips = max(1, floor((c.h_target + 1) / 2))
     self.completed = self.completed + 1
-    self:judge_link_limited(c)  -- before the holds are given: those the link explains are not
-    self:give_held_findings(c)
-    if c.write and c.r2ts > 0 and c.bytes <= RULES.r2t_max_write_bytes then
-      self:add_kind(c, "r2t_round_trip")
-      self:emit_finding({ kind = "r2t_round_trip", side = "target", frame = c.first_r2t_frame,
-        lost_ms = c.breakdown.r2t, itt = c.itt, command_first_frame = c.first_frame,
-        detail = c.r2ts .. " R2T round trip(s) for a " .. c.bytes .. "-byte write" })
-    end
-    local think = c.breakdown.think
-    local function enough(t) return t >= self.opt.think_min_ms and t >= RULES.think_share * c.latency_ms end
-    if enough(think) then
-      -- only with waits the capture cannot tell from holds: think_or_hold (engine: judge_target_think)
-      local undecided = c.undecided_ms > 0 and not enough(think - c.undecided_ms)
-      local kind = undecided and "think_or_hold" or "target_think"
-      local fd = { kind = kind, side = "target",
-        frame = c.first_reply_frame ~= 0 and c.first_reply_frame or c.status_frame,
-        related = { { "command", c.first_frame } }, lost_ms = think, itt = c.itt,
-        command_first_frame = c.first_frame,
-        detail = "the target took " .. whole_ms(think) .. " ms to answer: the target, not the network" }
-      if undecided then
-        fd.related[2] = { "may_be_released_by", c.undecided_ack_frame }
-        fd.detail = "the target took " .. whole_ms(think) .. " ms to answer, or " .. whole_ms(c.undecided_ms) ..
-                    " ms of it was a reply held until the ACK in frame " .. string.format("%d", c.undecided_ack_frame) ..
-                    " reached the target: the path's delay varies more than this capture can tell apart"
-      end
-      self:add_kind(c, kind)
-      self:emit_finding(fd)
-    end
-    -- The cycle includes the crossing from the previous status to this command (up to
-    -- rtt(initiator)): near the target that is where the round trip lies.
-    if self.max_outstanding <= 1 then
-      local b = c.breakdown
-      local back = 0
-      if self.latest_status_t and c.first_t > self.latest_status_t then
-        back = ms(min(c.first_t - self.latest_status_t, self:rtt_ns(I2T)))
-      end
-      self.serial_commands = self.serial_commands + 1
-      self.serial_cycle_ms = self.serial_cycle_ms + c.latency_ms + back
-      local crossings = b.request + b.r2t + b.response + back
-      self.serial_wait_ms = self.serial_wait_ms + crossings + b.nagle + b.delayed_ack + b.window
-      -- Holds are claimed (and ranked) by their own findings; only the crossings are this one's.
-      self.serial_crossing_ms = self.serial_crossing_ms + crossings
-    end
+    self.rules:judge_command(self.view, self, c, self.max_outstanding <= 1, self.latest_status_t)
     if not self.latest_status_t or c.status_t > self.latest_status_t then self.latest_status_t = c.status_t end
   end
-  self:give_held_findings(c)  -- an open command's (a no-op once given)
-  self.an:on_command(c)
+  self.rules:give_held_findings(self.view, self, c)  -- an open command's (a no-op once given)
+  self.sink:on_command(c)
 end
 
 function Connection:on_login(dir, ev, seg)
@@ -2350,17 +3474,24 @@ function Connection:on_login(dir, ev, seg)
   -- A corrupt DataSegmentLength (up to 16 MiB) would swallow the stream: bound it by what the
   -- receiver declared, with headroom for later Text renegotiation.
   local bound = max(max(k.max_burst, k.first_burst), 262144)
-  self.pdus[I2T].framer:set_digests(self.header_digest, self.data_digest, max(bound, k.target_mrdsl))
-  self.pdus[T2I].framer:set_digests(self.header_digest, self.data_digest, max(bound, k.initiator_mrdsl))
+  self.pdus[I2T]:set_digests(self.header_digest, self.data_digest, max(bound, k.target_mrdsl))
+  self.pdus[T2I]:set_digests(self.header_digest, self.data_digest, max(bound, k.initiator_mrdsl))
   self.initiator_name = k.initiator_name
   self.target_name = k.target_name
   self.session_type = k.session_type
   self:session_id()
 end
 
+-- FindingOut (rules/view.lua): a finding of this connection, tied to command c when there is one.
+function Connection:finding(kind, side, frame, lost_ms, c)
+  local f = { kind = kind, side = side, session = self:session_id(), connection = self.id, frame = frame,
+              lost_ms = lost_ms }
+  if c then f.itt, f.command_first_frame = c.itt, c.first_frame end
+  return f
+end
+function Connection:notice(level, frame, message) end  -- the engine's notices: not in this port
+
 function Connection:emit_finding(f)
-  f.session = self:session_id()
-  f.connection = self.id
   -- What the verdict rests on that the capture may not have shown (engine: emit_finding).
   local k = f.kind
   local sender
@@ -2368,27 +3499,22 @@ function Connection:emit_finding(f)
   else sender = f.side == "initiator" and I2T or T2I end
   f.inferred = {}
   if k == "nagle_hold" or k == "delayed_ack" or k == "cwnd_limited" or k == "rwnd_limited" then
-    if not self.flow[sender].mss_from_syn then f.inferred[#f.inferred + 1] = "mss" end
-    if k == "rwnd_limited" and not self.flow[sender].peer_wscale_known then
+    if not self.tcp:flow(sender).mss_from_syn then f.inferred[#f.inferred + 1] = "mss" end
+    if k == "rwnd_limited" and not self.tcp:flow(sender).peer_wscale_known then
       f.inferred[#f.inferred + 1] = "window_scale"
     end
   elseif k == "r2t_round_trip" and not self.keys.from_login then
     f.inferred[#f.inferred + 1] = "keys"
   end
-  self.an:on_finding(f)
+  self.sink:on_finding(f)
 end
 
 function Connection:finish()
-  if #self.pending_resends > 0 then self:settle_resends(nil, 0, true) end
+  local resends = self.rules.retransmission
+  if resends:pending() then resends:settle(self.view, self, self.slots, nil, 0, true) end
+  self.tcp:finish(self)
   for d = 0, 1 do
-    local f = self.flow[d]
-    if f.unseen_upto > f.next then self:declare_unseen(d) end
-    if f.ooo_count > 0 then
-      self:declare_gap(d, f.max_end, f.ooo[f:ooo_first()].frame)
-    end
-  end
-  for d = 0, 1 do
-    local s = { frame = self.flow[d].last_data_frame, t = self.flow[d].last_data_t, wire_len = 0 }
+    local s = { frame = self.tcp:flow(d).last_data_frame, t = self.tcp:flow(d).last_data_t, wire_len = 0 }
     local events = self.pdus[d]:finish()
     self:on_pdus(d, s, events, false, nil)
   end
@@ -2397,17 +3523,10 @@ function Connection:finish()
     local c = self.slots[slot]
     if c then
       self:emit_command(c)
-      self:release(c)
+      self:release_slot(c)
     end
   end
-  if self.serial_commands >= RULES.serialized_min_commands and self.max_outstanding <= 1 and
-     self.serial_wait_ms >= RULES.serialized_wait_share * self.serial_cycle_ms then
-    self:emit_finding({ kind = "serialized", side = "initiator", frame = self.first_command_frame,
-      lost_ms = self.serial_crossing_ms,
-      detail = self.serial_commands .. " commands issued one at a time; the link sat idle waiting on round trips for " ..
-               whole_ms(self.serial_wait_ms) .. " ms (" .. whole_ms(self.serial_crossing_ms) ..
-               " ms of it crossing the network)" })
-  end
+  self.rules:finish(self, self.max_outstanding, self.first_command_frame)
   self:session_id()  -- the engine's connection facts name a session even without a command
   self.finished = true  -- its facts are final (the engine's on_connection)
 end
@@ -2416,29 +3535,20 @@ end
 -- A connection's facts (engine/src/session/connection.cpp Connection::info) and their words
 -- (engine/src/util/connection_words.cpp): what the capture showed, and what was inferred.
 
--- Where a round trip comes from (engine/src/tcp/flow.hpp RttEstimate::source).
-local function rtt_source(r)
-  if r.hs then return "handshake" end
-  if r.rel then return "echoed timestamps" end
-  if r.clean > 0 then return "pure ACKs" end
-  if r.n > 0 then return "ACKs on data" end
-  return ""
-end
-
-function Connection:facts()
-  local ri, rt = self.rtt[I2T], self.rtt[T2I]
-  local f = { rtt_initiator_ms = ri.known and ri.min / 1e6 or nil, rtt_target_ms = rt.known and rt.min / 1e6 or nil,
-              vantage = "unknown", rtt_source_initiator = rtt_source(ri), rtt_source_target = rtt_source(rt) }
-  if ri.known and rt.known then
-    local full = ri.min + rt.min
+function Connection:info()
+  local ri, rt = self.tcp:rtt(I2T), self.tcp:rtt(T2I)
+  local f = { rtt_initiator_ms = ri:known() and ri:ns() / 1e6 or nil, rtt_target_ms = rt:known() and rt:ns() / 1e6 or nil,
+              vantage = "unknown", rtt_source_initiator = ri:source(), rtt_source_target = rt:source() }
+  if ri:known() and rt:known() then
+    local full = ri:ns() + rt:ns()
     f.rtt_ms = full / 1e6
-    local share = full > 0 and ri.min / full or 0.5
+    local share = full > 0 and ri:ns() / full or 0.5
     if full < floor(RULES.vantage_min_rtt_ms * 1e6 + 0.5) then f.vantage = "unknown"
     elseif share < RULES.vantage_initiator_share then f.vantage = "initiator"
     elseif share > RULES.vantage_target_share then f.vantage = "target"
     else f.vantage = "midpath" end
   end
-  local fi, ft = self.flow[I2T], self.flow[T2I]
+  local fi, ft = self.tcp:flow(I2T), self.tcp:flow(T2I)
   f.mss_initiator = min(fi:effective_mss(), 65535)
   f.mss_target = min(ft:effective_mss(), 65535)
   f.mss_inferred = not (fi.mss_from_syn and ft.mss_from_syn)
@@ -2460,8 +3570,20 @@ function Connection:facts()
              { "source", k.from_login and "login" or (k.login_cut and "login cut short" or
                          (k.initial_r2t_inferred and "inferred" or "default")) } }
   f.mid_session_start = self.mid_session
+  f.id, f.session = self.id, self:session_id()
+  f.saw_handshake, f.saw_login = self.tcp:saw_syn(), self.saw_login
+  f.header_digest = self.header_digest or self.pdus[I2T]:header_digest_on()
+  f.data_digest = self.data_digest or self.pdus[I2T]:data_digest_on()
+  f.frames, f.commands, f.digest_errors = self.frames, self.commands, self.digest_errors
+  f.pdus = self.pdus[I2T]:pdus() + self.pdus[T2I]:pdus()
+  f.resyncs = self.pdus[I2T]:resyncs() + self.pdus[T2I]:resyncs()
+  f.bytes_missing = fi.bytes_missing + ft.bytes_missing
+  f.max_outstanding = self.max_outstanding
+  f.never_answered = self.commands - min(self.completed, self.commands)
   return f
 end
+-- The name wireshark.lua calls it by.
+Connection.facts = Connection.info
 
 local function mss_words(f)
   local s = string.format("MSS initiator %d, target %d", f.mss_initiator, f.mss_target)
@@ -2500,303 +3622,6 @@ local function keys_words(f)
 end
 
 ---------------------------------------------------------------------------------------------
--- TCP tracking and reassembly (engine/src/tcp/tracker.cpp): handshake, ACKs and windows, round
--- trips, the byte streams put back in order. Methods of Connection: the port keeps one object per
--- connection where the engine has a tcp::Tracker and its receiver.
-
-local REORDER_WAIT_NS = RULES.reorder_wait_ms * 1e6
-
-function Connection:on_segment(seg, dir)
-  self.frames = self.frames + 1
-  if #self.pending_resends > 0 then self:settle_resends(seg, dir) end
-  for d = 0, 1 do
-    local f = self.flow[d]
-    if f.unseen_upto > f.next and seg.t - f.unseen_t > REORDER_WAIT_NS then self:declare_unseen(d) end
-  end
-  local fl = seg.flags  -- FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10 (tested inline: once per segment)
-  local syn, rst = fl % 4 >= 2, fl % 8 >= 4
-  local una_before = self.flow[1 - dir].una
-  if syn then self:handle_handshake(seg, dir) end
-  -- a release's sample is given after the segment is judged: it may not bound its own release
-  local released = seg.has_ts and self:handle_echo(seg, dir) or nil
-  if seg.wire_len > 0 then self.flow[dir].last_payload_t = seg.t end
-  if fl % 32 >= 16 then self:handle_ack(seg, dir) end
-  if seg.wire_len > 0 and not syn then self:handle_payload(seg, dir) end
-  if released then rtt_released(self.rtt[dir], released) end
-  local f = self.flow[dir]
-  if fl % 2 == 1 or rst then
-    f.fin_seen = true
-    if rst or self.flow[1 - dir].fin_seen then self.closed = true end
-  end
-  self.last_t = seg.t
-  -- The window this side advertises: its scale known from both SYNs, else the least the data in
-  -- flight proves (engine/src/tcp/tracker.cpp).
-  local other = self.flow[1 - dir]
-  local raw = seg.window
-  local win = raw
-  local scale_known = f.syn_seen and other.syn_seen
-  if not syn then
-    if scale_known and f.wscale_offered >= 0 and other.wscale_offered >= 0 then
-      win = raw * 2 ^ (f.wscale_offered < 14 and f.wscale_offered or 14)
-    elseif not scale_known then
-      win = raw * 2 ^ other.peer_wscale_min
-    end
-  end
-  local window_changed
-  if scale_known then
-    window_changed = other.peer_window_known and other.peer_window ~= win
-  else
-    window_changed = other.peer_window_known and other.peer_window_raw ~= raw
-  end
-  other.peer_window = win
-  other.peer_window_raw = raw
-  other.peer_wscale_known = scale_known
-  other.peer_window_known = true
-  if other.una_known and (other.una ~= una_before or window_changed or other.ak_tail < other.ak_head) then
-    -- (what classify_hold may need)
-    other:record_ack({ ack = other.una, t = seg.t, frame = seg.frame, window = win, h = other.acked_h,
-                       cmd = other.acked_cmd, data_t = other.acked_data_t,
-                       data_frame = other.acked_data_frame, raw = raw, tsval = seg.tsval or 0,
-                       has_ts = seg.has_ts or false }, seg.t - RULES.ack_record_keep_rtts * self:full_rtt_ns() - RULES.ack_record_keep_ms * 1e6)
-  end
-  if self.settling.head <= self.settling.tail then self:settle(seg.t) end
-end
-
-function Connection:handle_handshake(seg, dir)
-  local f = self.flow[dir]
-  if f.syn_seen and f.started and f:unwrap(seg.seq) == f.next - 1 then return end
-  f:anchor((seg.seq + 1) % TWO32)
-  f.syn_seen = true
-  self.pdus[dir].framer:set_digests(false, false)
-  f.wscale_offered = seg.wscale or -1
-  if seg.mss and seg.mss ~= 0 then
-    self.flow[1 - dir].mss = seg.mss
-    self.flow[1 - dir].mss_from_syn = true
-  end
-  if not hasbit(seg.flags, 0x10) then
-    self.saw_syn = true
-    self.syn_t = seg.t
-  elseif self.saw_syn and not self.saw_synack then
-    self.saw_synack = true
-    self.synack_t = seg.t
-    rtt_sample(self.rtt[T2I], seg.t - self.syn_t, true)
-  end
-end
-
--- Timestamps (engine: Tracker::echo): a data segment echoing a newer TSval than the side's data
--- before it left after that TSval's first segment arrived; with that segment a pure ACK, a release.
-local ECHO_KEEP_NS = RULES.echo_keep_ms * 1e6
-function Connection:handle_echo(seg, dir)
-  local f = self.flow[dir]
-  if f.tsf_tail < f.tsf_head or f.tsf[f.tsf_tail].val ~= seg.tsval then
-    while f.tsf_head <= f.tsf_tail and (f.tsf_tail - f.tsf_head + 1 >= RULES.echo_records_max or
-          f.tsf[f.tsf_head].t < seg.t - ECHO_KEEP_NS) do
-      f.tsf[f.tsf_head] = nil
-      f.tsf_head = f.tsf_head + 1
-    end
-    f.tsf_tail = f.tsf_tail + 1
-    f.tsf[f.tsf_tail] = { val = seg.tsval, t = seg.t, pure = seg.wire_len == 0 }
-  end
-  if seg.wire_len == 0 or not hasbit(seg.flags, 0x10) then return nil end
-  if f.data_echo_seen then
-    local d = (seg.tsecr - f.data_echo) % TWO32
-    if d == 0 or d >= 2147483648 then return nil end
-    f.echo_moved_frame = seg.frame
-  end
-  f.data_echo_seen, f.data_echo = true, seg.tsecr
-  local peer = self.flow[1 - dir]
-  for i = peer.tsf_tail, peer.tsf_head, -1 do
-    local e = peer.tsf[i]
-    if e.val == seg.tsecr then
-      -- not when the peer sent data since: this may answer that data after a think time
-      if e.pure and peer.last_payload_t < e.t then return seg.t - e.t end
-      return nil
-    end
-  end
-  return nil
-end
-
-function Connection:handle_ack(seg, dir)
-  local peer = self.flow[1 - dir]
-  if not peer.started then return end
-  if self.saw_synack and dir == I2T and not self.rtt[I2T].hs and not hasbit(seg.flags, 0x02) then
-    rtt_sample(self.rtt[I2T], seg.t - self.synack_t, true)
-  end
-  local ack = peer:unwrap(seg.ack)
-  if ack > peer.max_end + 1073741824 then return end
-  if peer.fin_seen and ack == peer.next + 1 then ack = peer.next end  -- the FIN's sequence number
-  if peer.ua_head <= peer.ua_tail and (not peer.una_known or ack > peer.una) then
-    -- Records end in increasing order (each carries new data): a binary search, not a scan.
-    local k = peer:first_unacked_ending_after(ack - 1)
-    local s = k and peer.unacked[k]
-    if s and s.e == ack then rtt_sample(self.rtt[dir], seg.t - s.t, false, seg.wire_len > 0) end
-  end
-  if ack > peer.next and peer.started then
-    -- Missing at the capture point, unless they come soon after: a capture can show a segment
-    -- just after the ACK that covers it (not when later data is already held).
-    local upto = min(ack, peer.max_end > peer.next and peer.max_end or ack)
-    if peer.ooo_count > 0 then
-      self:declare_gap(1 - dir, upto, seg.frame)
-    else
-      if peer.unseen_upto <= peer.next then peer.unseen_t, peer.unseen_frame = seg.t, seg.frame end
-      peer.unseen_upto = max(peer.unseen_upto, upto)
-    end
-  end
-  local before = peer.una_known and peer.una or ack
-  if peer:acked(ack, seg.t, seg.frame) then
-    link_advanced(peer.link, ack - before, seg.t, self:full_rtt_ns())
-    if peer.path then link_advanced(peer.path, ack - before, seg.t, self:full_rtt_ns()) end
-  end
-end
-
-function Connection:declare_unseen(dir)
-  local f = self.flow[dir]
-  self:declare_gap(dir, f.unseen_upto, f.unseen_frame)  -- then next >= unseen_upto: none pending
-end
-
-function Connection:handle_payload(seg, dir)
-  local f = self.flow[dir]
-  local len = seg.wire_len
-  if not f.started then
-    -- No SYN: a stream that starts with a Login PDU is framed from here (no digests until
-    -- negotiated); otherwise the capture began mid-stream and framing resumes at a BHS.
-    f:anchor(seg.seq)
-    if starts_with_login(seg.payload, dir) then
-      self.pdus[dir].framer:set_digests(false, false)
-    else
-      self.mid_session = true
-      self.pdus[dir].framer:start_unsynced()
-      local sd = self.digest_seed and self.digest_seed[dir]
-      if sd then self.pdus[dir].framer:seed_digests(sd.h, sd.d) end
-    end
-  end
-  f.largest_payload = f.largest_payload > len and f.largest_payload or len
-  if seg.options_len and seg.options_len ~= 0 then f.data_options_len = seg.options_len end
-  local start = f:unwrap(seg.seq)
-  local e = start + len
-  -- Acknowledged bytes still unseen when the sender's next data comes past them: missing.
-  if start > f.next and f.unseen_upto > f.next then self:declare_unseen(dir) end
-  if e <= f.next then
-    local keepalive = len <= 1 and start + 1 >= f.next
-    if not keepalive then self:note_retransmission(dir, seg, start, e) end
-    return
-  end
-  if start > f.next then
-    if f.ooo_count == 0 then f.hole_since = seg.t end
-    local held = f.ooo[start]
-    if not held then
-      held = { bytes = "", t = 0, frame = 0 }
-      f.ooo[start] = held
-      f.ooo_count = f.ooo_count + 1
-    end
-    if #held.bytes < #seg.payload then
-      f.ooo_bytes = f.ooo_bytes + #seg.payload - #held.bytes
-      held.bytes, held.t, held.frame = seg.payload, seg.t, seg.frame
-    end
-    f.max_end = max(f.max_end, e)
-    f:move_ref(e)
-    if f.ooo_bytes > self.opt.max_out_of_order_bytes then
-      self:declare_gap(dir, f:ooo_first(), seg.frame)
-    end
-    return
-  end
-  if seg.flags % 16 < 8 then f:saw_full(len) end  -- no PSH: more data was queued
-  local m = f:effective_mss()
-  if len > m then  -- TSO/GRO at the capture point; a whole multiple of the MSS proves it
-    f.aggregates = f.aggregates + 1
-    if len % m == 0 then f.aggregates_whole = f.aggregates_whole + 1 end
-  end
-  if f.ooo_count > 0 then
-    self.retransmissions = self.retransmissions + 1
-    local fd = { kind = "retransmission", side = side_of(dir), frame = seg.frame,
-                 lost_ms = ms(seg.t - f.hole_since),
-                 detail = "retransmission fills a hole: the original was lost before the capture point" }
-    local c = self.current_slot[dir]
-    if c and c.used then
-      fd.itt, fd.command_first_frame = c.itt, c.first_frame
-      c.loss_pending_ms = c.loss_pending_ms + fd.lost_ms
-      if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
-      self:add_kind(c, "retransmission")
-    end
-    self:emit_finding(fd)
-  end
-  local skip = f.next - start
-  local bytes = seg.payload
-  local wire_rest = len - skip
-  if skip >= #bytes then bytes = "" elseif skip > 0 then bytes = bytes:sub(skip + 1) end
-  local small = f:is_small(len)
-  self.seg_h, self.seg_cmd, self.seg_itt = -1, 0, 0
-  self:deliver(dir, bytes, wire_rest, seg)
-  local cur = self.current_slot[dir]
-  -- owner_cmd: which command held the slot then (a slot is reused once its command is released).
-  -- (One constructor: the record's table is sized once.)
-  local rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = cur and cur.slot or 0, small = small,
-                owner_cmd = cur and cur.first_frame or 0, h = self.seg_h, cmd = self.seg_cmd, itt = self.seg_itt }
-  f:push_unacked(rec)
-  if f.una_known and f.una >= e then f:trim_acked(f.unseen_t, f.unseen_frame) end  -- its ACK came first
-  if rec.small then
-    f.has_small = true
-    f.last_small = { e = e, t = seg.t, frame = seg.frame, h = rec.h, cmd = rec.cmd, acked = false,
-                     ack_t = 0, ack_frame = 0 }
-  end
-  f.max_end = f.max_end > e and f.max_end or e
-  f:infer_window_scale()
-  f.has_last_data = true
-  f.last_data_t = seg.t
-  f.last_data_frame = seg.frame
-  self:drain_out_of_order(dir, seg)
-end
-
-function Connection:drain_out_of_order(dir, seg)
-  local f = self.flow[dir]
-  -- Held bytes reach the receiver only now, when seg fills the hole before them.
-  local outer = self.filling
-  self.filling = seg
-  while f.ooo_count > 0 do
-    local start = f:ooo_first()
-    if start > f.next then break end
-    local held = f.ooo[start]
-    f.ooo[start] = nil
-    f.ooo_count = f.ooo_count - 1
-    f.ooo_bytes = f.ooo_bytes - #held.bytes
-    local e = start + #held.bytes
-    if e > f.next then
-      local skip = f.next - start
-      local bytes = held.bytes:sub(skip + 1)
-      local s = { frame = held.frame, t = held.t, wire_len = #bytes, flags = seg.flags, seq = f.next % TWO32 }
-      self:deliver(dir, bytes, #bytes, s)
-    end
-  end
-  self.filling = outer
-end
-
-function Connection:declare_gap(dir, upto, frame)
-  local f = self.flow[dir]
-  while f.next < upto or (f.ooo_count > 0 and f:ooo_first() <= upto) do
-    local hole_end = upto
-    if f.ooo_count > 0 then hole_end = min(hole_end, f:ooo_first()) end
-    if hole_end > f.next then
-      local lost = hole_end - f.next
-      f.bytes_missing = f.bytes_missing + lost
-      f.next = hole_end
-      f:move_ref(f.next)
-      local events = self.pdus[dir]:lose(lost)
-      local c = self.current_slot[dir]
-      if c and c.used then c.data_incomplete = true end
-      -- A PDU whose last bytes were lost ends here: a status header in the capture completes its
-      -- command, timed at the header's segment (the engine's Connection::lost).
-      if #events > 0 then
-        self:on_pdus(dir, { frame = f.last_data_frame, t = f.last_data_t, wire_len = 0 }, events, false, nil)
-      end
-    end
-    if f.ooo_count == 0 then break end
-    local first = f.ooo[f:ooo_first()]
-    self:drain_out_of_order(dir, { frame = first.frame, t = first.t, flags = 0 })
-    if f.ooo_count == 0 or f.next >= upto then break end
-  end
-end
-
----------------------------------------------------------------------------------------------
 -- The open commands (engine/src/session/command_table.hpp): by ITT, slots reused last freed first.
 
 -- Off the ITT table, the open count and the PDU owners: answered (settling) or gone.
@@ -2810,7 +3635,7 @@ function Connection:retire(c)
   if self.outstanding > 0 then self.outstanding = self.outstanding - 1 end
 end
 
-function Connection:release(c)
+function Connection:release_slot(c)
   self:retire(c)
   c.used = false
   self.slots[c.slot] = nil
@@ -2819,25 +3644,18 @@ end
 
 ---------------------------------------------------------------------------------------------
 -- The critical path (engine/src/session/critical_path.cpp; docs/rules.md "The critical path"):
--- each segment carrying bytes of a command is an event of it ("touch" here).
-
--- A verdict already given (read only): framing found late (a stream joined mid-session is framed
--- once the next header confirms it) places a PDU carried by earlier segments at those segments,
--- with no hold judged.
-local NO_HOLD = { held = false, reported = true }
--- The verdict of a segment not judged yet (read only: analyse_touch makes the segment's own).
-local NOT_JUDGED = { held = false, reported = false }
+-- each segment carrying bytes of a command is a path event of it.
 
 function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
-  -- Touches (slot, role, response): the first in locals (the usual one), more in lists.
+  -- Path events (slot, role, response): the first in locals (the usual one), more in lists.
   local n, s1, r1, p1, t_slot, t_role, t_resp = 0, nil, nil, nil, nil, nil, nil
   local none = NO_HOLD
-  -- Touches name slots, as in the engine: a slot released and taken again by a command started
+  -- Path events name slots, as in the engine: a slot released and taken again by a command started
   -- in this segment is that command's.
   if began_mid and self.slots[mid_slot] then
     local e = events[1]
     if e and e.type == "end" and e.last_frame and e.last_frame ~= 0 and e.last_frame ~= seg.frame then
-      self:analyse_touch(dir, { frame = e.last_frame, t = e.last_t }, mid_slot, "cont", nil, none)
+      self:analyse_path_event(dir, { frame = e.last_frame, t = e.last_t }, mid_slot, "cont", nil, none)
     else
       n, s1, r1 = 1, mid_slot, "cont"
     end
@@ -2845,14 +3663,14 @@ function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
   for k = 1, #events do  -- (a numeric loop: ipairs is a call per element)
     local ev = events[k]
     if ev.type == "start" then
-      local c, role = self:touch_for_start(dir, ev, seg)
+      local c, role = self:path_event_for_start(dir, ev, seg)
       self.current_slot[dir] = c
       local response = ev.bhs.opcode == OP.ScsiResponse
       if c and role ~= "start" and ev.first_frame and ev.first_frame ~= 0 and ev.first_frame ~= seg.frame then
-        self:analyse_touch(dir, { frame = ev.first_frame, t = ev.first_t }, c.slot, role, response, none)
+        self:analyse_path_event(dir, { frame = ev.first_frame, t = ev.first_t }, c.slot, role, response, none)
         local e = events[k + 1]
         if e and e.type == "end" and e.last_frame and e.last_frame ~= 0 and e.last_t > ev.first_t then
-          self:analyse_touch(dir, { frame = e.last_frame, t = e.last_t }, c.slot, "cont", response, none)
+          self:analyse_path_event(dir, { frame = e.last_frame, t = e.last_t }, c.slot, "cont", response, none)
         end
       elseif c and n < 8 and role ~= "start" then
         local dup = n >= 1 and s1 == c.slot
@@ -2869,22 +3687,17 @@ function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
       end
     end
   end
-  -- The first touch judging a hold gives the segment its verdict; the others share it.
+  -- The first path event judging a hold gives the segment its verdict; the others share it.
   local verdict = NOT_JUDGED
-  if n >= 1 then verdict = self:analyse_touch(dir, seg, s1, r1, p1, verdict) end
-  for i = 2, n do verdict = self:analyse_touch(dir, seg, t_slot[i], t_role[i], t_resp[i], verdict) end
+  if n >= 1 then verdict = self:analyse_path_event(dir, seg, s1, r1, p1, verdict) end
+  for i = 2, n do verdict = self:analyse_path_event(dir, seg, t_slot[i], t_role[i], t_resp[i], verdict) end
   for k = 1, #events do
     local ev = events[k]
     if ev.type == "end" then self:on_pdu_end(dir, seg, ev) end
   end
 end
 
-local function new_breakdown()
-  return { request = 0, think = 0, data = 0, nagle = 0, delayed_ack = 0, r2t = 0, window = 0,
-           loss = 0, response = 0, link = 0, cwnd = 0, rwnd = 0 }  -- cwnd + rwnd: window's parts
-end
-
-function Connection:touch_for_start(dir, ev, seg)
+function Connection:path_event_for_start(dir, ev, seg)
   local b = ev.bhs
   local op = b.opcode
   if dir == I2T and op == OP.ScsiCommand then
@@ -2892,7 +3705,7 @@ function Connection:touch_for_start(dir, ev, seg)
     local old = self.by_itt[b.itt]
     if old then
       self:emit_command(old)
-      self:release(old)
+      self:release_slot(old)
     end
     if self.open_count >= self.opt.max_open_commands then return nil end
     local w = hasbit(b.flags, 0x20)
@@ -2912,7 +3725,7 @@ function Connection:touch_for_start(dir, ev, seg)
       last_seg_t = { [0] = seg.t, [1] = 0 }, has_seg = { [0] = true, [1] = false },
       needed_t = 0, request_done = false, r2ts = 0, first_r2t_frame = 0, last_r2t_t = 0,
       h_at_r2t = 0, first_reply_frame = 0, solicited_data = false, data_out_bytes = 0,
-      data_in_bytes = 0, loss_pending_ms = 0, hold_ms = 0, completed = false,
+      data_in_bytes = 0, loss_pending_ms = 0, completed = false,
       data_incomplete = false }
     local cdir, _
     c.op, cdir, _, c.lba = decode_cdb(b.cdb)
@@ -2926,7 +3739,7 @@ function Connection:touch_for_start(dir, ev, seg)
     c.ideal_round_trips = ideal_round_trips(self.keys, w, w and b.w20 or 0)
     -- The link (rules/link_limited.lua): the data flow's busy time when the command began, the
     -- half trips its holds add, and their findings, given when it is reported.
-    local df = self.flow[w and I2T or T2I]
+    local df = self.tcp:flow(w and I2T or T2I)
     c.link_busy0, c.link_bytes0, c.link_busy_reply = df:link_meter().busy_ns, df.link.busy_bytes, -1
     c.held_h, c.held_findings = 0, {}
     c.undecided_ms, c.undecided_ack_frame = 0, 0
@@ -2941,7 +3754,6 @@ function Connection:touch_for_start(dir, ev, seg)
       self.max_outstanding = max(self.max_outstanding, self.outstanding)
     end
     if self.first_command_frame == 0 then self.first_command_frame = c.first_frame end
-    self.an:on_command_start(c)
     return c, "start"
   end
   if b.itt == RESERVED_TAG then return nil end
@@ -2971,53 +3783,13 @@ function Connection:touch_for_start(dir, ev, seg)
   return c, role
 end
 
-local WAIT_MIN_FLOOR_NS = floor(RULES.wait_min_ms * 1e6 + 0.5)  -- (a constant: once, not per segment)
--- A rest longer than this is a wait (engine: wait_min_ns).
-function Connection:wait_min_ns()
-  local wait_rtt = floor(self:full_rtt_ns() / RULES.wait_min_rtt_divisor)
-  return WAIT_MIN_FLOOR_NS > wait_rtt and WAIT_MIN_FLOOR_NS or wait_rtt
-end
-
--- Window arithmetic (engine: window_edge_half_trips): more of a flight past the edge the ACKs had
--- offered could leave only once an ACK opening that far reached the sender; without a wait of
--- its own it still counts that ACK's crossings.
-function Connection:window_edge_half_trips(dir, seg, c)
-  local f = self.flow[dir]
-  if not self.rtt[dir].known then return end
-  local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
-  if i > f.ak_tail then return end
-  self:release_half_trips(dir, seg, c, f.acks[i])  -- the first ACK that opened the window this far
-end
-
--- ACK causality by timestamps (engine: echo_half_trips): a data segment echoing a newer timestamp
--- than the data before it was released by an ACK in between (the first with that timestamp, at the
--- least): two crossings after the data that ACK acknowledged.
-function Connection:echo_half_trips(dir, seg, c)
-  local f = self.flow[dir]
-  if not seg.has_ts or f.echo_moved_frame ~= seg.frame or not self.rtt[dir].known then return end
-  local i = f:first_with_ts(seg.tsecr)
-  if i <= f.ak_tail then self:release_half_trips(dir, seg, c, f.acks[i]) end
-end
-
--- A segment released by ACK r without a wait of its own (engine: release_half_trips): two
--- crossings after the data r acknowledged, when that was this command's and r could have reached
--- the sender by then.
-function Connection:release_half_trips(dir, seg, c, r)
-  if r.h < 0 or r.cmd ~= c.first_frame or r.t + self:rtt_ns(dir) - self:tolerance_ns() > seg.t then return end
-  local h = dir == I2T and c.h_initiator or c.h_target
-  if r.h + 2 > h then
-    c.held_h = c.held_h + r.h + 2 - h  -- as a hold's (a link-bound command takes them back)
-    if dir == I2T then c.h_initiator = r.h + 2 else c.h_target = r.h + 2 end
-  end
-end
-
 -- Returns the verdict, the segment's own once a hold was judged (see NOT_JUDGED).
-function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
+function Connection:analyse_path_event(dir, seg, slot, role, response, verdict)
   local c = self.slots[slot]
   if not c then return verdict end
   local now = seg.t
-  local r = self.rtt[dir]  -- (rtt_ns, min and max written out: this runs for every segment)
-  local rtt_side = r.known and r.min or 0
+  local r = self.tcp.rtt_[dir]  -- (rtt_ns and its accessors written out: this runs for every segment)
+  local rtt_side = r.known_ and r.min_ or 0
   local ready
   if role == "cont" then
     ready = c.has_seg[dir] and c.last_seg_t[dir] or c.last_event_t
@@ -3043,7 +3815,7 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
     if solicited or (reply and c.r2ts > 0) then bd.r2t = bd.r2t + ms(crossing)
     else bd.request = bd.request + ms(crossing) end
   end
-  local wait_min = self:wait_min_ns()
+  local wait_min = wait_min_ns(self.tcp:full_rtt_ns())
   local rest_ms = rest / 1e6
   local loss = c.loss_pending_ms < rest_ms and c.loss_pending_ms or rest_ms
   if loss > 0 then
@@ -3052,70 +3824,10 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
     rest = rest - trunc(loss * 1e6)
   end
   if rest > wait_min then
-    if not verdict.reported then
-      local v = self:classify_hold(dir, seg, ready)
-      if verdict == NOT_JUDGED then verdict = { held = false, reported = false } end
-      for k, val in pairs(v) do verdict[k] = val end
-      verdict.reported = true
-      if verdict.held then
-        local fd = { kind = verdict.kind, side = side_of(dir), frame = seg.frame,
-                     related = { { "released_by", verdict.release_frame } }, lost_ms = ms(rest),
-                     itt = c.itt, command_first_frame = c.first_frame }
-        if verdict.acked_frame ~= 0 then fd.related[2] = { "previous_small", verdict.acked_frame } end
-        if verdict.kind == "nagle_hold" then
-          fd.detail = "sub-MSS segment held until the peer acknowledged the previous one"
-        elseif verdict.kind == "rwnd_limited" then
-          fd.detail = "sender waited for the receiver's window to open"
-        else
-          fd.detail = "sender waited for ACKs to grow its congestion window"
-        end
-        c.held_findings[#c.held_findings + 1] = fd  -- given with the command
-        if verdict.delayed_ack_ms > 0 then
-          local da = { kind = "delayed_ack", side = side_of(1 - dir), frame = verdict.release_frame,
-                       related = { { "acks", verdict.acked_frame }, { "released", seg.frame } },
-                       lost_ms = min(verdict.delayed_ack_ms, ms(rest)), itt = c.itt,
-                       command_first_frame = c.first_frame,
-                       detail = "ACK sent " .. whole_ms(verdict.delayed_ack_ms) ..
-                                " ms late by the delayed-ACK timer while the peer waited" }
-          c.held_findings[#c.held_findings + 1] = da
-        end
-      end
-    end
-    if verdict.undecided then
-      c.undecided_ms = c.undecided_ms + ms(rest)
-      c.undecided_ack_frame = verdict.release_frame
-    end
-    if verdict.held then
-      local held_ms = ms(rest)
-      local dack = min(verdict.delayed_ack_ms, held_ms)
-      bd.delayed_ack = bd.delayed_ack + dack
-      if verdict.kind == "nagle_hold" then
-        bd.nagle = bd.nagle + held_ms - dack
-      else
-        bd.window = bd.window + held_ms - dack
-        local part = verdict.kind == "cwnd_limited" and "cwnd" or "rwnd"
-        bd[part] = bd[part] + held_ms - dack
-      end
-      c.hold_ms = c.hold_ms + held_ms
-      self:add_kind(c, verdict.kind)
-      if dack > 0 then self:add_kind(c, "delayed_ack") end
-      -- Two crossings after the data the releasing ACK acknowledged: that ACK's, and this one's
-      -- (data of another command says nothing of this one's progress: then on top of it).
-      local h = dir == I2T and c.h_initiator or c.h_target
-      local h_before = h
-      if verdict.release_h >= 0 and verdict.release_cmd == c.first_frame then
-        h = max(h, verdict.release_h + 2)
-      else
-        h = h + 2
-      end
-      c.held_h = c.held_h + h - h_before
-      if dir == I2T then c.h_initiator = h else c.h_target = h end
-      rest = 0
-    end
+    rest, verdict = self.rules.holds:on_wait(self.view, self, dir, seg, c, ready, rest, verdict)
   end
   if role == "cont" and c.has_seg[dir] and not verdict.reported then  -- no wait of its own judged
-    self:window_edge_half_trips(dir, seg, c)
-    self:echo_half_trips(dir, seg, c)
+    self.rules.holds:on_release(self.view, dir, seg, c)
   end
   if rest > 0 then
     if dir == T2I and (reply or rest > wait_min) then bd.think = bd.think + ms(rest)
@@ -3127,7 +3839,7 @@ function Connection:analyse_touch(dir, seg, slot, role, response, verdict)
   end
   if reply and c.first_reply_frame == 0 then
     c.first_reply_frame = seg.frame
-    c.link_busy_reply = self.flow[c.write and I2T or T2I]:link_meter().busy_ns
+    c.link_busy_reply = self.tcp:flow(c.write and I2T or T2I):link_meter().busy_ns
   end
   self.seg_h = dir == I2T and c.h_initiator or c.h_target
   self.seg_cmd = c.first_frame
@@ -3140,330 +3852,16 @@ end
 
 -- The reply was framed before (or while) its command was: its time still counts on the critical
 -- path, but no hold can be judged on a timeline that has moved on.
-function Connection:touch_late_reply(c, seg, ev)
+function Connection:late_reply_events(c, seg, ev)
   local none = NO_HOLD
   local response = ev.bhs.opcode == OP.ScsiResponse
   local first, last = seg, seg
   if ev.first_frame and ev.first_frame ~= 0 then first = { frame = ev.first_frame, t = ev.first_t } end
   if ev.last_frame and ev.last_frame ~= 0 then last = { frame = ev.last_frame, t = ev.last_t } end
-  self:analyse_touch(T2I, first, c.slot, c.has_seg[T2I] and "cont" or "reply", response, none)
+  self:analyse_path_event(T2I, first, c.slot, c.has_seg[T2I] and "cont" or "reply", response, none)
   if last.t > first.t then
-    self:analyse_touch(T2I, last, c.slot, "cont", response, none)
+    self:analyse_path_event(T2I, last, c.slot, "cont", response, none)
   end
-end
-
----------------------------------------------------------------------------------------------
--- Holds (engine/src/rules/holds.cpp; docs/rules.md "Holds"): nagle_hold, cwnd_limited,
--- rwnd_limited, and delayed_ack when the releasing ACK was late.
-
-function Connection:classify_hold(dir, seg, ready)
-  local v = { held = false, kind = "cwnd_limited", release_frame = 0, release_t = 0,
-              delayed_ack_ms = 0, acked_frame = 0, release_h = -1, release_cmd = 0, undecided = false }
-  local f = self.flow[dir]
-  if not self.rtt[dir].known then return v end
-  local rtt_side = self:rtt_ns(dir)
-  -- Jitter only delays: a release may come later than rtt(S) by the path's measured jitter, which
-  -- the path between the capture point and S bounds (the engine's classify_hold).
-  local tol = self:tolerance_ns()
-  local bound = math.min(floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor), rtt_side)
-  local late = tol + math.min(self:jitter_ns(dir), bound)
-  -- A Nagle hold has its proof in the stream: its release may come as late as the path's largest
-  -- recent round trip (the engine's nagle_late).
-  local nagle_late = tol + math.min(self:jitter_ns(dir, RULES.nagle_jitter_percentile), bound)
-  -- How late the path alone may bring the receiver's ACK: an ACK later than its round trip by no
-  -- more is not proven delayed (the engine's receiver_jitter).
-  local receiver_jitter = math.min(self:jitter_ns(1 - dir, RULES.nagle_jitter_percentile),
-                                   math.min(floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor), self:rtt_ns(1 - dir)))
-  -- rtt(S) from ACKs that rode on S's data only is an upper bound: near S a release may come as
-  -- soon as just after the ACK (the engine's early).
-  local est = self.rtt[dir]
-  local early = tol
-  if not rtt_tight(est) and rtt_side * RULES.wait_min_rtt_divisor < self:full_rtt_ns() then
-    early = max(tol, rtt_side)
-  end
-  local function released_within(ack_t, upto)
-    local d = seg.t - (ack_t + rtt_side)
-    return d >= -early and d <= upto and ack_t + rtt_side - early + tol > ready
-  end
-  -- ACK causality by timestamps (engine: echoes): a segment echoing the ACK's timestamp or a later
-  -- one left after that ACK reached its sender; only the earliest the release can be seen is timing's.
-  local function echoes(r)
-    return r.has_ts and seg.has_ts and (seg.tsecr - r.tsval) % TWO32 < 2147483648 and
-           released_within(r.t, seg.t - r.t)
-  end
-  local len = seg.wire_len
-  local small = f.last_small
-  -- Nagle holds one partial segment: a TSO/GRO aggregate carries full segments that Nagle would
-  -- have sent, so its wait is the window's. A segment longer than the MSS is such an aggregate once
-  -- the flow has shown whole-multiple ones; before, it may be one jumbo frame, judged by its tail.
-  local nagle_candidate = len < f:effective_mss() or (f.aggregates_whole == 0 and f:is_small(len))
-  if f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
-     released_within(small.ack_t, nagle_late) then
-    v.held = true
-    v.kind = "nagle_hold"
-    v.release_frame = small.ack_frame
-    v.release_t = small.ack_t
-    v.acked_frame = small.frame
-    v.release_h, v.release_cmd = small.h or -1, small.cmd or 0
-    local ack_delay = small.ack_t - small.t - self:rtt_ns(1 - dir)
-    if ms(ack_delay - receiver_jitter) >= self.opt.delayed_ack_min_ms then v.delayed_ack_ms = ms(ack_delay) end
-    return v
-  end
-  -- Window holds: released by the first ACK that could have reached the sender when this segment
-  -- left, not always the latest one captured; one that fits a steady path first, only without
-  -- one a later ACK within the path's jitter.
-  local a = f.acks
-  local function first_release(upto)
-    local i = f.ak_tail + 1
-    while i > f.ak_head and a[i - 1].t + rtt_side + upto >= seg.t do i = i - 1 end
-    while i <= f.ak_tail and not released_within(a[i].t, upto) do i = i + 1 end
-    return i
-  end
-  -- Window arithmetic first: where the sender stopped at the edge an ACK had offered and this
-  -- segment lies past it, the first ACK that opened the window past it released it, if the path's
-  -- bounds let it reach the sender by then (the engine's at_edge).
-  local seg_start = f:unwrap(seg.seq)
-  local mss = f:effective_mss()
-  local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
-  local at_edge = i > f.ak_head and i <= f.ak_tail and seg_start <= f:edge(a[i - 1]) and
-                  seg_start + mss > f:edge(a[i - 1])
-  local at_edge_i = i
-  if not (at_edge and (released_within(a[i].t, late) or echoes(a[i]))) then
-    i = first_release(tol)
-    if i > f.ak_tail and late > tol then i = first_release(late) end
-  end
-  if i > f.ak_tail then
-    -- Beyond what the path has shown, within the most it may add: an ACK this wait had to follow
-    -- still fits; the capture cannot tell think from a hold (the engine's undecided).
-    local most = tol + bound
-    if dir == T2I and most > max(late, nagle_late) then
-      if f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
-         released_within(small.ack_t, most) then
-        v.undecided, v.release_frame = true, small.ack_frame
-      elseif at_edge and released_within(a[at_edge_i].t, most) then
-        v.undecided, v.release_frame = true, a[at_edge_i].frame
-      end
-    end
-    return v
-  end
-  local rel = a[i]
-  v.held = true
-  v.release_frame = rel.frame
-  v.release_t = rel.t
-  v.release_h, v.release_cmd = rel.h, rel.cmd
-  -- The release may itself have been held by the receiver's delayed-ACK timer (an odd segment
-  -- at the end of a flight): measured as for Nagle holds.
-  local acknowledged_more = i == f.ak_head or rel.ack > a[i - 1].ack  -- not a window update
-  if rel.data_frame ~= 0 and acknowledged_more then
-    local ack_delay = rel.t - rel.data_t - self:rtt_ns(1 - dir)
-    if ms(ack_delay - receiver_jitter) >= self.opt.delayed_ack_min_ms then
-      v.delayed_ack_ms = ms(ack_delay)
-      v.acked_frame = rel.data_frame
-    end
-  end
-  -- The edge in force until the release: data that came within a quarter window (at least one
-  -- segment) of it means the receiver's window held the sender, not the congestion window.
-  local before = i > f.ak_head and a[i - 1] or nil
-  -- (With the window scale unknown, no SYNs, the edge is the lower bound the data in flight proves
-  -- by now.)
-  local window = before and f:edge(before) - before.ack
-  -- (Data sent past that edge before this segment proves it was not in force.)
-  if before and f:unwrap(seg.seq) <= before.ack + window and f.max_end + max(f:effective_mss(), floor(window / RULES.rwnd_edge_window_divisor)) > before.ack + window then
-    v.kind = "rwnd_limited"
-  else
-    v.kind = "cwnd_limited"
-  end
-  return v
-end
-
----------------------------------------------------------------------------------------------
--- retransmission (engine/src/rules/retransmission.cpp): a segment resent after a loss.
-
--- The capture point is near this side (its round trip a small part of the path's).
-function Connection:near(side)
-  local full = self:full_rtt_ns()
-  return self.rtt[I2T].known and self.rtt[T2I].known and full >= floor(RULES.vantage_min_rtt_ms * 1e6 + 0.5) and
-         self:rtt_ns(side) * RULES.near_initiator_rtt_factor < full
-end
-
-local MAX_PENDING_RESENDS = 64
-
-function Connection:note_retransmission(dir, seg, start, e)
-  local f = self.flow[dir]
-  self.retransmissions = self.retransmissions + 1
-  -- The first record ending past the resent byte (binary search), or one of the next few that
-  -- starts before it (an overlap resend): bounded work per segment.
-  local orig
-  local k = f:first_unacked_ending_after(start)
-  if k then
-    for j = k, min(k + 7, f.ua_tail) do
-      local s = f.unacked[j]
-      if s.s <= start then orig = s break end
-    end
-  end
-  if f.una_known and e <= f.una and not orig then return end
-  -- Captured near the receiver, the original was seen arriving: the receiver had it, so the resend
-  -- is spurious (a tail-loss probe, an early timeout), no loss (engine: Connection::resent).
-  if orig and self:near(1 - dir) then return end
-  -- Elsewhere a resend of the sender's latest bytes waits for the receiver's ACK that covers it: a
-  -- D-SACK for it says the original had arrived.
-  local p = self.pending_resends
-  if orig and e >= f.max_end and #p < MAX_PENDING_RESENDS then
-    p[#p + 1] = { dir = dir, frame = seg.frame, t = seg.t, s = start, e = e, orig = orig }
-    return
-  end
-  self:report_resend(dir, seg.frame, seg.t, orig)
-end
-
--- seg from dir: its ACK settles the other direction's pending resends it covers, as spurious when
--- it carries a D-SACK of them or left the receiver before the resend could have reached it; all:
--- the rest (the capture ended) are reported as resends (engine: Connection::settle_resends).
-function Connection:settle_resends(seg, dir, all)
-  local p, keep = self.pending_resends, {}
-  for _, r in ipairs(p) do
-    local settled, spurious = all, false
-    if not all and r.dir == 1 - dir and hasbit(seg.flags, 0x10) then
-      local f = self.flow[r.dir]
-      local ack = f:unwrap(seg.ack)
-      local sl, sr = seg.sack_left or 0, seg.sack_right or 0
-      if sl ~= sr then
-        local l, rr = f:unwrap(sl), f:unwrap(sr)
-        spurious = l < ack and l < r.e and rr > r.s  -- a D-SACK of these bytes (RFC 2883)
-      end
-      settled = not spurious and ack >= r.e
-      -- (an ACK that left the receiver before the resend could have reached it: the original had
-      -- arrived; proof only with a round trip measured on the handshake, else the resend waits on)
-      local rtt = self:rtt_ns(dir)
-      if settled and rtt > 0 and seg.t - r.t + floor(RULES.release_tolerance_ms * 1e6 + 0.5) < rtt then
-        settled, spurious = false, self.rtt[dir].hs == true
-      end
-    end
-    if settled then
-      self:report_resend(r.dir, r.frame, r.t, r.orig)
-    elseif not spurious then
-      keep[#keep + 1] = r
-    end
-  end
-  self.pending_resends = keep
-end
-
-function Connection:report_resend(dir, frame, t, orig)
-  local fd = { kind = "retransmission", side = side_of(dir), frame = frame, lost_ms = 0 }
-  if orig then
-    fd.related = { { "original", orig.frame } }
-    fd.lost_ms = ms(t - orig.t)
-    if orig.cmd and orig.cmd ~= 0 then  -- named even when the command completed before the resend
-      fd.itt, fd.command_first_frame = orig.itt, orig.cmd
-    end
-    -- The command in the owner's slot now (engine: a slot index, reused once released).
-    local c = self.slots[orig.owner]
-    if c and c.used and c.first_frame == orig.owner_cmd then
-      fd.itt, fd.command_first_frame = c.itt, c.first_frame
-      -- (A settling command's status was captured before this resend, near the target: its
-      -- latency stays as captured; the round trip it cost the initiator counts below.)
-      if not c.settling then c.loss_pending_ms = c.loss_pending_ms + fd.lost_ms end
-      if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
-      self:add_kind(c, "retransmission")
-    end
-  end
-  fd.detail = "segment sent again after " .. whole_ms(fd.lost_ms) .. " ms"
-  self:emit_finding(fd)
-end
-
----------------------------------------------------------------------------------------------
--- link_limited (engine/src/rules/link_limited.cpp, docs/rules.md "The link"): a command whose
--- data kept the path busy for most of its time beyond the round trips it needs; the holds the
--- link explains are not given.
-
-local function mbit_words(bytes_per_s)
-  local mbit = bytes_per_s * 8 / 1e6
-  return string.format(mbit >= 100 and "%.0f" or mbit >= 10 and "%.1f" or "%.2f", mbit)
-end
-
--- The hold kinds: each one's own time is its breakdown part (OWN_PART).
-local HELD_KINDS = { "nagle_hold", "delayed_ack", "cwnd_limited", "rwnd_limited" }
-
-function Connection:judge_link_limited(c)
-  if c.bytes < RULES.link_command_bytes_min then return end  -- too little data to keep a link busy
-  local flow = self.flow[c.write and I2T or T2I]
-  local m = flow:link_meter()  -- the link, whoever's data kept it busy
-  local busy_ns = m.busy_ns - c.link_busy0
-  local busy, rtt = ms(busy_ns), ms(self:full_rtt_ns())
-  if busy_ns <= 0 or rtt <= 0 then return end
-  -- The link's time must be a large share of what the command needs at best (its round trips)
-  -- and of what it took beyond them: else the round trips or a window were the limit.
-  local k_rtt = c.ideal_round_trips * rtt
-  if busy < RULES.link_share * k_rtt or busy < RULES.link_share * (c.latency_ms - k_rtt) then return end
-  local bd = c.breakdown
-  local left = busy
-  local function take(part, at_most)
-    local x = min(min(bd[part], left), at_most or math.huge)
-    bd[part] = bd[part] - x
-    left = left - x
-    bd.link = bd.link + x
-    return x
-  end
-  take("data")
-  local w = take("window")
-  local wc = min(bd.cwnd, w)
-  bd.cwnd = bd.cwnd - wc
-  bd.rwnd = bd.rwnd - min(bd.rwnd, w - wc)
-  take("delayed_ack")
-  take("nagle")
-  take("response")
-  if not c.write and not self:near(T2I) and c.link_busy_reply >= 0 then
-    -- A read's first reply that came while the link was busy with other data was queued behind it.
-    take("think", ms(c.link_busy_reply - c.link_busy0))
-  end
-  if c.write then
-    -- A write's data reached the target only at the link's pace.
-    take("think")
-    take("request")
-  end
-  if bd.link <= 0 then return end
-  -- Holds the link explains added no round trip of their own: the data was clocked out by it.
-  local wait_min = ms(self:wait_min_ns())
-  local holds_left = false
-  for _, k in ipairs(HELD_KINDS) do
-    if bd[OWN_PART[k]] >= wait_min then
-      holds_left = true
-    elseif c.findings_set[k] then
-      c.findings_set[k] = nil
-      for i = #c.findings, 1, -1 do
-        if c.findings[i] == k then table.remove(c.findings, i) end
-      end
-    end
-  end
-  if not holds_left then c.round_trips = max(1, floor((c.h_target - c.held_h + 1) / 2)) end
-  local bytes = flow.link.busy_bytes - c.link_bytes0
-  local rate = bytes * 1e9 / busy_ns
-  local detail = "the data moved at " .. mbit_words(rate) .. " Mbit/s, the link busy for " .. whole_ms(busy) ..
-                 " ms: the transfer is bound by the link's rate"
-  if m.rate > 0 and rate < RULES.link_shared_rate_share * m.rate then
-    detail = detail .. " (the link has carried " .. mbit_words(m.rate) .. " Mbit/s: it is shared)"
-  end
-  self:add_kind(c, "link_limited")
-  self:emit_finding({ kind = "link_limited", side = "network", frame = c.status_frame,
-    related = { { "command", c.first_frame } }, lost_ms = bd.link, itt = c.itt,
-    command_first_frame = c.first_frame, detail = detail })
-end
-
--- The holds a command's segments waited on, given when the command is reported: those whose
--- time the link explains are dropped, the others keep what is left of it.
-function Connection:give_held_findings(c)
-  local held = c.held_findings
-  if not held or #held == 0 then return end
-  local bd = c.breakdown
-  local linked = bd.link > 0
-  local wait_min = ms(self:wait_min_ns())
-  for _, f in ipairs(held) do
-    local left = bd[OWN_PART[f.kind]]  -- every held finding is a hold kind's
-    if not linked or left >= wait_min then
-      if linked then f.lost_ms = min(f.lost_ms, left) end
-      self:emit_finding(f)
-    end
-  end
-  c.held_findings = {}
 end
 
 ---------------------------------------------------------------------------------------------
@@ -3474,48 +3872,54 @@ Analyzer.__index = Analyzer
 
 -- Entries by connection, at most max: a new one evicts the oldest (insertion order); the order drops
 -- the keys removed since once it reaches twice the bound (the engine's OldestFirst).
-local function oldest_first() return { map = {}, count = 0, order = {}, head = 1, tail = 0 } end
-local function of_insert(t, key, value, max)
-  while t.count >= max and t.head <= t.tail do
-    local old = t.order[t.head]
-    t.order[t.head] = nil
-    t.head = t.head + 1
-    if t.map[old] then
-      t.map[old] = nil
-      t.count = t.count - 1
-    end
-  end
-  if t.tail - t.head + 1 >= 2 * max then
-    local order, n = {}, 0
-    for k = t.head, t.tail do
-      local x = t.order[k]
-      if t.map[x] then n = n + 1; order[n] = x end
-    end
-    t.order, t.head, t.tail = order, 1, n
-  end
-  t.tail = t.tail + 1
-  t.order[t.tail] = key
-  t.map[key] = value
-  t.count = t.count + 1
+local OldestFirst = {}
+OldestFirst.__index = OldestFirst
+function OldestFirst.new()
+  return setmetatable({ entries = {}, count = 0, order = {}, head = 1, tail = 0 }, OldestFirst)
 end
-local function of_remove(t, key)
-  if t.map[key] then
-    t.map[key] = nil
-    t.count = t.count - 1
+function OldestFirst:insert(key, value, max)
+  while self.count >= max and self.head <= self.tail do
+    local old = self.order[self.head]
+    self.order[self.head] = nil
+    self.head = self.head + 1
+    if self.entries[old] then
+      self.entries[old] = nil
+      self.count = self.count - 1
+    end
+  end
+  if self.tail - self.head + 1 >= 2 * max then
+    local order, n = {}, 0
+    for k = self.head, self.tail do
+      local x = self.order[k]
+      if self.entries[x] then n = n + 1; order[n] = x end
+    end
+    self.order, self.head, self.tail = order, 1, n
+  end
+  self.tail = self.tail + 1
+  self.order[self.tail] = key
+  self.entries[key] = value
+  self.count = self.count + 1
+end
+-- (the engine erases from its std::map entries)
+function OldestFirst:erase(key)
+  if self.entries[key] then
+    self.entries[key] = nil
+    self.count = self.count - 1
   end
 end
 
 function Analyzer.new(options)
   local a = setmetatable({ options = options or DEFAULT_OPTIONS, live = {}, live_count = 0,
-    connections = {}, next_id = 1, sessions = {}, session_keys = {}, paths = {}, path_count = 0,
+    connections = {}, next_id = 1, registry = SessionRegistry.new(),
     findings = {}, commands = {}, by_evidence = {}, by_decision = {}, by_status = {},
     cmd_by_decision = {},
     cur_frame = 0, finished = false, last_frame = 0,
-    pending = oldest_first(),
+    pending = OldestFirst.new(),
     closing = {}, cl_head = 1, cl_tail = 0, last_idle_scan = nil, refused = {}, refused_count = 0,
     segments = 0, scan_segments = 0, probation = {}, probation_count = 0, probation_bytes = 0,
-    sniffing = oldest_first(), not_iscsi = {}, not_iscsi_count = 0,
+    sniffing = OldestFirst.new(), not_iscsi = {}, not_iscsi_count = 0,
     detected = {} }, Analyzer)
+  a.sessions = a.registry:all()  -- (the registry's list: sessions join it in place)
   return a
 end
 
@@ -3524,15 +3928,12 @@ end
 -- analysis, its results discarded) measures them, then fed to the connection, seeded with the
 -- round trips the scout measured and the digests its framing detected (engine/src/analyzer.cpp).
 local function noop() end
-local function discarding(options)
-  return { options = options, on_command = noop, on_command_start = noop, on_finding = noop,
-           resolve_session = function() return 0 end }
-end
+local DISCARD = { on_command = noop, on_finding = noop }  -- a scout's sink
 
 function Analyzer:probation_over(pr, now)
   local function enough(d)
-    local r = pr.scout.rtt[d]
-    return r.n >= RULES.probation_rtt_samples and r.clean > 0
+    local r = pr.scout:rtt(d)
+    return r:samples() >= RULES.probation_rtt_samples and r:clean_samples() > 0
   end
   return (enough(0) and enough(1)) or #pr.held >= RULES.probation_segments_max or
          pr.bytes >= RULES.probation_bytes_max or now - pr.held[1].seg.t >= RULES.probation_ms * 1e6 or
@@ -3546,8 +3947,8 @@ function Analyzer:end_probation(key, c)
   self.probation_count = self.probation_count - 1
   self.probation_bytes = self.probation_bytes - pr.bytes
   for d = 0, 1 do
-    if pr.scout.rtt[d].known then c:seed_rtt(d, pr.scout.rtt[d]) end
-    c:seed_digests(d, pr.scout:digests_seen(d))
+    if pr.scout:rtt(d):known() then c:seed_rtt(d, pr.scout:rtt(d)) end
+    c:seed_digests(d, pr.scout:header_digest_seen(d), pr.scout:data_digest_seen(d))
   end
   for _, h in ipairs(pr.held) do c:on_segment(h.seg, h.dir) end
 end
@@ -3599,10 +4000,10 @@ end
 -- (then replayed into it: MSS, window scale and round trips come from them).
 local MAX_PENDING_HANDSHAKES = 4096
 function Analyzer:remember_handshake(key, seg, syn)
-  local p = self.pending.map[key]
+  local p = self.pending.entries[key]
   if syn then
     p = {}
-    if self.pending.map[key] then self.pending.map[key] = p else of_insert(self.pending, key, p, MAX_PENDING_HANDSHAKES) end
+    if self.pending.entries[key] then self.pending.entries[key] = p else self.pending:insert(key, p, MAX_PENDING_HANDSHAKES) end
   elseif not p or #p >= 3 then
     return
   end
@@ -3610,35 +4011,6 @@ function Analyzer:remember_handshake(key, seg, syn)
   for k, v in pairs(seg) do copy[k] = v end
   copy.payload = ""
   p[#p + 1] = copy
-end
-
--- The link from one host to another (engine: SessionRegistry::path): keyed by the addresses
--- without ports; nil beyond 4096 host pairs, where each connection keeps its own.
-local MAX_PATHS = 4096
-function Analyzer:link_path(from, to)
-  local key = (from:match("^(.*):%d+$") or from) .. ">" .. (to:match("^(.*):%d+$") or to)
-  local m = self.paths[key]
-  if m then return m end
-  if self.path_count >= MAX_PATHS then return nil end
-  m = { last_t = -1, busy_ns = 0, busy_bytes = 0, run_ns = 0, run_bytes = 0, rate = 0, rate_bytes = 0 }
-  self.paths[key], self.path_count = m, self.path_count + 1
-  return m
-end
-
-function Analyzer:resolve_session(key, conn)
-  local id = self.session_keys[key]
-  if not id then
-    id = #self.sessions + 1
-    self.session_keys[key] = id
-    self.sessions[id] = { id = id, connections = {}, initiator = conn.initiator, target = conn.target }
-  end
-  local s = self.sessions[id]
-  s.connections[#s.connections + 1] = conn.id
-  if conn.login_done then
-    s.initiator_name, s.target_name = conn.initiator_name, conn.target_name
-    s.session_type, s.isid, s.tsih = conn.session_type, conn.isid, conn.tsih
-  end
-  return id
 end
 
 local function push(t, k, v)
@@ -3654,8 +4026,6 @@ function Analyzer:on_finding(f)
   push(self.by_evidence, f.frame, f)
   push(self.by_decision, self.cur_frame, f)
 end
-
-function Analyzer:on_command_start(c) end
 
 function Analyzer:on_command(c)
   self.commands[#self.commands + 1] = c
@@ -3705,7 +4075,7 @@ end
 local SNIFFED_MAX, SNIFFED_BYTES_MAX, NOT_ISCSI_MAX = 8, 2 * 1048576, 65536
 
 function Analyzer:give_up(key)
-  of_remove(self.sniffing, key)
+  self.sniffing:erase(key)
   if self.not_iscsi_count >= NOT_ISCSI_MAX then self.not_iscsi, self.not_iscsi_count = {}, 0 end
   if not self.not_iscsi[key] then
     self.not_iscsi[key] = true
@@ -3714,12 +4084,12 @@ function Analyzer:give_up(key)
 end
 
 function Analyzer:sniff(key, seg)
-  local s = self.sniffing.map[key]
+  local s = self.sniffing.entries[key]
   if not s then
-    if self.not_iscsi[key] or not StreamDetector.header_at(seg.payload, 1) then return end
+    if self.not_iscsi[key] or not StreamDetector.starts_with_header(seg.payload) then return end
     s = { detector = StreamDetector.new(), side0 = seg.src, side1 = seg.dst, held = {}, h_head = 1, h_tail = 0,
           bytes = 0 }
-    of_insert(self.sniffing, key, s, SNIFFED_MAX)
+    self.sniffing:insert(key, s, SNIFFED_MAX)
   end
   local copy = {}
   for k, v in pairs(seg) do copy[k] = v end
@@ -3735,7 +4105,7 @@ function Analyzer:sniff(key, seg)
   if v == "not_iscsi" then self:give_up(key) return end
   if v == "undecided" then return end
   self.detected[key] = s.detector.initiator_side == 0 and s.side1 or s.side0
-  of_remove(self.sniffing, key)
+  self.sniffing:erase(key)
   for i = s.h_head, s.h_tail do
     local h = s.held[i]
     h.key = key
@@ -3745,7 +4115,7 @@ end
 
 local function looks_like_login(payload)
   if #payload < 48 or payload:byte(1) ~= 0x43 then return false end
-  return plausible(parse_bhs(payload), true, true)
+  return plausible_bhs(parse_bhs(payload), true)
 end
 
 -- seg: frame, t (ns, any origin), src, dst (endpoint strings), sport, dport, seq, ack, flags,
@@ -3760,7 +4130,7 @@ function Analyzer:feed(seg)
   local c = self.live[key]
   local fl = seg.flags
   local syn = fl % 4 >= 2 and fl % 32 < 16  -- SYN without ACK
-  if c and syn and (c.closed or (self.probation[key] and self.probation[key].scout.closed)) then
+  if c and syn and (c:closed() or (self.probation[key] and self.probation[key].scout:closed())) then
     self:end_probation(key, c)
     c:finish()
     self.live[key] = nil
@@ -3775,7 +4145,7 @@ function Analyzer:feed(seg)
     end
     -- A connection whose PDUs are being judged keeps every segment (its ACKs time its path).
     local known_port = opt.ports[seg.dport] or opt.ports[seg.sport]
-    if not known_port and not syn and self.sniffing.count > 0 and self.sniffing.map[key] then return self:sniff(key, seg) end
+    if not known_port and not syn and self.sniffing.count > 0 and self.sniffing.entries[key] then return self:sniff(key, seg) end
     if not syn and seg.wire_len == 0 then return end
     -- A connection the cap refused stays unanalysed until its 4-tuple starts anew (SYN).
     if self.refused[key] then
@@ -3802,7 +4172,7 @@ function Analyzer:feed(seg)
       self.refused_count = self.refused_count + 1
       return
     end
-    c = Connection.new(self, self.next_id, ini, tgt)
+    c = Connection.new(self.next_id, ini, tgt, opt, self, self.registry)
     c.key = key
     local a, b = endpoint_order(ini), endpoint_order(tgt)
     c.table_order = a < b and (a .. b) or (b .. a)
@@ -3810,25 +4180,26 @@ function Analyzer:feed(seg)
     self.live[key] = c
     self.live_count = self.live_count + 1
     self.connections[#self.connections + 1] = c
-    local p = self.pending.map[key]
+    local p = self.pending.entries[key]
     if p then
       for _, h in ipairs(p) do c:on_segment(h, h.src == ini and I2T or T2I) end
-      of_remove(self.pending, key)
+      self.pending:erase(key)
     elseif not syn and self.probation_count < RULES.probation_connections_max then
-      self.probation[key] = { scout = Connection.new(discarding(self.options), c.id, ini, tgt), held = {}, bytes = 0 }
+      self.probation[key] = { scout = Connection.new(c.id, ini, tgt, opt, DISCARD, SessionRegistry.new()), held = {},
+                              bytes = 0 }
       self.probation_count = self.probation_count + 1
     end
   end
   local dir = seg.src == c.initiator and I2T or T2I
   local pr = self.probation[key]
   if pr then
-    local was_closed = pr.scout.closed
+    local was_closed = pr.scout:closed()
     pr.scout:on_segment(seg, dir)
     -- Closed, it is finished (and its probation ended) after the linger: the final ACK of the
     -- FIN may be the first round-trip sample free of the peer's answer time.
-    if pr.scout.closed and not was_closed then
+    if pr.scout:closed() and not was_closed then
       self.cl_tail = self.cl_tail + 1
-      self.closing[self.cl_tail] = { due = seg.t + max(RULES.closed_linger_ms * 1e6, RULES.closed_linger_rtts * pr.scout:full_rtt_ns()), key = key, id = c.id }
+      self.closing[self.cl_tail] = { due = seg.t + pr.scout:linger_ns(), key = key, id = c.id }
     end
     local copy = {}
     for k, v in pairs(seg) do copy[k] = v end
@@ -3839,11 +4210,12 @@ function Analyzer:feed(seg)
     if self:probation_over(pr, seg.t) then self:end_probation(key, c) end
     return
   end
-  local was_closed = c.closed
+  local tcp = c.tcp  -- (c:closed(), written out: per segment)
+  local was_closed = tcp.closed_
   c:on_segment(seg, dir)
-  if c.closed and not was_closed then
+  if tcp.closed_ and not was_closed then
     self.cl_tail = self.cl_tail + 1
-    self.closing[self.cl_tail] = { due = seg.t + max(RULES.closed_linger_ms * 1e6, RULES.closed_linger_rtts * c:full_rtt_ns()), key = key, id = c.id }
+    self.closing[self.cl_tail] = { due = seg.t + c:linger_ns(), key = key, id = c.id }
   end
 end
 

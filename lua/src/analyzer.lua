@@ -6,48 +6,54 @@ Analyzer.__index = Analyzer
 
 -- Entries by connection, at most max: a new one evicts the oldest (insertion order); the order drops
 -- the keys removed since once it reaches twice the bound (the engine's OldestFirst).
-local function oldest_first() return { map = {}, count = 0, order = {}, head = 1, tail = 0 } end
-local function of_insert(t, key, value, max)
-  while t.count >= max and t.head <= t.tail do
-    local old = t.order[t.head]
-    t.order[t.head] = nil
-    t.head = t.head + 1
-    if t.map[old] then
-      t.map[old] = nil
-      t.count = t.count - 1
-    end
-  end
-  if t.tail - t.head + 1 >= 2 * max then
-    local order, n = {}, 0
-    for k = t.head, t.tail do
-      local x = t.order[k]
-      if t.map[x] then n = n + 1; order[n] = x end
-    end
-    t.order, t.head, t.tail = order, 1, n
-  end
-  t.tail = t.tail + 1
-  t.order[t.tail] = key
-  t.map[key] = value
-  t.count = t.count + 1
+local OldestFirst = {}
+OldestFirst.__index = OldestFirst
+function OldestFirst.new()
+  return setmetatable({ entries = {}, count = 0, order = {}, head = 1, tail = 0 }, OldestFirst)
 end
-local function of_remove(t, key)
-  if t.map[key] then
-    t.map[key] = nil
-    t.count = t.count - 1
+function OldestFirst:insert(key, value, max)
+  while self.count >= max and self.head <= self.tail do
+    local old = self.order[self.head]
+    self.order[self.head] = nil
+    self.head = self.head + 1
+    if self.entries[old] then
+      self.entries[old] = nil
+      self.count = self.count - 1
+    end
+  end
+  if self.tail - self.head + 1 >= 2 * max then
+    local order, n = {}, 0
+    for k = self.head, self.tail do
+      local x = self.order[k]
+      if self.entries[x] then n = n + 1; order[n] = x end
+    end
+    self.order, self.head, self.tail = order, 1, n
+  end
+  self.tail = self.tail + 1
+  self.order[self.tail] = key
+  self.entries[key] = value
+  self.count = self.count + 1
+end
+-- (the engine erases from its std::map entries)
+function OldestFirst:erase(key)
+  if self.entries[key] then
+    self.entries[key] = nil
+    self.count = self.count - 1
   end
 end
 
 function Analyzer.new(options)
   local a = setmetatable({ options = options or DEFAULT_OPTIONS, live = {}, live_count = 0,
-    connections = {}, next_id = 1, sessions = {}, session_keys = {}, paths = {}, path_count = 0,
+    connections = {}, next_id = 1, registry = SessionRegistry.new(),
     findings = {}, commands = {}, by_evidence = {}, by_decision = {}, by_status = {},
     cmd_by_decision = {},
     cur_frame = 0, finished = false, last_frame = 0,
-    pending = oldest_first(),
+    pending = OldestFirst.new(),
     closing = {}, cl_head = 1, cl_tail = 0, last_idle_scan = nil, refused = {}, refused_count = 0,
     segments = 0, scan_segments = 0, probation = {}, probation_count = 0, probation_bytes = 0,
-    sniffing = oldest_first(), not_iscsi = {}, not_iscsi_count = 0,
+    sniffing = OldestFirst.new(), not_iscsi = {}, not_iscsi_count = 0,
     detected = {} }, Analyzer)
+  a.sessions = a.registry:all()  -- (the registry's list: sessions join it in place)
   return a
 end
 
@@ -56,15 +62,12 @@ end
 -- analysis, its results discarded) measures them, then fed to the connection, seeded with the
 -- round trips the scout measured and the digests its framing detected (engine/src/analyzer.cpp).
 local function noop() end
-local function discarding(options)
-  return { options = options, on_command = noop, on_command_start = noop, on_finding = noop,
-           resolve_session = function() return 0 end }
-end
+local DISCARD = { on_command = noop, on_finding = noop }  -- a scout's sink
 
 function Analyzer:probation_over(pr, now)
   local function enough(d)
-    local r = pr.scout.rtt[d]
-    return r.n >= RULES.probation_rtt_samples and r.clean > 0
+    local r = pr.scout:rtt(d)
+    return r:samples() >= RULES.probation_rtt_samples and r:clean_samples() > 0
   end
   return (enough(0) and enough(1)) or #pr.held >= RULES.probation_segments_max or
          pr.bytes >= RULES.probation_bytes_max or now - pr.held[1].seg.t >= RULES.probation_ms * 1e6 or
@@ -78,8 +81,8 @@ function Analyzer:end_probation(key, c)
   self.probation_count = self.probation_count - 1
   self.probation_bytes = self.probation_bytes - pr.bytes
   for d = 0, 1 do
-    if pr.scout.rtt[d].known then c:seed_rtt(d, pr.scout.rtt[d]) end
-    c:seed_digests(d, pr.scout:digests_seen(d))
+    if pr.scout:rtt(d):known() then c:seed_rtt(d, pr.scout:rtt(d)) end
+    c:seed_digests(d, pr.scout:header_digest_seen(d), pr.scout:data_digest_seen(d))
   end
   for _, h in ipairs(pr.held) do c:on_segment(h.seg, h.dir) end
 end
@@ -131,10 +134,10 @@ end
 -- (then replayed into it: MSS, window scale and round trips come from them).
 local MAX_PENDING_HANDSHAKES = 4096
 function Analyzer:remember_handshake(key, seg, syn)
-  local p = self.pending.map[key]
+  local p = self.pending.entries[key]
   if syn then
     p = {}
-    if self.pending.map[key] then self.pending.map[key] = p else of_insert(self.pending, key, p, MAX_PENDING_HANDSHAKES) end
+    if self.pending.entries[key] then self.pending.entries[key] = p else self.pending:insert(key, p, MAX_PENDING_HANDSHAKES) end
   elseif not p or #p >= 3 then
     return
   end
@@ -142,35 +145,6 @@ function Analyzer:remember_handshake(key, seg, syn)
   for k, v in pairs(seg) do copy[k] = v end
   copy.payload = ""
   p[#p + 1] = copy
-end
-
--- The link from one host to another (engine: SessionRegistry::path): keyed by the addresses
--- without ports; nil beyond 4096 host pairs, where each connection keeps its own.
-local MAX_PATHS = 4096
-function Analyzer:link_path(from, to)
-  local key = (from:match("^(.*):%d+$") or from) .. ">" .. (to:match("^(.*):%d+$") or to)
-  local m = self.paths[key]
-  if m then return m end
-  if self.path_count >= MAX_PATHS then return nil end
-  m = { last_t = -1, busy_ns = 0, busy_bytes = 0, run_ns = 0, run_bytes = 0, rate = 0, rate_bytes = 0 }
-  self.paths[key], self.path_count = m, self.path_count + 1
-  return m
-end
-
-function Analyzer:resolve_session(key, conn)
-  local id = self.session_keys[key]
-  if not id then
-    id = #self.sessions + 1
-    self.session_keys[key] = id
-    self.sessions[id] = { id = id, connections = {}, initiator = conn.initiator, target = conn.target }
-  end
-  local s = self.sessions[id]
-  s.connections[#s.connections + 1] = conn.id
-  if conn.login_done then
-    s.initiator_name, s.target_name = conn.initiator_name, conn.target_name
-    s.session_type, s.isid, s.tsih = conn.session_type, conn.isid, conn.tsih
-  end
-  return id
 end
 
 local function push(t, k, v)
@@ -186,8 +160,6 @@ function Analyzer:on_finding(f)
   push(self.by_evidence, f.frame, f)
   push(self.by_decision, self.cur_frame, f)
 end
-
-function Analyzer:on_command_start(c) end
 
 function Analyzer:on_command(c)
   self.commands[#self.commands + 1] = c
@@ -237,7 +209,7 @@ end
 local SNIFFED_MAX, SNIFFED_BYTES_MAX, NOT_ISCSI_MAX = 8, 2 * 1048576, 65536
 
 function Analyzer:give_up(key)
-  of_remove(self.sniffing, key)
+  self.sniffing:erase(key)
   if self.not_iscsi_count >= NOT_ISCSI_MAX then self.not_iscsi, self.not_iscsi_count = {}, 0 end
   if not self.not_iscsi[key] then
     self.not_iscsi[key] = true
@@ -246,12 +218,12 @@ function Analyzer:give_up(key)
 end
 
 function Analyzer:sniff(key, seg)
-  local s = self.sniffing.map[key]
+  local s = self.sniffing.entries[key]
   if not s then
-    if self.not_iscsi[key] or not StreamDetector.header_at(seg.payload, 1) then return end
+    if self.not_iscsi[key] or not StreamDetector.starts_with_header(seg.payload) then return end
     s = { detector = StreamDetector.new(), side0 = seg.src, side1 = seg.dst, held = {}, h_head = 1, h_tail = 0,
           bytes = 0 }
-    of_insert(self.sniffing, key, s, SNIFFED_MAX)
+    self.sniffing:insert(key, s, SNIFFED_MAX)
   end
   local copy = {}
   for k, v in pairs(seg) do copy[k] = v end
@@ -267,7 +239,7 @@ function Analyzer:sniff(key, seg)
   if v == "not_iscsi" then self:give_up(key) return end
   if v == "undecided" then return end
   self.detected[key] = s.detector.initiator_side == 0 and s.side1 or s.side0
-  of_remove(self.sniffing, key)
+  self.sniffing:erase(key)
   for i = s.h_head, s.h_tail do
     local h = s.held[i]
     h.key = key
@@ -277,7 +249,7 @@ end
 
 local function looks_like_login(payload)
   if #payload < 48 or payload:byte(1) ~= 0x43 then return false end
-  return plausible(parse_bhs(payload), true, true)
+  return plausible_bhs(parse_bhs(payload), true)
 end
 
 -- seg: frame, t (ns, any origin), src, dst (endpoint strings), sport, dport, seq, ack, flags,
@@ -292,7 +264,7 @@ function Analyzer:feed(seg)
   local c = self.live[key]
   local fl = seg.flags
   local syn = fl % 4 >= 2 and fl % 32 < 16  -- SYN without ACK
-  if c and syn and (c.closed or (self.probation[key] and self.probation[key].scout.closed)) then
+  if c and syn and (c:closed() or (self.probation[key] and self.probation[key].scout:closed())) then
     self:end_probation(key, c)
     c:finish()
     self.live[key] = nil
@@ -307,7 +279,7 @@ function Analyzer:feed(seg)
     end
     -- A connection whose PDUs are being judged keeps every segment (its ACKs time its path).
     local known_port = opt.ports[seg.dport] or opt.ports[seg.sport]
-    if not known_port and not syn and self.sniffing.count > 0 and self.sniffing.map[key] then return self:sniff(key, seg) end
+    if not known_port and not syn and self.sniffing.count > 0 and self.sniffing.entries[key] then return self:sniff(key, seg) end
     if not syn and seg.wire_len == 0 then return end
     -- A connection the cap refused stays unanalysed until its 4-tuple starts anew (SYN).
     if self.refused[key] then
@@ -334,7 +306,7 @@ function Analyzer:feed(seg)
       self.refused_count = self.refused_count + 1
       return
     end
-    c = Connection.new(self, self.next_id, ini, tgt)
+    c = Connection.new(self.next_id, ini, tgt, opt, self, self.registry)
     c.key = key
     local a, b = endpoint_order(ini), endpoint_order(tgt)
     c.table_order = a < b and (a .. b) or (b .. a)
@@ -342,25 +314,26 @@ function Analyzer:feed(seg)
     self.live[key] = c
     self.live_count = self.live_count + 1
     self.connections[#self.connections + 1] = c
-    local p = self.pending.map[key]
+    local p = self.pending.entries[key]
     if p then
       for _, h in ipairs(p) do c:on_segment(h, h.src == ini and I2T or T2I) end
-      of_remove(self.pending, key)
+      self.pending:erase(key)
     elseif not syn and self.probation_count < RULES.probation_connections_max then
-      self.probation[key] = { scout = Connection.new(discarding(self.options), c.id, ini, tgt), held = {}, bytes = 0 }
+      self.probation[key] = { scout = Connection.new(c.id, ini, tgt, opt, DISCARD, SessionRegistry.new()), held = {},
+                              bytes = 0 }
       self.probation_count = self.probation_count + 1
     end
   end
   local dir = seg.src == c.initiator and I2T or T2I
   local pr = self.probation[key]
   if pr then
-    local was_closed = pr.scout.closed
+    local was_closed = pr.scout:closed()
     pr.scout:on_segment(seg, dir)
     -- Closed, it is finished (and its probation ended) after the linger: the final ACK of the
     -- FIN may be the first round-trip sample free of the peer's answer time.
-    if pr.scout.closed and not was_closed then
+    if pr.scout:closed() and not was_closed then
       self.cl_tail = self.cl_tail + 1
-      self.closing[self.cl_tail] = { due = seg.t + max(RULES.closed_linger_ms * 1e6, RULES.closed_linger_rtts * pr.scout:full_rtt_ns()), key = key, id = c.id }
+      self.closing[self.cl_tail] = { due = seg.t + pr.scout:linger_ns(), key = key, id = c.id }
     end
     local copy = {}
     for k, v in pairs(seg) do copy[k] = v end
@@ -371,11 +344,12 @@ function Analyzer:feed(seg)
     if self:probation_over(pr, seg.t) then self:end_probation(key, c) end
     return
   end
-  local was_closed = c.closed
+  local tcp = c.tcp  -- (c:closed(), written out: per segment)
+  local was_closed = tcp.closed_
   c:on_segment(seg, dir)
-  if c.closed and not was_closed then
+  if tcp.closed_ and not was_closed then
     self.cl_tail = self.cl_tail + 1
-    self.closing[self.cl_tail] = { due = seg.t + max(RULES.closed_linger_ms * 1e6, RULES.closed_linger_rtts * c:full_rtt_ns()), key = key, id = c.id }
+    self.closing[self.cl_tail] = { due = seg.t + c:linger_ns(), key = key, id = c.id }
   end
 end
 

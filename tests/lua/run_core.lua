@@ -45,7 +45,7 @@ local an = core.Analyzer.new()
 local pos, frame, base = 25, 0, nil
 
 -- Frames are decoded by the plugin's own decoder (a port of cli/packet_decoder.cpp).
-local decode = core.PacketDecoder.for_link_type(linktype)
+local decode = core.PacketDecoder.fast_decoder(linktype)
 local seg = {}
 
 -- Records as the CLI reads them: a record cut short or longer than any snaplen ends the capture.
@@ -162,18 +162,16 @@ for _, fd in ipairs(an.findings) do
     "inferred", list(fd.inferred or {}, jstr), "fix", jstr(fd.fix) })
 end
 -- Connection facts and sessions, as the CLI lists them (sessions[].connections[]).
-local function ms_or_null(r) if not r.known then return "null" end return jnum(r.min / 1e6) end
 local conns = {}
 for _, c in ipairs(an.connections) do conns[#conns + 1] = c end
 table.sort(conns, function(a, b) return a.id < b.id end)
 for _, c in ipairs(conns) do
-  local ri, rt = c.rtt[0], c.rtt[1]
-  local f = c:facts()
-  local fr = { c.pdus[0].framer, c.pdus[1].framer }
+  local f = c:info()
   local keys = {}
   for _, kv in ipairs(f.keys) do keys[#keys + 1] = kv[1]; keys[#keys + 1] = jstr(kv[2]) end
-  out[#out + 1] = obj({ "type", '"connection"', "connection", jnum(c.id), "session", jnum(c.session),
-    "rtt_initiator_ms", ms_or_null(ri), "rtt_target_ms", ms_or_null(rt),
+  out[#out + 1] = obj({ "type", '"connection"', "connection", jnum(f.id), "session", jnum(f.session),
+    "rtt_initiator_ms", f.rtt_initiator_ms and jnum(f.rtt_initiator_ms) or "null",
+    "rtt_target_ms", f.rtt_target_ms and jnum(f.rtt_target_ms) or "null",
     "rtt_ms", f.rtt_ms and jnum(f.rtt_ms) or "null",
     "rtt_source", obj({ "initiator", jstr(f.rtt_source_initiator), "target", jstr(f.rtt_source_target) }),
     "vantage", jstr(f.vantage),
@@ -184,16 +182,16 @@ for _, c in ipairs(conns) do
                           "inferred", jbool(f.wscale_inferred) }),
     "offload_segments", jnum(f.offload_segments),
     "keys", obj(keys),
-    "header_digest", jbool(c.header_digest or fr[1].hd == "on"),
-    "data_digest", jbool(c.data_digest or fr[1].dd == "on"),
-    "saw_handshake", jbool(c.saw_syn), "saw_login", jbool(c.saw_login),
-    "mid_session_start", jbool(c.mid_session),
-    "counts", obj({ "frames", jnum(c.frames), "pdus", jnum(fr[1].pdus + fr[2].pdus),
-                    "commands", jnum(c.commands), "resyncs", jnum(fr[1].resyncs + fr[2].resyncs),
-                    "digest_errors", jnum(c.digest_errors),
-                    "bytes_missing", jnum(c.flow[0].bytes_missing + c.flow[1].bytes_missing),
-                    "max_outstanding", jnum(c.max_outstanding),
-                    "never_answered", jnum(c.commands - math.min(c.completed, c.commands)) }) })
+    "header_digest", jbool(f.header_digest),
+    "data_digest", jbool(f.data_digest),
+    "saw_handshake", jbool(f.saw_handshake), "saw_login", jbool(f.saw_login),
+    "mid_session_start", jbool(f.mid_session_start),
+    "counts", obj({ "frames", jnum(f.frames), "pdus", jnum(f.pdus),
+                    "commands", jnum(f.commands), "resyncs", jnum(f.resyncs),
+                    "digest_errors", jnum(f.digest_errors),
+                    "bytes_missing", jnum(f.bytes_missing),
+                    "max_outstanding", jnum(f.max_outstanding),
+                    "never_answered", jnum(f.never_answered) }) })
 end
 local function str_or_null(v) if not v or v == "" then return "null" end return jstr(v) end
 for _, se in ipairs(an.sessions) do

@@ -223,7 +223,7 @@ do
     return false
   end
 
-  local function ethernet(pkt, n, extra, seg)
+  local function decode_ethernet(pkt, n, extra, seg)
     if n < 14 then return false end
     local t1, t2 = byte(pkt, 13, 14)
     if t1 == 8 and t2 == 0 then return decode_ipv4(pkt, 15, n, extra, seg) end  -- most frames
@@ -234,22 +234,22 @@ do
     end
     return decode_ethertype(typ, pkt, 15, n, extra, seg)
   end
-  local function sll(pkt, n, extra, seg)  -- Linux cooked v1: the protocol in bytes 15-16
+  local function decode_sll(pkt, n, extra, seg)  -- Linux cooked v1: the protocol in bytes 15-16
     if n < 16 then return false end
     return decode_ethertype(be16(pkt, 15), pkt, 17, n, extra, seg)
   end
-  local function sll2(pkt, n, extra, seg)  -- Linux cooked v2: 20 bytes, protocol first
+  local function decode_sll2(pkt, n, extra, seg)  -- Linux cooked v2: 20 bytes, protocol first
     if n < 20 then return false end
     return decode_ethertype(be16(pkt, 1), pkt, 21, n, extra, seg)
   end
   local function raw_ip(pkt, n, extra, seg) return decode_ip_any(pkt, 1, n, extra, seg) end
   local function raw_ipv4(pkt, n, extra, seg) return decode_ipv4(pkt, 1, n, extra, seg) end
   local function raw_ipv6(pkt, n, extra, seg) return decode_ipv6(pkt, 1, n, extra, seg) end
-  local function null(pkt, n, extra, seg)  -- BSD loopback: 4-byte family; the IP version says the same
+  local function decode_null(pkt, n, extra, seg)  -- BSD loopback: 4-byte family; the IP version says the same
     if n < 4 then return false end
     return decode_ip_any(pkt, 5, n, extra, seg)
   end
-  local function ppp(pkt, n, extra, seg)  -- with or without the HDLC address/control bytes FF 03
+  local function decode_ppp(pkt, n, extra, seg)  -- with or without the HDLC address/control bytes FF 03
     local p = 1
     if n >= 2 and byte(pkt, 1) == 0xff and byte(pkt, 2) == 0x03 then p = 3 end
     if n - p + 1 < 2 then return false end
@@ -260,18 +260,18 @@ do
   end
 
   -- By pcap link type, as the CLI's table.
-  local BY_LINK_TYPE = { [1] = ethernet, [113] = sll, [276] = sll2, [101] = raw_ip, [12] = raw_ip,
-                         [14] = raw_ip, [228] = raw_ipv4, [229] = raw_ipv6, [0] = null, [108] = null,
-                         [9] = ppp, [50] = ppp }
+  local BY_LINK_TYPE = { [1] = decode_ethernet, [113] = decode_sll, [276] = decode_sll2, [101] = raw_ip,
+                         [12] = raw_ip, [14] = raw_ip, [228] = raw_ipv4, [229] = raw_ipv6, [0] = decode_null,
+                         [108] = decode_null, [9] = decode_ppp, [50] = decode_ppp }
 
   PacketDecoder = {
     -- decode(pkt, n, extra, seg) -> true when the frame holds a whole (not fragmented) TCP
     -- segment. seg.cut says whether the IP datagram reached past the captured bytes (or left its
     -- length to the frame), that is whether `extra` mattered: a reader that pays to learn the
     -- frame's wire length may pass 0 first, and decode again with it only then.
-    for_link_type = function(linktype) return BY_LINK_TYPE[linktype] end,
+    fast_decoder = function(linktype) return BY_LINK_TYPE[linktype] end,
     -- Wireshark does not tell a Lua plugin the frame's link type: the glue tries these in turn
     -- and keeps the one whose segment has the ports Wireshark's TCP dissector saw.
-    CANDIDATES = { ethernet, sll, sll2, raw_ip, null, ppp },
+    CANDIDATES = { decode_ethernet, decode_sll, decode_sll2, raw_ip, decode_null, decode_ppp },
   }
 end

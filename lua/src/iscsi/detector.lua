@@ -14,13 +14,14 @@ function StreamDetector.new()
 end
 
 -- A header at byte p of s that passes the strict checks for the direction its opcode belongs to.
-local function detect_header_at(s, p)
+local function header_at(s, p)
   if p + 47 > #s then return nil end
   local b = parse_bhs(s, p)
-  if not OPNAMES[b.opcode] or not plausible(b, is_initiator_opcode(b.opcode), true) then return nil end
+  if not OPNAMES[b.opcode] or not plausible_bhs(b, is_initiator_opcode(b.opcode)) then return nil end
   return b
 end
-StreamDetector.header_at = detect_header_at
+-- A payload that begins with such a header.
+function StreamDetector.starts_with_header(s) return header_at(s, 1) ~= nil end
 
 function StreamDetector:command(side, itt)
   self.itts[side][self.kept[side] % DETECT_COMMANDS_KEPT + 1] = itt
@@ -43,7 +44,7 @@ function StreamDetector:walk(side, s)
   local off, first = 1, true
   self.saw_header = false
   while off + 47 <= #s do
-    local b = detect_header_at(s, off)
+    local b = header_at(s, off)
     if not b then return first end
     self.saw_header = true
     local role = is_initiator_opcode(b.opcode) and 1 or 0
@@ -56,7 +57,7 @@ function StreamDetector:walk(side, s)
     local plain = off + header_length(b, false) + pad4(b.data_length)
     local nxt
     for _, at in ipairs({ plain, plain + 4, plain + 8 }) do
-      if at + 47 > #s or detect_header_at(s, at) then nxt = at; break end
+      if at + 47 > #s or header_at(s, at) then nxt = at; break end
     end
     if not nxt then return false end
     off = nxt

@@ -97,8 +97,8 @@ function Framer:candidate_at(s, p)
   local op = b0 % 64
   if not OPNAMES[op] or is_initiator_opcode(op) ~= self.from_initiator then return false end
   -- Login happens once, first: after Full Feature Phase PDUs a "Login" header is payload.
-  if not self.login_possible and not carries_digests(op) then return false end
-  return plausible(parse_bhs(s, p), self.from_initiator, true, self.max_dl)
+  if not self.login_possible and not pdu_carries_digests(op) then return false end
+  return plausible_bhs(parse_bhs(s, p), self.from_initiator, self.max_dl)
 end
 
 function Framer:enter_candidate(at)
@@ -169,7 +169,7 @@ function Framer:step_header(s, i, abs)
     -- A stream's first header, and the one after a PDU found by searching, pass the strict checks.
     local strict = self.candidate or self.fresh or self.strict_next
     self.fresh, self.strict_next = false, false
-    if not plausible(b, self.from_initiator, strict, self.max_dl) then
+    if not plausible_bhs(b, self.from_initiator, self.max_dl, strict and true or false) then
       if self.candidate then
         self:reject_candidate()
       else
@@ -182,7 +182,7 @@ function Framer:step_header(s, i, abs)
       return take
     end
     if self.unconfirmed and not self.candidate then self:confirm() end  -- it chains with this one
-    self.hd_this = carries_digests(b.opcode) and self.hd ~= "off"
+    self.hd_this = pdu_carries_digests(b.opcode) and self.hd ~= "off"
     self.hdr_need = header_length(b, self.hd_this)
     if #self.hdr < self.hdr_need then return take end
   end
@@ -230,7 +230,7 @@ function Framer:header_complete()
     self.resyncs = self.resyncs + 1
   end
   self.started = true
-  if carries_digests(b.opcode) then self.login_possible = false end
+  if pdu_carries_digests(b.opcode) then self.login_possible = false end
   if self.unconfirmed then
     local h = self.held
     h[#h + 1] = { b, self.pdu_abs }
@@ -252,7 +252,7 @@ function Framer:begin_data()
   self.keep_limit = min(kept_data_limit(b), dl)
   self.tail = ""
   self.tail_lost = false
-  local digests = carries_digests(b.opcode) and dl > 0
+  local digests = pdu_carries_digests(b.opcode) and dl > 0
   self.dd_this = digests and self.dd == "on"
   self.dd_probe = digests and self.dd == "unknown"
   if dl == 0 then
@@ -302,7 +302,7 @@ end
 
 function Framer:plausible_at(t, at)
   if #t < at + 48 then return false end
-  return plausible(parse_bhs(t, at + 1), self.from_initiator, true, self.max_dl)
+  return plausible_bhs(parse_bhs(t, at + 1), self.from_initiator, self.max_dl)
 end
 
 function Framer:step_probe(s, i, abs, force)

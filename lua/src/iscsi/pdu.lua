@@ -16,7 +16,7 @@ local OP = {
   DataIn = 0x25, LogoutResponse = 0x26, R2T = 0x31, AsyncMessage = 0x32, Reject = 0x3f,
 }
 local function is_initiator_opcode(op) return op < 0x20 end
-local function carries_digests(op) return op ~= OP.LoginRequest and op ~= OP.LoginResponse end
+local function pdu_carries_digests(op) return op ~= OP.LoginRequest and op ~= OP.LoginResponse end
 
 local function parse_bhs(s, p)
   p = p or 1

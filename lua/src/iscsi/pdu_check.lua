@@ -1,14 +1,15 @@
--- plausible_bhs(strict): a port of check() in engine/src/iscsi/pdu.cpp. max_dl: the largest
--- DataSegmentLength taken as real (the receiver's MRDSL bound after login).
+-- plausible_bhs: a port of check() in engine/src/iscsi/pdu.cpp. max_dl: the largest
+-- DataSegmentLength taken as real (the receiver's MRDSL bound after login); strict: true unless
+-- false, as the engine's default argument.
 local MAX_DATA_SEGMENT = 0xffffff
-local function plausible(b, from_initiator, strict, max_dl)
+local function plausible_bhs(b, from_initiator, max_dl, strict)
   local op = b.opcode
   if not OPNAMES[op] then return false end
   if is_initiator_opcode(op) ~= from_initiator then return false end
   if b.byte0 >= 0x80 then return false end
   if b.data_length > (max_dl or MAX_DATA_SEGMENT) then return false end
   if b.ahs_words > 64 then return false end  -- an extended CDB (248 bytes) and a read length
-  if not strict then return true end
+  if strict == false then return true end
   local f = b.flags
   if not from_initiator and b.immediate then return false end
   if b.ahs_words ~= 0 and op ~= OP.ScsiCommand then return false end

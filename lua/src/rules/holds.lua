@@ -1,30 +1,35 @@
 ---------------------------------------------------------------------------------------------
--- Holds (engine/src/rules/holds.cpp; docs/rules.md "Holds"): nagle_hold, cwnd_limited,
--- rwnd_limited, and delayed_ack when the releasing ACK was late.
+-- Holds (engine/src/rules/holds.cpp; docs/rules.md "Holds"): a segment that was ready earlier and
+-- left only when an ACK from the peer released it: nagle_hold, cwnd_limited, rwnd_limited, and
+-- delayed_ack when that ACK was late. One decision over one ACK decides all four (classify_hold);
+-- the waits it cannot tell from think time are the target's (think_or_hold, rules/target_think.lua).
 
-function Connection:classify_hold(dir, seg, ready)
+-- Whether segment seg, ready at `ready` (capture time), waited for an ACK to release it, and
+-- which: over the sender's flow, the round trips between the capture point and the sender and its
+-- peer, and whether the sender is the target. A free function over what it is given: it reads
+-- nothing else of the connection.
+local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_min_ms, seg, ready)
   local v = { held = false, kind = "cwnd_limited", release_frame = 0, release_t = 0,
               delayed_ack_ms = 0, acked_frame = 0, release_h = -1, release_cmd = 0, undecided = false }
-  local f = self.flow[dir]
-  if not self.rtt[dir].known then return v end
-  local rtt_side = self:rtt_ns(dir)
+  if not sender:known() then return v end
+  local rtt_side, rtt_receiver = sender:ns(), receiver:ns()
+  local full = rtt_side + rtt_receiver
   -- Jitter only delays: a release may come later than rtt(S) by the path's measured jitter, which
   -- the path between the capture point and S bounds (the engine's classify_hold).
-  local tol = self:tolerance_ns()
-  local bound = math.min(floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor), rtt_side)
-  local late = tol + math.min(self:jitter_ns(dir), bound)
+  local tol = release_tolerance_ns(full)
+  local bound = math.min(floor(full / RULES.jitter_rtt_divisor), rtt_side)
+  local late = tol + math.min(sender:jitter_ns(), bound)
   -- A Nagle hold has its proof in the stream: its release may come as late as the path's largest
   -- recent round trip (the engine's nagle_late).
-  local nagle_late = tol + math.min(self:jitter_ns(dir, RULES.nagle_jitter_percentile), bound)
+  local nagle_late = tol + math.min(sender:jitter_ns(RULES.nagle_jitter_percentile), bound)
   -- How late the path alone may bring the receiver's ACK: an ACK later than its round trip by no
   -- more is not proven delayed (the engine's receiver_jitter).
-  local receiver_jitter = math.min(self:jitter_ns(1 - dir, RULES.nagle_jitter_percentile),
-                                   math.min(floor(self:full_rtt_ns() / RULES.jitter_rtt_divisor), self:rtt_ns(1 - dir)))
+  local receiver_jitter = math.min(receiver:jitter_ns(RULES.nagle_jitter_percentile),
+                                   math.min(floor(full / RULES.jitter_rtt_divisor), rtt_receiver))
   -- rtt(S) from ACKs that rode on S's data only is an upper bound: near S a release may come as
   -- soon as just after the ACK (the engine's early).
-  local est = self.rtt[dir]
   local early = tol
-  if not rtt_tight(est) and rtt_side * RULES.wait_min_rtt_divisor < self:full_rtt_ns() then
+  if not sender:tight() and rtt_side * RULES.wait_min_rtt_divisor < full then
     early = max(tol, rtt_side)
   end
   local function released_within(ack_t, upto)
@@ -51,8 +56,8 @@ function Connection:classify_hold(dir, seg, ready)
     v.release_t = small.ack_t
     v.acked_frame = small.frame
     v.release_h, v.release_cmd = small.h or -1, small.cmd or 0
-    local ack_delay = small.ack_t - small.t - self:rtt_ns(1 - dir)
-    if ms(ack_delay - receiver_jitter) >= self.opt.delayed_ack_min_ms then v.delayed_ack_ms = ms(ack_delay) end
+    local ack_delay = small.ack_t - small.t - rtt_receiver
+    if ms(ack_delay - receiver_jitter) >= delayed_ack_min_ms then v.delayed_ack_ms = ms(ack_delay) end
     return v
   end
   -- Window holds: released by the first ACK that could have reached the sender when this segment
@@ -82,7 +87,7 @@ function Connection:classify_hold(dir, seg, ready)
     -- Beyond what the path has shown, within the most it may add: an ACK this wait had to follow
     -- still fits; the capture cannot tell think from a hold (the engine's undecided).
     local most = tol + bound
-    if dir == T2I and most > max(late, nagle_late) then
+    if sender_is_target and most > max(late, nagle_late) then
       if f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
          released_within(small.ack_t, most) then
         v.undecided, v.release_frame = true, small.ack_frame
@@ -101,8 +106,8 @@ function Connection:classify_hold(dir, seg, ready)
   -- at the end of a flight): measured as for Nagle holds.
   local acknowledged_more = i == f.ak_head or rel.ack > a[i - 1].ack  -- not a window update
   if rel.data_frame ~= 0 and acknowledged_more then
-    local ack_delay = rel.t - rel.data_t - self:rtt_ns(1 - dir)
-    if ms(ack_delay - receiver_jitter) >= self.opt.delayed_ack_min_ms then
+    local ack_delay = rel.t - rel.data_t - rtt_receiver
+    if ms(ack_delay - receiver_jitter) >= delayed_ack_min_ms then
       v.delayed_ack_ms = ms(ack_delay)
       v.acked_frame = rel.data_frame
     end
@@ -120,4 +125,128 @@ function Connection:classify_hold(dir, seg, ready)
     v.kind = "cwnd_limited"
   end
   return v
+end
+
+
+local Holds = {}
+Holds.__index = Holds
+function Holds.new() return setmetatable({}, Holds) end
+
+-- A verdict already given (read only): framing found late (a stream joined mid-session is framed
+-- once the next header confirms it) places a PDU carried by earlier segments at those segments,
+-- with no hold judged.
+local NO_HOLD = { held = false, reported = true }
+-- The verdict of a segment not judged yet (read only: on_wait makes the segment's own).
+local NOT_JUDGED = { held = false, reported = false }
+
+-- The hold's time on the critical path (docs/rules.md "The critical path"): a rest (ns) longer
+-- than a wait before seg on command c's path, judged once per segment (verdict: NOT_JUDGED, or
+-- the segment's verdict so far); a hold's findings are kept with c until it is reported, its time
+-- goes to c's breakdown and half trips. Returns the rest a hold did not explain, and the verdict
+-- (the segment's own once judged).
+function Holds:on_wait(v, out, dir, seg, c, ready, rest, verdict)
+  if not verdict.reported then
+    local judged = classify_hold(v.tcp:flow(dir), v.tcp:rtt(dir), v.tcp:rtt(1 - dir), dir == T2I,
+                                 v.options.delayed_ack_min_ms, seg, ready)
+    if verdict == NOT_JUDGED then verdict = { held = false, reported = false } end
+    for k, val in pairs(judged) do verdict[k] = val end
+    verdict.reported = true
+    if verdict.held then self:report(out, dir, seg, c, verdict, ms(rest)) end
+  end
+  if verdict.undecided then
+    c.undecided_ms = c.undecided_ms + ms(rest)
+    c.undecided_ack_frame = verdict.release_frame
+  end
+  if not verdict.held then return rest, verdict end
+  local bd = c.breakdown
+  local held_ms = ms(rest)
+  local dack = min(verdict.delayed_ack_ms, held_ms)
+  bd.delayed_ack = bd.delayed_ack + dack
+  if verdict.kind == "nagle_hold" then
+    bd.nagle = bd.nagle + held_ms - dack
+  else
+    bd.window = bd.window + held_ms - dack
+    local part = verdict.kind == "cwnd_limited" and "cwnd" or "rwnd"
+    bd[part] = bd[part] + held_ms - dack
+  end
+  add_finding_kind(c, verdict.kind)
+  if dack > 0 then add_finding_kind(c, "delayed_ack") end
+  -- Two crossings after the data the releasing ACK acknowledged: that ACK's, and this one's
+  -- (data of another command says nothing of this one's progress: then on top of it).
+  local h = dir == I2T and c.h_initiator or c.h_target
+  local h_before = h
+  if verdict.release_h >= 0 and verdict.release_cmd == c.first_frame then
+    h = max(h, verdict.release_h + 2)
+  else
+    h = h + 2
+  end
+  c.held_h = c.held_h + h - h_before
+  if dir == I2T then c.h_initiator = h else c.h_target = h end
+  return 0, verdict
+end
+
+-- seg went on from c's flight without a wait of its own: the ACK that released it (a window's
+-- edge: window_edge_half_trips; an echoed timestamp: echo_half_trips) still counts its crossings
+-- (docs/rules.md "Round trips").
+function Holds:on_release(v, dir, seg, c)
+  self:window_edge_half_trips(v, dir, seg, c)
+  self:echo_half_trips(v, dir, seg, c)
+end
+
+-- Window arithmetic: more of a flight past the edge the ACKs had offered could leave only once an
+-- ACK opening that far reached the sender; without a wait of its own it still counts that ACK's
+-- crossings.
+function Holds:window_edge_half_trips(v, dir, seg, c)
+  local f = v.tcp.flow_[dir]  -- (tcp:flow and tcp:rtt(dir):known() written out: per segment)
+  if not v.tcp.rtt_[dir].known_ then return end
+  local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
+  if i > f.ak_tail then return end
+  self:release_half_trips(v, dir, seg, c, f.acks[i])  -- the first ACK that opened the window this far
+end
+
+-- ACK causality by timestamps: a data segment echoing a newer timestamp than the data before it
+-- was released by an ACK in between (the first with that timestamp, at the least): two crossings
+-- after the data that ACK acknowledged.
+function Holds:echo_half_trips(v, dir, seg, c)
+  local f = v.tcp.flow_[dir]
+  if not seg.has_ts or f.echo_moved_frame ~= seg.frame or not v.tcp.rtt_[dir].known_ then return end
+  local i = f:first_with_ts(seg.tsecr)
+  if i <= f.ak_tail then self:release_half_trips(v, dir, seg, c, f.acks[i]) end
+end
+
+-- A segment released by ACK r without a wait of its own: two crossings after the data r
+-- acknowledged, when that was this command's and r could have reached the sender by then.
+function Holds:release_half_trips(v, dir, seg, c, r)
+  if r.h < 0 or r.cmd ~= c.first_frame then return end
+  local tcp = v.tcp  -- (v:rtt_ns and v:tolerance_ns written out: per segment)
+  local full = tcp:full_rtt_ns()
+  if r.t + tcp.rtt_[dir].min_ - release_tolerance_ns(full) > seg.t then return end
+  local h = dir == I2T and c.h_initiator or c.h_target
+  if r.h + 2 > h then
+    c.held_h = c.held_h + r.h + 2 - h  -- as a hold's (a link-bound command takes them back)
+    if dir == I2T then c.h_initiator = r.h + 2 else c.h_target = r.h + 2 end
+  end
+end
+
+-- A held segment: nagle_hold, cwnd_limited or rwnd_limited on its sender, and delayed_ack on the
+-- peer when the releasing ACK was itself late; kept with the command until it is reported.
+function Holds:report(out, dir, seg, c, verdict, held_ms)
+  local fd = out:finding(verdict.kind, side_of(dir), seg.frame, held_ms, c)
+  fd.related = { { "released_by", verdict.release_frame } }
+  if verdict.acked_frame ~= 0 then fd.related[2] = { "previous_small", verdict.acked_frame } end
+  if verdict.kind == "nagle_hold" then
+    fd.detail = "sub-MSS segment held until the peer acknowledged the previous one"
+  elseif verdict.kind == "rwnd_limited" then
+    fd.detail = "sender waited for the receiver's window to open"
+  else
+    fd.detail = "sender waited for ACKs to grow its congestion window"
+  end
+  c.held_findings[#c.held_findings + 1] = fd  -- given with the command (rules/link_limited.lua)
+  if verdict.delayed_ack_ms > 0 then
+    local da = out:finding("delayed_ack", side_of(1 - dir), verdict.release_frame,
+                           min(verdict.delayed_ack_ms, held_ms), c)
+    da.related = { { "acks", verdict.acked_frame }, { "released", seg.frame } }
+    da.detail = "ACK sent " .. whole_ms(verdict.delayed_ack_ms) .. " ms late by the delayed-ACK timer while the peer waited"
+    c.held_findings[#c.held_findings + 1] = da
+  end
 end

@@ -11,12 +11,17 @@ end
 -- The hold kinds: each one's own time is its breakdown part (OWN_PART).
 local HELD_KINDS = { "nagle_hold", "delayed_ack", "cwnd_limited", "rwnd_limited" }
 
-function Connection:judge_link_limited(c)
+local LinkLimited = {}
+LinkLimited.__index = LinkLimited
+function LinkLimited.new() return setmetatable({}, LinkLimited) end
+
+-- A reported command whose data kept the path busy: the link's share of its breakdown.
+function LinkLimited:judge(v, out, c)
   if c.bytes < RULES.link_command_bytes_min then return end  -- too little data to keep a link busy
-  local flow = self.flow[c.write and I2T or T2I]
+  local flow = v:flow(c.write and I2T or T2I)
   local m = flow:link_meter()  -- the link, whoever's data kept it busy
   local busy_ns = m.busy_ns - c.link_busy0
-  local busy, rtt = ms(busy_ns), ms(self:full_rtt_ns())
+  local busy, rtt = ms(busy_ns), ms(v:full_rtt_ns())
   if busy_ns <= 0 or rtt <= 0 then return end
   -- The link's time must be a large share of what the command needs at best (its round trips)
   -- and of what it took beyond them: else the round trips or a window were the limit.
@@ -39,7 +44,7 @@ function Connection:judge_link_limited(c)
   take("delayed_ack")
   take("nagle")
   take("response")
-  if not c.write and not self:near(T2I) and c.link_busy_reply >= 0 then
+  if not c.write and not v:near(T2I) and c.link_busy_reply >= 0 then
     -- A read's first reply that came while the link was busy with other data was queued behind it.
     take("think", ms(c.link_busy_reply - c.link_busy0))
   end
@@ -50,7 +55,7 @@ function Connection:judge_link_limited(c)
   end
   if bd.link <= 0 then return end
   -- Holds the link explains added no round trip of their own: the data was clocked out by it.
-  local wait_min = ms(self:wait_min_ns())
+  local wait_min = ms(v:wait_min_ns())
   local holds_left = false
   for _, k in ipairs(HELD_KINDS) do
     if bd[OWN_PART[k]] >= wait_min then
@@ -70,25 +75,26 @@ function Connection:judge_link_limited(c)
   if m.rate > 0 and rate < RULES.link_shared_rate_share * m.rate then
     detail = detail .. " (the link has carried " .. mbit_words(m.rate) .. " Mbit/s: it is shared)"
   end
-  self:add_kind(c, "link_limited")
-  self:emit_finding({ kind = "link_limited", side = "network", frame = c.status_frame,
-    related = { { "command", c.first_frame } }, lost_ms = bd.link, itt = c.itt,
-    command_first_frame = c.first_frame, detail = detail })
+  local f = out:finding("link_limited", "network", c.status_frame, bd.link, c)
+  f.related = { { "command", c.first_frame } }
+  f.detail = detail
+  add_finding_kind(c, "link_limited")
+  out:emit_finding(f)
 end
 
 -- The holds a command's segments waited on, given when the command is reported: those whose
 -- time the link explains are dropped, the others keep what is left of it.
-function Connection:give_held_findings(c)
+function LinkLimited:give_held_findings(v, out, c)
   local held = c.held_findings
   if not held or #held == 0 then return end
   local bd = c.breakdown
   local linked = bd.link > 0
-  local wait_min = ms(self:wait_min_ns())
+  local wait_min = ms(v:wait_min_ns())
   for _, f in ipairs(held) do
     local left = bd[OWN_PART[f.kind]]  -- every held finding is a hold kind's
     if not linked or left >= wait_min then
       if linked then f.lost_ms = min(f.lost_ms, left) end
-      self:emit_finding(f)
+      out:emit_finding(f)
     end
   end
   c.held_findings = {}

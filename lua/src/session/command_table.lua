@@ -12,7 +12,7 @@ function Connection:retire(c)
   if self.outstanding > 0 then self.outstanding = self.outstanding - 1 end
 end
 
-function Connection:release(c)
+function Connection:release_slot(c)
   self:retire(c)
   c.used = false
   self.slots[c.slot] = nil

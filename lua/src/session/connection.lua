@@ -1,66 +1,39 @@
 ---------------------------------------------------------------------------------------------
 -- Connection (engine/src/session/connection.cpp)
 
-local I2T, T2I = 0, 1
-local function side_of(dir) return dir == I2T and "initiator" or "target" end
-
 local Connection = {}
 Connection.__index = Connection
 
-local function starts_with_login(payload, dir)
+-- The first bytes of dir's stream are a Login PDU (engine: Connection::starts_with_login).
+local function starts_with_login(seg, dir)
+  local payload = seg.payload
   if #payload < 48 then return false end
   local want = dir == I2T and OP.LoginRequest or OP.LoginResponse
   if payload:byte(1) % 64 ~= want then return false end
-  return plausible(parse_bhs(payload), dir == I2T, true)
+  return plausible_bhs(parse_bhs(payload), dir == I2T)
 end
 
-function Connection.new(an, id, initiator, target)
-  local c = setmetatable({ an = an, id = id, initiator = initiator, target = target,
-    opt = an.options, flow = { [0] = Flow.new(), [1] = Flow.new() },
+-- sink: on_command(c), on_finding(f) (the Analyzer, or a scout's that discards them); sessions:
+-- a SessionRegistry.
+function Connection.new(id, initiator, target, options, sink, sessions)
+  local c = setmetatable({ id = id, initiator = initiator, target = target, opt = options, sink = sink,
+    sessions = sessions, tcp = Tracker.new(options.max_out_of_order_bytes),
     pdus = { [0] = PduStream.new(true), [1] = PduStream.new(false) },
-    rtt = { [0] = { known = false, min = 0, hs = false, rel = false, n = 0, clean = 0, ring = 0, recent = {} },
-            [1] = { known = false, min = 0, hs = false, rel = false, n = 0, clean = 0, ring = 0, recent = {} } },
-    saw_syn = false, saw_synack = false, closed = false, syn_t = 0, synack_t = 0,
-    mid_session = false, keys = default_keys(), login = Negotiation.new(), login_done = false,
+    last_t = 0, mid_session = false, keys = default_keys(), login = Negotiation.new(), login_done = false,
     saw_login = false, initiator_name = "", target_name = "", isid = "", tsih = 0,
     header_digest = false, data_digest = false, by_itt = {}, open_count = 0, current_slot = { [0] = nil, [1] = nil },
     slots = {}, slot_count = 0, free_slots = {},
     frames = 0, commands = 0, completed = 0, outstanding = 0, max_outstanding = 0,
-    serial_commands = 0, serial_wait_ms = 0, serial_cycle_ms = 0, serial_crossing_ms = 0, first_command_frame = 0,
-    retransmissions = 0, digest_errors = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 },
-    pending_resends = {} }, Connection)
-  -- The link each way, shared by the connections between the same two hosts (engine:
-  -- SessionRegistry::path); a scout's analyzer has none.
-  if an.link_path then
-    c.flow[I2T].path = an:link_path(initiator, target)
-    c.flow[T2I].path = an:link_path(target, initiator)
-  end
+    first_command_frame = 0, digest_errors = 0, session = nil, orphans = {}, settling = { head = 1, tail = 0 },
+    seg_h = -1, seg_cmd = 0, seg_itt = 0, rules = Rules.new() }, Connection)
+  c.view = ConnectionView.new(id, c.tcp, options)  -- what the rules see of it
+  -- the link each way, shared by the connections between the same two hosts
+  c.tcp:share_link(I2T, sessions:path(initiator, target))
+  c.tcp:share_link(T2I, sessions:path(target, initiator))
   return c
 end
 
--- dirty: the ACK rode on data, so the sample may hold the side's answer time (engine/src/tcp/flow.hpp)
-local function rtt_sample(r, ns, hs, dirty)
-  if ns < 0 or ns > RULES.rtt_max_ms * 1e6 then return end  -- not a round trip (rules/constants)
-  if hs then r.hs = true end
-  if not dirty then r.clean = r.clean + 1 end
-  if not r.known or ns < r.min then r.min = ns end
-  r.known = true
-  r.recent[r.ring % RULES.jitter_window + 1] = ns
-  r.ring = r.ring + 1
-  r.n = r.n + 1
-end
--- Data the side sent after the pure ACK whose timestamp it echoes (engine: RttEstimate::released):
--- a release, so the path's spread too; not counted as a sample of the ACKs.
-local function rtt_released(r, ns)
-  if ns < 0 or ns > RULES.rtt_max_ms * 1e6 then return end
-  if not r.known or ns <= r.min then r.min, r.rel = ns, true end
-  r.known = true
-  r.recent[r.ring % RULES.jitter_window + 1] = ns
-  r.ring = r.ring + 1
-end
--- Not only an upper bound that may hold the side's answer time (engine: RttEstimate::tight).
-local function rtt_tight(r) return r.hs or r.clean > 0 or r.rel end
-
+-- Resolved on first use: after login when there is one.
 function Connection:session_id()
   if self.session then return self.session end
   local key
@@ -69,69 +42,108 @@ function Connection:session_id()
   else
     key = "connection:" .. self.id
   end
-  self.session = self.an:resolve_session(key, self)
+  self.session = self.sessions:resolve(key)
+  local s = self.sessions:info(self.session)
+  s.connections[#s.connections + 1] = self.id
+  -- (the first connection's endpoints name a session without a login in the plugin's report)
+  if not s.initiator then s.initiator, s.target = self.initiator, self.target end
+  if self.login_done then
+    s.initiator_name, s.target_name = self.initiator_name, self.target_name
+    s.session_type, s.isid, s.tsih = self.session_type, self.isid, self.tsih
+  end
   return self.session
 end
 
--- The round trips a scout measured on the same segments, with their spread (Analyzer), given
--- before the connection's first segment.
-function Connection:seed_rtt(dir, scout)
-  local r = {}
-  for k, v in pairs(scout) do r[k] = v end
-  r.recent = {}
-  for k, v in pairs(scout.recent) do r.recent[k] = v end
-  self.rtt[dir] = r
+function Connection:closed() return self.tcp:closed() end
+-- How long after closing its last segments may still pass (final ACK, resent FIN).
+function Connection:linger_ns()
+  return max(RULES.closed_linger_ms * 1e6, RULES.closed_linger_rtts * self:full_rtt_ns())
 end
-local function detected(v) if v == "on" then return true elseif v == "off" then return false end return nil end
-function Connection:digests_seen(dir)
-  local f = self.pdus[dir].framer
-  return detected(f.hd), detected(f.dd)
-end
+-- What a first look at a joined connection found (Analyzer), given before its first segment:
+-- the round trips a scout measured on the same segments, with their spread, and the digests the
+-- framing of a stream joined mid-way would probe for.
+function Connection:seed_rtt(side_dir, scout) self.tcp:seed_rtt(side_dir, scout) end
 function Connection:seed_digests(dir, h, d)
   self.digest_seed = self.digest_seed or {}
   self.digest_seed[dir] = { h = h, d = d }
 end
+function Connection:rtt(side_dir) return self.tcp:rtt(side_dir) end
+function Connection:header_digest_seen(dir) return self.pdus[dir]:header_digest() end
+function Connection:data_digest_seen(dir) return self.pdus[dir]:data_digest() end
 
-function Connection:rtt_ns(dir) local r = self.rtt[dir]; return r.known and r.min or 0 end
-function Connection:full_rtt_ns()  -- rtt_ns of both sides, written out (called per segment)
-  local a, b = self.rtt[I2T], self.rtt[T2I]
-  return (a.known and a.min or 0) + (b.known and b.min or 0)
+function Connection:rtt_ns(side_dir) return self.tcp:rtt_ns(side_dir) end  -- capture point <-> that side
+function Connection:full_rtt_ns() return self.tcp:full_rtt_ns() end
+
+-- TCP: the tracker (tcp/tracker.lua) tells what the streams carry; this is its receiver. -------
+
+function Connection:on_segment(seg, dir)
+  self.frames = self.frames + 1
+  self.last_t = seg.t
+  local resends = self.rules.retransmission
+  if #resends.pending_ > 0 then resends:settle(self.view, self, self.slots, seg, dir) end  -- (pending(), per segment)
+  self.tcp:on_segment(seg, dir, self)
+  if self.settling.head <= self.settling.tail then self:settle(seg.t) end
 end
--- The path's jitter seen from one side: the jitter percentile of the latest samples' excess over
--- the minimum, excesses beyond jitter_excess_max_ms (or half the minimum) left out (delayed ACKs);
--- 0 with too few.
--- (The caller bounds it by the RTT: on a LAN the excess is think time, not jitter.)
-function Connection:jitter_ns(dir, percentile)
-  local r = self.rtt[dir]
-  local cap = math.max(floor(RULES.jitter_excess_max_ms * 1e6 + 0.5), floor(r.min / RULES.jitter_rtt_divisor))
-  local ex = {}
-  for i = 1, math.min(r.ring, RULES.jitter_window) do
-    local e = r.recent[i] - r.min
-    if e <= cap then ex[#ex + 1] = e end
+
+function Connection:stream_from_syn(dir)
+  -- From the first byte on, a stream starts with Login PDUs, which never carry digests; the
+  -- login's keys say what comes after (RFC 7143 13.1), so no detection is needed.
+  self.pdus[dir]:set_digests(false, false)
+end
+
+function Connection:stream_without_syn(dir, seg)
+  -- If the first bytes are a Login PDU, the capture began at the login (framed from here, no
+  -- digests until negotiated); otherwise it began mid-stream and framing resumes at a plausible BHS.
+  if starts_with_login(seg, dir) then
+    self.pdus[dir]:set_digests(false, false)
+  else
+    self.mid_session = true
+    self.pdus[dir]:start_unsynced()
+    local sd = self.digest_seed and self.digest_seed[dir]
+    if sd then self.pdus[dir]:seed_digests(sd.h, sd.d) end
   end
-  if #ex < RULES.jitter_samples_min then return 0 end
-  table.sort(ex)
-  return ex[floor((#ex - 1) * (percentile or RULES.jitter_percentile) / 100) + 1]
-end
--- Jitter allowance when matching a release to the ACK that caused it (integer ns, as the engine).
-function Connection:tolerance_ns()
-  return floor(RULES.release_tolerance_ms * 1e6 + 0.5) + floor(self:full_rtt_ns() / RULES.release_tolerance_rtt_divisor)
 end
 
-function Connection:deliver(dir, bytes, wire_len, seg)
-  local f = self.flow[dir]
+-- Returns the tcp::DeliveryTag as five values (tcp/tracker.lua).
+function Connection:deliver(dir, bytes, wire_len, seg, filled_by)
+  local outer = self.filling
+  self.filling = filled_by
+  self.seg_h, self.seg_cmd, self.seg_itt = -1, 0, 0
   local ps = self.pdus[dir]
-  local began_mid = ps.open
+  local began_mid = ps:mid_pdu()
   local mid_slot = began_mid and self.current_slot[dir] and self.current_slot[dir].slot or 0
   local events = ps:feed(bytes, seg.frame, seg.t)
-  if #bytes < wire_len then
-    local missing = wire_len - #bytes
-    f.bytes_missing = f.bytes_missing + missing
-    ps:gap(missing)
-  end
-  f.next = f.next + wire_len
-  f:move_ref(f.next)
+  -- the capture's snaplen cut this packet: the bytes exist, we just cannot see them
+  if #bytes < wire_len then ps:gap(wire_len - #bytes) end
   self:on_pdus(dir, seg, events, began_mid, mid_slot)
+  self.filling = outer
+  local owner = self.current_slot[dir]
+  if owner then return owner.slot, owner.first_frame, self.seg_h, self.seg_cmd, self.seg_itt end
+  return 0, 0, self.seg_h, self.seg_cmd, self.seg_itt
+end
+
+function Connection:lost(dir, bytes, frame, why)
+  local events = self.pdus[dir]:lose(bytes)
+  local c = self.current_slot[dir]
+  if c and c.used then c.data_incomplete = true end
+  -- A PDU whose last bytes were lost ends here: a status header in the capture completes its
+  -- command, timed at the header's segment (docs/rules.md "Commands").
+  if #events > 0 then
+    local f = self.tcp:flow(dir)
+    self:on_pdus(dir, { frame = f.last_data_frame, t = f.last_data_t, wire_len = 0 }, events, false, nil)
+  end
+end
+
+-- The engine's notice of the cap; this port gives no notices (lua/README.md).
+function Connection:unacked_cap_hit(dir, frame, cap) end
+
+-- rules/retransmission.lua
+function Connection:hole_filled(dir, seg, since)
+  local c = self.current_slot[dir]
+  self.rules.retransmission:hole_filled(self.view, self, dir, seg, since, c and c.used and c or nil)
+end
+function Connection:resent(dir, seg, original)
+  self.rules.retransmission:resent(self.view, self, self.slots, dir, seg, original)
 end
 
 -- iSCSI PDUs and commands -------------------------------------------------------------------
@@ -165,7 +177,7 @@ function Connection:on_pdu_end(dir, seg, ev)
   if ev.data_incomplete then c.data_incomplete = true end
   -- A reply framed before its command (replayed), or before any segment of the answer counted.
   if dir == T2I and (not c.has_seg[T2I] or self.replaying) and (op == OP.DataIn or op == OP.ScsiResponse or op == OP.R2T) then
-    self:touch_late_reply(c, seg, ev)
+    self:late_reply_events(c, seg, ev)
   end
   local last_t = (ev.last_frame and ev.last_frame ~= 0) and ev.last_t or seg.t
   if op == OP.ScsiCommand then
@@ -235,7 +247,7 @@ function Connection:complete(c, seg, ev)
   -- Its PDU in progress in a stream whose acknowledged bytes the capture has not shown (their gap
   -- is declared later: tcp/tracker.lua): that data is missing.
   for d = 0, 1 do
-    local f = self.flow[d]
+    local f = self.tcp:flow(d)
     if self.current_slot[d] == c and f.unseen_upto > f.next then c.data_incomplete = true end
   end
   -- Answered; reported once the initiator acknowledges the status (settle), in status order.
@@ -243,9 +255,9 @@ function Connection:complete(c, seg, ev)
   c.settling = true
   -- Near the initiator a segment lost after the capture point cannot precede the status (the
   -- initiator's stream would have a hole): no need to wait.
-  local near_initiator = self.rtt[I2T].known and self.rtt[T2I].known and
+  local near_initiator = self.tcp:rtt(I2T):known() and self.tcp:rtt(T2I):known() and
                          self:rtt_ns(I2T) * RULES.near_initiator_rtt_factor < self:full_rtt_ns()
-  c.settle_seq = near_initiator and 0 or self.flow[T2I].next
+  c.settle_seq = near_initiator and 0 or self.tcp:flow(T2I).next
   local q = self.settling
   q.tail = q.tail + 1
   q[q.tail] = c
@@ -254,7 +266,7 @@ end
 
 local SETTLE_MAX_NS = RULES.settle_max_ms * 1e6  -- without the ACK: reported anyway
 function Connection:settle(now, all)
-  local q, f = self.settling, self.flow[T2I]
+  local q, f = self.settling, self.tcp.flow_[T2I]  -- (tcp:flow, written out: settle runs per segment)
   while q.head <= q.tail do
     local c = q[q.head]
     local acked = c.settle_seq == 0 or (f.una_known and f.una >= c.settle_seq)
@@ -262,14 +274,7 @@ function Connection:settle(now, all)
     q[q.head] = nil
     q.head = q.head + 1
     self:emit_command(c)
-    self:release(c)
-  end
-end
-
-function Connection:add_kind(c, k)
-  if not c.findings_set[k] then
-    c.findings_set[k] = true
-    c.findings[#c.findings + 1] = k  -- in order of first evidence
+    self:release_slot(c)
   end
 end
 
@@ -292,53 +297,11 @@ function Connection:emit_command(c)
     c.latency_ms = ms(c.status_t - c.first_t)
     c.round_trips = max(1, floor((c.h_target + 1) / 2))
     self.completed = self.completed + 1
-    self:judge_link_limited(c)  -- before the holds are given: those the link explains are not
-    self:give_held_findings(c)
-    if c.write and c.r2ts > 0 and c.bytes <= RULES.r2t_max_write_bytes then
-      self:add_kind(c, "r2t_round_trip")
-      self:emit_finding({ kind = "r2t_round_trip", side = "target", frame = c.first_r2t_frame,
-        lost_ms = c.breakdown.r2t, itt = c.itt, command_first_frame = c.first_frame,
-        detail = c.r2ts .. " R2T round trip(s) for a " .. c.bytes .. "-byte write" })
-    end
-    local think = c.breakdown.think
-    local function enough(t) return t >= self.opt.think_min_ms and t >= RULES.think_share * c.latency_ms end
-    if enough(think) then
-      -- only with waits the capture cannot tell from holds: think_or_hold (engine: judge_target_think)
-      local undecided = c.undecided_ms > 0 and not enough(think - c.undecided_ms)
-      local kind = undecided and "think_or_hold" or "target_think"
-      local fd = { kind = kind, side = "target",
-        frame = c.first_reply_frame ~= 0 and c.first_reply_frame or c.status_frame,
-        related = { { "command", c.first_frame } }, lost_ms = think, itt = c.itt,
-        command_first_frame = c.first_frame,
-        detail = "the target took " .. whole_ms(think) .. " ms to answer: the target, not the network" }
-      if undecided then
-        fd.related[2] = { "may_be_released_by", c.undecided_ack_frame }
-        fd.detail = "the target took " .. whole_ms(think) .. " ms to answer, or " .. whole_ms(c.undecided_ms) ..
-                    " ms of it was a reply held until the ACK in frame " .. string.format("%d", c.undecided_ack_frame) ..
-                    " reached the target: the path's delay varies more than this capture can tell apart"
-      end
-      self:add_kind(c, kind)
-      self:emit_finding(fd)
-    end
-    -- The cycle includes the crossing from the previous status to this command (up to
-    -- rtt(initiator)): near the target that is where the round trip lies.
-    if self.max_outstanding <= 1 then
-      local b = c.breakdown
-      local back = 0
-      if self.latest_status_t and c.first_t > self.latest_status_t then
-        back = ms(min(c.first_t - self.latest_status_t, self:rtt_ns(I2T)))
-      end
-      self.serial_commands = self.serial_commands + 1
-      self.serial_cycle_ms = self.serial_cycle_ms + c.latency_ms + back
-      local crossings = b.request + b.r2t + b.response + back
-      self.serial_wait_ms = self.serial_wait_ms + crossings + b.nagle + b.delayed_ack + b.window
-      -- Holds are claimed (and ranked) by their own findings; only the crossings are this one's.
-      self.serial_crossing_ms = self.serial_crossing_ms + crossings
-    end
+    self.rules:judge_command(self.view, self, c, self.max_outstanding <= 1, self.latest_status_t)
     if not self.latest_status_t or c.status_t > self.latest_status_t then self.latest_status_t = c.status_t end
   end
-  self:give_held_findings(c)  -- an open command's (a no-op once given)
-  self.an:on_command(c)
+  self.rules:give_held_findings(self.view, self, c)  -- an open command's (a no-op once given)
+  self.sink:on_command(c)
 end
 
 function Connection:on_login(dir, ev, seg)
@@ -377,17 +340,24 @@ function Connection:on_login(dir, ev, seg)
   -- A corrupt DataSegmentLength (up to 16 MiB) would swallow the stream: bound it by what the
   -- receiver declared, with headroom for later Text renegotiation.
   local bound = max(max(k.max_burst, k.first_burst), 262144)
-  self.pdus[I2T].framer:set_digests(self.header_digest, self.data_digest, max(bound, k.target_mrdsl))
-  self.pdus[T2I].framer:set_digests(self.header_digest, self.data_digest, max(bound, k.initiator_mrdsl))
+  self.pdus[I2T]:set_digests(self.header_digest, self.data_digest, max(bound, k.target_mrdsl))
+  self.pdus[T2I]:set_digests(self.header_digest, self.data_digest, max(bound, k.initiator_mrdsl))
   self.initiator_name = k.initiator_name
   self.target_name = k.target_name
   self.session_type = k.session_type
   self:session_id()
 end
 
+-- FindingOut (rules/view.lua): a finding of this connection, tied to command c when there is one.
+function Connection:finding(kind, side, frame, lost_ms, c)
+  local f = { kind = kind, side = side, session = self:session_id(), connection = self.id, frame = frame,
+              lost_ms = lost_ms }
+  if c then f.itt, f.command_first_frame = c.itt, c.first_frame end
+  return f
+end
+function Connection:notice(level, frame, message) end  -- the engine's notices: not in this port
+
 function Connection:emit_finding(f)
-  f.session = self:session_id()
-  f.connection = self.id
   -- What the verdict rests on that the capture may not have shown (engine: emit_finding).
   local k = f.kind
   local sender
@@ -395,27 +365,22 @@ function Connection:emit_finding(f)
   else sender = f.side == "initiator" and I2T or T2I end
   f.inferred = {}
   if k == "nagle_hold" or k == "delayed_ack" or k == "cwnd_limited" or k == "rwnd_limited" then
-    if not self.flow[sender].mss_from_syn then f.inferred[#f.inferred + 1] = "mss" end
-    if k == "rwnd_limited" and not self.flow[sender].peer_wscale_known then
+    if not self.tcp:flow(sender).mss_from_syn then f.inferred[#f.inferred + 1] = "mss" end
+    if k == "rwnd_limited" and not self.tcp:flow(sender).peer_wscale_known then
       f.inferred[#f.inferred + 1] = "window_scale"
     end
   elseif k == "r2t_round_trip" and not self.keys.from_login then
     f.inferred[#f.inferred + 1] = "keys"
   end
-  self.an:on_finding(f)
+  self.sink:on_finding(f)
 end
 
 function Connection:finish()
-  if #self.pending_resends > 0 then self:settle_resends(nil, 0, true) end
+  local resends = self.rules.retransmission
+  if resends:pending() then resends:settle(self.view, self, self.slots, nil, 0, true) end
+  self.tcp:finish(self)
   for d = 0, 1 do
-    local f = self.flow[d]
-    if f.unseen_upto > f.next then self:declare_unseen(d) end
-    if f.ooo_count > 0 then
-      self:declare_gap(d, f.max_end, f.ooo[f:ooo_first()].frame)
-    end
-  end
-  for d = 0, 1 do
-    local s = { frame = self.flow[d].last_data_frame, t = self.flow[d].last_data_t, wire_len = 0 }
+    local s = { frame = self.tcp:flow(d).last_data_frame, t = self.tcp:flow(d).last_data_t, wire_len = 0 }
     local events = self.pdus[d]:finish()
     self:on_pdus(d, s, events, false, nil)
   end
@@ -424,17 +389,10 @@ function Connection:finish()
     local c = self.slots[slot]
     if c then
       self:emit_command(c)
-      self:release(c)
+      self:release_slot(c)
     end
   end
-  if self.serial_commands >= RULES.serialized_min_commands and self.max_outstanding <= 1 and
-     self.serial_wait_ms >= RULES.serialized_wait_share * self.serial_cycle_ms then
-    self:emit_finding({ kind = "serialized", side = "initiator", frame = self.first_command_frame,
-      lost_ms = self.serial_crossing_ms,
-      detail = self.serial_commands .. " commands issued one at a time; the link sat idle waiting on round trips for " ..
-               whole_ms(self.serial_wait_ms) .. " ms (" .. whole_ms(self.serial_crossing_ms) ..
-               " ms of it crossing the network)" })
-  end
+  self.rules:finish(self, self.max_outstanding, self.first_command_frame)
   self:session_id()  -- the engine's connection facts name a session even without a command
   self.finished = true  -- its facts are final (the engine's on_connection)
 end

@@ -2,29 +2,20 @@
 -- A connection's facts (engine/src/session/connection.cpp Connection::info) and their words
 -- (engine/src/util/connection_words.cpp): what the capture showed, and what was inferred.
 
--- Where a round trip comes from (engine/src/tcp/flow.hpp RttEstimate::source).
-local function rtt_source(r)
-  if r.hs then return "handshake" end
-  if r.rel then return "echoed timestamps" end
-  if r.clean > 0 then return "pure ACKs" end
-  if r.n > 0 then return "ACKs on data" end
-  return ""
-end
-
-function Connection:facts()
-  local ri, rt = self.rtt[I2T], self.rtt[T2I]
-  local f = { rtt_initiator_ms = ri.known and ri.min / 1e6 or nil, rtt_target_ms = rt.known and rt.min / 1e6 or nil,
-              vantage = "unknown", rtt_source_initiator = rtt_source(ri), rtt_source_target = rtt_source(rt) }
-  if ri.known and rt.known then
-    local full = ri.min + rt.min
+function Connection:info()
+  local ri, rt = self.tcp:rtt(I2T), self.tcp:rtt(T2I)
+  local f = { rtt_initiator_ms = ri:known() and ri:ns() / 1e6 or nil, rtt_target_ms = rt:known() and rt:ns() / 1e6 or nil,
+              vantage = "unknown", rtt_source_initiator = ri:source(), rtt_source_target = rt:source() }
+  if ri:known() and rt:known() then
+    local full = ri:ns() + rt:ns()
     f.rtt_ms = full / 1e6
-    local share = full > 0 and ri.min / full or 0.5
+    local share = full > 0 and ri:ns() / full or 0.5
     if full < floor(RULES.vantage_min_rtt_ms * 1e6 + 0.5) then f.vantage = "unknown"
     elseif share < RULES.vantage_initiator_share then f.vantage = "initiator"
     elseif share > RULES.vantage_target_share then f.vantage = "target"
     else f.vantage = "midpath" end
   end
-  local fi, ft = self.flow[I2T], self.flow[T2I]
+  local fi, ft = self.tcp:flow(I2T), self.tcp:flow(T2I)
   f.mss_initiator = min(fi:effective_mss(), 65535)
   f.mss_target = min(ft:effective_mss(), 65535)
   f.mss_inferred = not (fi.mss_from_syn and ft.mss_from_syn)
@@ -46,8 +37,20 @@ function Connection:facts()
              { "source", k.from_login and "login" or (k.login_cut and "login cut short" or
                          (k.initial_r2t_inferred and "inferred" or "default")) } }
   f.mid_session_start = self.mid_session
+  f.id, f.session = self.id, self:session_id()
+  f.saw_handshake, f.saw_login = self.tcp:saw_syn(), self.saw_login
+  f.header_digest = self.header_digest or self.pdus[I2T]:header_digest_on()
+  f.data_digest = self.data_digest or self.pdus[I2T]:data_digest_on()
+  f.frames, f.commands, f.digest_errors = self.frames, self.commands, self.digest_errors
+  f.pdus = self.pdus[I2T]:pdus() + self.pdus[T2I]:pdus()
+  f.resyncs = self.pdus[I2T]:resyncs() + self.pdus[T2I]:resyncs()
+  f.bytes_missing = fi.bytes_missing + ft.bytes_missing
+  f.max_outstanding = self.max_outstanding
+  f.never_answered = self.commands - min(self.completed, self.commands)
   return f
 end
+-- The name wireshark.lua calls it by.
+Connection.facts = Connection.info
 
 local function mss_words(f)
   local s = string.format("MSS initiator %d, target %d", f.mss_initiator, f.mss_target)

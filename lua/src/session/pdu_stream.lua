@@ -14,6 +14,22 @@ function PduStream.new(from_initiator)
                       PduStream)
 end
 
+function PduStream:start_unsynced() self.framer:start_unsynced() end
+-- max_data_segment: a longer DataSegmentLength is taken as lost framing (then resync).
+function PduStream:set_digests(header, data, max_data_segment)
+  self.framer:set_digests(header, data, max_data_segment)
+end
+function PduStream:seed_digests(header, data) self.framer:seed_digests(header, data) end
+function PduStream:mid_pdu() return self.open end  -- inside a PDU whose header has been seen
+-- What the framing found: true, false, or nil while undetected (the engine's std::optional).
+local function detected(v) if v == "on" then return true elseif v == "off" then return false end return nil end
+function PduStream:header_digest() return detected(self.framer.hd) end
+function PduStream:data_digest() return detected(self.framer.dd) end
+function PduStream:header_digest_on() return self.framer.hd == "on" end
+function PduStream:data_digest_on() return self.framer.dd == "on" end
+function PduStream:pdus() return self.framer.pdus end
+function PduStream:resyncs() return self.framer.resyncs end
+
 function PduStream:remember(abs, frame, t)
   local k = self.r_count % RECENT + 1
   self.r_count = self.r_count + 1

@@ -1,5 +1,38 @@
 ---------------------------------------------------------------------------------------------
--- TCP flow, one direction (engine/src/tcp/flow.*)
+-- TCP flow, one direction, its link meter and round-trip estimate (engine/src/tcp/flow.hpp,
+-- flow.cpp: Flow, LinkMeter, RttEstimate)
+
+-- The path's rate as the peer's ACKs show it (engine: tcp::LinkMeter, docs/rules.md "The link"):
+-- its fastest train of ACKs each under a quarter round trip apart, and the busy time: gaps up to
+-- two round trips whose ACK acknowledged data at no less than a quarter of that rate.
+local LinkMeter = {}
+LinkMeter.__index = LinkMeter
+
+function LinkMeter.new()
+  return setmetatable({ last_t = -1, busy_ns = 0, busy_bytes = 0, run_ns = 0, run_bytes = 0, rate = 0,
+                        rate_bytes = 0 }, LinkMeter)
+end
+
+function LinkMeter:advanced(bytes, t, rtt)
+  local gap = self.last_t < 0 and -1 or t - self.last_t
+  self.last_t = t
+  if gap < 0 then return end
+  if gap <= floor(rtt / RULES.link_train_gap_rtt_divisor) then
+    self.run_ns = self.run_ns + gap
+    self.run_bytes = self.run_bytes + bytes
+    if self.run_bytes >= RULES.link_run_bytes_min and self.run_ns > 0 then
+      local r = self.run_bytes * 1e9 / self.run_ns
+      if r > self.rate then self.rate, self.rate_bytes = r, self.run_bytes end
+    end
+  else
+    self.run_ns, self.run_bytes = 0, 0
+  end
+  if self.rate > 0 and gap <= rtt * RULES.link_busy_gap_rtts and
+     bytes * 1e9 >= gap * self.rate / RULES.link_busy_rate_divisor then
+    self.busy_ns = self.busy_ns + gap
+    self.busy_bytes = self.busy_bytes + bytes
+  end
+end
 
 local Flow = {}
 Flow.__index = Flow
@@ -10,39 +43,15 @@ function Flow.new()
     peer_wscale_known = false, peer_wscale_min = 0, peer_window_raw = 0, wscale_offered = -1, mss = 0,
     mss_from_syn = false, largest_payload = 0, full_min = 0, full_count = 0, aggregates = 0, aggregates_whole = 0, data_options_len = 0, has_small = false, last_small = nil,
     last_data_t = 0, last_data_frame = 0, has_last_data = false,
-    unacked = {}, ua_head = 1, ua_tail = 0, ooo = {}, ooo_count = 0, ooo_bytes = 0,
+    unacked = {}, ua_head = 1, ua_tail = 0, out_of_order = {}, out_of_order_count = 0, out_of_order_bytes = 0,
     hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0, acked_data_t = 0,
     acked_data_frame = 0, unseen_upto = 0, unseen_t = 0, unseen_frame = 0,
     acks = {}, ak_head = 1, ak_tail = 0,
     -- this side's recent timestamps at first sight; its latest data segment's echo (engine: Flow)
-    tsf = {}, tsf_head = 1, tsf_tail = 0, last_payload_t = -math.huge,
+    ts_firsts = {}, tsf_head = 1, tsf_tail = 0, last_payload_t = -math.huge,
     data_echo = 0, data_echo_seen = false, echo_moved_frame = 0,
-    link = { last_t = -1, busy_ns = 0, busy_bytes = 0, run_ns = 0, run_bytes = 0, rate = 0, rate_bytes = 0 } },
+    link = LinkMeter.new() },
     Flow)
-end
-
--- The path's rate as the peer's ACKs show it (engine: tcp::LinkMeter, docs/rules.md "The link"):
--- its fastest train of ACKs each under a quarter round trip apart, and the busy time: gaps up to
--- two round trips whose ACK acknowledged data at no less than a quarter of that rate.
-local function link_advanced(m, bytes, t, rtt)
-  local gap = m.last_t < 0 and -1 or t - m.last_t
-  m.last_t = t
-  if gap < 0 then return end
-  if gap <= floor(rtt / RULES.link_train_gap_rtt_divisor) then
-    m.run_ns = m.run_ns + gap
-    m.run_bytes = m.run_bytes + bytes
-    if m.run_bytes >= RULES.link_run_bytes_min and m.run_ns > 0 then
-      local r = m.run_bytes * 1e9 / m.run_ns
-      if r > m.rate then m.rate, m.rate_bytes = r, m.run_bytes end
-    end
-  else
-    m.run_ns, m.run_bytes = 0, 0
-  end
-  if m.rate > 0 and gap <= rtt * RULES.link_busy_gap_rtts and
-     bytes * 1e9 >= gap * m.rate / RULES.link_busy_rate_divisor then
-    m.busy_ns = m.busy_ns + gap
-    m.busy_bytes = m.busy_bytes + bytes
-  end
 end
 
 function Flow:unwrap(seq)
@@ -95,18 +104,6 @@ function Flow:peer_wscale(peer_offered, own_offered)
   if not self.peer_wscale_known then return self.peer_wscale_min end
   if peer_offered >= 0 and own_offered >= 0 then return min(peer_offered, 14) end
   return 0
-end
-
--- Without both SYNs the peer's window scale is unknown: the data in flight must have fitted the
--- window the peer last advertised, so the scale is at least what makes it fit.
-function Flow:infer_window_scale()
-  if self.peer_wscale_known or not self.una_known or self.peer_window_raw == 0 or self.max_end <= self.una then
-    return
-  end
-  local in_flight = self.max_end - self.una
-  while self.peer_wscale_min < 14 and self.peer_window_raw * 2 ^ self.peer_wscale_min < in_flight do
-    self.peer_wscale_min = self.peer_wscale_min + 1
-  end
 end
 
 -- A new-data segment without PSH: its sender had more data queued, so it was full.
@@ -209,14 +206,84 @@ function Flow:first_unacked_ending_after(v)
   return nil
 end
 
-function Flow:push_unacked(rec)
-  if self.ua_tail - self.ua_head + 1 >= 65536 then return end
-  self.ua_tail = self.ua_tail + 1
-  self.unacked[self.ua_tail] = rec
+-- The first held start (engine: out_of_order.begin()->first, a std::map's; a Lua table has no
+-- order).
+function Flow:out_of_order_first()
+  local best
+  for k in pairs(self.out_of_order) do if not best or k < best then best = k end end
+  return best
 end
 
-function Flow:ooo_first()
-  local best
-  for k in pairs(self.ooo) do if not best or k < best then best = k end end
-  return best
+---------------------------------------------------------------------------------------------
+-- Minimum-filtered round-trip estimate between the capture point and one side, and the path's
+-- jitter (engine: tcp::RttEstimate, docs/rules.md "Holds"). Fields ending in "_" are the C++
+-- class's private members: read them through the methods.
+local RttEstimate = {}
+RttEstimate.__index = RttEstimate
+
+function RttEstimate.new()
+  return setmetatable({ min_ = 0, known_ = false, handshake_ = false, released_ = false, samples_ = 0,
+                        clean_samples_ = 0, ring_ = 0, recent_ = {} }, RttEstimate)
+end
+
+-- A copy (the engine copies the value: a scout's estimate seeds a connection's).
+function RttEstimate:copy()
+  local r = setmetatable({}, RttEstimate)
+  for k, v in pairs(self) do r[k] = v end
+  r.recent_ = {}
+  for k, v in pairs(self.recent_) do r.recent_[k] = v end
+  return r
+end
+
+local RTT_MAX_NS = RULES.rtt_max_ms * 1e6
+-- clean: the ACK carried no data (a pure ACK or the handshake), so the sample holds no answer
+-- time of the side's application (nil: true, as the engine's default argument).
+function RttEstimate:sample(ns, from_handshake, clean)
+  -- past TCP's longest retransmission timeout a gap is not a round trip
+  if ns < 0 or ns > RTT_MAX_NS then return end
+  if from_handshake then self.handshake_ = true end
+  if clean ~= false then self.clean_samples_ = self.clean_samples_ + 1 end
+  if not self.known_ or ns < self.min_ then self.min_ = ns end
+  self.known_ = true
+  self.samples_ = self.samples_ + 1
+  self.recent_[self.ring_ % RULES.jitter_window + 1] = ns
+  self.ring_ = self.ring_ + 1
+end
+function RttEstimate:known() return self.known_ end
+function RttEstimate:ns() return self.known_ and self.min_ or 0 end
+function RttEstimate:samples() return self.samples_ end
+function RttEstimate:clean_samples() return self.clean_samples_ end
+function RttEstimate:from_handshake() return self.handshake_ end
+-- Data the side sent after the pure ACK whose timestamp it echoes (Tracker:echo): a release, so
+-- the path's spread too; not counted as a sample of the ACKs.
+function RttEstimate:released(ns)
+  if ns < 0 or ns > RTT_MAX_NS then return end
+  if not self.known_ or ns <= self.min_ then self.min_, self.released_ = ns, true end
+  self.known_ = true
+  self.recent_[self.ring_ % RULES.jitter_window + 1] = ns
+  self.ring_ = self.ring_ + 1
+end
+-- Not only an upper bound that may hold the side's answer time.
+function RttEstimate:tight() return self.handshake_ or self.clean_samples_ > 0 or self.released_ end
+-- Where the estimate comes from (docs/rules.md "Joined connections").
+function RttEstimate:source()
+  if self.handshake_ then return "handshake" end
+  if self.released_ then return "echoed timestamps" end
+  if self.clean_samples_ > 0 then return "pure ACKs" end
+  if self.samples_ > 0 then return "ACKs on data" end
+  return ""
+end
+-- The jitter percentile of the latest samples' excess over the minimum, excesses beyond
+-- jitter_excess_max_ms (or half the minimum) left out (delayed ACKs); 0 with too few.
+-- (The caller bounds it by the RTT: on a LAN the excess is think time, not jitter.)
+function RttEstimate:jitter_ns(percentile)
+  local cap = max(floor(RULES.jitter_excess_max_ms * 1e6 + 0.5), floor(self.min_ / RULES.jitter_rtt_divisor))
+  local ex = {}
+  for i = 1, min(self.ring_, RULES.jitter_window) do
+    local e = self.recent_[i] - self.min_
+    if e <= cap then ex[#ex + 1] = e end
+  end
+  if #ex < RULES.jitter_samples_min then return 0 end
+  table.sort(ex)  -- (the engine's nth_element: the same element)
+  return ex[floor((#ex - 1) * (percentile or RULES.jitter_percentile) / 100) + 1]
 end

@@ -1,36 +1,76 @@
 ---------------------------------------------------------------------------------------------
--- TCP tracking and reassembly (engine/src/tcp/tracker.cpp): handshake, ACKs and windows, round
--- trips, the byte streams put back in order. Methods of Connection: the port keeps one object per
--- connection where the engine has a tcp::Tracker and its receiver.
+-- Both directions of one TCP connection as the capture point saw them (engine/src/tcp/tracker.hpp,
+-- tracker.cpp: Tracker, Receiver): the handshake, ACKs and windows, round trips, and the byte
+-- streams put back in order. It tells a Receiver what the streams carry, in stream order, and
+-- knows nothing of iSCSI: the Receiver (Connection) frames the bytes and says which command each
+-- delivery advanced, which the tracker keeps with the segment for ACK timing.
+--
+-- The Receiver interface (engine: tcp::Receiver), methods of the object given as `r`:
+--   r:stream_from_syn(dir)                 a SYN starts dir's stream (it begins with a login)
+--   r:stream_without_syn(dir, seg)         dir's first bytes come without a SYN
+--   r:deliver(dir, bytes, wire_len, seg, filled_by)
+--       new bytes in order (wire_len > #bytes: cut by the snaplen); filled_by: the segment that
+--       filled the hole they waited behind. Returns the DeliveryTag as five values: owner (the
+--       command's slot, 0: none), owner_cmd (its first frame), h (its half trips, -1: none), cmd,
+--       itt.
+--   r:hole_filled(dir, seg, since)         seg fills a hole open since `since`
+--   r:resent(dir, seg, original)           seg resends bytes already seen (original: nil if gone)
+--   r:lost(dir, bytes, frame, why)         bytes never captured are given up for lost
+--   r:unacked_cap_hit(dir, frame, cap)     the record of unacknowledged segments is full
+-- Fields ending in "_" are the C++ class's private members: read them through the methods
+-- (Connection reads flow_ and rtt_ directly only where a call per segment would show).
 
+local Tracker = {}
+Tracker.__index = Tracker
+
+local MAX_UNACKED_RECORDS = 65536  -- Tracker::kMaxUnackedRecords
+local UNSEEN = "acknowledged by the receiver but missing from the capture"
 local REORDER_WAIT_NS = RULES.reorder_wait_ms * 1e6
+local ECHO_KEEP_NS = RULES.echo_keep_ms * 1e6
 
-function Connection:on_segment(seg, dir)
-  self.frames = self.frames + 1
-  if #self.pending_resends > 0 then self:settle_resends(seg, dir) end
+function Tracker.new(max_out_of_order_bytes)
+  return setmetatable({ max_out_of_order_bytes_ = max_out_of_order_bytes,
+    flow_ = { [0] = Flow.new(), [1] = Flow.new() },
+    rtt_ = { [0] = RttEstimate.new(), [1] = RttEstimate.new() },  -- capture point <-> initiator, target
+    saw_syn_ = false, saw_synack_ = false, closed_ = false, syn_t_ = 0, synack_t_ = 0,
+    filling_ = nil }, Tracker)  -- filling_: while draining, the segment that filled the hole
+end
+
+function Tracker:flow(dir) return self.flow_[dir] end
+function Tracker:share_link(dir, path) self.flow_[dir].path = path end
+function Tracker:rtt(side_dir) return self.rtt_[side_dir] end
+function Tracker:seed_rtt(side_dir, scout) self.rtt_[side_dir] = scout:copy() end
+function Tracker:rtt_ns(side_dir) return self.rtt_[side_dir]:ns() end  -- capture point <-> that side
+function Tracker:full_rtt_ns()  -- both sides' rtt_ns, written out (called per segment)
+  local a, b = self.rtt_[0], self.rtt_[1]
+  return (a.known_ and a.min_ or 0) + (b.known_ and b.min_ or 0)
+end
+function Tracker:saw_syn() return self.saw_syn_ end
+function Tracker:closed() return self.closed_ end
+
+function Tracker:on_segment(seg, dir, r)
   for d = 0, 1 do
-    local f = self.flow[d]
-    if f.unseen_upto > f.next and seg.t - f.unseen_t > REORDER_WAIT_NS then self:declare_unseen(d) end
+    local f = self.flow_[d]
+    if f.unseen_upto > f.next and seg.t - f.unseen_t > REORDER_WAIT_NS then self:declare_unseen(d, r) end
   end
   local fl = seg.flags  -- FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10 (tested inline: once per segment)
   local syn, rst = fl % 4 >= 2, fl % 8 >= 4
-  local una_before = self.flow[1 - dir].una
-  if syn then self:handle_handshake(seg, dir) end
+  local una_before = self.flow_[1 - dir].una
+  if syn then self:handshake(seg, dir, r) end
   -- a release's sample is given after the segment is judged: it may not bound its own release
-  local released = seg.has_ts and self:handle_echo(seg, dir) or nil
-  if seg.wire_len > 0 then self.flow[dir].last_payload_t = seg.t end
-  if fl % 32 >= 16 then self:handle_ack(seg, dir) end
-  if seg.wire_len > 0 and not syn then self:handle_payload(seg, dir) end
-  if released then rtt_released(self.rtt[dir], released) end
-  local f = self.flow[dir]
+  local released = seg.has_ts and self:echo(seg, dir) or -1
+  if seg.wire_len > 0 then self.flow_[dir].last_payload_t = seg.t end
+  if fl % 32 >= 16 then self:ack(seg, dir, r) end
+  if seg.wire_len > 0 and not syn then self:payload(seg, dir, r) end
+  if released >= 0 then self.rtt_[dir]:released(released) end
+  local f = self.flow_[dir]
   if fl % 2 == 1 or rst then
     f.fin_seen = true
-    if rst or self.flow[1 - dir].fin_seen then self.closed = true end
+    if rst or self.flow_[1 - dir].fin_seen then self.closed_ = true end
   end
-  self.last_t = seg.t
-  -- The window this side advertises: its scale known from both SYNs, else the least the data in
-  -- flight proves (engine/src/tcp/tracker.cpp).
-  local other = self.flow[1 - dir]
+  -- The window this side advertises limits what the other side may send. Its scale is known from
+  -- both SYNs (0 when either lacks the option); else the least the data in flight proves.
+  local other = self.flow_[1 - dir]
   local raw = seg.window
   local win = raw
   local scale_known = f.syn_seen and other.syn_seen
@@ -52,90 +92,93 @@ function Connection:on_segment(seg, dir)
   other.peer_wscale_known = scale_known
   other.peer_window_known = true
   if other.una_known and (other.una ~= una_before or window_changed or other.ak_tail < other.ak_head) then
-    -- (what classify_hold may need)
+    -- what a hold's release may be matched against (rules/holds.lua)
     other:record_ack({ ack = other.una, t = seg.t, frame = seg.frame, window = win, h = other.acked_h,
                        cmd = other.acked_cmd, data_t = other.acked_data_t,
                        data_frame = other.acked_data_frame, raw = raw, tsval = seg.tsval or 0,
-                       has_ts = seg.has_ts or false }, seg.t - RULES.ack_record_keep_rtts * self:full_rtt_ns() - RULES.ack_record_keep_ms * 1e6)
+                       has_ts = seg.has_ts or false },
+                     seg.t - RULES.ack_record_keep_rtts * self:full_rtt_ns() - RULES.ack_record_keep_ms * 1e6)
   end
-  if self.settling.head <= self.settling.tail then self:settle(seg.t) end
 end
 
-function Connection:handle_handshake(seg, dir)
-  local f = self.flow[dir]
-  if f.syn_seen and f.started and f:unwrap(seg.seq) == f.next - 1 then return end
+function Tracker:handshake(seg, dir, r)
+  local f = self.flow_[dir]
+  if f.syn_seen and f.started and f:unwrap(seg.seq) == f.next - 1 then return end  -- SYN retransmitted
   f:anchor((seg.seq + 1) % TWO32)
   f.syn_seen = true
-  self.pdus[dir].framer:set_digests(false, false)
+  r:stream_from_syn(dir)
   f.wscale_offered = seg.wscale or -1
+  -- A side's MSS option says what it can receive: it bounds what the other side sends.
   if seg.mss and seg.mss ~= 0 then
-    self.flow[1 - dir].mss = seg.mss
-    self.flow[1 - dir].mss_from_syn = true
+    self.flow_[1 - dir].mss = seg.mss
+    self.flow_[1 - dir].mss_from_syn = true
   end
   if not hasbit(seg.flags, 0x10) then
-    self.saw_syn = true
-    self.syn_t = seg.t
-  elseif self.saw_syn and not self.saw_synack then
-    self.saw_synack = true
-    self.synack_t = seg.t
-    rtt_sample(self.rtt[T2I], seg.t - self.syn_t, true)
+    self.saw_syn_ = true
+    self.syn_t_ = seg.t
+  elseif self.saw_syn_ and not self.saw_synack_ then
+    self.saw_synack_ = true
+    self.synack_t_ = seg.t
+    self.rtt_[1]:sample(seg.t - self.syn_t_, true)
   end
 end
 
--- Timestamps (engine: Tracker::echo): a data segment echoing a newer TSval than the side's data
--- before it left after that TSval's first segment arrived; with that segment a pure ACK, a release.
-local ECHO_KEEP_NS = RULES.echo_keep_ms * 1e6
-function Connection:handle_echo(seg, dir)
-  local f = self.flow[dir]
-  if f.tsf_tail < f.tsf_head or f.tsf[f.tsf_tail].val ~= seg.tsval then
+-- Timestamps (RFC 7323; docs/rules.md "Measures taken from TCP"): a data segment echoing a newer
+-- TSval than the side's data before it left after that TSval's first segment arrived; with that
+-- segment a pure ACK, a release: a round-trip sample (-1: none).
+function Tracker:echo(seg, dir)
+  local f = self.flow_[dir]
+  if f.tsf_tail < f.tsf_head or f.ts_firsts[f.tsf_tail].val ~= seg.tsval then
     while f.tsf_head <= f.tsf_tail and (f.tsf_tail - f.tsf_head + 1 >= RULES.echo_records_max or
-          f.tsf[f.tsf_head].t < seg.t - ECHO_KEEP_NS) do
-      f.tsf[f.tsf_head] = nil
+          f.ts_firsts[f.tsf_head].t < seg.t - ECHO_KEEP_NS) do
+      f.ts_firsts[f.tsf_head] = nil
       f.tsf_head = f.tsf_head + 1
     end
     f.tsf_tail = f.tsf_tail + 1
-    f.tsf[f.tsf_tail] = { val = seg.tsval, t = seg.t, pure = seg.wire_len == 0 }
+    f.ts_firsts[f.tsf_tail] = { val = seg.tsval, t = seg.t, pure = seg.wire_len == 0 }
   end
-  if seg.wire_len == 0 or not hasbit(seg.flags, 0x10) then return nil end
+  if seg.wire_len == 0 or not hasbit(seg.flags, 0x10) then return -1 end
   if f.data_echo_seen then
     local d = (seg.tsecr - f.data_echo) % TWO32
-    if d == 0 or d >= 2147483648 then return nil end
+    if d == 0 or d >= 2147483648 then return -1 end  -- not newer
     f.echo_moved_frame = seg.frame
   end
   f.data_echo_seen, f.data_echo = true, seg.tsecr
-  local peer = self.flow[1 - dir]
+  local peer = self.flow_[1 - dir]
   for i = peer.tsf_tail, peer.tsf_head, -1 do
-    local e = peer.tsf[i]
+    local e = peer.ts_firsts[i]
     if e.val == seg.tsecr then
       -- not when the peer sent data since: this may answer that data after a think time
       if e.pure and peer.last_payload_t < e.t then return seg.t - e.t end
-      return nil
+      return -1
     end
   end
-  return nil
+  return -1
 end
 
-function Connection:handle_ack(seg, dir)
-  local peer = self.flow[1 - dir]
+function Tracker:ack(seg, dir, r)
+  local peer = self.flow_[1 - dir]  -- the direction whose data this segment acknowledges
   if not peer.started then return end
-  if self.saw_synack and dir == I2T and not self.rtt[I2T].hs and not hasbit(seg.flags, 0x02) then
-    rtt_sample(self.rtt[I2T], seg.t - self.synack_t, true)
+  if self.saw_synack_ and dir == 0 and not self.rtt_[0].handshake_ and not hasbit(seg.flags, 0x02) then
+    self.rtt_[0]:sample(seg.t - self.synack_t_, true)
   end
   local ack = peer:unwrap(seg.ack)
-  if ack > peer.max_end + 1073741824 then return end
+  if ack > peer.max_end + 1073741824 then return end  -- nonsense ack
   if peer.fin_seen and ack == peer.next + 1 then ack = peer.next end  -- the FIN's sequence number
+  -- An ACK for the segment that ended exactly here: a round-trip sample for this side.
   if peer.ua_head <= peer.ua_tail and (not peer.una_known or ack > peer.una) then
     -- Records end in increasing order (each carries new data): a binary search, not a scan.
     local k = peer:first_unacked_ending_after(ack - 1)
     local s = k and peer.unacked[k]
-    if s and s.e == ack then rtt_sample(self.rtt[dir], seg.t - s.t, false, seg.wire_len > 0) end
+    if s and s.e == ack then self.rtt_[dir]:sample(seg.t - s.t, false, seg.wire_len == 0) end
   end
   if ack > peer.next and peer.started then
-    -- Missing at the capture point, unless they come soon after: a capture can show a segment
-    -- just after the ACK that covers it (not when later data is already held).
+    -- The receiver has bytes the capture has not shown: missing at the capture point. Unless they
+    -- come soon after: a capture can show a segment just after the ACK that covers it. (Not when
+    -- later data is already held: the receiver acknowledged past a hole the capture skipped.)
     local upto = min(ack, peer.max_end > peer.next and peer.max_end or ack)
-    if peer.ooo_count > 0 then
-      self:declare_gap(1 - dir, upto, seg.frame)
+    if peer.out_of_order_count > 0 then
+      self:declare_gap(1 - dir, upto, seg.frame, UNSEEN, r)
     else
       if peer.unseen_upto <= peer.next then peer.unseen_t, peer.unseen_frame = seg.t, seg.frame end
       peer.unseen_upto = max(peer.unseen_upto, upto)
@@ -143,59 +186,55 @@ function Connection:handle_ack(seg, dir)
   end
   local before = peer.una_known and peer.una or ack
   if peer:acked(ack, seg.t, seg.frame) then
-    link_advanced(peer.link, ack - before, seg.t, self:full_rtt_ns())
-    if peer.path then link_advanced(peer.path, ack - before, seg.t, self:full_rtt_ns()) end
+    peer.link:advanced(ack - before, seg.t, self:full_rtt_ns())
+    if peer.path then peer.path:advanced(ack - before, seg.t, self:full_rtt_ns()) end
   end
 end
 
-function Connection:declare_unseen(dir)
-  local f = self.flow[dir]
-  self:declare_gap(dir, f.unseen_upto, f.unseen_frame)  -- then next >= unseen_upto: none pending
+-- The bytes an ACK covered never came.
+function Tracker:declare_unseen(dir, r)
+  local f = self.flow_[dir]
+  self:declare_gap(dir, f.unseen_upto, f.unseen_frame, UNSEEN, r)  -- then next >= unseen_upto: none pending
 end
 
-function Connection:handle_payload(seg, dir)
-  local f = self.flow[dir]
+function Tracker:payload(seg, dir, r)
+  local f = self.flow_[dir]
   local len = seg.wire_len
   if not f.started then
-    -- No SYN: a stream that starts with a Login PDU is framed from here (no digests until
-    -- negotiated); otherwise the capture began mid-stream and framing resumes at a BHS.
     f:anchor(seg.seq)
-    if starts_with_login(seg.payload, dir) then
-      self.pdus[dir].framer:set_digests(false, false)
-    else
-      self.mid_session = true
-      self.pdus[dir].framer:start_unsynced()
-      local sd = self.digest_seed and self.digest_seed[dir]
-      if sd then self.pdus[dir].framer:seed_digests(sd.h, sd.d) end
-    end
+    r:stream_without_syn(dir, seg)
   end
   f.largest_payload = f.largest_payload > len and f.largest_payload or len
   if seg.options_len and seg.options_len ~= 0 then f.data_options_len = seg.options_len end
   local start = f:unwrap(seg.seq)
   local e = start + len
   -- Acknowledged bytes still unseen when the sender's next data comes past them: missing.
-  if start > f.next and f.unseen_upto > f.next then self:declare_unseen(dir) end
+  if start > f.next and f.unseen_upto > f.next then self:declare_unseen(dir, r) end
   if e <= f.next then
     local keepalive = len <= 1 and start + 1 >= f.next
-    if not keepalive then self:note_retransmission(dir, seg, start, e) end
+    if not keepalive then self:resend(dir, seg, start, e, r) end
     return
   end
   if start > f.next then
-    if f.ooo_count == 0 then f.hole_since = seg.t end
-    local held = f.ooo[start]
+    -- Beyond a hole: kept until the hole fills, the receiver acknowledges past it, or the buffer
+    -- cap is hit (then the hole is declared lost).
+    if f.out_of_order_count == 0 then f.hole_since = seg.t end
+    local held = f.out_of_order[start]
     if not held then
       held = { bytes = "", t = 0, frame = 0 }
-      f.ooo[start] = held
-      f.ooo_count = f.ooo_count + 1
+      f.out_of_order[start] = held
+      f.out_of_order_count = f.out_of_order_count + 1
     end
     if #held.bytes < #seg.payload then
-      f.ooo_bytes = f.ooo_bytes + #seg.payload - #held.bytes
+      f.out_of_order_bytes = f.out_of_order_bytes + #seg.payload - #held.bytes
       held.bytes, held.t, held.frame = seg.payload, seg.t, seg.frame
     end
     f.max_end = max(f.max_end, e)
     f:move_ref(e)
-    if f.ooo_bytes > self.opt.max_out_of_order_bytes then
-      self:declare_gap(dir, f:ooo_first(), seg.frame)
+    if f.out_of_order_bytes > self.max_out_of_order_bytes_ then
+      local why = string.format("out-of-order buffer cap (%.0f bytes) hit; hole declared lost",
+                                self.max_out_of_order_bytes_)
+      self:declare_gap(dir, f:out_of_order_first(), seg.frame, why, r)
     end
     return
   end
@@ -205,33 +244,26 @@ function Connection:handle_payload(seg, dir)
     f.aggregates = f.aggregates + 1
     if len % m == 0 then f.aggregates_whole = f.aggregates_whole + 1 end
   end
-  if f.ooo_count > 0 then
-    self.retransmissions = self.retransmissions + 1
-    local fd = { kind = "retransmission", side = side_of(dir), frame = seg.frame,
-                 lost_ms = ms(seg.t - f.hole_since),
-                 detail = "retransmission fills a hole: the original was lost before the capture point" }
-    local c = self.current_slot[dir]
-    if c and c.used then
-      fd.itt, fd.command_first_frame = c.itt, c.first_frame
-      c.loss_pending_ms = c.loss_pending_ms + fd.lost_ms
-      if dir == I2T then c.h_initiator = c.h_initiator + 2 else c.h_target = c.h_target + 2 end
-      self:add_kind(c, "retransmission")
-    end
-    self:emit_finding(fd)
-  end
+  if f.out_of_order_count > 0 then r:hole_filled(dir, seg, f.hole_since) end
+  -- Overlap with bytes already delivered is trimmed; the rest is new, in order.
   local skip = f.next - start
   local bytes = seg.payload
   local wire_rest = len - skip
   if skip >= #bytes then bytes = "" elseif skip > 0 then bytes = bytes:sub(skip + 1) end
-  local small = f:is_small(len)
-  self.seg_h, self.seg_cmd, self.seg_itt = -1, 0, 0
-  self:deliver(dir, bytes, wire_rest, seg)
-  local cur = self.current_slot[dir]
+  if #bytes < wire_rest then f.bytes_missing = f.bytes_missing + wire_rest - #bytes end  -- the snaplen
+  f.next = f.next + wire_rest  -- before delivery: a status delivered now is settled against this position
+  f:move_ref(f.next)
+  local owner, owner_cmd, h, cmd, itt = r:deliver(dir, bytes, wire_rest, seg, self.filling_)
   -- owner_cmd: which command held the slot then (a slot is reused once its command is released).
-  -- (One constructor: the record's table is sized once.)
-  local rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = cur and cur.slot or 0, small = small,
-                owner_cmd = cur and cur.first_frame or 0, h = self.seg_h, cmd = self.seg_cmd, itt = self.seg_itt }
-  f:push_unacked(rec)
+  -- (One constructor: the record's table is sized once; s and e: start and end, a Lua keyword.)
+  local rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = owner, owner_cmd = owner_cmd,
+                small = f:is_small(len), h = h, cmd = cmd, itt = itt }
+  if f.ua_tail - f.ua_head + 1 < MAX_UNACKED_RECORDS then
+    f.ua_tail = f.ua_tail + 1
+    f.unacked[f.ua_tail] = rec
+  else
+    r:unacked_cap_hit(dir, seg.frame, MAX_UNACKED_RECORDS)
+  end
   if f.una_known and f.una >= e then f:trim_acked(f.unseen_t, f.unseen_frame) end  -- its ACK came first
   if rec.small then
     f.has_small = true
@@ -239,58 +271,93 @@ function Connection:handle_payload(seg, dir)
                      ack_t = 0, ack_frame = 0 }
   end
   f.max_end = f.max_end > e and f.max_end or e
-  f:infer_window_scale()
-  f.has_last_data = true
+  Tracker.infer_window_scale(f)
   f.last_data_t = seg.t
   f.last_data_frame = seg.frame
-  self:drain_out_of_order(dir, seg)
+  self:drain_out_of_order(dir, seg, r)
 end
 
-function Connection:drain_out_of_order(dir, seg)
-  local f = self.flow[dir]
+-- Without both SYNs the peer's window scale is unknown: the data in flight must have fitted the
+-- window the peer last advertised, so the scale is at least what makes it fit.
+function Tracker.infer_window_scale(f)
+  if f.peer_wscale_known or not f.una_known or f.peer_window_raw == 0 or f.max_end <= f.una then
+    return
+  end
+  local in_flight = f.max_end - f.una
+  while f.peer_wscale_min < 14 and f.peer_window_raw * 2 ^ f.peer_wscale_min < in_flight do
+    f.peer_wscale_min = f.peer_wscale_min + 1
+  end
+end
+
+function Tracker:drain_out_of_order(dir, seg, r)
+  local f = self.flow_[dir]
   -- Held bytes reach the receiver only now, when seg fills the hole before them.
-  local outer = self.filling
-  self.filling = seg
-  while f.ooo_count > 0 do
-    local start = f:ooo_first()
+  local outer = self.filling_
+  self.filling_ = seg
+  while f.out_of_order_count > 0 do
+    local start = f:out_of_order_first()
     if start > f.next then break end
-    local held = f.ooo[start]
-    f.ooo[start] = nil
-    f.ooo_count = f.ooo_count - 1
-    f.ooo_bytes = f.ooo_bytes - #held.bytes
+    local held = f.out_of_order[start]
+    f.out_of_order[start] = nil
+    f.out_of_order_count = f.out_of_order_count - 1
+    f.out_of_order_bytes = f.out_of_order_bytes - #held.bytes
     local e = start + #held.bytes
     if e > f.next then
       local skip = f.next - start
       local bytes = held.bytes:sub(skip + 1)
+      -- seq: where the delivered bytes start (holds compare it with an edge)
       local s = { frame = held.frame, t = held.t, wire_len = #bytes, flags = seg.flags, seq = f.next % TWO32 }
-      self:deliver(dir, bytes, #bytes, s)
+      f.next = f.next + #bytes
+      f:move_ref(f.next)
+      r:deliver(dir, bytes, #bytes, s, self.filling_)
     end
   end
-  self.filling = outer
+  self.filling_ = outer
 end
 
-function Connection:declare_gap(dir, upto, frame)
-  local f = self.flow[dir]
-  while f.next < upto or (f.ooo_count > 0 and f:ooo_first() <= upto) do
+function Tracker:declare_gap(dir, upto, frame, why, r)
+  local f = self.flow_[dir]
+  while f.next < upto or (f.out_of_order_count > 0 and f:out_of_order_first() <= upto) do
     local hole_end = upto
-    if f.ooo_count > 0 then hole_end = min(hole_end, f:ooo_first()) end
+    if f.out_of_order_count > 0 then hole_end = min(hole_end, f:out_of_order_first()) end
     if hole_end > f.next then
       local lost = hole_end - f.next
       f.bytes_missing = f.bytes_missing + lost
       f.next = hole_end
       f:move_ref(f.next)
-      local events = self.pdus[dir]:lose(lost)
-      local c = self.current_slot[dir]
-      if c and c.used then c.data_incomplete = true end
-      -- A PDU whose last bytes were lost ends here: a status header in the capture completes its
-      -- command, timed at the header's segment (the engine's Connection::lost).
-      if #events > 0 then
-        self:on_pdus(dir, { frame = f.last_data_frame, t = f.last_data_t, wire_len = 0 }, events, false, nil)
-      end
+      r:lost(dir, lost, frame, why)
     end
-    if f.ooo_count == 0 then break end
-    local first = f.ooo[f:ooo_first()]
-    self:drain_out_of_order(dir, { frame = first.frame, t = first.t, flags = 0 })
-    if f.ooo_count == 0 or f.next >= upto then break end
+    if f.out_of_order_count == 0 then break end
+    local first = f.out_of_order[f:out_of_order_first()]
+    self:drain_out_of_order(dir, { frame = first.frame, t = first.t, flags = 0 }, r)
+    if f.out_of_order_count == 0 or f.next >= upto then break end
+  end
+end
+
+function Tracker:resend(dir, seg, start, e, r)
+  local f = self.flow_[dir]
+  -- The first record ending past the resent byte (binary search), or one of the next few that
+  -- starts before it (an overlap resend): bounded work per segment.
+  local orig
+  local k = f:first_unacked_ending_after(start)
+  if k then
+    for j = k, min(k + 7, f.ua_tail) do
+      local s = f.unacked[j]
+      if s.s <= start then orig = s break end
+    end
+  end
+  if f.una_known and e <= f.una and not orig then return end  -- spurious, already acknowledged
+  r:resent(dir, seg, orig)
+end
+
+-- End of capture: holes still open are declared lost.
+function Tracker:finish(r)
+  for d = 0, 1 do
+    local f = self.flow_[d]
+    if f.unseen_upto > f.next then self:declare_unseen(d, r) end
+    if f.out_of_order_count > 0 then
+      self:declare_gap(d, f.max_end, f.out_of_order[f:out_of_order_first()].frame,
+                       "the capture ended before the hole was filled", r)
+    end
   end
 end

@@ -1,0 +1,30 @@
+---------------------------------------------------------------------------------------------
+-- target_think and think_or_hold (engine/src/rules/target_think.cpp, docs/rules.md "Other
+-- findings").
+
+local TargetThink = {}
+TargetThink.__index = TargetThink
+function TargetThink.new() return setmetatable({}, TargetThink) end
+
+-- A reported command whose latency was mostly spent inside the target. When that is so only with
+-- waits the capture cannot tell from holds, think_or_hold says so instead: never the disks' advice
+-- for what may be a Nagle or window hold.
+function TargetThink:judge(v, out, c)
+  local think = c.breakdown.think
+  local function enough(t) return t >= v.options.think_min_ms and t >= RULES.think_share * c.latency_ms end
+  if not enough(think) then return end
+  local undecided = c.undecided_ms > 0 and not enough(think - c.undecided_ms)
+  local kind = undecided and "think_or_hold" or "target_think"
+  local f = out:finding(kind, "target", c.first_reply_frame ~= 0 and c.first_reply_frame or c.status_frame, think, c)
+  f.related = { { "command", c.first_frame } }
+  if undecided then
+    f.related[2] = { "may_be_released_by", c.undecided_ack_frame }
+    f.detail = "the target took " .. whole_ms(think) .. " ms to answer, or " .. whole_ms(c.undecided_ms) ..
+               " ms of it was a reply held until the ACK in frame " .. string.format("%d", c.undecided_ack_frame) ..
+               " reached the target: the path's delay varies more than this capture can tell apart"
+  else
+    f.detail = "the target took " .. whole_ms(think) .. " ms to answer: the target, not the network"
+  end
+  add_finding_kind(c, kind)
+  out:emit_finding(f)
+end
