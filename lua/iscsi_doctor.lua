@@ -83,7 +83,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "5162aa38b29ad6147f5ea7f626ac4fd3d6627734c963fbbdc20723fea22fecca",
+  doc_sha256 = "b03954ac2ed9609c2753a08f5fd033f93cb6244b5fca77268035815e1288da2f",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -663,10 +663,6 @@ local SCSI_SENSE_KEY = {
 }
 -- END SCSI table
 
-local function has_flag(row, f)
-  for x in row[6]:gmatch("[^,]+") do if x == f then return true end end
-  return false
-end
 -- The transfer's direction by the row's rule.
 local DATA = {
   NONE = function() return nil end,
@@ -726,7 +722,7 @@ local function decode_cdb(cdb)
     sa = cdb:byte(10)
   elseif rows then
     local any = find_operation(rows, nil)
-    if any and has_flag(any, "SA") then sa = cdb:byte(2) % 32 end
+    if any and ("," .. any[6] .. ","):find(",SA,", 1, true) then sa = cdb:byte(2) % 32 end
   end
   local e = rows and find_operation(rows, sa)
   if not e then return string.format("0x%02x", op), nil, false, nil end

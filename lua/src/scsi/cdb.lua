@@ -105,10 +105,6 @@ local SCSI_SENSE_KEY = {
 }
 -- END SCSI table
 
-local function has_flag(row, f)
-  for x in row[6]:gmatch("[^,]+") do if x == f then return true end end
-  return false
-end
 -- The transfer's direction by the row's rule.
 local DATA = {
   NONE = function() return nil end,
@@ -168,7 +164,7 @@ local function decode_cdb(cdb)
     sa = cdb:byte(10)
   elseif rows then
     local any = find_operation(rows, nil)
-    if any and has_flag(any, "SA") then sa = cdb:byte(2) % 32 end
+    if any and ("," .. any[6] .. ","):find(",SA,", 1, true) then sa = cdb:byte(2) % 32 end
   end
   local e = rows and find_operation(rows, sa)
   if not e then return string.format("0x%02x", op), nil, false, nil end
