@@ -13,12 +13,12 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "diff.hpp"
-#include "ladder.hpp"
+#include "commands/diff.hpp"
+#include "commands/ladder.hpp"
 #include "options.hpp"
-#include "pipeline.hpp"
-#include "probe.hpp"
-#include "wiretap_reader.hpp"
+#include "commands/analyse.hpp"
+#include "commands/probe.hpp"
+#include "input/wiretap_reader.hpp"
 
 using namespace iscsi_doctor;
 using namespace iscsi_doctor::cli;

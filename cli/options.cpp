@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "pipeline.hpp"
+#include "commands/analyse.hpp"
 
 namespace iscsi_doctor::cli {
 

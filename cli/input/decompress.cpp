@@ -2,7 +2,7 @@
 // One Codec per format decodes one compressed stream (a gzip member, an xz stream, a zstd or lz4
 // frame, a bzip2 stream); the reader around it feeds it, goes on to the next stream when the file
 // holds several (as `cat a.gz b.gz` makes), and turns a short or corrupt input into a message.
-#include "decompress.hpp"
+#include "input/decompress.hpp"
 
 #include <bzlib.h>
 #include <lz4frame.h>

@@ -2,8 +2,8 @@
 // --junit FILE: the run as JUnit XML (the Ant/Jenkins schema that CI systems display): a test case
 // per gate check, and per capture one per finding kind and side, whose failure text is the fix
 // and the evidence frames. Written beside the report of any format; exit codes are unchanged.
-#include "report_junit.hpp"
-#include "root_causes.hpp"
+#include "reports/report_junit.hpp"
+#include "reports/root_causes.hpp"
 
 #include <cstdio>
 #include <fstream>
@@ -11,8 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "formatting.hpp"
-#include "svg.hpp"
+#include "reports/formatting.hpp"
+#include "drawing/svg.hpp"
 
 namespace iscsi_doctor::cli {
 namespace {

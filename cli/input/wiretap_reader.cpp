@@ -4,12 +4,12 @@
 // with a size); 4.0 and 4.4 read into a Buffer of the caller's. Everything else used here is the
 // same in 4.0, 4.4 and 4.6. Without ISCSI_DOCTOR_WIRETAP this file is empty and capture_reader.cpp
 // holds the stand-ins (so that what compiles capture_reader.cpp alone, as tests/fuzz does, links).
-#include "wiretap_reader.hpp"
+#include "input/wiretap_reader.hpp"
 
 #include <fmt/format.h>
 
 #ifdef ISCSI_DOCTOR_WIRETAP
-#include "dlt.hpp"
+#include "input/dlt.hpp"
 #include <ws_version.h>
 #include <wiretap/wtap.h>
 

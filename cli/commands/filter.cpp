@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-#include "filter.hpp"
+#include "commands/filter.hpp"
 
 #include <algorithm>
 #include <cctype>

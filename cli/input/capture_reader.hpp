@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "decompress.hpp"
+#include "input/decompress.hpp"
 #include "iscsi_doctor/results.hpp"
 #include "iscsi_doctor/segment.hpp"
 

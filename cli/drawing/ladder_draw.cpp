@@ -13,10 +13,10 @@
 
 #include <fmt/format.h>
 
-#include "formatting.hpp"
+#include "reports/formatting.hpp"
 #include "iscsi_doctor/finding_kinds.hpp"
-#include "ladder.hpp"
-#include "svg.hpp"
+#include "commands/ladder.hpp"
+#include "drawing/svg.hpp"
 
 namespace iscsi_doctor::cli {
 namespace {

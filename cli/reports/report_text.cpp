@@ -16,10 +16,10 @@
 
 #include <fmt/format.h>
 
-#include "formatting.hpp"
+#include "reports/formatting.hpp"
 #include "iscsi_doctor/finding_kinds.hpp"
-#include "report.hpp"
-#include "root_causes.hpp"
+#include "reports/report.hpp"
+#include "reports/root_causes.hpp"
 
 namespace iscsi_doctor::cli {
 namespace {

@@ -4,7 +4,7 @@
 // stream each one's output into anonymous spool files; the main thread copies them to the output
 // in argument order, so the output is the same whatever the number of jobs. Deferred streams (the
 // JSON findings, the HTML sections) always go through a spool that the report copies at its end.
-#include "pipeline.hpp"
+#include "commands/analyse.hpp"
 
 #include <unistd.h>
 
@@ -23,11 +23,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "formatting.hpp"
-#include "interval.hpp"
+#include "reports/formatting.hpp"
+#include "reports/interval.hpp"
 #include "iscsi_doctor/summary.hpp"
-#include "report_junit.hpp"
-#include "root_causes.hpp"
+#include "reports/report_junit.hpp"
+#include "reports/root_causes.hpp"
 
 namespace iscsi_doctor::cli {
 namespace {

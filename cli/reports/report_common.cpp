@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "report.hpp"
+#include "reports/report.hpp"
 
 namespace iscsi_doctor::cli {
 

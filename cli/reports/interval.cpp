@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-#include "interval.hpp"
+#include "reports/interval.hpp"
 
 #include <algorithm>
 #include <cmath>

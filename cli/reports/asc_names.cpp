@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <iterator>
 
-#include "report.hpp"
+#include "reports/report.hpp"
 
 namespace iscsi_doctor::cli {
 namespace {

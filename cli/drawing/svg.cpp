@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-#include "svg.hpp"
+#include "drawing/svg.hpp"
 
 #include <algorithm>
 #include <cmath>

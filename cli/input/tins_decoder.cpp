@@ -23,13 +23,13 @@
 #include <tins/sll.h>
 #include <tins/tcp.h>
 
-#include "dlt.hpp"
+#include "input/dlt.hpp"
 
 #include <array>
 #include <memory>
 #include <string>
 
-#include "packet_decoder.hpp"
+#include "input/packet_decoder.hpp"
 
 namespace iscsi_doctor::cli {
 namespace {

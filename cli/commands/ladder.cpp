@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // Ladder diagrams: the second pass that gathers the drawn commands' segments, and the
 // `iscsi-doctor ladder` subcommand (the drawing itself: ladder_draw.cpp).
-#include "ladder.hpp"
+#include "commands/ladder.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -17,7 +17,7 @@
 
 #include "iscsi_doctor/analyzer.hpp"
 #include "options.hpp"
-#include "pipeline.hpp"
+#include "commands/analyse.hpp"
 
 namespace iscsi_doctor::cli {
 namespace {

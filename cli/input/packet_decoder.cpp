@@ -9,9 +9,9 @@
 // packet yields payload.size() < payload_wire_len, which the engine reports as lost data.
 // A zero IPv4 total length / IPv6 payload length (TSO/GSO super-packets captured on the sender,
 // jumbograms) means "as long as the frame".
-#include "packet_decoder.hpp"
+#include "input/packet_decoder.hpp"
 
-#include "dlt.hpp"
+#include "input/dlt.hpp"
 
 #include <algorithm>
 #include <array>

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "decompress.hpp"
+#include "input/decompress.hpp"
 #include "iscsi_doctor/results.hpp"
 
 namespace iscsi_doctor::cli {

@@ -10,7 +10,7 @@
 // differ in link type, from where libpcap gives up (it reads the first interface only when it opens
 // the file), the frames it already handed on skipped. wiretap opens files by name: a stream, or a
 // file we decompress, reaches it through a pipe fed by a thread (PipeFeed), never through the disk.
-#include "capture_reader.hpp"
+#include "input/capture_reader.hpp"
 
 #include <fcntl.h>
 #include <pcap/pcap.h>
@@ -32,9 +32,9 @@
 
 #include <fmt/format.h>
 
-#include "decompress.hpp"
-#include "packet_decoder.hpp"
-#include "wiretap_reader.hpp"
+#include "input/decompress.hpp"
+#include "input/packet_decoder.hpp"
+#include "input/wiretap_reader.hpp"
 
 namespace iscsi_doctor::cli {
 namespace {

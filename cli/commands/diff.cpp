@@ -2,7 +2,7 @@
 // `iscsi-doctor diff BEFORE AFTER`: two captures (or two JSON reports of iscsi-doctor) compared by
 // command class and by logical unit, findings that went or came, the gain BEFORE's report predicted
 // against the gain AFTER shows, and a gate on regressions for a target's CI against a baseline.
-#include "diff.hpp"
+#include "commands/diff.hpp"
 
 #include <unistd.h>
 
@@ -23,10 +23,10 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "capture_reader.hpp"
-#include "formatting.hpp"
+#include "input/capture_reader.hpp"
+#include "reports/formatting.hpp"
 #include "options.hpp"
-#include "pipeline.hpp"
+#include "commands/analyse.hpp"
 
 namespace iscsi_doctor::cli {
 namespace {

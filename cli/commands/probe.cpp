@@ -5,7 +5,7 @@
 // libpcap from before the SYN (so MSS, window scale and the login's keys are measured, not
 // inferred), then reports on that capture exactly as for a file: every report and gate option of
 // the plain command applies (docs/cli.md "probe").
-#include "probe.hpp"
+#include "commands/probe.hpp"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -28,7 +28,7 @@
 #include <CLI/CLI.hpp>
 
 #include "options.hpp"
-#include "pipeline.hpp"
+#include "commands/analyse.hpp"
 
 // Last: libiscsi 1.20's scsi-lowlevel.h defines a static_assert macro (for C), which would break
 // every C++ header after it.

@@ -13,8 +13,8 @@
 // capture's section is written to the deferred stream. At the end the page opens with the summary
 // of all captures and the gate, and the sections follow. Memory and output size do not grow with the number
 // of packets.
-#include "report.hpp"
-#include "root_causes.hpp"
+#include "reports/report.hpp"
+#include "reports/root_causes.hpp"
 
 #include <algorithm>
 #include <array>
@@ -28,12 +28,12 @@
 
 #include <fmt/format.h>
 
-#include "formatting.hpp"
+#include "reports/formatting.hpp"
 #include "iscsi_doctor/analyzer.hpp"
 #include "iscsi_doctor/finding_kinds.hpp"
 #include "iscsi_doctor/summary.hpp"
-#include "ladder.hpp"
-#include "svg.hpp"
+#include "commands/ladder.hpp"
+#include "drawing/svg.hpp"
 
 namespace iscsi_doctor::cli {
 namespace {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "iscsi_doctor/summary.hpp"
-#include "report.hpp"
+#include "reports/report.hpp"
 
 namespace iscsi_doctor::cli {
 

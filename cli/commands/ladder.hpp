@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "capture_reader.hpp"
+#include "input/capture_reader.hpp"
 #include "iscsi_doctor/analyzer.hpp"
 #include "iscsi_doctor/results.hpp"
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-#include "root_causes.hpp"
+#include "reports/root_causes.hpp"
 
 #include <algorithm>
 #include <iterator>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-#include "formatting.hpp"
+#include "reports/formatting.hpp"
 
 #include <cmath>
 

@@ -24,8 +24,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "capture_reader.hpp"
-#include "formatting.hpp"
+#include "input/capture_reader.hpp"
+#include "reports/formatting.hpp"
 #include "iscsi_doctor/finding_kinds.hpp"
 #include "iscsi_doctor/summary.hpp"
 

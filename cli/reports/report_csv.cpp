@@ -10,7 +10,7 @@
 #include <fmt/compile.h>
 #include <fmt/format.h>
 
-#include "report.hpp"
+#include "reports/report.hpp"
 
 namespace iscsi_doctor::cli {
 namespace {

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "capture_reader.hpp"
-#include "filter.hpp"
+#include "input/capture_reader.hpp"
+#include "commands/filter.hpp"
 #include "iscsi_doctor/analyzer.hpp"
 #include "iscsi_doctor/summary.hpp"
-#include "report.hpp"
+#include "reports/report.hpp"
 
 namespace iscsi_doctor::cli {
 
