@@ -66,6 +66,10 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
   return std::nullopt;
 }
 
+std::vector<std::pair<std::string, DecoderChoice>> decoder_choices() {
+  return {{"fast", DecoderChoice::fast}, {"libtins", DecoderChoice::libtins}};
+}
+
 std::optional<uint32_t> parse_itt(std::string_view text) {
   // 0x-prefixed hex or decimal, digits only (strtoull alone would take a leading 0 as octal, and
   // signs and spaces)

@@ -429,7 +429,8 @@ std::unique_ptr<Report> make_ladder_report(const ReportOptions& ro) {
 int ladder_main(int argc, char** argv) {
   CLI::App app{"iscsi-doctor ladder: one command's packet exchange as an SVG ladder diagram",
                "iscsi-doctor ladder"};
-  std::string capture, itt_text, output, decoder = "fast";
+  std::string capture, itt_text, output;
+  DecoderChoice decoder = DecoderChoice::fast;
   uint64_t frame = 0;
   PortOptions port_options;
   bool quiet = false;
@@ -449,8 +450,7 @@ int ladder_main(int argc, char** argv) {
   app.add_option("--delayed-ack-ms", engine.delayed_ack_min_ms,
                  "an ACK later than this beyond the RTT counts as delayed")
       ->check(CLI::PositiveNumber);
-  app.add_option("--decoder", decoder, "packet decoder: fast (default) or libtins")
-      ->check(CLI::IsMember({"fast", "libtins"}));
+  add_choice(app, "--decoder", decoder, decoder_choices(), "packet decoder: fast (default) or libtins");
   app.add_flag("-q,--quiet", quiet, "no notices on standard error");
   if (const auto code = parse_command_line(app, argc, argv)) return *code;
   const auto itt = parse_itt(itt_text);
@@ -466,7 +466,7 @@ int ladder_main(int argc, char** argv) {
   opt.format = Format::ladder;
   opt.output = output;
   opt.quiet = quiet;
-  opt.decoder = decoder == "libtins" ? DecoderChoice::libtins : DecoderChoice::fast;
+  opt.decoder = decoder;
   opt.ladder = {*itt, frame};
   return run_pipeline(opt);
 }
