@@ -196,6 +196,9 @@ int report_main(int argc, char** argv) {
              "order of the worst commands the reports list: excess (round trips beyond the ideal, then "
              "latency; default) or latency");
   app.add_flag("-q,--quiet", opt.quiet, "no progress and no notices on standard error, only errors");
+  app.add_flag("-v,--verbose", opt.verbose,
+               "text report: every fact kept of each connection (window scales, where each round trip and "
+               "rate came from, digests, the initiator's latency offset) in its block under Connections");
   add_choice(app, "--decoder", opt.decoder, decoder_choices(),
              "packet decoder: fast (default) or libtins (slower; for cross-checking)");
   app.set_version_flag("--version", std::string("iscsi-doctor ") + ISCSI_DOCTOR_VERSION +

@@ -85,6 +85,7 @@ public:
   }
   void on_connection(const ConnectionInfo& c) override {
     r_.summary->on_connection(c);
+    if (part_) part_->connection(c);
     if (c.frames && !c.pdus)  // else such a connection would vanish without a word
       on_notice({Notice::Level::warning, 0, c.id,
                  fmt::format("connection {} ({} -> {}): {} frames on an iSCSI port carried no iSCSI PDU "
@@ -119,6 +120,7 @@ public:
       if (part_) part_->first_segment(seg.time_ns);
     }
     a_.feed(seg);
+    if (part_ && part_->wants_connections()) part_->connections_now(a_.connections());
   }
   void on_notice(Notice::Level level, uint64_t frame, std::string message) override {
     Notice n;
@@ -421,6 +423,7 @@ int run_pipeline(const PipelineOptions& opt) {
   ro.engine = opt.engine;
   ro.ladder = opt.ladder;
   ro.quiet = opt.quiet;
+  ro.verbose = opt.verbose;
   ro.findings_csv = opt.findings_csv;
   ro.filter = opt.filter.words();
   const std::unique_ptr<Report> report = make_report(opt.format, ro);

@@ -32,6 +32,7 @@ struct PipelineOptions {
   size_t worst = 10;
   WorstOrder worst_order = WorstOrder::excess;  // --sort
   bool quiet = false;
+  bool verbose = false;  // -v: the text report's fuller per-connection detail
   DecoderChoice decoder = DecoderChoice::fast;
   std::vector<FindingKind> fail_on;
   std::optional<uint64_t> max_excess_round_trips;

@@ -108,7 +108,8 @@ void open_element(OutBuf& o, ElementStream& s, const std::string* line) {
 
 }  // namespace
 
-void write_command(ElementStream& s, const CommandResult& c, size_t capture, const std::string* line) {
+void write_command(ElementStream& s, const CommandResult& c, size_t capture, double initiator_latency_ms,
+                   const std::string* line) {
   OutBuf& o = buf();
   open_element(o, s, line);
   fmt::format_to(
@@ -128,6 +129,11 @@ void write_command(ElementStream& s, const CommandResult& c, size_t capture, con
   fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"time_ns\":{},\"latency_ms\":"), c.first_ns);
   if (c.completed)
     append_ms(o, c.latency_ms);
+  else
+    o += "null";
+  o += ",\"initiator_latency_ms\":";
+  if (initiator_latency_ms >= 0)
+    append_ms(o, initiator_latency_ms);
   else
     o += "null";
   // A command never answered took no round trips that can be counted: null, as its latency.

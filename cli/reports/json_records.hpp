@@ -14,7 +14,9 @@ namespace iscsi_doctor::cli::json {
 
 constexpr int kSchemaVersion = 1;
 
-void write_command(ElementStream& s, const CommandResult& c, size_t capture, const std::string* line = nullptr);
+// initiator_latency_ms: the estimate (initiator_estimate.hpp); negative: null.
+void write_command(ElementStream& s, const CommandResult& c, size_t capture, double initiator_latency_ms,
+                   const std::string* line = nullptr);
 void write_finding(ElementStream& s, const Finding& f, double time_lost_ms, size_t capture,
                    const std::string* line = nullptr);
 nlohmann::json gate_json(const GateResult& g);

@@ -106,8 +106,17 @@ public:
   virtual void first_segment(int64_t /*time_ns*/) {}  // the capture's first TCP segment
   virtual void command(const CommandResult&) {}
   virtual void finding(const Finding&) {}
+  // A connection's facts are final (the engine's Sink::on_connection).
+  virtual void connection(const ConnectionInfo&) {}
+  // While wants_connections() (asked between segments): the connections' facts so far
+  // (Analyzer::connections()), for a part that holds commands until their connection's are final.
+  bool wants_connections() const { return wants_connections_; }
+  virtual void connections_now(const std::vector<ConnectionInfo>&) {}
   // Last call: the capture is read and analysed (r.usable), or could not be read at all.
   virtual void analysed(const CaptureResult& /*r*/) {}
+
+protected:
+  bool wants_connections_ = false;
 };
 
 class Report {
@@ -144,6 +153,7 @@ struct ReportOptions {
   Options engine;                               // and analyses as the first
   LadderSpec ladder;
   bool quiet = false;        // -q: no notices on standard error but errors
+  bool verbose = false;      // -v: the text report's fuller per-connection detail
   std::string findings_csv;  // --format csv: also one row per finding into this file
   std::string filter;        // the command filter as given ("--lun 1 --op read"), or empty
 };

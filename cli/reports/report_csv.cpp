@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // `--format csv`: one row per command with the fields of the JSON `commands` items (RFC 4180
 // quoting; findings joined by ';'; breakdown parts as breakdown_<part>_ms columns; empty cell for
-// null). Rows are written as commands arrive.
+// null). Rows are written as commands arrive (held until their connection's round trip to the
+// initiator is final, for initiator_latency_ms: initiator_estimate.hpp).
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <fmt/compile.h>
 #include <fmt/format.h>
 
+#include "reports/initiator_estimate.hpp"
 #include "reports/report.hpp"
 
 namespace iscsi_doctor::cli {
@@ -37,7 +39,8 @@ void ms_cell(OutBuf& o, double ms) {
   if (std::isfinite(ms)) fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}"), round_ns(ms));
 }
 
-void write_row(ElementStream& s, const CommandResult& c, size_t capture, std::string_view path) {
+void write_row(ElementStream& s, const CommandResult& c, size_t capture, std::string_view path,
+               double initiator_latency_ms) {
   thread_local OutBuf o;
   o.clear();
   fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{},"), capture);
@@ -77,7 +80,9 @@ void write_row(ElementStream& s, const CommandResult& c, size_t capture, std::st
   if (c.sense_key) opt_cell(o, c.asc);
   o += ',';
   if (c.sense_key) opt_cell(o, c.ascq);
-  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{},{}\n"), c.completed, c.data_incomplete, c.lun);
+  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{},{},"), c.completed, c.data_incomplete, c.lun);
+  if (initiator_latency_ms >= 0) ms_cell(o, initiator_latency_ms);
+  o += '\n';
   std::fwrite(o.data(), 1, o.size(), s.out);
   s.empty = false;
 }
@@ -123,23 +128,37 @@ void write_finding_row(ElementStream& s, const Finding& f, double time_lost_ms, 
 class CsvCaptureReport final : public CaptureReport {
 public:
   CsvCaptureReport(size_t index, std::string_view path, CaptureStreams s)
-      : index_(index), path_(path), s_(s), shares_([this](const Finding& f, double t) {
+      : index_(index),
+        path_(path),
+        s_(s),
+        shares_([this](const Finding& f, double t) {
           if (s_.deferred) write_finding_row(*s_.deferred, f, t, index_, path_);
-        }) {}
+        }),
+        held_([this](const CommandResult& c, double est) { write_row(*s_.direct, c, index_, path_, est); }) {}
   void command(const CommandResult& c) override {
-    write_row(*s_.direct, c, index_, path_);
+    held_.command(c);
+    wants_connections_ = held_.full();
     if (s_.deferred) shares_.command(c);
   }
   void finding(const Finding& f) override {
     if (s_.deferred) shares_.finding(f);
   }
-  void analysed(const CaptureResult&) override { shares_.finish(); }
+  void connection(const ConnectionInfo& k) override { held_.connection(k); }
+  void connections_now(const std::vector<ConnectionInfo>& now) override {
+    held_.release_all(now);
+    wants_connections_ = false;
+  }
+  void analysed(const CaptureResult&) override {
+    shares_.finish();
+    held_.finish();
+  }
 
 private:
   size_t index_;
   std::string_view path_;
   CaptureStreams s_;
   TimeLostShares shares_;
+  HeldCommands held_;  // until their connection's round trip to the initiator is final
 };
 
 class CsvReport final : public Report {
@@ -172,7 +191,9 @@ public:
         "status_frame,time_ns,latency_ms,round_trips,ideal_round_trips,findings";
     for (const auto& p : kBreakdownParts)
       h += fmt::format(",breakdown_{}_ms", p.name);
-    h += ",status,response,sense_key,sense_key_name,sense_asc,sense_ascq,completed,data_incomplete,lun\n";
+    // New columns go last, for readers by position.
+    h += ",status,response,sense_key,sense_key_name,sense_asc,sense_ascq,completed,data_incomplete,lun,"
+         "initiator_latency_ms\n";
     std::fputs(h.c_str(), out);
   }
 

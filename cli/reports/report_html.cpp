@@ -18,6 +18,7 @@
 #include "reports/root_causes.hpp"
 #include "drawing/charts.hpp"
 #include "reports/html_aggregates.hpp"
+#include "reports/initiator_estimate.hpp"
 
 #include <algorithm>
 #include <array>
@@ -452,14 +453,23 @@ void capture_section(const CaptureResult& r, Aggregates& agg, const ReportOption
   }
 
   // Worst commands, linked to their diagram when there is one.
+  // Away from the initiator, each one's latency as the initiator saw it too (initiator_estimate.hpp).
   const auto& worst = s.worst();
   if (!worst.empty()) {
+    const bool est = vantage.shows_estimate();
+    std::map<uint32_t, double> offsets;
+    for (const ConnectionInfo& k : r.connections)
+      offsets[k.id] = initiator_offset_ms(k);
     o += "<h3>Worst commands (" + std::string(worst_order_words(s.worst_order())) +
          ")</h3>\n<table "
          "class=\"worst\"><tr><th>ITT</th>"
-         "<th>op</th><th>LBA</th><th>bytes</th><th>frames</th><th>latency</th><th>RT/ideal</th><th>findings</"
+         "<th>op</th><th>LBA</th><th>bytes</th><th>frames</th><th>latency</th>" +
+         std::string(est ? "<th>latency, initiator (est.)</th>" : "") +
+         "<th>RT/ideal</th><th>findings</"
          "th></tr>\n";
     for (const CommandResult& c : worst) {
+      const auto off = offsets.find(c.connection);
+      const double ini = initiator_latency_ms(c, off == offsets.end() ? -1 : off->second);
       std::string kinds;
       for (auto k : c.findings)
         kinds += fmt::format("{}{}", kinds.empty() ? "" : ", ", finding_name(k));
@@ -467,9 +477,10 @@ void capture_section(const CaptureResult& r, Aggregates& agg, const ReportOption
       put(o,
           "<tr><td><code>{}</code></td><td>{}</td><td class=\"n\">{}</td><td "
           "class=\"n\">{}</td><td>{}-{}</td>"
-          "<td class=\"n\">{}</td><td class=\"n\">{}/{}</td><td>{}</td></tr>\n",
+          "<td class=\"n\">{}</td>{}<td class=\"n\">{}/{}</td><td>{}</td></tr>\n",
           hex32(c.itt), esc(c.op), c.lba ? std::to_string(*c.lba) : "-", count_text(c.bytes), c.first_frame,
           c.status_frame ? std::to_string(c.status_frame) : "", c.completed ? ms_text(c.latency_ms) : "-",
+          est ? fmt::format("<td class=\"n initiator-est\">{}</td>", ini >= 0 ? ms_text(ini) : "-") : "",
           c.round_trips, c.ideal_round_trips, kinds);
     }
     o += "</table>\n";

@@ -17,6 +17,7 @@
 #include <fmt/compile.h>
 #include <fmt/format.h>
 
+#include "reports/initiator_estimate.hpp"
 #include "reports/json_records.hpp"
 #include "reports/report.hpp"
 
@@ -38,8 +39,9 @@ public:
   ElementWriter& operator=(const ElementWriter&) = delete;
   ~ElementWriter() { finish(); }
 
-  void add(const CommandResult& c) {
+  void add(const CommandResult& c, double initiator_latency_ms) {
     filling_.commands.add(c);
+    filling_.initiator.add(initiator_latency_ms);
     if (filling_.size() >= kBatch) hand_over();
   }
   void add(const Finding& f, double time_lost_ms) {
@@ -81,14 +83,15 @@ private:
   };
   struct Batch {
     Slots<CommandResult> commands;
+    Slots<double> initiator;  // each command's initiator_latency_ms
     Slots<std::pair<Finding, double>> findings;  // with its time lost
     size_t size() const { return commands.n + findings.n; }
-    void clear() { commands.n = findings.n = 0; }
+    void clear() { commands.n = initiator.n = findings.n = 0; }
   };
 
   void write(Batch& b) {
-    for (const CommandResult& c : b.commands)
-      write_command(*s_.direct, c, capture_);
+    for (size_t i = 0; i < b.commands.n; ++i)
+      write_command(*s_.direct, b.commands.v[i], capture_, b.initiator.v[i]);
     for (const auto& [f, time_lost] : b.findings)
       write_finding(*s_.deferred, f, time_lost, capture_);
     b.clear();
@@ -153,20 +156,30 @@ private:
 class JsonCaptureReport final : public CaptureReport {
 public:
   JsonCaptureReport(size_t index, CaptureStreams s)
-      : writer_(s, index), shares_([this](const Finding& f, double t) { writer_.add(f, t); }) {}
+      : writer_(s, index),
+        shares_([this](const Finding& f, double t) { writer_.add(f, t); }),
+        held_([this](const CommandResult& c, double est) { writer_.add(c, est); }) {}
   void command(const CommandResult& c) override {
-    writer_.add(c);
+    held_.command(c);
+    wants_connections_ = held_.full();
     shares_.command(c);
   }
   void finding(const Finding& f) override { shares_.finding(f); }
+  void connection(const ConnectionInfo& k) override { held_.connection(k); }
+  void connections_now(const std::vector<ConnectionInfo>& now) override {
+    held_.release_all(now);
+    wants_connections_ = false;
+  }
   void analysed(const CaptureResult&) override {
     shares_.finish();
+    held_.finish();
     writer_.finish();
   }
 
 private:
   ElementWriter writer_;
   TimeLostShares shares_;
+  HeldCommands held_;  // until their connection's round trip to the initiator is final
 };
 
 class JsonReport final : public Report {

@@ -20,12 +20,11 @@
 #include "iscsi_doctor/finding_kinds.hpp"
 #include "reports/report.hpp"
 #include "reports/root_causes.hpp"
+#include "reports/text_connections.hpp"
 
 namespace iscsi_doctor::cli {
-namespace {
 
-constexpr size_t kNoticesShown = 20;
-constexpr size_t kLineWidth = 100;
+namespace text {
 
 // Words laid out in lines of at most kLineWidth columns, each line starting with `indent`.
 void wrap(std::string& out, const std::vector<std::string>& words, std::string_view indent) {
@@ -43,6 +42,19 @@ void wrap(std::string& out, const std::vector<std::string>& words, std::string_v
   }
   if (!first) out += line + "\n";
 }
+
+std::string plural(uint64_t n, std::string_view one, std::string_view many) {
+  return fmt::format("{} {}", count_text(n), n == 1 ? one : many);
+}
+
+}  // namespace text
+
+namespace {
+
+using namespace text;
+
+constexpr size_t kNoticesShown = 20;
+
 
 // A connection-level verdict's sentence, saying what its figures total: the touched time is summed
 // over every connection that has it, the engine's sentence is one connection's.
@@ -134,9 +146,6 @@ void write_advice(std::string& o, const Summary& s, bool evidence, double floor_
 }
 
 
-std::string plural(uint64_t n, std::string_view one, std::string_view many) {
-  return fmt::format("{} {}", count_text(n), n == 1 ? one : many);
-}
 
 // "Nagle hold", "delayed ACK", ...: the kind's label, or its name where it has none.
 std::string kind_words(FindingKind k) {
@@ -345,67 +354,6 @@ void write_worst(std::string& o, const Summary& s) {
   }
 }
 
-void write_sessions(std::string& o, const CaptureResult& r) {
-  for (const SessionInfo& s : r.sessions) {
-    std::string head = fmt::format("Session {}", s.id);
-    if (!s.session_type.empty()) head += " " + s.session_type;
-    if (!s.initiator_name.empty() || !s.target_name.empty())
-      head += fmt::format("  {} -> {}", s.initiator_name.empty() ? "?" : s.initiator_name,
-                          s.target_name.empty() ? "?" : s.target_name);
-    if (!s.isid.empty()) head += fmt::format("  ISID {} TSIH {}", s.isid, s.tsih);
-    o += head + "\n";
-    for (uint32_t id : s.connections)
-      if (const ConnectionInfo* cp = r.connection(id)) {
-        const ConnectionInfo& c = *cp;
-        o += fmt::format("  connection {}  initiator {} <-> target {}  (capture point {})\n", c.id,
-                         c.initiator.str(), c.target.str(), vantage_words(c.vantage));
-        // An RTT no segment measured is unknown, not 0.
-        auto rtt = [](double ms) { return ms < 0 ? std::string("unknown") : ms_text(ms); };
-        o += fmt::format("    RTT {} (capture point to initiator {}, to target {})   {}\n", rtt(c.rtt_ms),
-                         rtt(c.rtt_initiator_ms), rtt(c.rtt_target_ms), mss_words(c));
-        std::vector<std::string> keys;
-        for (const auto& [k, v] : c.keys)
-          keys.push_back(k + "=" + v);
-        if (keys.empty()) keys.emplace_back("no negotiated keys seen (login not captured)");
-        if (c.wscale_inferred) keys.push_back("window scale " + window_scale_words(c));
-        if (c.offload_segments) keys.push_back(offload_words(c));
-        if (c.rtt_source_initiator != "handshake" || c.rtt_source_target != "handshake")
-          keys.push_back("round trips from " + rtt_source_words(c));
-        if (c.rate_to_target_mbit_s > 0 || c.rate_to_initiator_mbit_s > 0) {
-          // docs/rules.md "The link": the fastest train of ACKs, a lower bound of the path's rate
-          auto rate = [](double m) { return m > 0 ? fmt::format("{:.0f} Mbit/s", m) : std::string("unknown"); };
-          keys.push_back(fmt::format("path rate to target {}, to initiator {} (fastest ACK train: at least)",
-                                     rate(c.rate_to_target_mbit_s), rate(c.rate_to_initiator_mbit_s)));
-        }
-        wrap(o, keys, "    ");
-        std::vector<std::string> counts{fmt::format("{} frames", count_text(c.frames)),
-                                        fmt::format("{} PDUs", count_text(c.pdus)),
-                                        plural(c.commands, "command", "commands"),
-                                        fmt::format("at most {} in flight", c.max_outstanding)};
-        // A command the capture never answers stays in flight to its end: say so beside the count.
-        if (c.never_answered && c.max_outstanding > 1)
-          counts.back() += fmt::format(" (counting {} never answered in the capture)", count_text(c.never_answered));
-        if (c.mid_session_start) counts.emplace_back("joined mid-session");
-        if (c.resyncs) counts.push_back(fmt::format("{} resyncs", count_text(c.resyncs)));
-        if (c.digest_errors) counts.push_back(fmt::format("{} digest errors", count_text(c.digest_errors)));
-        if (c.bytes_missing)
-          counts.push_back(fmt::format("{} bytes missing from the capture", count_text(c.bytes_missing)));
-        o += "    " + join(counts, ", ") + "\n";
-      }
-  }
-  // Connections the engine put in no listed session.
-  const std::unordered_set<uint32_t> listed = connections_in_sessions(r.sessions);
-  for (const ConnectionInfo& c : r.connections) {
-    if (!listed.count(c.id))
-      o += fmt::format("Connection {}  initiator {} <-> target {}  (capture point {}), {} commands\n", c.id,
-                       c.initiator.str(), c.target.str(), vantage_words(c.vantage), count_text(c.commands));
-  }
-  if (const ConnectionTotals& u = r.unlisted; u.connections)
-    o += fmt::format(
-        "{} more connections, analysed but not listed one by one: {} frames, {} PDUs, {} commands\n",
-        count_text(u.connections), count_text(u.frames), count_text(u.pdus), count_text(u.commands));
-}
-
 // Feeds a capture's root causes from its commands (on the thread analysing it).
 class TextCaptureReport final : public CaptureReport {
 public:
@@ -482,7 +430,7 @@ public:
     }
     if (!r.connections.empty() || !r.sessions.empty()) {
       o += "\nConnections\n";
-      write_sessions(o, r);
+      write_sessions(o, r, opt_.verbose);
     }
     const auto& notices = s.notices();
     if (!notices.empty()) {
