@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "iscsi_doctor/results.hpp"
+#include "reports/report.hpp"
 
 namespace iscsi_doctor::cli {
 
@@ -48,6 +49,29 @@ private:
   Release release_;
   std::deque<CommandResult> held_;
   std::unordered_map<uint32_t, double> final_;  // connection -> offset, once reported
+};
+
+// A report's part that writes each command with its estimate: commands go through hold(), and
+// come back to the Release given, in order, once their connection's round trip is final (or many
+// are held: then the analyzer's connections so far are asked for between segments).
+class EstimatingCaptureReport : public CaptureReport {
+public:
+  void connection(const ConnectionInfo& k) override { held_.connection(k); }
+  void connections_now(const std::vector<ConnectionInfo>& now) override {
+    held_.release_all(now);
+    wants_connections_ = false;
+  }
+
+protected:
+  explicit EstimatingCaptureReport(HeldCommands::Release release) : held_(std::move(release)) {}
+  void hold(const CommandResult& c) {
+    held_.command(c);
+    wants_connections_ = held_.full();
+  }
+  void release_held() { held_.finish(); }
+
+private:
+  HeldCommands held_;
 };
 
 }  // namespace iscsi_doctor::cli

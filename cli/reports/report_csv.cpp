@@ -125,32 +125,27 @@ void write_finding_row(ElementStream& s, const Finding& f, double time_lost_ms, 
 }
 
 // One row per command, into the direct stream; one per finding into the deferred one, if asked.
-class CsvCaptureReport final : public CaptureReport {
+class CsvCaptureReport final : public EstimatingCaptureReport {
 public:
   CsvCaptureReport(size_t index, std::string_view path, CaptureStreams s)
-      : index_(index),
+      : EstimatingCaptureReport(
+            [this](const CommandResult& c, double est) { write_row(*s_.direct, c, index_, path_, est); }),
+        index_(index),
         path_(path),
         s_(s),
         shares_([this](const Finding& f, double t) {
           if (s_.deferred) write_finding_row(*s_.deferred, f, t, index_, path_);
-        }),
-        held_([this](const CommandResult& c, double est) { write_row(*s_.direct, c, index_, path_, est); }) {}
+        }) {}
   void command(const CommandResult& c) override {
-    held_.command(c);
-    wants_connections_ = held_.full();
+    hold(c);
     if (s_.deferred) shares_.command(c);
   }
   void finding(const Finding& f) override {
     if (s_.deferred) shares_.finding(f);
   }
-  void connection(const ConnectionInfo& k) override { held_.connection(k); }
-  void connections_now(const std::vector<ConnectionInfo>& now) override {
-    held_.release_all(now);
-    wants_connections_ = false;
-  }
   void analysed(const CaptureResult&) override {
     shares_.finish();
-    held_.finish();
+    release_held();
   }
 
 private:
@@ -158,7 +153,6 @@ private:
   std::string_view path_;
   CaptureStreams s_;
   TimeLostShares shares_;
-  HeldCommands held_;  // until their connection's round trip to the initiator is final
 };
 
 class CsvReport final : public Report {

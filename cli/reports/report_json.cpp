@@ -153,33 +153,26 @@ private:
 
 // Commands into the direct stream (the `commands` array), findings into the deferred one (the
 // `findings` array, after it).
-class JsonCaptureReport final : public CaptureReport {
+class JsonCaptureReport final : public EstimatingCaptureReport {
 public:
   JsonCaptureReport(size_t index, CaptureStreams s)
-      : writer_(s, index),
-        shares_([this](const Finding& f, double t) { writer_.add(f, t); }),
-        held_([this](const CommandResult& c, double est) { writer_.add(c, est); }) {}
+      : EstimatingCaptureReport([this](const CommandResult& c, double est) { writer_.add(c, est); }),
+        writer_(s, index),
+        shares_([this](const Finding& f, double t) { writer_.add(f, t); }) {}
   void command(const CommandResult& c) override {
-    held_.command(c);
-    wants_connections_ = held_.full();
+    hold(c);
     shares_.command(c);
   }
   void finding(const Finding& f) override { shares_.finding(f); }
-  void connection(const ConnectionInfo& k) override { held_.connection(k); }
-  void connections_now(const std::vector<ConnectionInfo>& now) override {
-    held_.release_all(now);
-    wants_connections_ = false;
-  }
   void analysed(const CaptureResult&) override {
     shares_.finish();
-    held_.finish();
+    release_held();
     writer_.finish();
   }
 
 private:
   ElementWriter writer_;
   TimeLostShares shares_;
-  HeldCommands held_;  // until their connection's round trip to the initiator is final
 };
 
 class JsonReport final : public Report {
