@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // iscsi-doctor: explains, per SCSI command in an iSCSI capture, why it was slow.
-// This file only turns the command line into PipelineOptions (docs/cli.md); pipeline.cpp does the rest.
+// This file only turns the command line into PipelineOptions (docs/cli.md); commands/analyse.cpp does the rest.
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -279,7 +279,7 @@ int report_main(int argc, char** argv) {
     std::fprintf(stderr, "iscsi-doctor: --findings-csv goes with --format csv\n");
     return kExitUnusable;
   }
-  if (!html.empty()) {  // --format is refused with it (CLI11: "--html excludes --format")
+  if (!html.empty()) {  // --format and -o are refused with it (CLI11: excludes)
     opt.format = Format::html;
     opt.output = html;
     if (!opt.live.iface.empty() && opt.live.write_path.empty()) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// The pipeline (pipeline.hpp). With one job, captures are read in the calling thread and a report's
+// The pipeline (analyse.hpp). With one job, captures are read in the calling thread and a report's
 // direct stream goes straight to the output. With several, worker threads read captures ahead and
 // stream each one's output into anonymous spool files; the main thread copies them to the output
 // in argument order, so the output is the same whatever the number of jobs. Deferred streams (the

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // Ladder diagrams: the second pass that gathers the drawn commands' segments, and the
-// `iscsi-doctor ladder` subcommand (the drawing itself: ladder_draw.cpp).
+// `iscsi-doctor ladder` subcommand (the drawing itself: drawing/ladder_draw.cpp).
 #include "commands/ladder.hpp"
 
 #include <algorithm>

@@ -63,7 +63,7 @@ void collect_ladders(const std::string& path, DecoderChoice decoder, const Optio
 // retransmission, original, command (the drawn command's PDUs), other (other commands'), ack.
 std::string render_ladder(const LadderRequest& r, std::string_view id_prefix, bool standalone);
 
-// `iscsi-doctor ladder ...` (argv[0] is "ladder"): its options, then the pipeline (pipeline.hpp)
+// `iscsi-doctor ladder ...` (argv[0] is "ladder"): its options, then the pipeline (analyse.hpp)
 // with the ladder report (make_ladder_report). Returns the exit code.
 int ladder_main(int argc, char** argv);
 

@@ -28,7 +28,7 @@ std::string_view compression_name(Compression);  // "gzip", "xz", "zstd", "lz4",
 struct DecompressStatus {
   std::string error, warning;
   std::atomic<uint64_t> consumed = 0;  // compressed bytes taken from the source, for progress (another
-                                       // thread may decompress: wiretap's feed, capture_reader.cpp)
+                                       // thread may decompress: wiretap's feed, capture_streams.cpp)
 };
 
 // A FILE* that reads src (owned: closed with the result) decompressed; nullptr (src closed) when

@@ -2,8 +2,8 @@
 // libwiretap behind a small interface. The API moved between the Wireshark versions we build
 // against: 4.6 keeps a record's bytes in the wtap_rec (wtap_read without a Buffer, wtap_rec_init
 // with a size); 4.0 and 4.4 read into a Buffer of the caller's. Everything else used here is the
-// same in 4.0, 4.4 and 4.6. Without ISCSI_DOCTOR_WIRETAP this file is empty and capture_reader.cpp
-// holds the stand-ins (so that what compiles capture_reader.cpp alone, as tests/fuzz does, links).
+// same in 4.0, 4.4 and 4.6. Without ISCSI_DOCTOR_WIRETAP this file is empty and file_probe.cpp
+// holds the stand-ins (so that what compiles the capture reading alone, as tests/fuzz does, links).
 #include "input/wiretap_reader.hpp"
 
 #include <fmt/format.h>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // The four report formats (text, JSON, CSV, HTML) behind one interface, fed by the one pipeline
-// (pipeline.cpp). Commands and findings are streamed as the engine reports them (a capture may hold
+// (commands/analyse.cpp). Commands and findings are streamed as the engine reports them (a capture may hold
 // millions), each capture's into its own streams; everything else (sessions, summaries, notices)
 // is small and written when a capture, or the whole run, is done.
 //
