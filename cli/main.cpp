@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // iscsi-doctor: explains, per SCSI command in an iSCSI capture, why it was slow.
-// This file only turns the command line into PipelineOptions (docs/cli.md); pipeline.cpp does the rest.
+// This file only turns the command line into PipelineOptions (docs/cli.md); commands/analyse.cpp does the rest.
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -13,12 +13,12 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "diff.hpp"
-#include "ladder.hpp"
+#include "commands/diff.hpp"
+#include "commands/ladder.hpp"
 #include "options.hpp"
-#include "pipeline.hpp"
-#include "probe.hpp"
-#include "wiretap_reader.hpp"
+#include "commands/analyse.hpp"
+#include "commands/probe.hpp"
+#include "input/wiretap_reader.hpp"
 
 using namespace iscsi_doctor;
 using namespace iscsi_doctor::cli;
@@ -51,7 +51,6 @@ int report_main(int argc, char** argv) {
   app.get_formatter()->column_width(34);
 
   PipelineOptions opt;
-  std::string format = "text", decoder = "fast";
   std::vector<std::string> fail_on;
   PortOptions port_options;
   MemoryOptions memory_options;
@@ -101,13 +100,14 @@ int report_main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096))
       ->needs(live_opt)
       ->group("Live capture");
-  app.add_option(
-         "--format", format,
-         "report format: text (default), json, jsonl (JSON Lines: a record per command and finding as they "
-         "come, then per session, capture and run), csv, or verdict (one line per capture and the gate's, "
-         "for "
-         "CI logs)")
-      ->check(CLI::IsMember({"text", "json", "jsonl", "csv", "verdict"}));
+  auto* format_opt = add_choice(
+      app, "--format", opt.format,
+      {{"text", Format::text}, {"json", Format::json}, {"jsonl", Format::jsonl}, {"csv", Format::csv},
+       {"verdict", Format::verdict}},
+      "report format: text (default), json, jsonl (JSON Lines: a record per command and finding as they "
+      "come, then per session, capture and run), csv, or verdict (one line per capture and the gate's, "
+      "for "
+      "CI logs)");
   auto* output_opt =
       app.add_option("-o,--output", opt.output, "write the report to FILE instead of standard output");
   app.add_option(
@@ -158,7 +158,8 @@ int report_main(int argc, char** argv) {
   app.add_option("--html", html,
                  "write a self-contained HTML report (ladder diagrams, latency plots) to FILE instead of "
                  "the text/JSON/CSV report")
-      ->excludes(output_opt);
+      ->excludes(output_opt)
+      ->excludes(format_opt);
   port_options.add_to(app);
   auto* fail_on_opt =
       app.add_option("--fail-on", fail_on,
@@ -191,15 +192,15 @@ int report_main(int argc, char** argv) {
       ->check(CLI::Range(size_t(1), size_t(1024)));
   app.add_option("--worst", opt.worst, "how many of the worst commands the text report lists (default 10)")
       ->check(CLI::Range(size_t(0), size_t(1000000)));
-  std::string sort = "excess";
-  app.add_option("--sort", sort,
-                 "order of the worst commands the reports list: excess (round trips beyond the ideal, then "
-                 "latency; default) or latency")
-      ->check(CLI::IsMember({"excess", "latency"}));
+  add_choice(app, "--sort", opt.worst_order, {{"excess", WorstOrder::excess}, {"latency", WorstOrder::latency}},
+             "order of the worst commands the reports list: excess (round trips beyond the ideal, then "
+             "latency; default) or latency");
   app.add_flag("-q,--quiet", opt.quiet, "no progress and no notices on standard error, only errors");
-  app.add_option("--decoder", decoder,
-                 "packet decoder: fast (default) or libtins (slower; for cross-checking)")
-      ->check(CLI::IsMember({"fast", "libtins"}));
+  app.add_flag("-v,--verbose", opt.verbose,
+               "text report: every fact kept of each connection (window scales, where each round trip and "
+               "rate came from, digests, the initiator's latency offset) in its block under Connections");
+  add_choice(app, "--decoder", opt.decoder, decoder_choices(),
+             "packet decoder: fast (default) or libtins (slower; for cross-checking)");
   app.set_version_flag("--version", std::string("iscsi-doctor ") + ISCSI_DOCTOR_VERSION +
                                         (wiretap_available() ? " (libwiretap " + wiretap_version() + ")" : ""));
 
@@ -249,17 +250,10 @@ int report_main(int argc, char** argv) {
                  "Run with --help for more information.\n");
     return kExitUnusable;
   }
-  opt.format = format == "json"      ? Format::json
-               : format == "jsonl"   ? Format::jsonl
-               : format == "csv"     ? Format::csv
-               : format == "verdict" ? Format::verdict
-                                     : Format::text;
-  opt.decoder = decoder == "libtins" ? DecoderChoice::libtins : DecoderChoice::fast;
   port_options.apply(opt.engine);
   memory_options.apply(opt.engine, std::min(opt.jobs, std::max<size_t>(opt.inputs.size(), 1)));
   opt.live.ports = opt.engine.ports;
   opt.live.detect_ports = opt.engine.detect_ports;
-  opt.worst_order = sort == "latency" ? WorstOrder::latency : WorstOrder::excess;
   opt.engine.delayed_ack_min_ms = delayed_ack_ms;
   if (*excess_opt) opt.max_excess_round_trips = max_excess;
   if (*fail_on_opt) {
@@ -273,7 +267,7 @@ int report_main(int argc, char** argv) {
       opt.fail_on.push_back(*kind);
     }
   }
-  if (opt.interval_s > 0 && ((format != "text" && format != "jsonl") || !html.empty())) {
+  if (opt.interval_s > 0 && ((opt.format != Format::text && opt.format != Format::jsonl) || !html.empty())) {
     std::fprintf(stderr, "iscsi-doctor: --interval goes with the text report or --format jsonl\n");
     return kExitUnusable;
   }
@@ -281,15 +275,11 @@ int report_main(int argc, char** argv) {
     std::fprintf(stderr, "iscsi-doctor: --interval writes as captures are read: one at a time (no -j)\n");
     return kExitUnusable;
   }
-  if (!opt.findings_csv.empty() && format != "csv") {
+  if (!opt.findings_csv.empty() && opt.format != Format::csv) {
     std::fprintf(stderr, "iscsi-doctor: --findings-csv goes with --format csv\n");
     return kExitUnusable;
   }
-  if (!html.empty()) {
-    if (format != "text") {
-      std::fprintf(stderr, "iscsi-doctor: --html cannot be combined with --format\n");
-      return kExitUnusable;
-    }
+  if (!html.empty()) {  // --format and -o are refused with it (CLI11: excludes)
     opt.format = Format::html;
     opt.output = html;
     if (!opt.live.iface.empty() && opt.live.write_path.empty()) {

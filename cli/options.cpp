@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "pipeline.hpp"
+#include "commands/analyse.hpp"
 
 namespace iscsi_doctor::cli {
 
@@ -64,6 +64,10 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : kExitUnusable;
   }
   return std::nullopt;
+}
+
+std::vector<std::pair<std::string, DecoderChoice>> decoder_choices() {
+  return {{"fast", DecoderChoice::fast}, {"libtins", DecoderChoice::libtins}};
 }
 
 std::optional<uint32_t> parse_itt(std::string_view text) {

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-#include "capture_reader.hpp"
+#include "input/capture_reader.hpp"
 #include "iscsi_doctor/analyzer.hpp"
 
 using namespace iscsi_doctor;

@@ -76,9 +76,12 @@ def test_jsonl_holds_every_command_and_finding(both, alone, jobs):
             continue
         doc = alone[str(f)]
         assert doc["commands"], f"{f.name}: the capture must have commands for this test to mean anything"
-        cmds = [{k: v for k, v in r.items() if k not in ("type", "path", "capture_start_ns", "capture")}
+        # (initiator_latency_ms: a record's is null until its connection is reported; JSON waits)
+        cmds = [{k: v for k, v in r.items()
+                 if k not in ("type", "path", "capture_start_ns", "capture", "initiator_latency_ms")}
                 for r in mine if r["type"] == "command"]
-        assert cmds == [{k: v for k, v in c.items() if k != "capture"} for c in doc["commands"]], f.name
+        assert cmds == [{k: v for k, v in c.items() if k not in ("capture", "initiator_latency_ms")}
+                        for c in doc["commands"]], f.name
         finds = sorted(json.dumps({k: v for k, v in r.items()
                                    if k not in ("type", "path", "capture_start_ns", "capture", "lun")},
                                   sort_keys=True) for r in mine if r["type"] == "finding")

@@ -219,6 +219,61 @@ def test_diff_across_vantages():
     assert same["vantage"]["compared"] == "as captured"
 
 
+@pytest.mark.parametrize("scenario", ["stock-read", "stock-write"])
+def test_initiator_estimate_per_command(scenario, tmp_path):
+    """commands[].initiator_latency_ms: near the target, the latency plus the lab's round trip (two
+    one-way delays); near the initiator, the latency itself; the same in CSV and HTML."""
+    target = FIX / f"{scenario}--target.pcap.gz"
+    made = MANIFEST[f"fixtures/{scenario}--target.pcap.gz"]["made"]
+    assert made["vantage"] == "target"
+    round_trip = 2 * made["one_way_delay_ms"]
+    rep = report(target)
+    done = [c for c in rep["commands"] if c["completed"]]
+    assert done
+    for c in done:
+        extra = c["initiator_latency_ms"] - c["latency_ms"]
+        assert math.isclose(extra, round_trip, rel_tol=0.1, abs_tol=0.3), (c["itt"], extra, round_trip)
+    assert all(c["initiator_latency_ms"] is None for c in rep["commands"] if not c["completed"])
+    # the medians as tshark measured them at the initiator, for the same exchange
+    at_initiator = MANIFEST[f"fixtures/{scenario}--initiator.pcap.gz"]["measured"]["median_latency_ms"]
+    for key, want in at_initiator.items():
+        kind, size = key.split()
+        mine = sorted(c["initiator_latency_ms"] for c in done if c["kind"] == kind and c["bytes"] == int(size))
+        if len(mine) >= 10:
+            assert math.isclose(mine[len(mine) // 2], want, rel_tol=0.1, abs_tol=0.3), (key, want)
+    near = report(FIX / f"{scenario}--initiator.pcap.gz")
+    assert MANIFEST[f"fixtures/{scenario}--initiator.pcap.gz"]["made"]["vantage"] == "initiator"
+    assert all(c["initiator_latency_ms"] == c["latency_ms"] for c in near["commands"] if c["completed"])
+    rows = list(csv.DictReader(io.StringIO(run("-q", "--format", "csv", target))))
+    assert list(rows[0])[-1] == "initiator_latency_ms", "a new column goes last"
+    assert [float(r["initiator_latency_ms"]) if r["initiator_latency_ms"] else None for r in rows] == \
+        [c["initiator_latency_ms"] for c in rep["commands"]]
+    page = tmp_path / "r.html"
+    run("-q", "--html", page, target)
+    cells = re.findall(r'<td class="n initiator-est">([^<]+)</td>', page.read_text())
+    assert cells and all(c == "-" or ms(c) > round_trip * 0.9 for c in cells), cells
+
+
+def test_verbose_gives_every_connection_fact():
+    """-v: each connection's block says what the lab configured, usual or not."""
+    digest = FIX / "stock-header-digest--target.pcap.gz"
+    made = MANIFEST["fixtures/stock-header-digest--target.pcap.gz"]["made"]
+    plain, verbose = run("-q", digest), run("-q", "-v", digest)
+    assert "header digest" not in plain
+    want = "header digest {}, data digest {}".format("CRC32C" if made["digests"]["header"] else "none",
+                                                     "CRC32C" if made["digests"]["data"] else "none")
+    assert want in verbose
+    assert made["vantage"] == "target"
+    rtt = re.search(r"the initiator saw each latency ([\d.]+ m?s) longer", verbose)
+    assert rtt and math.isclose(ms(rtt.group(1)), 2 * made["one_way_delay_ms"], rel_tol=0.1, abs_tol=0.3)
+    mid = FIX / "stock-read-midsession--target.pcap.gz"
+    assert MANIFEST["fixtures/stock-read-midsession--target.pcap.gz"]["made"]["starts_mid_session"]
+    assert "no TCP handshake in the capture" in run("-q", "--verbose", mid)
+    assert "no TCP handshake in the capture" not in run("-q", "-v", digest)
+    # the tables come first either way: -v adds to the Connections section only
+    assert verbose.split("\nConnections\n")[0] == plain.split("\nConnections\n")[0]
+
+
 # ---- 5. Advice that fits the device -----------------------------------------------------------
 
 def test_tape_library_gets_no_disk_advice(tmp_path):

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""Captures libpcap cannot read, read through libwiretap (cli/wiretap_reader.cpp), and the pcap
+"""Captures libpcap cannot read, read through libwiretap (cli/input/wiretap_reader.cpp), and the pcap
 fields libpcap and Wireshark read differently:
 
 - a pcapng whose two interfaces have different link types (Linux cooked v1 and Ethernet, made with

@@ -212,7 +212,7 @@ def evidence_frames(finding):
     return frames
 
 
-LADDER_EVIDENCE_FINDINGS = 6  # cli/ladder.hpp kLadderEvidenceFindings
+LADDER_EVIDENCE_FINDINGS = 6  # cli/commands/ladder.hpp kLadderEvidenceFindings
 
 
 def check_ladder_against_json(svg_el, command, findings, where):

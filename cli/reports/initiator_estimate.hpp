@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// A command's latency as the initiator saw it, estimated (`initiator_latency_ms`, docs/json-schema.md):
+// the latency at the capture point plus its connection's measured round trip capture point ->
+// initiator -> capture point (nothing near the initiator). The round trip is final once the engine
+// reports the connection (at its end or the capture's), so reports that write commands as they come
+// hold them until then, in order; when many are held, the round trip measured so far is taken.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <unordered_map>
+#include <vector>
+
+#include "iscsi_doctor/results.hpp"
+#include "reports/report.hpp"
+
+namespace iscsi_doctor::cli {
+
+// What to add to a latency at this connection's capture point: 0 near the initiator, the round
+// trip to the initiator elsewhere; -1 when it was not measured.
+double initiator_offset_ms(const ConnectionInfo& k);
+// -1 (null) when the offset is unknown or the command did not complete.
+inline double initiator_latency_ms(const CommandResult& c, double offset_ms) {
+  return c.completed && offset_ms >= 0 ? c.latency_ms + offset_ms : -1;
+}
+
+// Commands held, in the order they came, until their connection's round trip is final.
+class HeldCommands {
+public:
+  using Release = std::function<void(const CommandResult&, double initiator_latency_ms)>;
+  explicit HeldCommands(Release release) : release_(std::move(release)) {}
+
+  void command(const CommandResult& c);
+  // The connection's facts are final: the commands held up to the first of an open connection go.
+  void connection(const ConnectionInfo& k);
+  // So many are held that they go now, with the round trips as `now` (the analyzer's connections
+  // so far) has them.
+  bool full() const { return held_.size() >= kHeld; }
+  void release_all(const std::vector<ConnectionInfo>& now);
+  // The capture is over (every connection reported): every held command goes.
+  void finish();
+
+private:
+  static constexpr size_t kHeld = 16384;
+  void release_front(size_t n, const std::unordered_map<uint32_t, double>* now);
+
+  Release release_;
+  std::deque<CommandResult> held_;
+  std::unordered_map<uint32_t, double> final_;  // connection -> offset, once reported
+};
+
+// A report's part that writes each command with its estimate: commands go through hold(), and
+// come back to the Release given, in order, once their connection's round trip is final (or many
+// are held: then the analyzer's connections so far are asked for between segments).
+class EstimatingCaptureReport : public CaptureReport {
+public:
+  void connection(const ConnectionInfo& k) override { held_.connection(k); }
+  void connections_now(const std::vector<ConnectionInfo>& now) override {
+    held_.release_all(now);
+    wants_connections_ = false;
+  }
+
+protected:
+  explicit EstimatingCaptureReport(HeldCommands::Release release) : held_(std::move(release)) {}
+  void hold(const CommandResult& c) {
+    held_.command(c);
+    wants_connections_ = held_.full();
+  }
+  void release_held() { held_.finish(); }
+
+private:
+  HeldCommands held_;
+};
+
+}  // namespace iscsi_doctor::cli

@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// The JSON records both JSON formats write (docs/json-schema.md): a command, a finding, a
+// capture, the gate; formatted by hand where they are written per command (the hot path).
+#include "reports/json_records.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+#include <vector>
+
+#include <fmt/compile.h>
+#include <fmt/format.h>
+
+namespace iscsi_doctor::cli::json {
+namespace {
+
+// Milliseconds rounded to the nanosecond, written as fmt writes that double (shortest form). For
+// 100 ns .. 10^9 ms that is the decimal itself with trailing zeros dropped (at most 15 digits, so
+// no shorter decimal names the same double); written directly, as fmt's float path was a tenth of a
+// JSON run's time.
+void append_ms(OutBuf& out, double ms) {
+  if (!std::isfinite(ms)) {
+    out += "null";
+    return;
+  }
+  const double ns = std::round(ms * 1e6);
+  if (std::fabs(ns) < 1e15 && (std::fabs(ns) >= 100 || (ns == 0 && !std::signbit(ns)))) {
+    auto n = int64_t(ns);
+    if (n < 0) {
+      out += '-';
+      n = -n;
+    }
+    fmt::format_to(fmt::appender(out.b), FMT_COMPILE("{}"), n / 1'000'000);
+    if (int64_t frac = n % 1'000'000) {
+      char d[7] = {'.'};
+      for (int i = 6; i >= 1; --i, frac /= 10)
+        d[i] = char('0' + frac % 10);
+      int len = 7;
+      while (d[len - 1] == '0')
+        --len;
+      out += std::string_view(d, size_t(len));
+    }
+    return;
+  }
+  fmt::format_to(fmt::appender(out.b), FMT_COMPILE("{}"), round_ns(ms));
+}
+
+template <typename T>
+void append_opt(OutBuf& out, const std::optional<T>& v) {
+  if (v)
+    fmt::format_to(fmt::appender(out.b), FMT_COMPILE("{}"), uint64_t(*v));
+  else
+    out += "null";
+}
+
+void append_frame(OutBuf& out, uint64_t frame) {
+  if (frame)
+    fmt::format_to(fmt::appender(out.b), FMT_COMPILE("{}"), frame);
+  else
+    out += "null";
+}
+
+// One buffer per thread: several captures may be written at once.
+OutBuf& buf() {
+  thread_local OutBuf b;
+  b.clear();
+  return b;
+}
+
+// {"name":frame,...} in name order; a name given more than once maps to the list of its frames.
+void append_related(OutBuf& o, const Finding& f) {
+  thread_local std::vector<size_t> order;
+  order.resize(f.related.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return f.related[a].first < f.related[b].first; });
+  o += '{';
+  for (size_t i = 0; i < order.size();) {
+    const std::string& name = f.related[order[i]].first;
+    size_t end = i + 1;
+    while (end < order.size() && f.related[order[end]].first == name)
+      ++end;
+    if (i) o += ',';
+    write_json_string(o, name);
+    o += ':';
+    if (end - i > 1) o += '[';
+    for (size_t k = i; k < end; ++k)
+      fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}{}"), k > i ? "," : "", f.related[order[k]].second);
+    if (end - i > 1) o += ']';
+    i = end;
+  }
+  o += '}';
+}
+
+// An element of the array (line == null), or a JSON Lines record: `line` (its first members,
+// "type":... ready written) after the brace, a newline after the object.
+void open_element(OutBuf& o, ElementStream& s, const std::string* line) {
+  if (line) {  // no separator, but the stream is no longer empty (-j joins only non-empty chunks)
+    o += '{';
+    o += *line;
+    s.empty = false;
+    return;
+  }
+  o += s.empty ? "\n{" : ",\n{";
+  s.empty = false;
+}
+
+}  // namespace
+
+void write_command(ElementStream& s, const CommandResult& c, size_t capture, double initiator_latency_ms,
+                   const std::string* line) {
+  OutBuf& o = buf();
+  open_element(o, s, line);
+  fmt::format_to(
+      fmt::appender(o.b),
+      FMT_COMPILE(
+          "\"capture\":{},\"session\":{},\"connection\":{},\"itt\":\"0x{:08x}\",\"cmdsn\":{},\"lun\":{},"
+          "\"op\":"),
+      capture, c.session, c.connection, c.itt, c.cmdsn, c.lun);
+  write_json_string(o, c.op);
+  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"iscsi_opcode\":{},\"kind\":\"{}\",\"lba\":"),
+                 c.iscsi_opcode, command_kind_name(c.kind));
+  append_opt(o, c.lba);
+  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"bytes\":{},\"first_frame\":"), c.bytes);
+  append_frame(o, c.first_frame);
+  o += ",\"status_frame\":";
+  append_frame(o, c.status_frame);
+  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"time_ns\":{},\"latency_ms\":"), c.first_ns);
+  if (c.completed)
+    append_ms(o, c.latency_ms);
+  else
+    o += "null";
+  o += ",\"initiator_latency_ms\":";
+  if (initiator_latency_ms >= 0)
+    append_ms(o, initiator_latency_ms);
+  else
+    o += "null";
+  // A command never answered took no round trips that can be counted: null, as its latency.
+  if (c.completed)
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"round_trips\":{}"), c.round_trips);
+  else
+    o += ",\"round_trips\":null";
+  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"ideal_round_trips\":{},\"findings\":["),
+                 c.ideal_round_trips);
+  for (size_t i = 0; i < c.findings.size(); ++i) {
+    if (i) o += ',';
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE("\"{}\""), finding_name(c.findings[i]));
+  }
+  o += "],\"breakdown_ms\":{";
+  for (size_t i = 0; i < std::size(kBreakdownParts); ++i) {
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}\"{}\":"), i ? "," : "", kBreakdownParts[i].name);
+    append_ms(o, c.breakdown.*kBreakdownParts[i].field);
+  }
+  o += "},\"status\":";
+  if (c.scsi_status)
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE("\"{}\""), scsi_status_name(*c.scsi_status));
+  else
+    o += "null";
+  o += ",\"response\":";
+  append_opt(o, c.iscsi_response);
+  o += ",\"sense\":";
+  if (c.sense_key) {
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{{\"key\":{},\"key_name\":\"{}\",\"asc\":"), *c.sense_key,
+                   sense_key_name(*c.sense_key));
+    append_opt(o, c.asc);
+    o += ",\"ascq\":";
+    append_opt(o, c.ascq);
+    o += ",\"asc_name\":";  // T10's name of the pair, null when not in the table
+    const std::string_view name = c.asc && c.ascq ? asc_name(*c.asc, *c.ascq) : std::string_view();
+    if (name.empty())
+      o += "null";
+    else
+      write_json_string(o, name);
+    o += '}';
+  } else {
+    o += "null";
+  }
+  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"completed\":{},\"data_incomplete\":{}}}"), c.completed,
+                 c.data_incomplete);
+  if (line) o += '\n';
+  std::fwrite(o.data(), 1, o.size(), s.out);
+}
+
+void write_finding(ElementStream& s, const Finding& f, double time_lost_ms, size_t capture,
+                   const std::string* line) {
+  OutBuf& o = buf();
+  open_element(o, s, line);
+  fmt::format_to(
+      fmt::appender(o.b),
+      FMT_COMPILE("\"capture\":{},\"kind\":\"{}\",\"side\":\"{}\",\"session\":{},\"connection\":{},"
+                  "\"frame\":"),
+      capture, finding_name(f.kind), side_name(f.side), f.session, f.connection);
+  append_frame(o, f.frame);
+  o += ",\"related\":";
+  append_related(o, f);
+  // time_lost_ms: its share of time lost (each millisecond once); touched_ms: its own, overlapping
+  // time; lost_ms: touched_ms's old name, kept one release (docs/json-schema.md).
+  o += ",\"time_lost_ms\":";
+  append_ms(o, time_lost_ms);
+  o += ",\"touched_ms\":";
+  append_ms(o, f.lost_ms);
+  o += ",\"lost_ms\":";
+  append_ms(o, f.lost_ms);
+  o += ",\"itt\":";
+  if (f.itt)
+    fmt::format_to(fmt::appender(o.b), FMT_COMPILE("\"0x{:08x}\""), *f.itt);
+  else
+    o += "null";
+  o += ",\"command_first_frame\":";
+  append_frame(o, f.command_first_frame);
+  o += ",\"detail\":";
+  write_json_string(o, f.detail);
+  o += ",\"inferred\":[";
+  for (size_t i = 0; i < f.inferred.size(); ++i) {
+    if (i) o += ',';
+    write_json_string(o, f.inferred[i]);
+  }
+  o += "]}";
+  if (line) o += '\n';
+  std::fwrite(o.data(), 1, o.size(), s.out);
+}
+
+nlohmann::json gate_json(const GateResult& g) {
+  nlohmann::json gate;
+  gate["requested"] = g.requested;
+  gate["tripped"] = g.tripped;
+  gate["unevaluable"] = g.unevaluable;
+  gate["fail_on"] = g.fail_on;
+  gate["max_excess_round_trips"] =
+      g.max_excess_round_trips ? nlohmann::json(*g.max_excess_round_trips) : nlohmann::json(nullptr);
+  gate["reasons"] = g.reasons;
+  return gate;
+}
+
+// A capture as the reports describe it (its summary included): captures[] of --format json, the
+// "capture" record of --format jsonl.
+nlohmann::json capture_json(const CaptureResult& r, const std::string& filter) {
+  nlohmann::json c;
+  c["index"] = r.index;
+  c["path"] = r.path;
+  c["usable"] = r.usable;
+  c["error"] = r.usable ? nlohmann::json(nullptr) : nlohmann::json(r.error);
+  c["format"] = r.probe.is_capture ? nlohmann::json(format_name(r.probe)) : nlohmann::json(nullptr);
+  c["gzip"] = r.probe.compression == Compression::gzip;
+  c["compression"] = r.probe.compression == Compression::none
+                         ? nlohmann::json(nullptr)
+                         : nlohmann::json(compression_name(r.probe.compression));
+  c["stream"] = r.probe.stream;
+  c["filter"] = r.filtered ? nlohmann::json{{"given", filter},
+                                            {"commands_seen", r.commands_seen},
+                                            {"commands_kept", r.commands_kept}}
+                           : nlohmann::json(nullptr);
+  c["size_bytes"] = r.probe.size;
+  c["link_type"] = r.link_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.link_type);
+  c["decoder"] = r.decoder.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.decoder);
+  c["reader"] = r.probe.reader == CaptureLibrary::none ? nlohmann::json(nullptr)
+                                                       : nlohmann::json(reader_name(r.probe.reader));
+  c["packets"] = r.stats.packets;
+  c["tcp_segments"] = r.stats.tcp_segments;
+  c["damaged"] = r.stats.damaged;
+  c["first_time_ns"] = r.stats.packets ? nlohmann::json(r.stats.first_ns) : nlohmann::json(nullptr);
+  c["duration_s"] = r.stats.packets ? (r.stats.last_ns - r.stats.first_ns) / 1e9 : 0.0;
+  const ConnectionTotals& u = r.unlisted;
+  c["connections_unlisted"] = totals_json(u);
+  const Evictions& e = r.evicted;
+  c["connections_evicted"] = {{"connections", e.connections}, {"ended", e.ended},         {"idle", e.idle},
+                              {"busy", e.busy},               {"commands_open", e.commands_open}};
+  if (r.summary) {
+    c["commands"] = r.summary->commands();
+    c["summary"] = summary_json(*r.summary);
+    // The vantage (#27): where these latencies were measured, and the initiator's view estimated
+    // from them (plus the round trip between the capture point and the initiator).
+    const VantageFacts v = vantage_of(r);
+    c["summary"]["vantage"] = vantage_json(v);
+    const double off = v.initiator_offset_ms();
+    auto est = [off](const nlohmann::json& ms) { return off < 0 ? nlohmann::json(nullptr) : nlohmann::json(round_us(ms.get<double>() + off)); };
+    for (auto& cl : c["summary"]["classes"]) {
+      cl["initiator_median_ms"] = est(cl["median_ms"]);
+      cl["initiator_p90_ms"] = est(cl["p90_ms"]);
+    }
+    for (auto& l : c["summary"]["luns"]) {
+      l["initiator_p50_ms"] = est(l["p50_ms"]);
+      l["initiator_p99_ms"] = est(l["p99_ms"]);
+    }
+    for (auto& a : c["summary"]["advice"])  // as in the run's summary: whose frames these are
+      a["example_capture"] = r.index;
+  } else {
+    c["commands"] = 0;
+    c["summary"] = nullptr;
+  }
+  return c;
+}
+
+}  // namespace iscsi_doctor::cli::json

@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// `--format json`: one JSON object (schema in docs/json-schema.md). The `commands` array is written
+// while the captures are read, one command at a time; findings go to a spool file and are copied in
+// after it; captures, sessions, summary and notices (small) close the object. The records
+// themselves are json_records.cpp's; --format jsonl is report_jsonl.cpp.
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <fmt/compile.h>
+#include <fmt/format.h>
+
+#include "reports/initiator_estimate.hpp"
+#include "reports/json_records.hpp"
+#include "reports/report.hpp"
+
+namespace iscsi_doctor::cli {
+namespace {
+
+using namespace json;
+
+constexpr size_t kNoticesKeptPerCapture = 1000;
+
+// Commands and findings written on a thread of their own: a small-block capture has a command
+// every few packets, and formatting one costs about as much as analysing it. Handed over in
+// batches, each stream written in order; the thread starts with the first full batch (a small
+// capture never starts one) and at most kQueued batches wait, so memory stays bounded.
+class ElementWriter {
+public:
+  ElementWriter(CaptureStreams s, size_t capture) : s_(s), capture_(capture) {}
+  ElementWriter(const ElementWriter&) = delete;
+  ElementWriter& operator=(const ElementWriter&) = delete;
+  ~ElementWriter() { finish(); }
+
+  void add(const CommandResult& c, double initiator_latency_ms) {
+    filling_.commands.add(c);
+    filling_.initiator.add(initiator_latency_ms);
+    if (filling_.size() >= kBatch) hand_over();
+  }
+  void add(const Finding& f, double time_lost_ms) {
+    filling_.findings.add({f, time_lost_ms});
+    if (filling_.size() >= kBatch) hand_over();
+  }
+  // Everything written (the streams are complete when this returns).
+  void finish() {
+    if (thread_.joinable()) {
+      hand_over();
+      {
+        std::lock_guard lock(m_);
+        closing_ = true;
+      }
+      cv_.notify_all();
+      thread_.join();
+    }
+    write(filling_);
+  }
+
+private:
+  static constexpr size_t kBatch = 1024, kQueued = 8;
+  // Elements kept when a batch is emptied and assigned over when it is filled again: their
+  // strings and lists keep their storage, so a full run allocates almost nothing per element
+  // (and nothing is freed on the other thread).
+  template <typename T>
+  struct Slots {
+    std::vector<T> v;
+    size_t n = 0;
+    void add(const T& x) {
+      if (n < v.size())
+        v[n] = x;
+      else
+        v.push_back(x);
+      ++n;
+    }
+    const T* begin() const { return v.data(); }
+    const T* end() const { return v.data() + n; }
+  };
+  struct Batch {
+    Slots<CommandResult> commands;
+    Slots<double> initiator;  // each command's initiator_latency_ms
+    Slots<std::pair<Finding, double>> findings;  // with its time lost
+    size_t size() const { return commands.n + findings.n; }
+    void clear() { commands.n = initiator.n = findings.n = 0; }
+  };
+
+  void write(Batch& b) {
+    for (size_t i = 0; i < b.commands.n; ++i)
+      write_command(*s_.direct, b.commands.v[i], capture_, b.initiator.v[i]);
+    for (const auto& [f, time_lost] : b.findings)
+      write_finding(*s_.deferred, f, time_lost, capture_);
+    b.clear();
+  }
+
+  void hand_over() {
+    if (!thread_.joinable() && !no_thread_) {
+      try {
+        thread_ = std::thread([this] { run(); });
+      } catch (const std::system_error&) {  // no thread to be had: write here
+        no_thread_ = true;
+      }
+    }
+    if (no_thread_) {
+      write(filling_);
+      return;
+    }
+    Batch next;
+    {
+      std::unique_lock lock(m_);
+      cv_.wait(lock, [&] { return queue_.size() < kQueued; });
+      queue_.push_back(std::move(filling_));
+      if (!spare_.empty()) {
+        next = std::move(spare_.back());
+        spare_.pop_back();
+      }
+    }
+    cv_.notify_all();
+    filling_ = std::move(next);
+  }
+
+  void run() {
+    for (;;) {
+      Batch b;
+      {
+        std::unique_lock lock(m_);
+        cv_.wait(lock, [&] { return !queue_.empty() || closing_; });
+        if (queue_.empty()) return;
+        b = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      cv_.notify_all();
+      write(b);
+      std::lock_guard lock(m_);
+      if (spare_.size() < kQueued) spare_.push_back(std::move(b));  // its memory reused
+    }
+  }
+
+  CaptureStreams s_;
+  size_t capture_;
+  Batch filling_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<Batch> queue_;
+  std::vector<Batch> spare_;
+  bool closing_ = false, no_thread_ = false;
+  std::thread thread_;
+};
+
+// Commands into the direct stream (the `commands` array), findings into the deferred one (the
+// `findings` array, after it).
+class JsonCaptureReport final : public EstimatingCaptureReport {
+public:
+  JsonCaptureReport(size_t index, CaptureStreams s)
+      : EstimatingCaptureReport([this](const CommandResult& c, double est) { writer_.add(c, est); }),
+        writer_(s, index),
+        shares_([this](const Finding& f, double t) { writer_.add(f, t); }) {}
+  void command(const CommandResult& c) override {
+    hold(c);
+    shares_.command(c);
+  }
+  void finding(const Finding& f) override { shares_.finding(f); }
+  void analysed(const CaptureResult&) override {
+    shares_.finish();
+    release_held();
+    writer_.finish();
+  }
+
+private:
+  ElementWriter writer_;
+  TimeLostShares shares_;
+};
+
+class JsonReport final : public Report {
+public:
+  explicit JsonReport(const ReportOptions& o) : opt_(o) {}
+  bool writes_direct() const override { return true; }
+  bool writes_deferred() const override { return true; }
+  std::string_view separator() const override { return ","; }
+
+  std::unique_ptr<CaptureReport> capture_report(size_t index, CaptureStreams streams, Sink&) override {
+    return std::make_unique<JsonCaptureReport>(index, streams);
+  }
+
+  void begin(FILE* out) override {
+    std::fputs(fmt::format("{{\"schema\":{},\"tool\":{{\"name\":\"iscsi-doctor\",\"version\":\"{}\"}},"
+                           "\n\"commands\":[",
+                           kSchemaVersion, ISCSI_DOCTOR_VERSION)
+                   .c_str(),
+               out);
+  }
+
+  void capture_done(FILE*, const CaptureResult& r) override {
+    nlohmann::json c = capture_json(r, opt_.filter);
+    captures_.push_back(std::move(c));
+    examples_.add(r);
+    if (r.summary) {
+      for (auto& s : sessions_json(r, true))
+        sessions_.push_back(std::move(s));
+      size_t kept = 0;
+      for (const Notice& n : r.summary->notices()) {
+        if (kept++ == kNoticesKeptPerCapture) break;
+        notices_.push_back(
+            {{"capture", r.index},
+             {"file", r.path},
+             {"level", notice_level_name(n.level)},
+             {"frame", n.frame ? nlohmann::json(n.frame) : nlohmann::json(nullptr)},
+             {"connection", n.connection ? nlohmann::json(n.connection) : nlohmann::json(nullptr)},
+             {"message", n.message}});
+      }
+    } else {
+      notices_.push_back({{"capture", r.index},
+                          {"file", r.path},
+                          {"level", "error"},
+                          {"frame", nullptr},
+                          {"connection", nullptr},
+                          {"message", r.error}});
+    }
+  }
+
+  void end(FILE* out, const Overall& all, FILE* findings) override {
+    std::fputs("\n],\n\"findings\":[", out);
+    if (findings) copy_file(findings, out);
+    std::fputs("\n],\n", out);
+
+    // One capture: the run's summary is that capture's (computed once, in capture_done).
+    nlohmann::json summary = !all.summary ? nlohmann::json::object()
+                             : captures_.size() == 1 && captures_[0]["usable"] == true
+                                 ? captures_[0]["summary"]
+                                 : summary_json(*all.summary);
+    summary["captures"] = all.captures;
+    summary["usable_captures"] = all.usable;
+    summary["packets"] = all.packets;
+    examples_.apply(summary);
+    summary["gate"] = gate_json(all.gate);
+
+    // Written in pieces: the sessions of 4096 listed connections dump to megabytes (one copy, not two).
+    const auto tail = [&](std::string_view key, const nlohmann::json& v, bool last) {
+      std::fputs(fmt::format("\"{}\":", key).c_str(), out);
+      const std::string text = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      std::fwrite(text.data(), 1, text.size(), out);
+      std::fputs(last ? "\n" : ",\n", out);
+    };
+    tail("captures", captures_, false);
+    tail("sessions", sessions_, false);
+    tail("summary", summary, false);
+    tail("notices", notices_, true);
+    std::fputs("}\n", out);
+  }
+
+private:
+  ReportOptions opt_;
+  nlohmann::json captures_ = nlohmann::json::array();
+  nlohmann::json sessions_ = nlohmann::json::array();
+  nlohmann::json notices_ = nlohmann::json::array();
+  AdviceExamples examples_;
+};
+
+}  // namespace
+
+std::unique_ptr<Report> make_json_report(const ReportOptions& o) { return std::make_unique<JsonReport>(o); }
+
+}  // namespace iscsi_doctor::cli
