@@ -237,7 +237,7 @@ local function digest_from_wire(s, p)
 end
 
 ---------------------------------------------------------------------------------------------
--- Frames to TCP segments (ports cli/packet_decoder.cpp): link layer -> (VLAN, MPLS, PPPoE) ->
+-- Frames to TCP segments (ports cli/input/packet_decoder.cpp): link layer -> (VLAN, MPLS, PPPoE) ->
 -- IPv4/IPv6 -> TCP, read from the frame's bytes. The Wireshark glue reads every frame this way
 -- (a field extractor would make Wireshark build a protocol tree for every frame, which cost more
 -- than the whole analysis); tests/lua/run_core.lua reads pcap files with it.
@@ -4306,7 +4306,7 @@ end
 
 local core = { Analyzer = Analyzer, FINDING_KINDS = FINDING_KINDS, RULES = RULES,
                UNSUPPORTED_KINDS = UNSUPPORTED_KINDS, fix_for = fix_for, VERSION = VERSION,
-               PacketDecoder = PacketDecoder }
+               PacketDecoder = PacketDecoder, SCSI_STATUS = SCSI_STATUS, SCSI_SENSE_KEY = SCSI_SENSE_KEY }
 
 ---------------------------------------------------------------------------------------------
 -- Wireshark glue

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // The JSON records both JSON formats write (docs/json-schema.md): a command, a finding, a
 // capture, the gate; formatted by hand where they are written per command (the hot path).
+#include "iscsi_doctor/scsi.hpp"
 #include "reports/json_records.hpp"
 
 #include <algorithm>
@@ -162,7 +163,7 @@ void write_command(ElementStream& s, const CommandResult& c, size_t capture, dou
   o += ",\"sense\":";
   if (c.sense_key) {
     fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{{\"key\":{},\"key_name\":\"{}\",\"asc\":"), *c.sense_key,
-                   sense_key_name(*c.sense_key));
+                   scsi::sense_key_name(*c.sense_key));
     append_opt(o, c.asc);
     o += ",\"ascq\":";
     append_opt(o, c.ascq);

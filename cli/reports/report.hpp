@@ -170,14 +170,13 @@ std::unique_ptr<Report> make_ladder_report(const ReportOptions&);  // ladder.cpp
 // ---- Shared by the formats (report_common.cpp) ------------------------------------------------
 std::string_view command_kind_name(char kind);  // "read", "write", "other"
 std::string scsi_status_name(uint8_t status);   // "GOOD", "CHECK_CONDITION", ..., "0x1c"
-std::string_view sense_key_name(uint8_t key);   // "NOT_READY", ...
 std::string_view notice_level_name(Notice::Level);
 // The gate's verdict, as every report words it: "Gate: passed", "Gate: TRIPPED (reasons)", ...
 std::string gate_words(const GateResult&);
 // How a row of the status table ended: "GOOD", "never answered", ...; and its sense and response.
 std::string status_words(const StatusStats&);
 std::string sense_words(const StatusStats&);  // "UNIT_ATTENTION, ASC 0x29 ASCQ 0x00 (POWER ON, ...)", "" if none
-// The T10 name of an ASC/ASCQ pair ("INVALID FIELD IN CDB"), "" when not in the table (asc_names.cpp).
+// The T10 name of an ASC/ASCQ pair ("INVALID FIELD IN CDB"), "" when not in the table (the SCSI table, engine/src/scsi/table.def).
 std::string_view asc_name(int asc, int ascq);
 // "" or, when most of the iSCSI streams' bytes are missing from the capture, the headline that
 // says so and what it means for the figures.

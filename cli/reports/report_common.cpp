@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "iscsi_doctor/scsi.hpp"
 #include "reports/report.hpp"
 
 namespace iscsi_doctor::cli {
@@ -34,38 +35,15 @@ std::string_view command_kind_name(char kind) {
   }
 }
 
-// SAM-5 status codes.
+// The SCSI table's names (engine/src/scsi/table.def); a status not in it by number.
 std::string scsi_status_name(uint8_t status) {
-  struct Entry {
-    uint8_t code;
-    const char* name;
-  };
-  static constexpr Entry kNames[] = {
-      {0x00, "GOOD"},
-      {0x02, "CHECK_CONDITION"},
-      {0x04, "CONDITION_MET"},
-      {0x08, "BUSY"},
-      {0x10, "INTERMEDIATE"},
-      {0x14, "INTERMEDIATE_CONDITION_MET"},
-      {0x18, "RESERVATION_CONFLICT"},
-      {0x22, "COMMAND_TERMINATED"},
-      {0x28, "TASK_SET_FULL"},
-      {0x30, "ACA_ACTIVE"},
-      {0x40, "TASK_ABORTED"},
-  };
-  for (const auto& e : kNames)
-    if (e.code == status) return e.name;
-  return fmt::format("0x{:02x}", status);
+  const std::string_view name = scsi::status_name(status);
+  return name.empty() ? fmt::format("0x{:02x}", status) : std::string(name);
 }
 
-// SPC-5 sense keys.
-std::string_view sense_key_name(uint8_t key) {
-  static constexpr std::array<std::string_view, 16> kNames = {
-      "NO_SENSE",       "RECOVERED_ERROR", "NOT_READY",      "MEDIUM_ERROR",
-      "HARDWARE_ERROR", "ILLEGAL_REQUEST", "UNIT_ATTENTION", "DATA_PROTECT",
-      "BLANK_CHECK",    "VENDOR_SPECIFIC", "COPY_ABORTED",   "ABORTED_COMMAND",
-      "RESERVED_0C",    "VOLUME_OVERFLOW", "MISCOMPARE",     "COMPLETED"};
-  return kNames[key & 0x0f];
+std::string_view asc_name(int asc, int ascq) {
+  if (asc < 0 || asc > 0xff || ascq < 0 || ascq > 0xff) return {};
+  return scsi::asc_name(uint8_t(asc), uint8_t(ascq));
 }
 
 std::string_view notice_level_name(Notice::Level level) {
@@ -178,7 +156,7 @@ std::string status_words(const StatusStats& st) {
 std::string sense_words(const StatusStats& st) {
   std::string w;
   if (st.sense_key >= 0)
-    w = fmt::format("{}, ASC 0x{:02x} ASCQ 0x{:02x}", sense_key_name(uint8_t(st.sense_key)),
+    w = fmt::format("{}, ASC 0x{:02x} ASCQ 0x{:02x}", scsi::sense_key_name(uint8_t(st.sense_key)),
                     std::max(st.asc, 0), std::max(st.ascq, 0));
   if (const std::string_view name = asc_name(st.asc, st.ascq); st.sense_key >= 0 && !name.empty())
     w += fmt::format(" ({})", name);
@@ -276,7 +254,7 @@ nlohmann::json summary_json(const Summary& s) {
                     : st.status == -2 ? nlohmann::json("other")
                                       : nlohmann::json(nullptr)},
          {"iscsi_response", st.iscsi_response},
-         {"sense_key", st.sense_key >= 0 ? nlohmann::json(sense_key_name(uint8_t(st.sense_key)))
+         {"sense_key", st.sense_key >= 0 ? nlohmann::json(scsi::sense_key_name(uint8_t(st.sense_key)))
                                          : nlohmann::json(nullptr)},
          {"asc", opt(st.asc)},
          {"ascq", opt(st.ascq)},

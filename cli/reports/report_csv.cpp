@@ -11,6 +11,7 @@
 #include <fmt/compile.h>
 #include <fmt/format.h>
 
+#include "iscsi_doctor/scsi.hpp"
 #include "reports/initiator_estimate.hpp"
 #include "reports/report.hpp"
 
@@ -75,7 +76,7 @@ void write_row(ElementStream& s, const CommandResult& c, size_t capture, std::st
   o += ',';
   opt_cell(o, c.sense_key);
   o += ',';
-  if (c.sense_key) o += sense_key_name(*c.sense_key);
+  if (c.sense_key) o += scsi::sense_key_name(*c.sense_key);
   o += ',';
   if (c.sense_key) opt_cell(o, c.asc);
   o += ',';

@@ -14,6 +14,7 @@
 // of all captures and the gate, and the sections follow. Memory and output size do not grow with the number
 // of packets. The page is written here; its aggregates (html_aggregates.cpp) and charts
 // (drawing/charts.cpp) are apart.
+#include "iscsi_doctor/scsi.hpp"
 #include "reports/report.hpp"
 #include "reports/root_causes.hpp"
 #include "drawing/charts.hpp"
@@ -198,7 +199,7 @@ void statuses_table(Out& o, const Summary& s) {
         "<tr><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td>"
         "<td>ITT 0x{:08x} {}, frame {}</td></tr>\n",
         count_text(st.commands), status_words(st),
-        st.sense_key >= 0 ? std::string(sense_key_name(uint8_t(st.sense_key))) : std::string("–"),
+        st.sense_key >= 0 ? std::string(scsi::sense_key_name(uint8_t(st.sense_key))) : std::string("–"),
         st.sense_key >= 0 ? fmt::format("0x{:02x}/0x{:02x}", std::max(st.asc, 0), std::max(st.ascq, 0))
                           : std::string("–"),
         st.iscsi_response ? fmt::format("0x{:02x}", st.iscsi_response) : std::string("–"), st.example_itt,

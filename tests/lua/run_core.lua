@@ -4,7 +4,7 @@
 -- an uncompressed little- or big-endian pcap file, and prints the plugin's text report, or with
 -- `json` every command and every finding as JSON lines. tests/lua uses it to check that the core
 -- gives the CLI's results under every Lua version Wireshark builds ship with (5.1 up to 4.2, 5.4
--- from 4.4). Packets are decoded as the CLI's fast decoder does (cli/packet_decoder.cpp), so
+-- from 4.4). Packets are decoded as the CLI's fast decoder does (cli/input/packet_decoder.cpp), so
 -- that both see the same segments.
 --
 --   lua5.x tests/lua/run_core.lua lua/iscsi_doctor.lua capture.pcap [json]
@@ -44,7 +44,7 @@ if snaplen == 0 then snaplen = 262144 end
 local an = core.Analyzer.new()
 local pos, frame, base = 25, 0, nil
 
--- Frames are decoded by the plugin's own decoder (a port of cli/packet_decoder.cpp).
+-- Frames are decoded by the plugin's own decoder (a port of cli/input/packet_decoder.cpp).
 local decode = core.PacketDecoder.fast_decoder(linktype)
 local seg = {}
 
@@ -109,15 +109,8 @@ local function list(items, fn)
   return "[" .. table.concat(out, ",") .. "]"
 end
 
--- As cli/report_common.cpp names them.
-local STATUS = { [0x00] = "GOOD", [0x02] = "CHECK_CONDITION", [0x04] = "CONDITION_MET",
-  [0x08] = "BUSY", [0x10] = "INTERMEDIATE", [0x14] = "INTERMEDIATE_CONDITION_MET",
-  [0x18] = "RESERVATION_CONFLICT", [0x22] = "COMMAND_TERMINATED", [0x28] = "TASK_SET_FULL",
-  [0x30] = "ACA_ACTIVE", [0x40] = "TASK_ABORTED" }
-local SENSE_KEYS = { [0] = "NO_SENSE", "RECOVERED_ERROR", "NOT_READY", "MEDIUM_ERROR",
-  "HARDWARE_ERROR", "ILLEGAL_REQUEST", "UNIT_ATTENTION", "DATA_PROTECT", "BLANK_CHECK",
-  "VENDOR_SPECIFIC", "COPY_ABORTED", "ABORTED_COMMAND", "RESERVED_0C", "VOLUME_OVERFLOW",
-  "MISCOMPARE", "COMPLETED" }
+-- As the SCSI table names them (engine/src/scsi/table.def, copied into the core).
+local STATUS, SENSE_KEYS = core.SCSI_STATUS, core.SCSI_SENSE_KEY
 local BREAKDOWN = { "request", "think", "data", "nagle", "delayed_ack", "r2t", "window", "loss",
                     "response", "link" }
 

@@ -76,4 +76,4 @@ end
 
 local core = { Analyzer = Analyzer, FINDING_KINDS = FINDING_KINDS, RULES = RULES,
                UNSUPPORTED_KINDS = UNSUPPORTED_KINDS, fix_for = fix_for, VERSION = VERSION,
-               PacketDecoder = PacketDecoder }
+               PacketDecoder = PacketDecoder, SCSI_STATUS = SCSI_STATUS, SCSI_SENSE_KEY = SCSI_SENSE_KEY }
