@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// The statistics tree: tshark -z iscsi_doctor,tree and Statistics > iSCSI Doctor in the GUI.
+// It counts what the dissector queues on the tap (iscsi_doctor_frame): each command and finding
+// once, at the frame that decided it.
+#include <epan/stats_tree.h>
+#include <epan/tap.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+
+#include "iscsi-doctor.hpp"
+#include "iscsi_doctor/summary.hpp"
+
+namespace iscsi_doctor::plugin {
+
+namespace {
+
+const char* const st_root = "iSCSI Doctor";
+const char* const st_all = "All sessions";
+int st_root_node = -1;
+// The CLI's tables (summary.targets, .initiators, .luns; docs/json-schema.md): a node per table,
+// a row under it per target, initiator, or target and LUN, and the row the rest share past
+// Summary::kMaxLuns rows.
+struct StTable {
+  const char* name;
+  const char* other;
+};
+constexpr std::array<StTable, 3> st_tables{{{"By target", "(other targets)"},
+                                            {"By initiator", "(other initiators)"},
+                                            {"By LUN", "(other targets and LUNs)"}}};
+// Running totals per tree (stats_tree nodes count integers; time lost is kept here in ms).
+std::map<const stats_tree*, std::map<std::string, double>> st_totals;
+// Per tree and table: its rows so far (the names; the count is what the cap is on).
+std::map<const stats_tree*, std::array<std::set<std::string>, st_tables.size()>> st_rows;
+
+void st_init(stats_tree* st) {
+  st_totals[st].clear();
+  st_rows[st] = {};
+  st_root_node = stats_tree_create_node(st, st_root, 0, STAT_DT_INT, TRUE);
+  for (const StTable& t : st_tables)  // first under the root, whatever sessions come
+    stats_tree_create_node(st, t.name, st_root_node, STAT_DT_INT, TRUE);
+}
+
+void st_cleanup(stats_tree* st) {
+  st_totals.erase(st);
+  st_rows.erase(st);
+}
+
+// A command's figures under a node that counts commands: its round trips against the ideal and
+// its latency as averages, the round trips beyond the ideal as a sum.
+void st_figures(stats_tree* st, int cmds, const CommandResult& c) {
+  avg_stat_node_add_value_int(st, "round trips", cmds, FALSE, c.round_trips);
+  avg_stat_node_add_value_int(st, "ideal round trips", cmds, FALSE, c.ideal_round_trips);
+  // Sums sit under a node that counts nothing: Wireshark's Percent column (a node's count over its
+  // parent's) is then left empty for them, where it would divide a sum by a count.
+  const int sums = stats_tree_manip_node_int(MN_INCREASE, st, "sums", cmds, TRUE, 0);
+  increase_stat_node(st, "excess round trips (total)", sums, FALSE, c.round_trips - c.ideal_round_trips);
+  avg_stat_node_add_value_float(st, "latency (ms)", cmds, FALSE, static_cast<float>(c.latency_ms));
+}
+
+// A SCSI command in the CLI's tables, as Summary counts it (SCSI commands only, by their
+// connection's target address and port, initiator address, and target and LUN), each row named
+// in the text report's words. A table node and its rows count commands, so Percent is a row's
+// share of the table.
+void st_table_rows(stats_tree* st, const CommandResult& c) {
+  if (c.iscsi_opcode != 0x01 || !c.connection) return;
+  Endpoint initiator, target;
+  if (auto it = g_state->connections.find(c.connection); it != g_state->connections.end()) {
+    initiator = it->second.initiator;  // finished (its FIN, the second pass)
+    target = it->second.target;
+  } else if (!g_state->analyzer.endpoints(c.connection, initiator, target)) {
+    return;
+  }
+  const std::array<std::string, st_tables.size()> keys{target.str(), initiator.addr.str(),
+                                                       target.str() + " LUN " + std::to_string(c.lun)};
+  for (size_t i = 0; i < st_tables.size(); ++i) {
+    auto& rows = st_rows[st][i];
+    const char* row = st_tables[i].other;
+    if (rows.count(keys[i]) || rows.size() < Summary::kMaxLuns) row = rows.insert(keys[i]).first->c_str();
+    const int table = tick_stat_node(st, st_tables[i].name, st_root_node, TRUE);
+    st_figures(st, tick_stat_node(st, row, table, TRUE), c);
+  }
+}
+
+void st_command(stats_tree* st, int parent, const std::string& scope, const CommandResult& c) {
+  st_figures(st, tick_stat_node(st, "commands", parent, TRUE), c);
+  for (FindingKind k : c.findings)
+    if (k != FindingKind::serialized) {
+      int kn = stats_tree_manip_node_int(MN_INCREASE, st, kind_name(k), parent, TRUE, 0);
+      // Its own part of the latency: over all kinds each millisecond counted once (docs/cli.md
+      // "Time lost"), where "time lost (ms, total)" sums the findings' overlapping lost_ms.
+      double& own = st_totals[st][scope + "/" + kind_name(k) + "/own"];
+      own += exclusive_ms(k, c.breakdown);
+      const int lost = stats_tree_manip_node_int(MN_INCREASE, st, "time lost", kn, TRUE, 0);  // (see "sums")
+      set_stat_node(st, "time lost (ms, own)", lost, FALSE, static_cast<gint>(std::lround(own)));
+      int delayed = tick_stat_node(st, "commands delayed", kn, TRUE);
+      // What this kind costs those commands: their round trips against the ideal.
+      avg_stat_node_add_value_int(st, "round trips", delayed, FALSE, c.round_trips);
+      avg_stat_node_add_value_int(st, "ideal round trips", delayed, FALSE, c.ideal_round_trips);
+    }
+}
+
+// The fix up to its first explanation (" (", ":", ";"): a node name, so it must fit a GUI column;
+// the whole text is in iscsi_doctor.fix and the expert info.
+std::string short_fix(const std::string& fix) {
+  size_t cut = std::min({fix.find(" ("), fix.find(':'), fix.find(';')});
+  return cut == std::string::npos ? fix : fix.substr(0, cut);
+}
+
+void st_finding(stats_tree* st, int parent, const std::string& scope, const FindingRec& r) {
+  const Finding& f = r.f;
+  int kn = tick_stat_node(st, kind_name(f.kind), parent, TRUE);
+  avg_stat_node_add_value_float(st, "time lost per finding (ms)", kn, FALSE, static_cast<float>(f.lost_ms));
+  double& total = st_totals[st][scope + "/" + kind_name(f.kind)];
+  total += f.lost_ms;
+  const int lost = stats_tree_manip_node_int(MN_INCREASE, st, "time lost", kn, TRUE, 0);  // (see "sums")
+  set_stat_node(st, "time lost (ms, total)", lost, FALSE, static_cast<gint>(std::lround(total)));
+  std::string side = std::string("side: ") + side_name(f.side).data();
+  tick_stat_node(st, side.c_str(), kn, FALSE);
+  std::string fix = "fix: " + short_fix(r.fix);
+  tick_stat_node(st, fix.c_str(), kn, FALSE);
+}
+
+tap_packet_status st_packet(stats_tree* st, packet_info*, epan_dissect_t*, const void* p, tap_flags_t) {
+  if (!g_state || !p) return TAP_PACKET_DONT_REDRAW;
+  const auto* fr = static_cast<const iscsi_doctor_frame*>(p);
+  int all = stats_tree_manip_node_int(MN_INCREASE, st, st_all, st_root_node, TRUE, 0);
+  for (uint32_t i : fr->tapped_commands) {
+    const CommandResult& c = g_state->commands[i];
+    std::string name = "Session " + std::to_string(c.session);
+    int sn = stats_tree_manip_node_int(MN_INCREASE, st, name.c_str(), st_root_node, TRUE, 0);
+    st_command(st, sn, name, c);
+    st_command(st, all, st_all, c);
+    st_table_rows(st, c);
+  }
+  for (uint32_t i : fr->tapped) {
+    const FindingRec& r = g_state->findings[i];
+    std::string name = "Session " + std::to_string(r.f.session);
+    int sn = stats_tree_manip_node_int(MN_INCREASE, st, name.c_str(), st_root_node, TRUE, 0);
+    st_finding(st, sn, name, r);
+    st_finding(st, all, st_all, r);
+  }
+  return TAP_PACKET_REDRAW;
+}
+
+}  // namespace
+
+void register_stats_tree() {
+  stats_tree_register_plugin("iscsi_doctor", "iscsi_doctor", "iSCSI Doctor", 0, st_packet, st_init,
+                             st_cleanup);
+}
+
+}  // namespace iscsi_doctor::plugin
