@@ -143,6 +143,7 @@ struct State final : Sink {
   std::unordered_map<uint32_t, ConnectionInfo> connections;  // final facts, by connection id
   uint64_t current = 0;                                      // frame being fed; 0 during finish()
   bool finished = false;
+  bool decided_later = false;  // something is shown on an earlier frame than the one deciding it
 
   void on_command(const CommandResult& c) override;
   void on_finding(const Finding& f) override;

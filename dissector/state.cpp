@@ -8,7 +8,10 @@
 // which has already printed the evidence frame, still reports it. Findings decided only at the
 // end of the capture (Analyzer::finish, e.g. `serialized`) exist once the first pass is over: in
 // the GUI and with tshark -2.
+#include <epan/funnel.h>
 #include <wsutil/wslog.h>
+
+#include <string>
 
 #include "iscsi-doctor.hpp"
 #include "iscsi_doctor/summary.hpp"
@@ -32,6 +35,21 @@ Options options_from_prefs() {
   return o;
 }
 
+// The GUI's display filter ran during the first pass, when results decided by later frames (a
+// delayed ACK on its late ACK, `serialized` at the end) were not yet known: apply it once more.
+// Only the GUI has funnel operations; it is still reading the file, so it queues the refiltering
+// (a rescan that keeps the dissectors' state) until the read is done. Works alike in 4.0 to 4.6.
+void refilter() {
+  const funnel_ops_t* ops = funnel_get_funnel_ops();
+  if (!ops || !ops->get_filter || !ops->set_filter || !ops->apply_filter) return;
+  const char* current = ops->get_filter(ops->ops_id);
+  if (!current || !*current) return;  // no filter: every row is shown, its text made when drawn
+  const std::string filter(current);
+  ops->set_filter(ops->ops_id, filter.c_str());
+  ops->apply_filter(ops->ops_id);
+  ws_log(log_domain, LOG_LEVEL_INFO, "display filter applied again: %s", filter.c_str());
+}
+
 }  // namespace
 
 State::State() : analyzer(options_from_prefs(), *this) {}
@@ -44,6 +62,7 @@ void State::on_command(const CommandResult& c) {
   frames[c.status_frame].commands.push_back(idx);
   if (current && current != c.status_frame) frames[current].reported_commands.push_back(idx);
   frames[current ? current : c.status_frame].tapped_commands.push_back(idx);
+  if (current != c.status_frame) decided_later = true;
 }
 
 void State::on_finding(const Finding& f) {
@@ -53,6 +72,7 @@ void State::on_finding(const Finding& f) {
   if (current && current != f.frame) frames[current].reported.push_back(idx);
   uint64_t tap_frame = current ? current : f.frame;
   if (tap_frame) frames[tap_frame].tapped.push_back(idx);
+  if (current != f.frame) decided_later = true;
 }
 
 void State::on_connection(const ConnectionInfo& c) { connections[c.id] = c; }
@@ -60,6 +80,7 @@ void State::on_connection(const ConnectionInfo& c) { connections[c.id] = c; }
 void State::on_notice(const Notice& n) {
   uint64_t frame = n.frame ? n.frame : current;
   if (frame) frames[frame].notices.push_back({n.level, n.message});
+  if (n.frame && n.frame != current) decided_later = true;
 }
 
 void State::finish() {
@@ -78,6 +99,7 @@ void postseq_routine() {
   // At level info (--log-level info): how a GUI session shows it ran, which its tests check.
   ws_log(log_domain, LOG_LEVEL_INFO, "first pass done: %zu commands completed, %zu findings",
          g_state->commands.size(), g_state->findings.size());
+  if (g_state->decided_later) refilter();
 }
 
 }  // namespace iscsi_doctor::plugin

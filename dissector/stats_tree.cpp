@@ -31,34 +31,30 @@ struct StTable {
 constexpr std::array<StTable, 3> st_tables{{{"By target", "(other targets)"},
                                             {"By initiator", "(other initiators)"},
                                             {"By LUN", "(other targets and LUNs)"}}};
-// Running totals per tree (stats_tree nodes count integers; time lost is kept here in ms).
-std::map<const stats_tree*, std::map<std::string, double>> st_totals;
 // Per tree and table: its rows so far (the names; the count is what the cap is on).
 std::map<const stats_tree*, std::array<std::set<std::string>, st_tables.size()>> st_rows;
 
+// Every node's Count counts something (commands, findings); a time or a round trip count is a
+// value of an average node (Count: how many values; Average, Min, Max of them). Times go in as
+// whole microseconds: an average node keeps floats as floats, printed with their noise.
+int us(double ms) { return static_cast<int>(std::lround(ms * 1000.0)); }
+
 void st_init(stats_tree* st) {
-  st_totals[st].clear();
   st_rows[st] = {};
   st_root_node = stats_tree_create_node(st, st_root, 0, STAT_DT_INT, TRUE);
   for (const StTable& t : st_tables)  // first under the root, whatever sessions come
     stats_tree_create_node(st, t.name, st_root_node, STAT_DT_INT, TRUE);
 }
 
-void st_cleanup(stats_tree* st) {
-  st_totals.erase(st);
-  st_rows.erase(st);
-}
+void st_cleanup(stats_tree* st) { st_rows.erase(st); }
 
-// A command's figures under a node that counts commands: its round trips against the ideal and
-// its latency as averages, the round trips beyond the ideal as a sum.
+// A command's figures under a node that counts commands: its round trips, the ideal, the excess
+// and its latency, as average nodes (Count x Average of "excess round trips" is their total).
 void st_figures(stats_tree* st, int cmds, const CommandResult& c) {
   avg_stat_node_add_value_int(st, "round trips", cmds, FALSE, c.round_trips);
   avg_stat_node_add_value_int(st, "ideal round trips", cmds, FALSE, c.ideal_round_trips);
-  // Sums sit under a node that counts nothing: Wireshark's Percent column (a node's count over its
-  // parent's) is then left empty for them, where it would divide a sum by a count.
-  const int sums = stats_tree_manip_node_int(MN_INCREASE, st, "sums", cmds, TRUE, 0);
-  increase_stat_node(st, "excess round trips (total)", sums, FALSE, c.round_trips - c.ideal_round_trips);
-  avg_stat_node_add_value_float(st, "latency (ms)", cmds, FALSE, static_cast<float>(c.latency_ms));
+  avg_stat_node_add_value_int(st, "excess round trips", cmds, FALSE, c.round_trips - c.ideal_round_trips);
+  avg_stat_node_add_value_int(st, "latency (us)", cmds, FALSE, us(c.latency_ms));
 }
 
 // A SCSI command in the CLI's tables, as Summary counts it (SCSI commands only, by their
@@ -85,21 +81,25 @@ void st_table_rows(stats_tree* st, const CommandResult& c) {
   }
 }
 
-void st_command(stats_tree* st, int parent, const std::string& scope, const CommandResult& c) {
-  st_figures(st, tick_stat_node(st, "commands", parent, TRUE), c);
+// A node under `parent` without counting anything there (its count comes from elsewhere).
+int st_node(stats_tree* st, const char* name, int parent) {
+  return stats_tree_manip_node_int(MN_INCREASE, st, name, parent, TRUE, 0);
+}
+
+// A scope ("Session n", "All sessions") counts its commands; "findings" under it its findings,
+// by kind. Under a kind, "commands delayed" counts the commands it delayed, with their round
+// trips and the kind's time lost in each: its own part of the latency, so that over all kinds
+// each millisecond is counted once (docs/cli.md "Time lost"; Count x Average is the kind's time
+// lost, the CLI's summed time_lost_ms).
+void st_command(stats_tree* st, int scope, const CommandResult& c) {
+  st_figures(st, tick_stat_node(st, "commands", scope, TRUE), c);
   for (FindingKind k : c.findings)
-    if (k != FindingKind::serialized) {
-      int kn = stats_tree_manip_node_int(MN_INCREASE, st, kind_name(k), parent, TRUE, 0);
-      // Its own part of the latency: over all kinds each millisecond counted once (docs/cli.md
-      // "Time lost"), where "time lost (ms, total)" sums the findings' overlapping lost_ms.
-      double& own = st_totals[st][scope + "/" + kind_name(k) + "/own"];
-      own += exclusive_ms(k, c.breakdown);
-      const int lost = stats_tree_manip_node_int(MN_INCREASE, st, "time lost", kn, TRUE, 0);  // (see "sums")
-      set_stat_node(st, "time lost (ms, own)", lost, FALSE, static_cast<gint>(std::lround(own)));
-      int delayed = tick_stat_node(st, "commands delayed", kn, TRUE);
-      // What this kind costs those commands: their round trips against the ideal.
+    if (k != FindingKind::serialized) {  // connection level: no command's time is its own
+      const int kn = st_node(st, kind_name(k), st_node(st, "findings", scope));
+      const int delayed = tick_stat_node(st, "commands delayed", kn, TRUE);
       avg_stat_node_add_value_int(st, "round trips", delayed, FALSE, c.round_trips);
       avg_stat_node_add_value_int(st, "ideal round trips", delayed, FALSE, c.ideal_round_trips);
+      avg_stat_node_add_value_int(st, "time lost (us)", delayed, FALSE, us(exclusive_ms(k, c.breakdown)));
     }
 }
 
@@ -110,38 +110,34 @@ std::string short_fix(const std::string& fix) {
   return cut == std::string::npos ? fix : fix.substr(0, cut);
 }
 
-void st_finding(stats_tree* st, int parent, const std::string& scope, const FindingRec& r) {
+// A finding under its scope's "findings", by kind: its side and fix, and the time it touched
+// (the time it held its command, which overlaps other findings': not time lost).
+void st_finding(stats_tree* st, int scope, const FindingRec& r) {
   const Finding& f = r.f;
-  int kn = tick_stat_node(st, kind_name(f.kind), parent, TRUE);
-  avg_stat_node_add_value_float(st, "time lost per finding (ms)", kn, FALSE, static_cast<float>(f.lost_ms));
-  double& total = st_totals[st][scope + "/" + kind_name(f.kind)];
-  total += f.lost_ms;
-  const int lost = stats_tree_manip_node_int(MN_INCREASE, st, "time lost", kn, TRUE, 0);  // (see "sums")
-  set_stat_node(st, "time lost (ms, total)", lost, FALSE, static_cast<gint>(std::lround(total)));
+  const int kn = tick_stat_node(st, kind_name(f.kind), tick_stat_node(st, "findings", scope, TRUE), TRUE);
   std::string side = std::string("side: ") + side_name(f.side).data();
   tick_stat_node(st, side.c_str(), kn, FALSE);
   std::string fix = "fix: " + short_fix(r.fix);
   tick_stat_node(st, fix.c_str(), kn, FALSE);
+  avg_stat_node_add_value_int(st, "touched per finding (us)", kn, FALSE, us(f.lost_ms));
 }
 
 tap_packet_status st_packet(stats_tree* st, packet_info*, epan_dissect_t*, const void* p, tap_flags_t) {
   if (!g_state || !p) return TAP_PACKET_DONT_REDRAW;
   const auto* fr = static_cast<const iscsi_doctor_frame*>(p);
-  int all = stats_tree_manip_node_int(MN_INCREASE, st, st_all, st_root_node, TRUE, 0);
   for (uint32_t i : fr->tapped_commands) {
     const CommandResult& c = g_state->commands[i];
-    std::string name = "Session " + std::to_string(c.session);
-    int sn = stats_tree_manip_node_int(MN_INCREASE, st, name.c_str(), st_root_node, TRUE, 0);
-    st_command(st, sn, name, c);
-    st_command(st, all, st_all, c);
+    tick_stat_node(st, st_root, 0, FALSE);
+    const std::string name = "Session " + std::to_string(c.session);
+    st_command(st, tick_stat_node(st, name.c_str(), st_root_node, TRUE), c);
+    st_command(st, tick_stat_node(st, st_all, st_root_node, TRUE), c);
     st_table_rows(st, c);
   }
   for (uint32_t i : fr->tapped) {
     const FindingRec& r = g_state->findings[i];
-    std::string name = "Session " + std::to_string(r.f.session);
-    int sn = stats_tree_manip_node_int(MN_INCREASE, st, name.c_str(), st_root_node, TRUE, 0);
-    st_finding(st, sn, name, r);
-    st_finding(st, all, st_all, r);
+    const std::string name = "Session " + std::to_string(r.f.session);
+    st_finding(st, st_node(st, name.c_str(), st_root_node), r);
+    st_finding(st, st_node(st, st_all, st_root_node), r);
   }
   return TAP_PACKET_REDRAW;
 }

@@ -12,6 +12,12 @@ namespace iscsi_doctor::plugin {
 
 namespace {
 
+// A field kept for filters whose fact another item of the tree already shows.
+void hide(proto_item* it) {
+  proto_item_set_generated(it);
+  proto_item_set_hidden(it);
+}
+
 void add_command(proto_tree* tree, tvbuff_t* tvb, const CommandResult& c, uint64_t decided) {
   proto_item* ti = proto_tree_add_none_format(
       tree, hf_command, tvb, 0, 0, "Command ITT 0x%08x %s: %d round trip%s (ideal %d), %.3f ms", c.itt,
@@ -24,7 +30,7 @@ void add_command(proto_tree* tree, tvbuff_t* tvb, const CommandResult& c, uint64
   gen(proto_tree_add_uint(ct, hf_session, tvb, 0, 0, c.session));
   gen(proto_tree_add_uint(ct, hf_connection, tvb, 0, 0, c.connection));
   gen(proto_tree_add_uint(ct, hf_first_frame, tvb, 0, 0, static_cast<guint32>(c.first_frame)));
-  gen(proto_tree_add_uint(ct, hf_related[rel_command], tvb, 0, 0, static_cast<guint32>(c.first_frame)));
+  hide(proto_tree_add_uint(ct, hf_related[rel_command], tvb, 0, 0, static_cast<guint32>(c.first_frame)));
   gen(proto_tree_add_uint(ct, hf_status_frame, tvb, 0, 0, static_cast<guint32>(c.status_frame)));
   gen(proto_tree_add_int(ct, hf_round_trips, tvb, 0, 0, c.round_trips));
   gen(proto_tree_add_int(ct, hf_ideal_round_trips, tvb, 0, 0, c.ideal_round_trips));
@@ -110,21 +116,31 @@ void add_finding(proto_tree* tree, tvbuff_t* tvb, packet_info* pinfo, const Find
   if (f.itt) gen(proto_tree_add_uint(ft, hf_finding_itt, tvb, 0, 0, *f.itt));
   if (f.command_first_frame) {
     gen(proto_tree_add_uint(ft, hf_command_frame, tvb, 0, 0, static_cast<guint32>(f.command_first_frame)));
-    gen(proto_tree_add_uint(ft, hf_related[rel_command], tvb, 0, 0,
-                            static_cast<guint32>(f.command_first_frame)));
+    hide(proto_tree_add_uint(ft, hf_related[rel_command], tvb, 0, 0,
+                             static_cast<guint32>(f.command_first_frame)));
   }
+  // Each related frame is shown once, by its role's own field (Released by: 12); the generic
+  // related_frame, which lists every role, and a role's duplicate stay filterable, hidden.
   for (const auto& [name, frame] : f.related) {
-    gen(proto_tree_add_uint_format_value(ft, hf_related_frame, tvb, 0, 0, static_cast<guint32>(frame),
-                                         "%u (%s)", static_cast<unsigned>(frame), name.c_str()));
-    if (name == related_names[rel_command] && frame == f.command_first_frame) continue;  // shown above
+    const bool command_again = name == related_names[rel_command] && frame == f.command_first_frame;
     int hf = hf_related_other;
     for (int i = 0; i < rel_count; ++i)
       if (name == related_names[i]) hf = hf_related[i];
-    if (hf == hf_related_other)
-      gen(proto_tree_add_uint_format_value(ft, hf, tvb, 0, 0, static_cast<guint32>(frame), "%s: %u",
-                                           name.c_str(), static_cast<unsigned>(frame)));
-    else
+    proto_item* any = proto_tree_add_uint_format_value(ft, hf_related_frame, tvb, 0, 0,
+                                                       static_cast<guint32>(frame), "%u (%s)",
+                                                       static_cast<unsigned>(frame), name.c_str());
+    if (command_again) {  // the delayed command's first frame, shown above
+      hide(any);
+      continue;
+    }
+    if (hf == hf_related_other) {  // a role without a field: related_frame says it
+      gen(any);
+      hide(proto_tree_add_uint_format_value(ft, hf, tvb, 0, 0, static_cast<guint32>(frame), "%s: %u",
+                                            name.c_str(), static_cast<unsigned>(frame)));
+    } else {
+      hide(any);
       gen(proto_tree_add_uint(ft, hf, tvb, 0, 0, static_cast<guint32>(frame)));
+    }
   }
   if (r.decided_frame && r.decided_frame != f.frame)
     gen(proto_tree_add_uint(ft, hf_decided_in, tvb, 0, 0, static_cast<guint32>(r.decided_frame)));
@@ -137,25 +153,25 @@ void add_finding(proto_tree* tree, tvbuff_t* tvb, packet_info* pinfo, const Find
                            side_name(f.side).data(), r.fix.c_str());
 }
 
-void add_reported_command(proto_tree* tree, tvbuff_t* tvb, const CommandResult& c) {
+void add_reported_command(proto_tree* tree, tvbuff_t* tvb, const CommandResult& c, bool shown) {
+  auto mark = shown ? hide : proto_item_set_generated;
   proto_item* ti = proto_tree_add_none_format(tree, hf_reported, tvb, 0, 0,
                                               "Decided here: completion of ITT 0x%08x on frame %u", c.itt,
                                               static_cast<unsigned>(c.status_frame));
-  proto_item_set_generated(ti);
+  mark(ti);
   proto_tree* rt = proto_item_add_subtree(ti, ett_reported);
-  proto_item_set_generated(
-      proto_tree_add_uint(rt, hf_reported_status_frame, tvb, 0, 0, static_cast<guint32>(c.status_frame)));
-  proto_item_set_generated(proto_tree_add_int(rt, hf_reported_round_trips, tvb, 0, 0, c.round_trips));
+  mark(proto_tree_add_uint(rt, hf_reported_status_frame, tvb, 0, 0, static_cast<guint32>(c.status_frame)));
+  mark(proto_tree_add_int(rt, hf_reported_round_trips, tvb, 0, 0, c.round_trips));
 }
 
-void add_reported(proto_tree* tree, tvbuff_t* tvb, const FindingRec& r) {
+void add_reported(proto_tree* tree, tvbuff_t* tvb, const FindingRec& r, bool shown) {
+  auto mark = shown ? hide : proto_item_set_generated;
   proto_item* ti = proto_tree_add_none_format(tree, hf_reported, tvb, 0, 0, "Decided here: %s on frame %u",
                                               kind_name(r.f.kind), static_cast<unsigned>(r.f.frame));
-  proto_item_set_generated(ti);
+  mark(ti);
   proto_tree* rt = proto_item_add_subtree(ti, ett_reported);
-  proto_item_set_generated(
-      proto_tree_add_uint(rt, hf_reported_frame, tvb, 0, 0, static_cast<guint32>(r.f.frame)));
-  proto_item_set_generated(proto_tree_add_string(rt, hf_reported_finding, tvb, 0, 0, kind_name(r.f.kind)));
+  mark(proto_tree_add_uint(rt, hf_reported_frame, tvb, 0, 0, static_cast<guint32>(r.f.frame)));
+  mark(proto_tree_add_string(rt, hf_reported_finding, tvb, 0, 0, kind_name(r.f.kind)));
 }
 
 }  // namespace
@@ -180,10 +196,14 @@ void add_tree(proto_tree* tree, tvbuff_t* tvb, packet_info* pinfo, const iscsi_d
     add_command(dt, tvb, g_state->commands[i], g_state->command_decided[i]);
   for (uint32_t i : fr.findings)
     add_finding(dt, tvb, pinfo, g_state->findings[i]);
+  // "Decided here" is how one-pass tshark, which has printed the evidence frame already, learns of
+  // a result; once the first pass is over the result is on its own frame (with "Decided in
+  // frame"), and the link stays only for filters.
+  const bool shown = g_state->finished;
   for (uint32_t i : fr.reported)
-    add_reported(dt, tvb, g_state->findings[i]);
+    add_reported(dt, tvb, g_state->findings[i], shown);
   for (uint32_t i : fr.reported_commands)
-    add_reported_command(dt, tvb, g_state->commands[i]);
+    add_reported_command(dt, tvb, g_state->commands[i], shown);
   for (const NoticeRec& n : fr.notices) {
     proto_item* ni = proto_tree_add_string(dt, hf_notice, tvb, 0, 0, n.message.c_str());
     proto_item_set_generated(ni);
