@@ -244,9 +244,11 @@ def export_displayed(g, main):
     """The number of rows the packet list shows: Edit > Mark All Displayed, then File > Export
     Specified Packets of the marked packets only (its "Displayed" range would add the frames the
     displayed ones depend on, such as the earlier segments of a reassembled PDU), into a file of
-    the profile's home, counted by capinfos. The item is found by its dialog's title (menus differ a little
+    the profile's home, counted by capinfos. Marks stay: a later call counts the frames marked
+    before too, where they are still displayed. The item is found by its dialog's title (menus differ a little
     between Wireshark versions; it is the 8th item of 4.0's File menu)."""
-    out = g.home / "displayed.pcap"
+    n = len(list(g.home.glob("displayed-*")))  # a new file each time: no "overwrite?" question
+    out = g.home / f"displayed-{n}.pcap"
     g.key(main, "ctrl+shift+m")  # Edit > Mark All Displayed
     time.sleep(1)
     for downs in (7, 8, 6, 9):
@@ -270,7 +272,7 @@ def export_displayed(g, main):
     g.key(dlg, "Return")
     deadline = time.time() + 30
     while time.time() < deadline:
-        written = sorted(g.home.glob("displayed.pcap*"))
+        written = sorted(g.home.glob(f"{out.name}*"))
         if written and not g.xdo("search", "--onlyvisible", "--name", "Export Specified Packets",
                                  check=False):
             time.sleep(1)

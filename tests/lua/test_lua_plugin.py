@@ -430,3 +430,60 @@ def test_gui_filter_given_at_start_shows_every_frame_with_findings(capture):
         shutil.rmtree(work, ignore_errors=True)
     assert "Lua: Error" not in log, log[-3000:]
     assert shown == want, f"the packet list shows {shown} rows, tshark -2 selects {want}"
+
+
+def test_gui_report_buttons_go_to_frames(cli):
+    """Tools > iSCSI Doctor (Lua) > Report: its buttons show frames of the report in the packet
+    list (a TextWindow has no links; set_filter and apply_filter are what every 4.0-4.6 Lua API
+    offers): "Go to frames..." the frames typed, "Frames with findings" every evidence frame."""
+    wsgui = gui_module()
+    if wsgui.missing_tools():
+        pytest.skip(f"GUI test needs {', '.join(wsgui.missing_tools())}")
+    rep = cli(NAGLE_FIXTURE)
+    evidence = {f["frame"] for f in rep["findings"]}
+    picked = sorted(evidence)[:2]
+    work = Path(tempfile.mkdtemp(prefix="iscsi-doctor-lua-gui-"))
+    work.chmod(0o777)
+    (work / "plugins").mkdir()
+    import conftest
+    import time
+    saved, conftest.PLUGIN_ROOT = conftest.PLUGIN_ROOT, work / "plugins"
+    try:
+        with wsgui.Gui(NAGLE_FIXTURE, ["-X", f"lua_script:{PLUGIN}"]) as g:
+            main = g.window(f"^{re.escape(NAGLE_FIXTURE.name)}$")
+            time.sleep(3)
+
+            def report():
+                g.key(main, "alt+t", "Up", "Return", "Return")  # the last item, its first entry
+                w = g.window(r"iSCSI Doctor \(Lua\)$")
+                geo = g.xdo("getwindowgeometry", w)
+                width, height = map(int, re.search(r"Geometry: (\d+)x(\d+)", geo).groups())
+                return w, width, height
+
+            w, width, height = report()
+            # The buttons sit in the bottom row, left to right: Go to frames..., Frames with
+            # findings, Slow commands, Close.
+            wsgui.click(g, w, int(width * 0.24), height - 24)
+            d = g.window("go to frames")
+            time.sleep(1)
+            dw, dh = map(int, re.search(r"Geometry: (\d+)x(\d+)",
+                                        g.xdo("getwindowgeometry", d)).groups())
+            wsgui.click(g, d, int(dw * 0.75), int(dh * 0.3))  # its text field, top right
+            g.xdo("type", ", ".join(map(str, picked)))
+            g.xdo("key", "Return")
+            g.wait_log(r"Compiled display filter: frame\.number == %d \|\| frame\.number == %d"
+                       % tuple(picked))
+            time.sleep(1)
+            assert wsgui.export_displayed(g, main) == len(picked)
+
+            w, width, height = report()
+            wsgui.click(g, w, int(width * 0.50), height - 24)
+            g.wait_log(r"Compiled display filter: iscsi_doctor_lua\.finding$")
+            time.sleep(2)
+            assert wsgui.export_displayed(g, main) == len(evidence)
+            assert g.quit(main) == 0, g.log_text()[-3000:]
+            log = g.log_text()
+    finally:
+        conftest.PLUGIN_ROOT = saved
+        shutil.rmtree(work, ignore_errors=True)
+    assert "Lua: Error" not in log, log[-3000:]
