@@ -18,9 +18,12 @@ namespace iscsi_doctor::plugin {
 
 namespace {
 
+// Two trees side by side, so that a node's Percent (its count over its parent's) compares like
+// with like: one counts completed commands, the other findings.
 const char* const st_root = "iSCSI Doctor";
+const char* const st_findings = "iSCSI Doctor findings";
 const char* const st_all = "All sessions";
-int st_root_node = -1;
+int st_root_node = -1, st_findings_node = -1;
 // The CLI's tables (summary.targets, .initiators, .luns; docs/json-schema.md): a node per table,
 // a row under it per target, initiator, or target and LUN, and the row the rest share past
 // Summary::kMaxLuns rows.
@@ -44,6 +47,7 @@ void st_init(stats_tree* st) {
   st_root_node = stats_tree_create_node(st, st_root, 0, STAT_DT_INT, TRUE);
   for (const StTable& t : st_tables)  // first under the root, whatever sessions come
     stats_tree_create_node(st, t.name, st_root_node, STAT_DT_INT, TRUE);
+  st_findings_node = stats_tree_create_node(st, st_findings, 0, STAT_DT_INT, TRUE);
 }
 
 void st_cleanup(stats_tree* st) { st_rows.erase(st); }
@@ -86,16 +90,17 @@ int st_node(stats_tree* st, const char* name, int parent) {
   return stats_tree_manip_node_int(MN_INCREASE, st, name, parent, TRUE, 0);
 }
 
-// A scope ("Session n", "All sessions") counts its commands; "findings" under it its findings,
-// by kind. Under a kind, "commands delayed" counts the commands it delayed, with their round
-// trips and the kind's time lost in each: its own part of the latency, so that over all kinds
-// each millisecond is counted once (docs/cli.md "Time lost"; Count x Average is the kind's time
-// lost, the CLI's summed time_lost_ms).
-void st_command(stats_tree* st, int scope, const CommandResult& c) {
-  st_figures(st, tick_stat_node(st, "commands", scope, TRUE), c);
+// A command in its scope ("Session n", "All sessions") of both trees: its figures where the
+// scope counts commands; under each kind that delayed it, where the scope counts findings,
+// "commands delayed" counts the commands, with their round trips and the kind's time lost in
+// each: its own part of the latency, so that over all kinds each millisecond is counted once
+// (docs/cli.md "Time lost"; Count x Average is the kind's time lost, the CLI's summed
+// time_lost_ms).
+void st_command(stats_tree* st, const char* scope, const CommandResult& c) {
+  st_figures(st, tick_stat_node(st, scope, st_root_node, TRUE), c);
   for (FindingKind k : c.findings)
     if (k != FindingKind::serialized) {  // connection level: no command's time is its own
-      const int kn = st_node(st, kind_name(k), st_node(st, "findings", scope));
+      const int kn = st_node(st, kind_name(k), st_node(st, scope, st_findings_node));
       const int delayed = tick_stat_node(st, "commands delayed", kn, TRUE);
       avg_stat_node_add_value_int(st, "round trips", delayed, FALSE, c.round_trips);
       avg_stat_node_add_value_int(st, "ideal round trips", delayed, FALSE, c.ideal_round_trips);
@@ -110,11 +115,11 @@ std::string short_fix(const std::string& fix) {
   return cut == std::string::npos ? fix : fix.substr(0, cut);
 }
 
-// A finding under its scope's "findings", by kind: its side and fix, and the time it touched
+// A finding in its scope of the findings tree, by kind: its side and fix, and the time it touched
 // (the time it held its command, which overlaps other findings': not time lost).
-void st_finding(stats_tree* st, int scope, const FindingRec& r) {
+void st_finding(stats_tree* st, const char* scope, const FindingRec& r) {
   const Finding& f = r.f;
-  const int kn = tick_stat_node(st, kind_name(f.kind), tick_stat_node(st, "findings", scope, TRUE), TRUE);
+  const int kn = tick_stat_node(st, kind_name(f.kind), tick_stat_node(st, scope, st_findings_node, TRUE), TRUE);
   std::string side = std::string("side: ") + side_name(f.side).data();
   tick_stat_node(st, side.c_str(), kn, FALSE);
   std::string fix = "fix: " + short_fix(r.fix);
@@ -129,15 +134,16 @@ tap_packet_status st_packet(stats_tree* st, packet_info*, epan_dissect_t*, const
     const CommandResult& c = g_state->commands[i];
     tick_stat_node(st, st_root, 0, FALSE);
     const std::string name = "Session " + std::to_string(c.session);
-    st_command(st, tick_stat_node(st, name.c_str(), st_root_node, TRUE), c);
-    st_command(st, tick_stat_node(st, st_all, st_root_node, TRUE), c);
+    st_command(st, name.c_str(), c);
+    st_command(st, st_all, c);
     st_table_rows(st, c);
   }
   for (uint32_t i : fr->tapped) {
     const FindingRec& r = g_state->findings[i];
+    tick_stat_node(st, st_findings, 0, FALSE);
     const std::string name = "Session " + std::to_string(r.f.session);
-    st_finding(st, st_node(st, name.c_str(), st_root_node), r);
-    st_finding(st, st_node(st, st_all, st_root_node), r);
+    st_finding(st, name.c_str(), r);
+    st_finding(st, st_all, r);
   }
   return TAP_PACKET_REDRAW;
 }

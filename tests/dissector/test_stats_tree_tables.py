@@ -233,7 +233,8 @@ def tree_rows(text):
                                   "scripted-nagle-read-1k--initiator.pcap.gz", CAPTURES[0]],
                          ids=lambda p: p.name.split(".")[0])
 def test_columns_mean_their_headings(tshark, path):
-    """Count counts (commands, findings), never a time; no parent at Count 0; times are values of
+    """Count counts (commands in one tree, findings in the other, so that Percent compares like
+    with like and stays within 100%), never a time; no parent at Count 0; times are values of
     average nodes, in whole microseconds (no float noise); a kind's "time lost" is the CLI's time
     lost (each millisecond counted once, findings[].time_lost_ms summed), its touched time is
     named touched."""
@@ -244,6 +245,8 @@ def test_columns_mean_their_headings(tshark, path):
     by_path = {r[0]: r for r in rows}
     for p, count, avg, lo, hi in rows:
         assert count > 0, f"{' / '.join(p)}: Count 0"
+        if len(p) > 1:
+            assert count <= by_path[p[:-1]][1], f"{' / '.join(p)}: more than its parent"
         for v in (avg, lo, hi):
             assert not re.search(r"\.\d{3,}", v), f"{' / '.join(p)}: float noise {v}"
         is_value = p[-1].endswith("(us)") or p[-1].endswith("round trips")
@@ -256,7 +259,8 @@ def test_columns_mean_their_headings(tshark, path):
     for f in report["findings"]:
         kinds[f["kind"]].append(f)
     assert kinds
-    findings = ("iSCSI Doctor", "All sessions", "findings")
+    findings = ("iSCSI Doctor findings", "All sessions")
+    assert by_path[("iSCSI Doctor findings",)][1] == len(report["findings"])
     assert by_path[findings][1] == len(report["findings"])
     for kind, fs in kinds.items():
         assert by_path[findings + (kind,)][1] == len(fs)
