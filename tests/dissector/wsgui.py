@@ -265,9 +265,14 @@ def export_displayed(g, main):
     else:
         raise AssertionError(f"File > Export Specified Packets not found; titles: {g.titles()}")
     dlg = ids[-1]
-    # "Compress with gzip" is ticked for a gzipped capture, and a gzipped export fails as nobody
-    # ("permission"): Alt+Z unticks it, Alt+N goes to the file name.
-    g.key(dlg, *(["alt+z"] if g.capture.suffix == ".gz" else []), "alt+m", "alt+n")
+    # A gzipped capture is exported gzipped by default, which fails as nobody ("permission"):
+    # 4.0's "Compress with gzip" box is unticked with Alt+Z, later versions' "Compression options"
+    # set to "Uncompressed" with Alt+U. Alt+M: "Marked packets only", Alt+N: the file name.
+    # Since 4.2 the range counts the frames the marked ones depend on unless "Include depended
+    # upon packets" (Alt+D, enabled once "Marked packets only" is chosen) is unticked.
+    new = wireshark_version() >= (4, 2)
+    g.key(dlg, *([("alt+u" if new else "alt+z")] if g.capture.suffix == ".gz" else []), "alt+m",
+          *(["alt+d"] if new else []), "alt+n")
     g.xdo("type", str(out))
     g.key(dlg, "Return")
     deadline = time.time() + 30
@@ -279,6 +284,13 @@ def export_displayed(g, main):
             return packets_in(written[0])
         time.sleep(0.3)
     raise AssertionError(f"no export written; titles: {g.titles()}")
+
+
+def wireshark_version():
+    out = subprocess.run(["wireshark", "--version"], capture_output=True, text=True,
+                         env={**os.environ, "QT_QPA_PLATFORM": "offscreen"}).stdout
+    m = re.search(r"Wireshark (\d+)\.(\d+)", out)
+    return (int(m.group(1)), int(m.group(2))) if m else (4, 0)
 
 
 def packets_in(path):
