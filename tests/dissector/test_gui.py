@@ -33,7 +33,6 @@ def test_gui_loads_plugin_shows_dialogs_and_exits(tmp_path):
         assert (int(m.group(1)), int(m.group(2))) == (completed, len(report["findings"])), \
             m.group(0)
         main = g.window(f"^{re.escape(wsgui.NAGLE.name)}$")
-        wsgui.reapply_filter(g, main)
 
         wsgui.open_menu_item_last(g, main, "alt+a")
         expert = g.window("Expert Information")
