@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // Wireshark plugin glue: the symbols Wireshark's plugin loader looks up in every plugin
 // (plugin_version, plugin_want_major/minor, plugin_register, and in 4.4+ plugin_describe).
-// The dissector itself lives in packet-iscsi-doctor.cpp.
+// The dissector itself: packet-iscsi-doctor.cpp and the files iscsi-doctor.hpp names.
 #include <epan/proto.h>
 #include <ws_version.h>
 // 4.0 installs no wsutil/plugins.h; 4.4+ declare plugin_describe()'s flags there.

@@ -95,6 +95,8 @@ proto.experts = experts
 proto.prefs.ports = Pref.string("iSCSI target ports", "3260", "Comma-separated TCP ports of iSCSI targets")
 proto.prefs.detect_ports = Pref.bool("Detect iSCSI on other ports", true,
   "Follow connections on other ports that start with a Login Request")
+proto.prefs.info_column = Pref.bool("Add findings to the Info column", true,
+  "Append [finding] and [N round trips, ideal M] to the Info column, as the C plugin does")
 proto.prefs.report = Pref.bool("Print report at the end (tshark)", false,
   "Print the text report when tshark finishes (as the Tools menu window shows it)")
 
@@ -119,10 +121,12 @@ end
 local listen_for_the_end  -- below
 
 local never_answered = nil  -- frame -> notices, once the capture is read
+local refiltered = false  -- the display filter applied again after the first pass
 
 function proto.init()
   state = Analyzer.new(options_from_prefs())
   never_answered = nil
+  refiltered = false
   link, last_read, t_ns, abs0 = nil, 0, nil, nil
   listen_for_the_end()
 end
@@ -210,7 +214,7 @@ local function add_command(root, c)
   if c.session then t:add(pf.session, c.session) end
   if c.conn then t:add(pf.connection, c.conn.id) end
   t:add(pf.first_frame, c.first_frame)
-  t:add(pf.command_frame, c.first_frame)
+  t:add(pf.command_frame, c.first_frame):set_hidden()  -- the same fact: kept for filters only
   t:add(pf.status_frame, c.status_frame)
   t:add(pf.round_trips, c.round_trips)
   t:add(pf.ideal_round_trips, c.ideal_round_trips)
@@ -261,18 +265,53 @@ local function add_finding(root, f)
   if f.itt then t:add(pf.finding_itt, f.itt) end
   if f.command_first_frame and f.command_first_frame ~= 0 then
     t:add(pf.command_first_frame, f.command_first_frame)
-    t:add(pf.command_frame, f.command_first_frame)
+    t:add(pf.command_frame, f.command_first_frame):set_hidden()
   end
   if f.related then
     for _, r in ipairs(f.related) do
       if r[2] ~= 0 then
-        t:add(pf.related_frame, r[2]):append_text(" (" .. r[1] .. ")")
-        if pf["rel_" .. r[1]] then t:add(pf["rel_" .. r[1]], r[2]) end
+        -- Shown once, by the role's own field when it has one (Released by: 12).
+        local any = t:add(pf.related_frame, r[2]):append_text(" (" .. r[1] .. ")")
+        if pf["rel_" .. r[1]] then
+          any:set_hidden()
+          t:add(pf["rel_" .. r[1]], r[2])
+        elseif r[1] == "command" and r[2] == f.command_first_frame then
+          any:set_hidden()
+        end
       end
     end
   end
   -- One message per kind and side, so the Expert Information dialog groups them (as the C plugin).
   kind_item:add_proto_expert_info(ef[f.kind] or ef.slow, f.kind .. " (" .. f.side .. " side); fix: " .. f.fix)
+end
+
+-- The verdict in the Info column, in the C plugin's words: " [kind]" per finding, then
+-- " [N round trips, ideal M]" for a command that needed more than the ideal.
+local function add_info_column(pinfo, findings, cmds)
+  if not proto.prefs.info_column then return end
+  local info = pinfo.cols.info
+  if findings then for _, f in ipairs(findings) do info:append(" [" .. f.kind .. "]") end end
+  if cmds then
+    for _, c in ipairs(cmds) do
+      if c.round_trips > c.ideal_round_trips then
+        info:append(string.format(" [%d round trips, ideal %d]", c.round_trips, c.ideal_round_trips))
+      end
+    end
+  end
+end
+
+-- A display filter given when the file was opened ran during the first pass, when results were
+-- on the frames that decided them: apply it once more when the first pass is over (the first
+-- frame dissected again). The GUI is then still reading the file (it selects the first row before
+-- it lets go), so it queues the refiltering, which keeps this plugin's state, until it is done.
+local function refilter()
+  if refiltered or not gui_enabled() then return end
+  refiltered = true
+  local ok, current = pcall(get_filter)
+  if ok and current and current ~= "" then
+    pcall(set_filter, current)
+    pcall(apply_filter)
+  end
 end
 
 -- Commands open at the end, per connection, as the engine's notice on the first one's frame
@@ -317,11 +356,13 @@ function proto.dissector(tvb, pinfo, tree)
     findings, cmds = state.by_decision[n], state.cmd_by_decision[n]
   else
     state:finish()  -- the first pass is over: results on their evidence and status frames
+    refilter()
     findings, cmds = state.by_evidence[n], state.by_status[n]
     never_answered = never_answered or never_answered_notices()
     notices = never_answered[n]
   end
   if not cmds and not findings and not notices then return end
+  add_info_column(pinfo, findings, cmds)
   -- A protocol root node, as the C plugin's, with the commands and findings under it.
   local root = tree:add(proto)
   if cmds then for _, c in ipairs(cmds) do add_command(root, c) end end
@@ -350,11 +391,30 @@ function listen_for_the_end()
 end
 
 if gui_enabled() then
+  -- Shows frames in the packet list through the display filter: the Lua API of Wireshark 4.0 to
+  -- 4.6 has no "go to packet" (goto_frame) and a TextWindow no links, but set_filter and
+  -- apply_filter work in all of them.
+  local function show_frames(filter)
+    set_filter(filter)
+    apply_filter()
+  end
+  local function go_to_frames(text)
+    local nums = {}
+    for d in tostring(text or ""):gmatch("%d+") do nums[#nums + 1] = "frame.number == " .. d end
+    if #nums > 0 then show_frames(table.concat(nums, " || ")) end
+  end
   local function show_report()
     local w = TextWindow.new("iSCSI Doctor (Lua)")
     if not state then w:set("No capture analysed yet.") return end
     state:finish()
     w:set(state:report())
+    w:add_button("Go to frames...", function()
+      new_dialog("iSCSI Doctor (Lua): go to frames", go_to_frames, "Frame numbers from the report")
+    end)
+    w:add_button("Frames with findings", function() show_frames("iscsi_doctor_lua.finding") end)
+    w:add_button("Slow commands", function()
+      show_frames("iscsi_doctor_lua.round_trips > iscsi_doctor_lua.ideal_round_trips")
+    end)
   end
   register_menu("iSCSI Doctor (Lua)/Report", show_report, MENU_TOOLS_UNSORTED)
 end

@@ -5,11 +5,13 @@ engine over the file with the CLI's counts, shows the Expert Information dialog 
 iSCSI Doctor from the menus, and exits with status 0 on Ctrl+Q. wsgui.py also makes the
 screenshots in docs/images/."""
 import re
+import subprocess
+import time
 
 import pytest
 
 import wsgui
-from conftest import PLUGIN_ROOT, cli_report
+from conftest import PLUGIN_ROOT, ROOT, cli_report
 
 pytestmark = [
     pytest.mark.skipif(bool(wsgui.missing_tools()),
@@ -31,7 +33,6 @@ def test_gui_loads_plugin_shows_dialogs_and_exits(tmp_path):
         assert (int(m.group(1)), int(m.group(2))) == (completed, len(report["findings"])), \
             m.group(0)
         main = g.window(f"^{re.escape(wsgui.NAGLE.name)}$")
-        wsgui.reapply_filter(g, main)
 
         wsgui.open_menu_item_last(g, main, "alt+a")
         expert = g.window("Expert Information")
@@ -52,3 +53,28 @@ def test_gui_loads_plugin_shows_dialogs_and_exits(tmp_path):
     assert not bad, bad
     for p in ("expert.png", "main.png"):
         assert (tmp_path / p).stat().st_size > 10000, f"{p}: blank screenshot?"
+
+
+TAPE = ROOT / "captures" / "wireshark-wiki" / "iscsi-tapel.pcap.gz"
+
+
+@pytest.mark.parametrize("capture", [wsgui.NAGLE, TAPE], ids=lambda p: p.name)
+def test_filter_given_at_start_shows_every_frame_with_findings(tshark, ws_home, capture):
+    """Opened with -Y iscsi_doctor.finding, the packet list shows, once the file is read and
+    without the user applying the filter again, every frame tshark -2 selects with it: also those
+    whose findings were decided on later frames or at the end of the capture."""
+    if not capture.exists():
+        pytest.skip(f"{capture} missing")
+    two = tshark("-r", str(capture), "-2", "-Y", wsgui.FILTER, "-T", "fields", "-e",
+                 "frame.number").stdout.split()
+    one = tshark("-r", str(capture), "-Y", wsgui.FILTER, "-T", "fields", "-e",
+                 "frame.number").stdout.split()
+    assert len(two) > len(one), "the capture must have findings decided after their frame"
+    want = len(two)
+    with wsgui.Gui(capture, ["-Y", wsgui.FILTER]) as g:
+        g.wait_log(r"\[iscsi_doctor INFO\] -- first pass done")
+        main = g.window(f"^{re.escape(capture.name)}$")
+        time.sleep(2)  # a refiltering pass after the read
+        shown = wsgui.export_displayed(g, main)
+        assert g.quit(main) == 0, g.log_text()[-3000:]
+    assert shown == want, f"the packet list shows {shown} rows, tshark -2 selects {want}"

@@ -79,12 +79,13 @@ def test_stats_tree(tshark, two_pass):
     assert "iSCSI Doctor" in out
     assert "Session 1" in out and "All sessions" in out
     assert re.search(r"^\s*nagle_hold\s+\d+", out, re.M), out
-    assert "fix: " in out and "round trips" in out and "time lost (ms, total)" in out
+    assert "fix: " in out and "round trips" in out and "touched per finding (us)" in out
     # Count of nagle_hold under "All sessions" = the CLI's number of nagle_hold findings.
-    all_part = out.split("All sessions", 1)[1]
+    all_part = out.split("iSCSI Doctor findings", 1)[1].split("All sessions", 1)[1]
     m = re.search(r"^\s*nagle_hold\s+(\d+)", all_part, re.M)
     assert m and int(m.group(1)) == len(nagle_frames()), out
-    m = re.search(r"^\s*commands\s+(\d+)", all_part, re.M)
+    # "All sessions" of the commands tree counts the completed commands.
+    m = re.search(r"^\s*All sessions\s+(\d+)", out, re.M)
     completed = sum(1 for c in cli_report(NAGLE)["commands"] if c["completed"])
     assert m and int(m.group(1)) == completed, out
     # Under the kind: the commands it delayed, with their round trips against the ideal.
@@ -96,9 +97,11 @@ def test_stats_tree(tshark, two_pass):
     assert int(m.group(1)) == len(held)
     assert float(m.group(2)) == pytest.approx(sum(c["round_trips"] for c in held) / len(held), abs=0.01)
     assert float(m.group(3)) == pytest.approx(sum(c["ideal_round_trips"] for c in held) / len(held), abs=0.01)
-    # Its own time lost (each millisecond counted once): the nagle breakdown part of those commands.
-    m = re.search(r"^\s*time lost \(ms, own\)\s+(\d+)", kind_part, re.M)
-    assert m and int(m.group(1)) == round(sum(c["breakdown_ms"]["nagle"] for c in held)), kind_part
+    # Its time lost in each (each millisecond counted once): the nagle part of its latency.
+    m = re.search(r"^\s*time lost \(us\)\s+(\d+)\s+([\d.]+)", kind_part, re.M)
+    assert m and int(m.group(1)) == len(held), kind_part
+    assert int(m.group(1)) * float(m.group(2)) / 1000 == pytest.approx(
+        sum(c["breakdown_ms"]["nagle"] for c in held), abs=0.001 * len(held)), kind_part
 
 
 @needs_nagle

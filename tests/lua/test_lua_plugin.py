@@ -360,3 +360,134 @@ def test_plugin_file_is_generated_from_its_parts():
         text = (ROOT / "lua" / "src" / name).read_text()
         for ref in re.findall(r"engine/src/[\w/]+\.(?:cpp|hpp)", text):
             assert (ROOT / ref).exists(), f"{name} names {ref}, which does not exist"
+
+
+# ---------------------------------------------------------------------------------------------
+# The plugin in Wireshark's GUI terms: the Info column, the packet list after the first pass
+
+
+def test_info_column_carries_the_verdict(cli):
+    """As the C plugin's: " [kind]" per finding on its evidence frame, " [N round trips, ideal M]"
+    on the status frame of a command that needed more (figures from the CLI's JSON)."""
+    rep = cli(NAGLE_FIXTURE)
+    want = collections.defaultdict(list)
+    for f in rep["findings"]:
+        want[f["frame"]].append(f" [{f['kind']}]")
+    for c in rep["commands"]:
+        if c["completed"] and c["round_trips"] > c["ideal_round_trips"]:
+            want[c["status_frame"]].append(f" [{c['round_trips']} round trips, ideal "
+                                           f"{c['ideal_round_trips']}]")
+    assert any(len(v) > 1 for v in want.values())
+    # The packet summary lines (tshark 4.6 leaves a Lua plugin's Info text out of -e _ws.col.*).
+    out = run_tshark("-r", str(NAGLE_FIXTURE), "-2")
+    info = {l.split(None, 1)[0]: l for l in out.stdout.splitlines() if l.strip()}
+    for frame, parts in want.items():
+        text = info[str(frame)]
+        tail = re.findall(r" \[[a-z_]+\]| \[\d+ round trips, ideal \d+\]", text)
+        assert sorted(tail) == sorted(parts), (frame, text)
+    quiet = run_tshark("-r", str(NAGLE_FIXTURE), "-2", "-o", "iscsi_doctor_lua.info_column:FALSE")
+    assert "round trips, ideal" not in quiet.stdout and "[nagle_hold]" not in quiet.stdout
+
+
+def gui_module():
+    sys.path.insert(0, str(ROOT / "tests" / "dissector"))
+    import wsgui
+    return wsgui
+
+
+@pytest.mark.parametrize("capture", [NAGLE_FIXTURE, ROOT / "captures" / "wireshark-wiki" /
+                                     "iscsi-tapel.pcap.gz"], ids=lambda p: p.name)
+def test_gui_filter_given_at_start_shows_every_frame_with_findings(capture):
+    """Opened with -Y iscsi_doctor_lua.finding, the GUI's packet list shows, without the user
+    applying the filter again, the frames tshark -2 selects (also those whose findings were
+    decided on later frames). The C plugin is not loaded (an empty plugin folder): it would apply
+    the filter again on its own."""
+    wsgui = gui_module()
+    if wsgui.missing_tools():
+        pytest.skip(f"GUI test needs {', '.join(wsgui.missing_tools())}")
+    if not capture.exists():
+        pytest.skip(f"{capture} missing")
+    flt = "iscsi_doctor_lua.finding"
+    two = set(run_tshark("-r", str(capture), "-2", "-Y", flt, "-T", "fields", "-e",
+                         "frame.number").stdout.split())
+    one = set(run_tshark("-r", str(capture), "-Y", flt, "-T", "fields", "-e",
+                         "frame.number").stdout.split())
+    assert two != one, "the capture must have findings decided after their frame"
+    work = Path(tempfile.mkdtemp(prefix="iscsi-doctor-lua-gui-"))
+    work.chmod(0o777)  # tshark runs as nobody
+    want = len(two)
+    empty = work / "plugins"
+    empty.mkdir()
+    import conftest
+    saved, conftest.PLUGIN_ROOT = conftest.PLUGIN_ROOT, empty
+    try:
+        with wsgui.Gui(capture, ["-X", f"lua_script:{PLUGIN}", "-Y", flt]) as g:
+            main = g.window(f"^{re.escape(capture.name)}$")
+            g.wait_log(r"Compiled display filter: iscsi_doctor_lua\.finding")
+            import time
+            time.sleep(3)  # the read, then the refiltering pass
+            shown = wsgui.export_displayed(g, main)
+            assert g.quit(main) == 0, g.log_text()[-3000:]
+            log = g.log_text()
+    finally:
+        conftest.PLUGIN_ROOT = saved
+        shutil.rmtree(work, ignore_errors=True)
+    assert "Lua: Error" not in log, log[-3000:]
+    assert shown == want, f"the packet list shows {shown} rows, tshark -2 selects {want}"
+
+
+def test_gui_report_buttons_go_to_frames(cli):
+    """Tools > iSCSI Doctor (Lua) > Report: its buttons show frames of the report in the packet
+    list (a TextWindow has no links; set_filter and apply_filter are what every 4.0-4.6 Lua API
+    offers): "Go to frames..." the frames typed, "Frames with findings" every evidence frame."""
+    wsgui = gui_module()
+    if wsgui.missing_tools():
+        pytest.skip(f"GUI test needs {', '.join(wsgui.missing_tools())}")
+    rep = cli(NAGLE_FIXTURE)
+    evidence = {f["frame"] for f in rep["findings"]}
+    picked = sorted(evidence)[:2]
+    work = Path(tempfile.mkdtemp(prefix="iscsi-doctor-lua-gui-"))
+    work.chmod(0o777)
+    (work / "plugins").mkdir()
+    import conftest
+    import time
+    saved, conftest.PLUGIN_ROOT = conftest.PLUGIN_ROOT, work / "plugins"
+    try:
+        with wsgui.Gui(NAGLE_FIXTURE, ["-X", f"lua_script:{PLUGIN}"]) as g:
+            main = g.window(f"^{re.escape(NAGLE_FIXTURE.name)}$")
+            time.sleep(3)
+
+            def report():
+                g.key(main, "alt+t", "Up", "Return", "Return")  # the last item, its first entry
+                w = g.window(r"iSCSI Doctor \(Lua\)$")
+                geo = g.xdo("getwindowgeometry", w)
+                width, height = map(int, re.search(r"Geometry: (\d+)x(\d+)", geo).groups())
+                return w, width, height
+
+            w, width, height = report()
+            # The buttons sit in the bottom row, left to right: Go to frames..., Frames with
+            # findings, Slow commands, Close.
+            wsgui.click(g, w, int(width * 0.24), height - 24)
+            d = g.window("go to frames")
+            time.sleep(1)
+            dw, dh = map(int, re.search(r"Geometry: (\d+)x(\d+)",
+                                        g.xdo("getwindowgeometry", d)).groups())
+            wsgui.click(g, d, int(dw * 0.75), int(dh * 0.3))  # its text field, top right
+            g.xdo("type", ", ".join(map(str, picked)))
+            g.xdo("key", "Return")
+            g.wait_log(r"Compiled display filter: frame\.number == %d \|\| frame\.number == %d"
+                       % tuple(picked))
+            time.sleep(1)
+            assert wsgui.export_displayed(g, main) == len(picked)
+
+            w, width, height = report()
+            wsgui.click(g, w, int(width * 0.50), height - 24)
+            g.wait_log(r"Compiled display filter: iscsi_doctor_lua\.finding$")
+            time.sleep(2)
+            assert wsgui.export_displayed(g, main) == len(evidence)
+            assert g.quit(main) == 0, g.log_text()[-3000:]
+            log = g.log_text()
+    finally:
+        conftest.PLUGIN_ROOT = saved
+        shutil.rmtree(work, ignore_errors=True)
+    assert "Lua: Error" not in log, log[-3000:]
