@@ -3578,8 +3578,6 @@ function Connection:info()
   f.never_answered = self.commands - min(self.completed, self.commands)
   return f
 end
--- The name wireshark.lua calls it by.
-Connection.facts = Connection.info
 
 local function mss_words(f)
   local s = string.format("MSS initiator %d, target %d", f.mss_initiator, f.mss_target)
@@ -4539,7 +4537,7 @@ local function add_command(root, c)
   for _, part in ipairs(BREAKDOWN) do bt:add(pf["bd_" .. part], c.breakdown[part] or 0) end
   -- The connection's facts are final once it is finished (second pass, or after its FIN).
   if c.conn and c.conn.finished then
-    local k = c.conn:facts()
+    local k = c.conn:info()
     local rtt = k.rtt_ms and string.format("%.3f ms", k.rtt_ms) or "unknown"  -- no segment measured it
     local kt = t:add(pf.conn):set_text(string.format("Connection %d: RTT %s, capture point %s%s", c.conn.id,
       rtt, k.vantage, k.mid_session_start and ", joined mid-session" or ""))

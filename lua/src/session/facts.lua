@@ -49,8 +49,6 @@ function Connection:info()
   f.never_answered = self.commands - min(self.completed, self.commands)
   return f
 end
--- The name wireshark.lua calls it by.
-Connection.facts = Connection.info
 
 local function mss_words(f)
   local s = string.format("MSS initiator %d, target %d", f.mss_initiator, f.mss_target)
