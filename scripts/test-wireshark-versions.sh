@@ -101,16 +101,37 @@ make_root() {
 }
 
 # The source tree as git sees it (tracked and untracked, not ignored: no build folders), or the
-# whole folder when this is not a git checkout. Times are kept, so an unchanged file is not rebuilt.
+# whole folder when this is not a git checkout. A file the same as in the previous copy keeps that
+# copy's time, so it is not rebuilt; a changed or new one gets this copy's time. (Keeping the
+# checkout's own times would not do: the root's build folder may hold objects of another branch
+# newer than a changed file's time, and ninja would keep them.)
 copy_source() {
-  local to=$1
-  rm -rf --one-file-system "$to"
-  mkdir -p "$to"
+  local to=$1 new=$1.new
+  rm -rf --one-file-system "$new"
+  mkdir -p "$new"
   if git -C "$src" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    git -C "$src" ls-files -co --exclude-standard -z | tar -C "$src" --null -T - -cf - | tar -C "$to" -xf -
+    git -C "$src" ls-files -co --exclude-standard -z | tar -C "$src" --null -T - -cf - | tar -C "$new" -xf -
   else
-    tar -C "$src" --exclude='./build' --exclude='./build-*' -cf - . | tar -C "$to" -xf -
+    tar -C "$src" --exclude='./build' --exclude='./build-*' -cf - . | tar -C "$new" -xf -
   fi
+  python3 - "$to" "$new" <<'EOF'
+import filecmp, os, sys, time
+old, new = sys.argv[1:]
+now = time.time()
+for d, _, files in os.walk(new):
+    for f in files:
+        p = os.path.join(d, f)
+        if os.path.islink(p):
+            continue
+        q = os.path.join(old, os.path.relpath(p, new))
+        if os.path.isfile(q) and filecmp.cmp(p, q, shallow=False):
+            st = os.stat(q)
+            os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+        else:
+            os.utime(p, (now, now))
+EOF
+  rm -rf --one-file-system "$to"
+  mv "$new" "$to"
   chmod -R a+rX "$to"  # tshark runs as nobody
 }
 
