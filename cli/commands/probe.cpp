@@ -27,6 +27,7 @@
 #include <pcap/pcap.h>
 #include <CLI/CLI.hpp>
 
+#include "iscsi_doctor/scsi.hpp"
 #include "options.hpp"
 #include "commands/analyse.hpp"
 
@@ -173,6 +174,13 @@ struct Run {
   std::string first_error;
 };
 
+// libiscsi keeps ASC and ASCQ in one number (ASC << 8 | ASCQ); named as the reports name them.
+std::string scsi_asc_words(int ascq) {
+  const uint8_t asc = uint8_t(ascq >> 8), q = uint8_t(ascq);
+  const std::string_view name = scsi::asc_name(asc, q);
+  return name.empty() ? fmt::format("ASC 0x{:02x} ASCQ 0x{:02x}", asc, q) : std::string(name);
+}
+
 void completed(iscsi_context* iscsi, int status, void* command_data, void* private_data) {
   auto* run = static_cast<Run*>(private_data);
   auto* task = static_cast<scsi_task*>(command_data);
@@ -180,8 +188,9 @@ void completed(iscsi_context* iscsi, int status, void* command_data, void* priva
   if (status != SCSI_STATUS_GOOD && run->failed++ == 0) {
     run->first_error = iscsi_get_error(iscsi);
     if (task && task->status == SCSI_STATUS_CHECK_CONDITION)
-      run->first_error = fmt::format("CHECK CONDITION, {} ({})", scsi_sense_key_str(task->sense.key),
-                                     scsi_sense_ascq_str(task->sense.ascq));
+      run->first_error = fmt::format("{}, {} ({})", scsi::status_name(SCSI_STATUS_CHECK_CONDITION),
+                                     scsi::sense_key_name(uint8_t(task->sense.key)),
+                                     scsi_asc_words(task->sense.ascq));
   }
   if (task) scsi_free_scsi_task(task);
 }
