@@ -45,9 +45,9 @@ def generate():
             continue
         lua_flags = [f for f in ("SA_7F", "SA", "RW6") if f in re.split(r"[|\s]+", flags)]
         ops.setdefault(num(op), []).append(
-            f'{{ {num(sa)}, "{name}", "{data}", {num(lba_at)}, {num(lba_n)}, "{",".join(lua_flags)}" }}')
+            f'{{ {num(sa)}, "{name}", "{data}", {num(lba_at)}, {num(lba_n)}, {{{"".join(f" {f} = true" for f in lua_flags)} }} }}')
     out = [BEGIN, "-- opcode -> its rows as a disk matches them, first match wins: { service action (-1: any),\n"
-                  "-- name, data direction rule, LBA offset, LBA bytes, flags }.\n",
+                  "-- name, data direction rule, LBA offset, LBA bytes, flags (a set) }.\n",
            "local SCSI_OPERATIONS = {\n"]
     for op in sorted(ops):
         out.append(f"  [0x{op:02x}] = {{ {', '.join(ops[op])} }},\n")

@@ -9,16 +9,14 @@ double initiator_offset_ms(const ConnectionInfo& k) {
 }
 
 void HeldCommands::command(const CommandResult& c) {
-  if (held_.empty()) {
-    if (const auto it = final_.find(c.connection); it != final_.end()) {
-      release_(c, initiator_latency_ms(c, it->second));
-      return;
-    }
-  }
   held_.push_back(c);
+  ++held_per_connection_[c.connection];
 }
 
+// A connection is reported after all its commands (the engine's order), so only the ones held
+// need its round trip, and it is kept only while they are.
 void HeldCommands::connection(const ConnectionInfo& k) {
+  if (!held_per_connection_.count(k.id)) return;
   final_[k.id] = initiator_offset_ms(k);
   size_t n = 0;
   while (n < held_.size() && final_.count(held_[n].connection))
@@ -45,6 +43,10 @@ void HeldCommands::release_front(size_t n, const std::unordered_map<uint32_t, do
       if (const auto jt = now->find(c.connection); jt != now->end()) offset = jt->second;
     }
     release_(c, initiator_latency_ms(c, offset));
+    if (const auto it = held_per_connection_.find(c.connection); --it->second == 0) {
+      held_per_connection_.erase(it);
+      final_.erase(c.connection);
+    }
     held_.pop_front();
   }
 }

@@ -48,7 +48,8 @@ private:
 
   Release release_;
   std::deque<CommandResult> held_;
-  std::unordered_map<uint32_t, double> final_;  // connection -> offset, once reported
+  std::unordered_map<uint32_t, uint32_t> held_per_connection_;
+  std::unordered_map<uint32_t, double> final_;  // connection -> offset, once reported (while held)
 };
 
 // A report's part that writes each command with its estimate: commands go through hold(), and
