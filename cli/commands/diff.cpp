@@ -14,7 +14,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -123,34 +125,22 @@ std::string change(double before, double after) {
 
 }  // namespace
 
-int diff_main(int argc, char** argv) {
-  CLI::App app{
-      "iscsi-doctor diff: two captures (or two JSON reports of iscsi-doctor) compared, BEFORE -> AFTER",
-      "iscsi-doctor diff"};
+namespace {
+
+struct DiffArgs {
   std::string before, after, output, format = "text";
   PortOptions port_options;
+  MemoryOptions memory_options;
   bool gate = false;
   double tolerance = 10, min_commands = 5;
-  app.add_option("BEFORE", before, "capture or JSON report (--format json) of the baseline")->required();
-  app.add_option("AFTER", after, "capture or JSON report of the change")->required();
-  app.add_option("--format", format, "text (default) or json")->check(CLI::IsMember({"text", "json"}));
-  app.add_option("-o,--output", output, "write the comparison to FILE instead of standard output");
-  app.add_flag(
-      "--fail-on-regression", gate,
-      "exit 1 when AFTER is worse: a command class's or LUN's median or p90/p99 latency up by more "
-      "than --tolerance percent (and 0.5 ms), more excess round trips per command, or a finding kind "
-      "on a side that BEFORE did not have, on a tenth of AFTER's commands or more");
-  app.add_option("--tolerance", tolerance,
-                 "percent a latency may grow before it is a regression (default 10)")
-      ->check(CLI::Range(0.0, 1e6));
-  app.add_option(
-         "--min-commands", min_commands,
-         "classes and LUNs with fewer commands on either side are shown but never a regression (default 5)")
-      ->check(CLI::Range(0.0, 1e12));
-  port_options.add_to(app);
-  MemoryOptions memory_options;
-  memory_options.add_to(app);
-  if (const auto code = parse_command_line(app, argc, argv)) return *code;
+};
+
+int run_diff(const DiffArgs& args) {
+  const std::string &before = args.before, &after = args.after, &output = args.output, &format = args.format;
+  const PortOptions& port_options = args.port_options;
+  const MemoryOptions& memory_options = args.memory_options;
+  const bool gate = args.gate;
+  const double tolerance = args.tolerance, min_commands = args.min_commands;
   PipelineOptions base;
   base.quiet = true;
   port_options.apply(base.engine);
@@ -369,6 +359,34 @@ int diff_main(int argc, char** argv) {
   std::fputs(o.c_str(), f);
   if (f != stdout) std::fclose(f);
   return gate && !regressions.empty() ? kExitGate : kExitClean;
+}
+
+
+}  // namespace
+
+std::function<int()> add_diff_command(CLI::App& parent) {
+  CLI::App& app = *parent.add_subcommand(
+      "diff", "two captures (or two JSON reports of iscsi-doctor) compared, BEFORE -> AFTER (iscsi-doctor diff --help)");
+  auto a = std::make_shared<DiffArgs>();
+  app.add_option("BEFORE", a->before, "capture or JSON report (--format json) of the baseline")->required();
+  app.add_option("AFTER", a->after, "capture or JSON report of the change")->required();
+  app.add_option("--format", a->format, "text (default) or json")->check(CLI::IsMember({"text", "json"}));
+  app.add_option("-o,--output", a->output, "write the comparison to FILE instead of standard output");
+  app.add_flag(
+      "--fail-on-regression", a->gate,
+      "exit 1 when AFTER is worse: a command class's or LUN's median or p90/p99 latency up by more "
+      "than --tolerance percent (and 0.5 ms), more excess round trips per command, or a finding kind "
+      "on a side that BEFORE did not have, on a tenth of AFTER's commands or more");
+  app.add_option("--tolerance", a->tolerance,
+                 "percent a latency may grow before it is a regression (default 10)")
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option(
+         "--min-commands", a->min_commands,
+         "classes and LUNs with fewer commands on either side are shown but never a regression (default 5)")
+      ->check(CLI::Range(0.0, 1e12));
+  a->port_options.add_to(app);
+  a->memory_options.add_to(app);
+  return [a] { return run_diff(*a); };
 }
 
 }  // namespace iscsi_doctor::cli

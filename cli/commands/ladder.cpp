@@ -426,49 +426,53 @@ std::unique_ptr<Report> make_ladder_report(const ReportOptions& ro) {
   return std::make_unique<LadderReport>(ro);
 }
 
-int ladder_main(int argc, char** argv) {
-  CLI::App app{"iscsi-doctor ladder: one command's packet exchange as an SVG ladder diagram",
-               "iscsi-doctor ladder"};
-  std::string capture, itt_text, output;
-  DecoderChoice decoder = DecoderChoice::fast;
-  uint64_t frame = 0;
-  PortOptions port_options;
-  bool quiet = false;
-  Options engine;
-  app.add_option("CAPTURE", capture, "pcap or pcapng file, compressed (gzip, xz, zstd, lz4, bzip2) or not")
+std::function<int()> add_ladder_command(CLI::App& parent) {
+  CLI::App& app = *parent.add_subcommand(
+      "ladder", "one command's packet exchange as an SVG ladder diagram (iscsi-doctor ladder --help)");
+  struct Args {
+    std::string capture, itt_text, output;
+    DecoderChoice decoder = DecoderChoice::fast;
+    uint64_t frame = 0;
+    PortOptions port_options;
+    MemoryOptions memory_options;
+    bool quiet = false;
+    Options engine;
+  };
+  auto a = std::make_shared<Args>();
+  app.add_option("CAPTURE", a->capture, "pcap or pcapng file, compressed (gzip, xz, zstd, lz4, bzip2) or not")
       ->required();
-  app.add_option("--itt", itt_text,
+  app.add_option("--itt", a->itt_text,
                  "the command's Initiator Task Tag: 0x-prefixed hex as the reports print it, or decimal")
       ->required();
   app.add_option(
-      "--frame", frame,
+      "--frame", a->frame,
       "when the ITT repeats: the command whose frames span N (default: the first command with the ITT)");
-  app.add_option("-o,--output", output, "write the SVG to FILE instead of standard output");
-  port_options.add_to(app);
-  MemoryOptions memory_options;
-  memory_options.add_to(app);
-  app.add_option("--delayed-ack-ms", engine.delayed_ack_min_ms,
+  app.add_option("-o,--output", a->output, "write the SVG to FILE instead of standard output");
+  a->port_options.add_to(app);
+  a->memory_options.add_to(app);
+  app.add_option("--delayed-ack-ms", a->engine.delayed_ack_min_ms,
                  "an ACK later than this beyond the RTT counts as delayed")
       ->check(CLI::PositiveNumber);
-  add_choice(app, "--decoder", decoder, decoder_choices(), "packet decoder: fast (default) or libtins");
-  app.add_flag("-q,--quiet", quiet, "no notices on standard error");
-  if (const auto code = parse_command_line(app, argc, argv)) return *code;
-  const auto itt = parse_itt(itt_text);
-  if (!itt) {
-    std::fprintf(stderr, "iscsi-doctor ladder: --itt: not a 32-bit number: '%s'\n", itt_text.c_str());
-    return kExitUnusable;
-  }
-  port_options.apply(engine);
-  memory_options.apply(engine, 1);
-  PipelineOptions opt;
-  opt.inputs = {capture};
-  opt.engine = engine;
-  opt.format = Format::ladder;
-  opt.output = output;
-  opt.quiet = quiet;
-  opt.decoder = decoder;
-  opt.ladder = {*itt, frame};
-  return run_pipeline(opt);
+  add_choice(app, "--decoder", a->decoder, decoder_choices(), "packet decoder: fast (default) or libtins");
+  app.add_flag("-q,--quiet", a->quiet, "no notices on standard error");
+  return [a] {
+    const auto itt = parse_itt(a->itt_text);
+    if (!itt) {
+      std::fprintf(stderr, "iscsi-doctor ladder: --itt: not a 32-bit number: '%s'\n", a->itt_text.c_str());
+      return kExitUnusable;
+    }
+    a->port_options.apply(a->engine);
+    a->memory_options.apply(a->engine, 1);
+    PipelineOptions opt;
+    opt.inputs = {a->capture};
+    opt.engine = a->engine;
+    opt.format = Format::ladder;
+    opt.output = a->output;
+    opt.quiet = a->quiet;
+    opt.decoder = a->decoder;
+    opt.ladder = {*itt, a->frame};
+    return run_pipeline(opt);
+  };
 }
 
 }  // namespace iscsi_doctor::cli

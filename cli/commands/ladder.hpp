@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,6 +15,10 @@
 #include "input/capture_reader.hpp"
 #include "iscsi_doctor/analyzer.hpp"
 #include "iscsi_doctor/results.hpp"
+
+namespace CLI {
+class App;
+}
 
 namespace iscsi_doctor::cli {
 
@@ -63,8 +68,9 @@ void collect_ladders(const std::string& path, DecoderChoice decoder, const Optio
 // retransmission, original, command (the drawn command's PDUs), other (other commands'), ack.
 std::string render_ladder(const LadderRequest& r, std::string_view id_prefix, bool standalone);
 
-// `iscsi-doctor ladder ...` (argv[0] is "ladder"): its options, then the pipeline (analyse.hpp)
-// with the ladder report (make_ladder_report). Returns the exit code.
-int ladder_main(int argc, char** argv);
+// Adds the subcommand `ladder` and its options to `app`; the function returned runs it, once the
+// command line is parsed with it chosen: the pipeline (analyse.hpp) with the ladder report
+// (make_ladder_report). It returns the exit code.
+std::function<int()> add_ladder_command(CLI::App& app);
 
 }  // namespace iscsi_doctor::cli

@@ -16,10 +16,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +33,7 @@
 #include "iscsi_doctor/scsi.hpp"
 #include "options.hpp"
 #include "commands/analyse.hpp"
+#include "commands/report_command.hpp"
 
 // Last: libiscsi 1.20's scsi-lowlevel.h defines a static_assert macro (for C), which would break
 // every C++ header after it.
@@ -322,49 +326,24 @@ bool parse_range(const std::string& text, uint64_t& first, uint64_t& last) {
 
 }  // namespace
 
-int probe_main(int argc, char** argv, const std::function<int(int, char**)>& report_main) {
-  CLI::App app{
-      "iscsi-doctor probe: logs in to a target with libiscsi, runs a fixed battery of commands "
-      "while capturing its own connection, and reports on that capture (any option of the plain "
-      "command applies: --format, --fail-on, --junit, ...)",
-      "iscsi-doctor probe"};
-  app.allow_extras();
+namespace {
+
+struct ProbeArgs {
   std::string url, iface = "any", keep, range, initiator = kDefaultInitiator;
   bool allow_write = false;
   int count = 16;
-  // The URL is picked out first: an option of the plain command left to the report (--format json)
-  // would otherwise give its value to a positional.
-  std::vector<char*> rest;
-  for (int i = 0; i < argc; ++i) {
-    if (url.empty() && i > 0 && std::strncmp(argv[i], "iscsi://", 8) == 0)
-      url = argv[i];
-    else
-      rest.push_back(argv[i]);
-  }
-  app.add_flag("--allow-write", allow_write,
-               "also run the WRITE battery (zeros) inside --lba-range: the data there is overwritten");
-  app.add_option(
-      "--lba-range", range,
-      "FIRST-LAST: the logical blocks the battery may use (required with --allow-write; default for "
-      "reads: the first 64 MiB)");
-  app.add_option("--count", count,
-                 "commands per QD1 step (default 16; 1 MiB: a quarter; QD n steps: n times as many)")
-      ->check(CLI::Range(1, 100000));
-  app.add_option("-i,--interface", iface, "where to capture the probe's connection (default any)");
-  app.add_option("-w,--write", keep, "also keep the capture in this pcap file");
-  app.add_option("--initiator-name", initiator,
-                 std::string("the initiator's IQN (default ") + kDefaultInitiator + ")");
-  app.footer(
-      "URL: iscsi://HOST[:PORT]/IQN/LUN (libiscsi's form; user%password@ for CHAP).\n"
-      "Exit code: the report's (0, 1 when a gate fails), or 2 when the target could not be probed.");
-  if (const auto code = parse_command_line(app, int(rest.size()), rest.data())) return *code;
-  if (url.empty()) {
+};
+
+int run_probe(const ProbeArgs& args, ReportCommand& report) {
+  const std::string &url = args.url, &iface = args.iface, &keep = args.keep, &range = args.range,
+                    &initiator = args.initiator;
+  const bool allow_write = args.allow_write;
+  const int count = args.count;
+  if (url.rfind("iscsi://", 0) != 0) {
     std::fprintf(stderr, "iscsi-doctor probe: name the target as iscsi://HOST[:PORT]/IQN/LUN\n");
     return kExitUnusable;
   }
-  std::vector<std::string> extras = app.remaining();
-  const bool quiet = std::find(extras.begin(), extras.end(), "-q") != extras.end() ||
-                     std::find(extras.begin(), extras.end(), "--quiet") != extras.end();
+  const bool quiet = report.opt.quiet;
   const auto say = [&](const std::string& s) {
     if (!quiet) std::fprintf(stderr, "iscsi-doctor probe: %s\n", s.c_str());
   };
@@ -509,23 +488,50 @@ int probe_main(int argc, char** argv, const std::function<int(int, char**)>& rep
     say(fmt::format("warning: the capture dropped {} packets: the report may miss some", dropped));
   if (!keep.empty()) say(fmt::format("capture kept in {}", keep));
 
-  std::vector<std::string> args{"iscsi-doctor"};
-  args.insert(args.end(), extras.begin(), extras.end());
-  if (port != "3260" && std::find(extras.begin(), extras.end(), "--port") == extras.end()) {
-    args.push_back("--port");  // the portal's own port, whatever port detection makes of it
-    args.push_back(port);
+  report.opt.inputs = {path};
+  if (port != "3260" && !report.port_given()) {  // the portal's own port, whatever detection makes of it
+    unsigned p = 0;
+    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+    if (ec == std::errc() && end == port.data() + port.size() && p > 0 && p < 65536)
+      report.port_options.ports = {uint16_t(p)};
   }
-  args.push_back(path);
-  std::vector<char*> av;
-  for (auto& a : args)
-    av.push_back(a.data());
-  av.push_back(nullptr);
-  const int code = report_main(int(av.size() - 1), av.data());
+  const int code = report.run();
   if (!stopped.empty()) {
     std::fprintf(stderr, "iscsi-doctor probe: error: the battery stopped: %s\n", stopped.c_str());
     return kExitUnusable;
   }
   return code;
+}
+
+}  // namespace
+
+std::function<int()> add_probe_command(CLI::App& parent, ReportCommand& report) {
+  CLI::App& app = *parent.add_subcommand(
+      "probe",
+      "logs in to a target with libiscsi, runs a fixed battery of commands while capturing its own "
+      "connection, and reports on that capture (any option of the plain command applies: --format, "
+      "--fail-on, --junit, ...; iscsi-doctor probe --help)");
+  // The plain command's options (formats, gates) are the report's: they fall through to it.
+  app.fallthrough();
+  auto a = std::make_shared<ProbeArgs>();
+  app.add_option("URL", a->url, "the target: iscsi://HOST[:PORT]/IQN/LUN");
+  app.add_flag("--allow-write", a->allow_write,
+               "also run the WRITE battery (zeros) inside --lba-range: the data there is overwritten");
+  app.add_option(
+      "--lba-range", a->range,
+      "FIRST-LAST: the logical blocks the battery may use (required with --allow-write; default for "
+      "reads: the first 64 MiB)");
+  app.add_option("--count", a->count,
+                 "commands per QD1 step (default 16; 1 MiB: a quarter; QD n steps: n times as many)")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("-i,--interface", a->iface, "where to capture the probe's connection (default any)");
+  app.add_option("-w,--write", a->keep, "also keep the capture in this pcap file");
+  app.add_option("--initiator-name", a->initiator,
+                 std::string("the initiator's IQN (default ") + kDefaultInitiator + ")");
+  app.footer(
+      "URL: iscsi://HOST[:PORT]/IQN/LUN (libiscsi's form; user%password@ for CHAP).\n"
+      "Exit code: the report's (0, 1 when a gate fails), or 2 when the target could not be probed.");
+  return [a, &report] { return run_probe(*a, report); };
 }
 
 }  // namespace iscsi_doctor::cli

@@ -4,10 +4,18 @@
 
 #include <functional>
 
+namespace CLI {
+class App;
+}
+
 namespace iscsi_doctor::cli {
 
-// report_main: the plain command's entry, run on the probe's own capture with the options the
-// probe does not know itself (formats, gates, --junit...). Returns the exit code.
-int probe_main(int argc, char** argv, const std::function<int(int, char**)>& report_main);
+struct ReportCommand;
+
+// Adds the subcommand `probe` and its options to `app`. The plain command's options given with it
+// (formats, gates, --junit...) fall through to `report`, which reports on the probe's own capture.
+// The function returned runs it once the command line is parsed with it chosen, and returns the
+// exit code.
+std::function<int()> add_probe_command(CLI::App& app, ReportCommand& report);
 
 }  // namespace iscsi_doctor::cli

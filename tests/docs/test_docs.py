@@ -151,10 +151,13 @@ def help_options(*sub):
 
 
 def subcommands():
-    """The subcommands cli/main.cpp dispatches on argv[1]."""
-    src = (ROOT / "cli" / "main.cpp").read_text()
-    subs = re.findall(r'std::string_view\(argv\[1\]\) == "(\w+)"', src)
-    assert subs, "no subcommand found in cli/main.cpp"
+    """The subcommands `iscsi-doctor --help` lists (CLI11's "Subcommands:" section)."""
+    need_cli()
+    out = subprocess.run([str(CLI), "--help"], capture_output=True, text=True, check=True).stdout
+    assert "\nSubcommands:\n" in out, "iscsi-doctor --help lists no subcommand"
+    block = out.split("\nSubcommands:\n", 1)[1].split("\n\n", 1)[0]
+    subs = re.findall(r"^  (\w+) ", block, re.M)
+    assert subs, "no subcommand found in iscsi-doctor --help"
     return subs
 
 
