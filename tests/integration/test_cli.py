@@ -795,3 +795,36 @@ def test_options_before_a_subcommand(tmp_path):
     assert r.returncode == 0, r.stderr
     svg = out.read_text()
     assert svg.startswith("<?xml") and f'data-first-frame="{c["first_frame"]}"' in svg
+
+
+def test_probe_refuses_a_wrong_report_option_before_it_logs_in():
+    """The plain command's options given to probe (docs/cli.md, probe step 5) are checked before the
+    login: a wrong one is a usage error at once (exit 2), and no connection is made (they were
+    parsed only after the battery had run)."""
+    import socket
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    try:
+        r = run("probe", f"iscsi://127.0.0.1:{port}/iqn.2026-11.test:none/0", "--format", "nope")
+        assert r.returncode == 2, r.stderr
+        assert "--format" in r.stderr and "logging in" not in r.stderr, r.stderr
+        with pytest.raises(socket.timeout):
+            listener.accept()[0].close()  # nobody tried to log in
+        r = run("probe", f"iscsi://127.0.0.1:{port}/iqn.2026-11.test:none/0", "extra.pcap")
+        assert r.returncode == 2 and "extra.pcap" in r.stderr, r.stderr
+    finally:
+        listener.close()
+
+
+def test_a_subcommand_after_a_capture_is_refused(tmp_path):
+    """A subcommand's name after a capture is the subcommand, and the capture before it an error
+    naming the way out (docs/cli.md, Options)."""
+    path = ROOT / "captures" / "fixtures" / "scripted-nagle-read-1k--initiator.pcap.gz"
+    r = run(path, "diff", path, path)
+    assert r.returncode == 2 and "./diff" in r.stderr, r.stderr
+    # The same capture named first, then the subcommand with its own arguments, is a diff.
+    r = run("diff", path, path, check_rc=0)
+    assert "BEFORE" in r.stdout
