@@ -174,6 +174,7 @@ public:
         if (auto it = c.facts.find(seg.frame); it != c.facts.end()) it->second.resent = true;
   }
   void on_notice(Notice::Level, uint64_t, std::string) override {}
+  using Sink::on_notice;  // the engine's notices: none drawn either
   // Every diagram complete: the rest of the file is not needed.
   bool finished() const override {
     return std::all_of(c_.begin(), c_.end(), [](const Collect& c) { return c.done; });
