@@ -135,9 +135,11 @@ EOF
   chmod -R a+rX "$to"  # tshark runs as nobody
 }
 
-status=0
-summary=()
-for v in $versions; do
+# One version: make its root, build there, run the tests; its summary line goes to $suite.summary.
+# The versions run side by side (their tests are mostly one process at a time; two cores serve two),
+# each with its own log, printed whole when it ends; each its own X display numbers (wsgui.py).
+run_version() {
+  local v=$1 base=$2 suite dir t0 t1 t2 t3 have rc
   suite=$(suite_of "$v")
   dir=$roots/$suite
   t0=$(date +%s)
@@ -160,9 +162,8 @@ for v in $versions; do
     [ -f "$dir/build/dissector/plugins/$v/epan/iscsi_doctor.so" ] || {
     tail -50 "$roots/$suite.build.log" >&2
     echo "== $v: build failed, or no build/dissector/plugins/$v/epan/iscsi_doctor.so" >&2
-    status=1
-    summary+=("Wireshark $v ($suite, $have): build FAILED (log: $roots/$suite.build.log)")
-    continue
+    echo "Wireshark $v ($suite, $have): build FAILED (log: $roots/$suite.build.log)" >"$roots/$suite.summary"
+    return 1
   }
   t2=$(date +%s)
 
@@ -170,7 +171,7 @@ for v in $versions; do
   # The capture lab's first set and the wiki captures per version; the noisy and link sets run in
   # the host's suite (scripts/test.sh), which keeps this run within CI's time.
   in_root "$dir" ISCSI_DOCTOR_CAPTURE_SETS=lab ISCSI_DOCTOR=/build/cli/iscsi-doctor ISCSI_DOCTOR_ROOT=/src ISCSI_DOCTOR_BUILD=/build \
-    ISCSI_DOCTOR_PLUGIN_DIR=/build/dissector/plugins TSHARK=/usr/bin/tshark \
+    ISCSI_DOCTOR_PLUGIN_DIR=/build/dissector/plugins TSHARK=/usr/bin/tshark ISCSI_DOCTOR_DISPLAY_BASE="$base" \
     PYTHONDONTWRITEBYTECODE=1 \
     sh -c 'cd /src && python3 -m pytest -q -rs -p no:cacheprovider tests/dissector tests/lua/test_lua_plugin.py \
       --deselect tests/lua/test_lua_plugin.py::test_core_under_lua_version "$@"' sh "$@" || rc=$?
@@ -185,8 +186,29 @@ for v in $versions; do
       exit $rc' || { rc=$?; echo "== $v: cmake --install: tshark does not load the installed plugin" >&2; }
   fi
   t3=$(date +%s)
-  [ $rc -eq 0 ] || status=1
-  summary+=("Wireshark $v ($suite, $have): root $((t1 - t0)) s, build $((t2 - t1)) s, tests $((t3 - t2)) s: $([ $rc -eq 0 ] && echo passed || echo "FAILED ($rc)")")
+  echo "Wireshark $v ($suite, $have): root $((t1 - t0)) s, build $((t2 - t1)) s, tests $((t3 - t2)) s: $([ $rc -eq 0 ] && echo passed || echo "FAILED ($rc)")" >"$roots/$suite.summary"
+  return $rc
+}
+
+status=0
+summary=()
+pids=()
+base=200
+for v in $versions; do
+  suite=$(suite_of "$v")
+  rm -f "$roots/$suite.summary"
+  run_version "$v" "$base" "$@" >"$roots/$suite.test.log" 2>&1 &
+  pids+=($!)
+  base=$((base + 100))
+done
+i=0
+for v in $versions; do
+  suite=$(suite_of "$v")
+  wait "${pids[$i]}" || status=1
+  i=$((i + 1))
+  echo "== $v: (log: $roots/$suite.test.log)" >&2
+  cat "$roots/$suite.test.log" >&2
+  summary+=("$(cat "$roots/$suite.summary" 2>/dev/null || echo "Wireshark $v ($suite): FAILED before its summary (log: $roots/$suite.test.log)")")
 done
 
 echo "== test-wireshark-versions:" >&2

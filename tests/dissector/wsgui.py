@@ -63,8 +63,13 @@ def missing_tools():
     return [t for t in TOOLS if not shutil.which(t)]
 
 
-def free_display():
-    for n in range(90, 400):
+# The first display number tried. Each Debian root of scripts/test-wireshark-versions.sh has a /tmp
+# of its own but shares the X servers' abstract sockets, so the roots that run at once start apart.
+DISPLAY_BASE = int(os.environ.get("ISCSI_DOCTOR_DISPLAY_BASE", "90"))
+
+
+def free_display(start=DISPLAY_BASE):
+    for n in range(start, start + 300):
         if not (Path(f"/tmp/.X{n}-lock").exists() or Path(f"/tmp/.X11-unix/X{n}").exists()):
             return n
     raise RuntimeError("no free X display number")
@@ -82,18 +87,20 @@ class Gui:
 
     # -- X server
     def start_x(self):
-        for attempt in range(3):  # another X server may take the display number meanwhile
+        start = DISPLAY_BASE
+        for attempt in range(3):  # another X server may hold the number (one this /tmp cannot see)
             try:
-                return self._start_x()
+                return self._start_x(start)
             except RuntimeError:
                 if self.xvfb and self.xvfb.poll() is None:
                     self.xvfb.terminate()
                     self.xvfb.wait()
                 if attempt == 2:
                     raise
+                start = self.display + 1
 
-    def _start_x(self):
-        self.display = free_display()
+    def _start_x(self, start):
+        self.display = free_display(start)
         auth = self.home / "Xauthority"
         subprocess.run(["xauth", "-f", str(auth), "add", f":{self.display}", ".",
                         secrets.token_hex(16)], check=True, capture_output=True)
