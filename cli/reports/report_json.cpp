@@ -34,7 +34,8 @@ constexpr size_t kNoticesKeptPerCapture = 1000;
 // capture never starts one) and at most kQueued batches wait, so memory stays bounded.
 class ElementWriter {
 public:
-  ElementWriter(CaptureStreams s, size_t capture) : s_(s), capture_(capture) {}
+  ElementWriter(CaptureStreams s, size_t capture, bool one_thread)
+      : s_(s), capture_(capture), no_thread_(one_thread) {}
   ElementWriter(const ElementWriter&) = delete;
   ElementWriter& operator=(const ElementWriter&) = delete;
   ~ElementWriter() { finish(); }
@@ -155,9 +156,9 @@ private:
 // `findings` array, after it).
 class JsonCaptureReport final : public EstimatingCaptureReport {
 public:
-  JsonCaptureReport(size_t index, CaptureStreams s)
+  JsonCaptureReport(size_t index, CaptureStreams s, bool one_thread)
       : EstimatingCaptureReport([this](const CommandResult& c, double est) { writer_.add(c, est); }),
-        writer_(s, index),
+        writer_(s, index, one_thread),
         shares_([this](const Finding& f, double t) { writer_.add(f, t); }) {}
   void command(const CommandResult& c) override {
     hold(c);
@@ -183,7 +184,7 @@ public:
   std::string_view separator() const override { return ","; }
 
   std::unique_ptr<CaptureReport> capture_report(size_t index, CaptureStreams streams, Sink&) override {
-    return std::make_unique<JsonCaptureReport>(index, streams);
+    return std::make_unique<JsonCaptureReport>(index, streams, opt_.one_thread);
   }
 
   void begin(FILE* out) override {
