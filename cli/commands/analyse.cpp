@@ -406,7 +406,8 @@ CaptureResult analyze(Shared& sh, const Input& in, size_t index, const Outlets& 
                         fmt::format("-c {}: the analysis covers the first {} packets at most", sh.opt.live.count,
                                     sh.opt.live.count)});
       }
-      if (sh.read_ahead && !in.live) {
+      // (Not a stream: Ctrl-C ends one by interrupting the read, in the thread the signal reaches.)
+      if (sh.read_ahead && !in.live && !is_stream(r.read_path)) {
         ReadAhead ahead(bridge);
         r.stats = ahead.read_all(reader);
       } else {

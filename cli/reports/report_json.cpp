@@ -46,7 +46,14 @@ public:
     if (filling_.size() >= kBatch) hand_over();
   }
   void add(const Finding& f, double time_lost_ms) {
-    filling_.findings.add({f, time_lost_ms});
+    auto& s = filling_.findings;  // assigned over in place (a pair made first would copy it twice)
+    if (s.n < s.v.size()) {
+      s.v[s.n].first = f;
+      s.v[s.n].second = time_lost_ms;
+    } else {
+      s.v.emplace_back(f, time_lost_ms);
+    }
+    ++s.n;
     if (filling_.size() >= kBatch) hand_over();
   }
   // Everything written (the streams are complete when this returns).
