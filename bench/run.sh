@@ -4,7 +4,8 @@
 # $BENCH_CACHE, default bench/cache, ignored by git), builds iscsi-doctor (Release) and a bare
 # libpcap loop, then times on each of the 100 MB, 1 GB and 4 GB captures, in one run:
 #   floor        bench/pcap_loop F                      (reads every packet, nothing else)
-#   iscsi-doctor iscsi-doctor --format json -q F
+#   iscsi-doctor iscsi-doctor --format json -q F         (reading, analysis and formatting on 3 threads)
+#   one thread   iscsi-doctor --format json -q --threads 1 F
 #   text         iscsi-doctor -q F                      (the text report: analysis, little output)
 #   tshark       tshark -r F -Y iscsi.time -T fields -e iscsi.time
 #   html         iscsi-doctor --html R F                (the HTML report: time and size)
@@ -50,6 +51,7 @@ for s in $sizes; do
   read -r packets bytes _ < <("$build/pcap_loop" "$f")
   run "$s floor" /dev/null -- "$build/pcap_loop" "$f"
   run "$s doctor" "$results.json" -- "$doctor" --format json -q "$f"
+  run "$s json1" /dev/null -- "$doctor" --format json -q --threads 1 "$f"
   run "$s text" /dev/null -- "$doctor" -q "$f"
   run "$s html" /dev/null -- "$doctor" -q --html "$results.html" "$f"
   echo "$s htmlsize $(stat -c %s "$results.html")" >>"$results"
@@ -87,6 +89,7 @@ for size, (packets, nbytes, cmds) in info.items():
     floor = rows[(size, "floor")][0]
     doc = rows[(size, "doctor")][0]
     for tool, label in (("floor", "bare libpcap loop"), ("doctor", "iscsi-doctor --format json"),
+                        ("json1", "iscsi-doctor --format json --threads 1"),
                         ("text", "iscsi-doctor (text)"), ("tshark", "tshark -Y iscsi.time")):
         if (size, tool) not in rows:
             continue

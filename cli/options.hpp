@@ -34,6 +34,9 @@ struct MemoryOptions {
   void apply(Options& engine, size_t jobs) const;
 };
 
+// --threads (PipelineOptions::threads).
+void add_threads_option(CLI::App& app, size_t& threads);
+
 // Parses; nullopt to go on, else the exit code: 0 after --help or --version, kExitUnusable (with
 // the message and the usage hint printed) on an error.
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv);

@@ -42,6 +42,9 @@ struct PipelineOptions {
   CommandFilter filter;      // --lun, --op, ...: the commands the reports cover
   LiveCapture live;          // -i: a live capture instead of inputs (live.iface set)
   double interval_s = 0;     // --interval: a line (text) or record (jsonl) per this many seconds
+  // --threads: 1 runs a capture in one thread; 2 or more read and decode it on a thread of their
+  // own and format JSON on another; 0 (default): 2 with one job on a machine of two cores or more.
+  size_t threads = 0;
 };
 
 // Runs the whole pipeline; messages go to stderr. Returns the exit code.

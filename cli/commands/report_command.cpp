@@ -154,6 +154,7 @@ void ReportCommand::add_to(CLI::App& app) {
   app.add_option("-j,--jobs", opt.jobs,
                  "captures analysed in parallel (default 1); output stays in argument order")
       ->check(CLI::Range(size_t(1), size_t(1024)));
+  add_threads_option(app, opt.threads);
   app.add_option("--worst", opt.worst, "how many of the worst commands the text report lists (default 10)")
       ->check(CLI::Range(size_t(0), size_t(1000000)));
   add_choice(app, "--sort", opt.worst_order, {{"excess", WorstOrder::excess}, {"latency", WorstOrder::latency}},

@@ -156,6 +156,7 @@ struct ReportOptions {
   bool verbose = false;      // -v: the text report's fuller per-connection detail
   std::string findings_csv;  // --format csv: also one row per finding into this file
   std::string filter;        // the command filter as given ("--lun 1 --op read"), or empty
+  bool one_thread = false;   // --threads 1: no formatting thread either
 };
 // roots: a capture's root causes gathered elsewhere (the HTML page's text), for a report that is
 // given no capture_report part.
@@ -264,7 +265,8 @@ public:
   void command(const CommandResult& c) {
     const auto it = waiting_.find({c.connection, c.itt, c.first_frame});
     if (it == waiting_.end()) return;
-    std::vector<Pending*> held;
+    std::vector<Pending*>& held = held_;  // kept: a command with findings is the common case
+    held.clear();
     for (uint64_t i : it->second)
       if (i >= first_) held.push_back(&pending_[size_t(i - first_)]);  // else written past the bound
     waiting_.erase(it);
@@ -307,6 +309,7 @@ private:
   std::deque<Pending> pending_;
   std::map<std::tuple<uint32_t, uint32_t, uint64_t>, std::vector<uint64_t>> waiting_;
   uint64_t first_ = 0, next_ = 0;
+  std::vector<Pending*> held_;
 };
 
 }  // namespace iscsi_doctor::cli

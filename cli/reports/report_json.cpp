@@ -34,7 +34,8 @@ constexpr size_t kNoticesKeptPerCapture = 1000;
 // capture never starts one) and at most kQueued batches wait, so memory stays bounded.
 class ElementWriter {
 public:
-  ElementWriter(CaptureStreams s, size_t capture) : s_(s), capture_(capture) {}
+  ElementWriter(CaptureStreams s, size_t capture, bool one_thread)
+      : s_(s), capture_(capture), no_thread_(one_thread) {}
   ElementWriter(const ElementWriter&) = delete;
   ElementWriter& operator=(const ElementWriter&) = delete;
   ~ElementWriter() { finish(); }
@@ -45,7 +46,14 @@ public:
     if (filling_.size() >= kBatch) hand_over();
   }
   void add(const Finding& f, double time_lost_ms) {
-    filling_.findings.add({f, time_lost_ms});
+    auto& s = filling_.findings;  // assigned over in place (a pair made first would copy it twice)
+    if (s.n < s.v.size()) {
+      s.v[s.n].first = f;
+      s.v[s.n].second = time_lost_ms;
+    } else {
+      s.v.emplace_back(f, time_lost_ms);
+    }
+    ++s.n;
     if (filling_.size() >= kBatch) hand_over();
   }
   // Everything written (the streams are complete when this returns).
@@ -155,9 +163,9 @@ private:
 // `findings` array, after it).
 class JsonCaptureReport final : public EstimatingCaptureReport {
 public:
-  JsonCaptureReport(size_t index, CaptureStreams s)
+  JsonCaptureReport(size_t index, CaptureStreams s, bool one_thread)
       : EstimatingCaptureReport([this](const CommandResult& c, double est) { writer_.add(c, est); }),
-        writer_(s, index),
+        writer_(s, index, one_thread),
         shares_([this](const Finding& f, double t) { writer_.add(f, t); }) {}
   void command(const CommandResult& c) override {
     hold(c);
@@ -183,7 +191,7 @@ public:
   std::string_view separator() const override { return ","; }
 
   std::unique_ptr<CaptureReport> capture_report(size_t index, CaptureStreams streams, Sink&) override {
-    return std::make_unique<JsonCaptureReport>(index, streams);
+    return std::make_unique<JsonCaptureReport>(index, streams, opt_.one_thread);
   }
 
   void begin(FILE* out) override {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "iscsi/pdu.hpp"
 
+#include <algorithm>
+
 #include "scsi/cdb.hpp"
 #include "util/byte_reader.hpp"
 
@@ -56,25 +58,28 @@ bool pdu_carries_digests(uint8_t opcode) {
 }
 
 std::optional<Bhs> parse_bhs(std::span<const uint8_t> bytes) {
-  ByteReader r(bytes);
+  // One length check for the 48 bytes, then plain loads (a header is parsed per PDU: the hot path).
+  if (bytes.size() < 48) return std::nullopt;
   Bhs b;
-  b.byte0 = r.u8();
+  b.byte0 = bytes[0];
   b.opcode = b.byte0 & 0x3f;
   b.immediate = b.byte0 & 0x40;
-  b.flags = r.u8();
-  b.byte2 = r.u8();
-  b.byte3 = r.u8();
-  b.ahs_words = r.u8();
-  b.data_length = r.be24();
-  b.lun = r.be64();
-  b.itt = r.be32();
-  for (uint32_t* w : {&b.w20, &b.w24, &b.w28, &b.w32, &b.w36, &b.w40, &b.w44})
-    *w = r.be32();
-  if (!r.ok()) return std::nullopt;
+  b.flags = bytes[1];
+  b.byte2 = bytes[2];
+  b.byte3 = bytes[3];
+  b.ahs_words = bytes[4];
+  b.data_length = load_be24(bytes, 5);
+  b.lun = uint64_t(load_be32(bytes, 8)) << 32 | load_be32(bytes, 12);
+  b.itt = load_be32(bytes, 16);
+  b.w20 = load_be32(bytes, 20);
+  b.w24 = load_be32(bytes, 24);
+  b.w28 = load_be32(bytes, 28);
+  b.w32 = load_be32(bytes, 32);
+  b.w36 = load_be32(bytes, 36);
+  b.w40 = load_be32(bytes, 40);
+  b.w44 = load_be32(bytes, 44);
   // The CDB overlays words 32..44 (§11.3.5).
-  const auto cdb = bytes.subspan(32, 16);
-  for (size_t i = 0; i < 16; ++i)
-    b.cdb[i] = cdb[i];
+  std::copy_n(bytes.begin() + 32, 16, b.cdb.begin());
   return b;
 }
 

@@ -327,10 +327,23 @@ public:
     size_t n = 0;
     const size_t have = size_t(std::min<uint64_t>(ring_, tcp::jitter_window));
     const int64_t cap = std::max(to_ns(tcp::jitter_excess_max_ms), min_ / tcp::jitter_rtt_divisor);
-    for (size_t i = 0; i < have; ++i)
-      if (recent_[i] - min_ <= cap) ex[n++] = recent_[i] - min_;
+    // The largest three kept on the way (asked for per held segment: the rules' percentiles of a
+    // window this size are among them; a selection only for others).
+    std::array<int64_t, 3> top{};
+    for (size_t i = 0; i < have; ++i) {
+      const int64_t e = recent_[i] - min_;
+      if (e > cap) continue;
+      ex[n++] = e;
+      if (n <= 3 || e > top[2]) {
+        size_t j = std::min<size_t>(n, 3) - 1;
+        for (; j > 0 && top[j - 1] < e; --j)
+          top[j] = top[j - 1];
+        top[j] = e;
+      }
+    }
     if (n < tcp::jitter_samples_min) return 0;
     const size_t k = (n - 1) * percentile / 100;
+    if (n - 1 - k < top.size()) return top[n - 1 - k];
     std::nth_element(ex.begin(), ex.begin() + ptrdiff_t(k), ex.begin() + ptrdiff_t(n));
     return ex[k];
   }
