@@ -31,9 +31,9 @@ public:
   }
   void first_segment(int64_t t) override { set_prefixes(t); }
   void command(const CommandResult& c) override {
-    const auto off = offsets_.find(c.connection);
-    write_command(*s_.direct, c, index_, initiator_latency_ms(c, off == offsets_.end() ? -1 : off->second),
-                  &command_line_);
+    // As the command comes: its connection's round trip as measured so far (JSON and CSV wait for
+    // the final one).
+    write_command(*s_.direct, c, index_, initiator_latency_ms(c, c.initiator_offset_ms), &command_line_);
     const auto it = held_.find({c.connection, c.itt, c.first_frame});
     if (it == held_.end()) return;
     const std::string line = finding_line_ + fmt::format("\"lun\":{},", c.lun);
@@ -58,9 +58,6 @@ public:
     }
     held_[{f.connection, *f.itt, f.command_first_frame}].push_back(f);
   }
-  // A record is written as its command comes: its estimate needs the connection's round trip to the
-  // initiator, known here once the connection is reported (the analyzer has no cheaper way to ask).
-  void connection(const ConnectionInfo& k) override { offsets_[k.id] = initiator_offset_ms(k); }
   void analysed(const CaptureResult&) override {
     for (const auto& [key, list] : held_)  // of no reported command (none, in practice)
       for (const Finding& f : list)
@@ -84,7 +81,6 @@ private:
   std::string path_;  // as a JSON string
   std::string command_line_, finding_line_, no_lun_line_;
   std::map<std::tuple<uint32_t, uint32_t, uint64_t>, std::vector<Finding>> held_;
-  std::unordered_map<uint32_t, double> offsets_;  // of the connections reported so far
 };
 
 class JsonlReport final : public Report {

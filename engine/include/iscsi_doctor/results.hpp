@@ -70,6 +70,10 @@ struct CommandResult {
   uint64_t status_frame = 0;  // segment completing the Response / status-bearing Data-In; 0 if none
   int64_t first_ns = 0, status_ns = 0;
   double latency_ms = 0;  // status_ns - first_ns as seen at the capture point
+  // At the command's report: what to add to its latency for the initiator's view, as measured so
+  // far (0 near the initiator, else the round trip capture point -> initiator -> capture point;
+  // -1 not measured). Reports that wait for the connection's end take its final value instead.
+  double initiator_offset_ms = -1;
   int round_trips = 0;    // see docs/rules.md "Round trips"
   int ideal_round_trips = 0;
   std::optional<uint8_t> scsi_status;

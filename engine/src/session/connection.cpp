@@ -377,6 +377,7 @@ void Connection::emit_command(OpenCommand& c) {
     latest_status_ns_ = std::max(latest_status_ns_, r.status_ns);
   }
   rules_.give_held_findings(view(), *this, c);  // an open command's (a no-op once given)
+  r.initiator_offset_ms = initiator_offset_now_ms();
   sink_.on_command(r);
 }
 

@@ -41,6 +41,8 @@ public:
   void finish();
 
   ConnectionInfo info() const;
+  Vantage vantage_now() const;             // from the round trips so far (info().vantage)
+  double initiator_offset_now_ms() const;  // CommandResult::initiator_offset_ms
   const std::string& initiator_name() const { return initiator_name_; }
   const std::string& target_name() const { return target_name_; }
   const std::string& session_type() const { return session_type_; }

@@ -10,6 +10,20 @@
 
 namespace iscsi_doctor::session {
 
+Vantage Connection::vantage_now() const {
+  if (!tcp_.rtt(kI2T).known() || !tcp_.rtt(kT2I).known()) return Vantage::unknown;
+  const double share = full_rtt_ns() > 0 ? double(tcp_.rtt(kI2T).ns()) / double(full_rtt_ns()) : 0.5;
+  if (full_rtt_ns() < to_ns(session::vantage_min_rtt_ms)) return Vantage::unknown;  // too close to call
+  if (share < session::vantage_initiator_share) return Vantage::initiator;
+  if (share > session::vantage_target_share) return Vantage::target;
+  return Vantage::midpath;
+}
+
+double Connection::initiator_offset_now_ms() const {
+  if (vantage_now() == Vantage::initiator) return 0;
+  return tcp_.rtt(kI2T).known() ? ms(tcp_.rtt(kI2T).ns()) : -1;
+}
+
 ConnectionInfo Connection::info() const {
   ConnectionInfo i;
   i.id = id_;
@@ -40,18 +54,8 @@ ConnectionInfo Connection::info() const {
     (d == kI2T ? i.rate_to_target_mbit_s : i.rate_to_initiator_mbit_s) = m.rate * 8 / 1e6;
     (d == kI2T ? i.rate_to_target_bytes : i.rate_to_initiator_bytes) = m.rate_bytes;
   }
-  if (tcp_.rtt(kI2T).known() && tcp_.rtt(kT2I).known()) {
-    i.rtt_ms = ms(full_rtt_ns());
-    double share = full_rtt_ns() > 0 ? double(tcp_.rtt(kI2T).ns()) / double(full_rtt_ns()) : 0.5;
-    if (full_rtt_ns() < to_ns(session::vantage_min_rtt_ms))
-      i.vantage = Vantage::unknown;  // too close to call
-    else if (share < session::vantage_initiator_share)
-      i.vantage = Vantage::initiator;
-    else if (share > session::vantage_target_share)
-      i.vantage = Vantage::target;
-    else
-      i.vantage = Vantage::midpath;
-  }
+  if (tcp_.rtt(kI2T).known() && tcp_.rtt(kT2I).known()) i.rtt_ms = ms(full_rtt_ns());
+  i.vantage = vantage_now();
   auto b = [](bool v) { return std::string(v ? "Yes" : "No"); };
   i.keys = {{"ImmediateData", b(keys_.immediate_data)},
             {"InitialR2T", b(keys_.initial_r2t)},
