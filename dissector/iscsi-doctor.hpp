@@ -3,7 +3,7 @@
 // fields and expert items (registered in packet-iscsi-doctor.cpp), its preferences, and the
 // engine's results by frame, built on the first sequential pass (state.cpp).
 //
-// The parts: extract.cpp reads a frame's TCP segment from Wireshark's fields into the engine;
+// The parts: extract.cpp reads a frame's TCP segment from its bytes into the engine;
 // state.cpp runs the engine and keeps what it reports by frame; tree.cpp shows a frame's results
 // (protocol tree, expert info, Info column); stats_tree.cpp is Statistics > iSCSI Doctor;
 // packet-iscsi-doctor.cpp registers it all and is the dissector called per frame.
@@ -160,9 +160,9 @@ void init_routine();
 void cleanup_routine();
 void postseq_routine();
 
-// extract.cpp: the fields the post-dissector wants on the first pass, and one frame into the engine.
-void want_fields(dissector_handle_t handle);
-void feed_frame(packet_info* pinfo, proto_tree* tree);
+// extract.cpp: the protocols it checks a frame for (at handoff), and one frame into the engine.
+void find_protocols();
+void feed_frame(packet_info* pinfo, tvbuff_t* tvb);
 
 // tree.cpp: a frame's results in the protocol tree, its expert info and the Info column.
 inline const char* kind_name(FindingKind k) { return finding_name(k).data(); }

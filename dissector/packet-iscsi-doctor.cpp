@@ -20,7 +20,7 @@ namespace {
 
 int dissect_iscsi_doctor(tvbuff_t* tvb, packet_info* pinfo, proto_tree* tree, void*) {
   if (!g_state) return 0;
-  if (!PINFO_FD_VISITED(pinfo) && !g_state->finished) feed_frame(pinfo, tree);
+  if (!PINFO_FD_VISITED(pinfo) && !g_state->finished) feed_frame(pinfo, tvb);
 
   auto it = g_state->frames.find(pinfo->num);
   if (it == g_state->frames.end()) return 0;
@@ -297,4 +297,4 @@ extern "C" void proto_register_iscsi_doctor(void) {
   ws_log(log_domain, LOG_LEVEL_INFO, "plugin %s registered", ISCSI_DOCTOR_VERSION);
 }
 
-extern "C" void proto_reg_handoff_iscsi_doctor(void) { want_fields(iscsi_doctor_handle); }
+extern "C" void proto_reg_handoff_iscsi_doctor(void) { find_protocols(); }

@@ -89,6 +89,19 @@ expert_field* notice_ei(Notice::Level l) {
   }
 }
 
+void add_expert(packet_info* pinfo, proto_item* kind_item, const FindingRec& r) {
+  const Finding& f = r.f;
+  auto k = static_cast<size_t>(f.kind);
+  if (k < finding_kind_count)
+    // One message per kind and side, so the Expert Information dialog groups them.
+    expert_add_info_format(pinfo, kind_item, &ei_finding[k], "%s (%s side); fix: %s", kind_name(f.kind),
+                           side_name(f.side).data(), r.fix.c_str());
+}
+
+void add_expert(packet_info* pinfo, proto_item* notice_item, const NoticeRec& n) {
+  expert_add_info_format(pinfo, notice_item, notice_ei(n.level), "iscsi-doctor: %s", n.message.c_str());
+}
+
 void add_finding(proto_tree* tree, tvbuff_t* tvb, packet_info* pinfo, const FindingRec& r) {
   const Finding& f = r.f;
   proto_item* ti =
@@ -146,11 +159,7 @@ void add_finding(proto_tree* tree, tvbuff_t* tvb, packet_info* pinfo, const Find
     gen(proto_tree_add_uint(ft, hf_decided_in, tvb, 0, 0, static_cast<guint32>(r.decided_frame)));
   if (!r.decided_frame) gen(proto_tree_add_string(ft, hf_decided_at_end, tvb, 0, 0, kind_name(f.kind)));
 
-  auto k = static_cast<size_t>(f.kind);
-  if (k < finding_kind_count)
-    // One message per kind and side, so the Expert Information dialog groups them.
-    expert_add_info_format(pinfo, kind_item, &ei_finding[k], "%s (%s side); fix: %s", kind_name(f.kind),
-                           side_name(f.side).data(), r.fix.c_str());
+  add_expert(pinfo, kind_item, r);
 }
 
 void add_reported_command(proto_tree* tree, tvbuff_t* tvb, const CommandResult& c, bool shown) {
@@ -189,6 +198,13 @@ void add_info_column(packet_info* pinfo, const iscsi_doctor_frame& fr) {
 }
 
 void add_tree(proto_tree* tree, tvbuff_t* tvb, packet_info* pinfo, const iscsi_doctor_frame& fr) {
+  if (!tree) {
+    // No tree (tshark's second pass without -V or a filter): every item would be dropped, but the
+    // expert infos still count (Expert column, -z expert); the items' text is not worth building.
+    for (uint32_t i : fr.findings) add_expert(pinfo, nullptr, g_state->findings[i]);
+    for (const NoticeRec& n : fr.notices) add_expert(pinfo, nullptr, n);
+    return;
+  }
   proto_item* root = proto_tree_add_item(tree, proto_iscsi_doctor, tvb, 0, 0, ENC_NA);
   proto_item_set_generated(root);
   proto_tree* dt = proto_item_add_subtree(root, ett_iscsi_doctor);
@@ -207,7 +223,7 @@ void add_tree(proto_tree* tree, tvbuff_t* tvb, packet_info* pinfo, const iscsi_d
   for (const NoticeRec& n : fr.notices) {
     proto_item* ni = proto_tree_add_string(dt, hf_notice, tvb, 0, 0, n.message.c_str());
     proto_item_set_generated(ni);
-    expert_add_info_format(pinfo, ni, notice_ei(n.level), "iscsi-doctor: %s", n.message.c_str());
+    add_expert(pinfo, ni, n);
   }
 }
 

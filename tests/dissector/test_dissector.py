@@ -124,3 +124,36 @@ def test_one_pass_equals_cli(tshark, path):
     assert not (seen_cmds - cli_commands), diff(seen_cmds, cli_commands)
     missing = Counter(frame for frame, _ in (cli_commands - seen_cmds).elements())
     assert missing == cmds_at_end, (missing, cmds_at_end)
+
+
+@pytest.mark.parametrize("kind", ["sll", "sll2", "raw", "ipv4", "null", "vlan", "qinq", "ipv6", "padded"])
+def test_every_link_layer_the_cli_reads(tshark, kind):
+    """The plugin decodes each frame's bytes itself (the CLI's decoder, by Wireshark's link type
+    for the frame): a capture re-encapsulated in each link layer the CLI reads (Linux cooked v1/v2,
+    raw IP, loopback, VLAN tags, IPv6, a trailer) gives the verdicts the CLI gives on the original."""
+    import gzip
+    import os
+    import shutil
+    import sys
+    import tempfile
+    from pathlib import Path
+    sys.path.insert(0, str(ROOT / "tests" / "captures"))
+    import link_types
+    name = "scsi-osd-example-001" if kind != "padded" else "iscsi-tapel"
+    original = next(p for p in CAPTURES if p.name.split(".")[0] == name)
+    data = original.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    folder = tempfile.mkdtemp(prefix="iscsi-doctor-c-link-")
+    try:
+        os.chmod(folder, 0o755)  # tshark runs as nobody
+        path = Path(folder) / f"{kind}.pcap"
+        link_types.relink(data, kind, path)
+        os.chmod(path, 0o644)
+        findings, _, _, commands, _, _ = tshark_results(tshark_fields(tshark, path, True))
+    finally:
+        shutil.rmtree(folder, True)
+    cli_findings, cli_commands = cli_results(original)
+    assert sum(cli_commands.values()) > 10
+    assert findings == cli_findings, diff(findings, cli_findings)
+    assert commands == cli_commands, diff(commands, cli_commands)
