@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // Frame reading: one frame's TCP segment, decoded from the frame's bytes by the CLI's own packet
-// decoder (cli/input/packet_decoder.cpp), into the engine's Segment.
+// decoder (engine/src/net/packet_decoder.cpp), into the engine's Segment.
 //
 // Not from Wireshark's fields: a post-dissector that asks for fields
 // (set_postdissector_wanted_hfids) makes tshark and the GUI build a protocol tree for every frame
@@ -13,8 +13,8 @@
 #include <span>
 #include <string_view>
 
-#include "input/dlt.hpp"
-#include "input/packet_decoder.hpp"
+#include "net/dlt.hpp"
+#include "net/packet_decoder.hpp"
 #include "iscsi-doctor.hpp"
 
 namespace iscsi_doctor::plugin {
@@ -75,15 +75,15 @@ void find_protocols() {
 void feed_frame(packet_info* pinfo, tvbuff_t* tvb) {
   if (!pinfo->rec || pinfo->rec->rec_type != REC_TYPE_PACKET || proto_tcp <= 0) return;
   if (pinfo->ptype != PT_TCP || !one_tcp_layer(pinfo)) return;
-  const cli::DecodeFn decode = cli::fast_decoder(link_type(pinfo->rec->rec_header.packet_header.pkt_encap));
+  const net::DecodeFn decode = net::fast_decoder(link_type(pinfo->rec->rec_header.packet_header.pkt_encap));
   if (!decode) return;
   const guint captured = tvb_captured_length(tvb);
   const guint reported = tvb_reported_length(tvb);
-  cli::Frame frame{std::span<const uint8_t>(tvb_get_ptr(tvb, 0, static_cast<gint>(captured)), captured),
+  net::Frame frame{std::span<const uint8_t>(tvb_get_ptr(tvb, 0, static_cast<gint>(captured)), captured),
                    reported > captured ? reported - captured : 0};
   Segment s;
   std::string_view why;
-  if (decode(frame, s, why) != cli::Decoded::tcp) return;
+  if (decode(frame, s, why) != net::Decoded::tcp) return;
   // The segment Wireshark dissected, not another one the bytes also hold.
   if (s.src.port != pinfo->srcport || s.dst.port != pinfo->destport) return;
   s.frame = pinfo->num;

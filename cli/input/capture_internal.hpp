@@ -24,7 +24,7 @@
 
 #include "input/capture_reader.hpp"
 #include "input/decompress.hpp"
-#include "input/packet_decoder.hpp"
+#include "input/tins_decoder.hpp"
 #include "input/wiretap_reader.hpp"
 
 namespace iscsi_doctor::cli {

@@ -23,13 +23,13 @@
 #include <tins/sll.h>
 #include <tins/tcp.h>
 
-#include "input/dlt.hpp"
+#include "net/dlt.hpp"
 
 #include <array>
 #include <memory>
 #include <string>
 
-#include "input/packet_decoder.hpp"
+#include "input/tins_decoder.hpp"
 
 namespace iscsi_doctor::cli {
 namespace {

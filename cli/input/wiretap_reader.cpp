@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #ifdef ISCSI_DOCTOR_WIRETAP
-#include "input/dlt.hpp"
+#include "net/dlt.hpp"
 #include <ws_version.h>
 #include <wiretap/wtap.h>
 

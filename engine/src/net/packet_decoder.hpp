@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// From one captured frame to a TCP Segment. Two decoders share this interface:
+// From one captured frame to a TCP Segment, for every front-end that reads frame bytes (the CLI,
+// the Wireshark plugin). Two decoders share this interface:
 //  - the fast decoder (packet_decoder.cpp): link, VLAN/MPLS, IPv4/IPv6 and TCP headers parsed in
 //    place, every field read after an explicit length check; no allocation per packet;
-//  - the libtins decoder (tins_decoder.cpp): the same result built from libtins PDU objects, for
+//  - the libtins decoder (cli/input/tins_decoder.cpp, the CLI's only): the same result built from libtins PDU objects, for
 //    link types the fast decoder does not know (802.11, radiotap, PPI, PKTAP) and as a
 //    cross-check of the fast one (`--decoder libtins`).
 // Neither decoder ever reads outside `frame`; a short or malformed header yields a status, not a
@@ -15,7 +16,7 @@
 
 #include "iscsi_doctor/segment.hpp"
 
-namespace iscsi_doctor::cli {
+namespace iscsi_doctor::net {
 
 enum class Decoded : uint8_t {
   tcp,        // `out` holds a TCP segment (addresses, ports, seq, ack, flags, window, options,
@@ -39,7 +40,5 @@ using DecodeFn = Decoded (*)(Frame frame, Segment& out, std::string_view& why);
 // The fast decoder for a pcap link type (DLT_*), or nullptr when it does not know it.
 DecodeFn fast_decoder(int dlt);
 
-// The libtins decoder for a link type, or nullptr when libtins does not know it either.
-DecodeFn tins_decoder(int dlt);
 
-}  // namespace iscsi_doctor::cli
+}  // namespace iscsi_doctor::net

@@ -9,16 +9,16 @@
 // packet yields payload.size() < payload_wire_len, which the engine reports as lost data.
 // A zero IPv4 total length / IPv6 payload length (TSO/GSO super-packets captured on the sender,
 // jumbograms) means "as long as the frame".
-#include "input/packet_decoder.hpp"
+#include "net/packet_decoder.hpp"
 
-#include "input/dlt.hpp"
+#include "net/dlt.hpp"
 
 #include <algorithm>
 #include <array>
 
 #include "util/byte_reader.hpp"
 
-namespace iscsi_doctor::cli {
+namespace iscsi_doctor::net {
 namespace {
 
 using Bytes = std::span<const uint8_t>;
@@ -324,4 +324,4 @@ DecodeFn fast_decoder(int dlt) {
   return nullptr;
 }
 
-}  // namespace iscsi_doctor::cli
+}  // namespace iscsi_doctor::net
