@@ -300,6 +300,36 @@ local function add_info_column(pinfo, findings, cmds)
   end
 end
 
+-- Whether Wireshark builds a protocol tree for this frame: without one (tshark's first pass, or
+-- without -V, a filter or fields) every item is dropped, and its text is nil (4.0 to 4.6; where
+-- TreeItem has no text, the items are made as before).
+local function tree_text(tree) return tree.text end
+local function has_tree(tree)
+  local ok, text = pcall(tree_text, tree)
+  return not ok or text ~= nil
+end
+
+-- What the items would leave on a frame without a tree: the expert infos (the Expert column,
+-- the expert tap), in the order add_command and add_finding give them.
+local function add_experts_only(tree, cmds, findings, notices)
+  if cmds then
+    for _, c in ipairs(cmds) do
+      if c.round_trips > c.ideal_round_trips then
+        tree:add_proto_expert_info(ef.slow, string.format("%d round trips where %d would do",
+          c.round_trips, c.ideal_round_trips))
+      end
+    end
+  end
+  if findings then
+    for _, f in ipairs(findings) do
+      tree:add_proto_expert_info(ef[f.kind] or ef.slow, f.kind .. " (" .. f.side .. " side); fix: " .. f.fix)
+    end
+  end
+  if notices then
+    for _, m in ipairs(notices) do tree:add_proto_expert_info(ef.notice_info, "iscsi-doctor: " .. m) end
+  end
+end
+
 -- A display filter given when the file was opened ran during the first pass, when results were
 -- on the frames that decided them: apply it once more when the first pass is over (the first
 -- frame dissected again). The GUI is then still reading the file (it selects the first row before
@@ -363,6 +393,10 @@ function proto.dissector(tvb, pinfo, tree)
   end
   if not cmds and not findings and not notices then return end
   add_info_column(pinfo, findings, cmds)
+  if not has_tree(tree) then
+    add_experts_only(tree, cmds, findings, notices)
+    return
+  end
   -- A protocol root node, as the C plugin's, with the commands and findings under it.
   local root = tree:add(proto)
   if cmds then for _, c in ipairs(cmds) do add_command(root, c) end end
