@@ -323,9 +323,11 @@ do
     -- NOP, NOP, timestamps alone (most segments) hold neither.
     local options = hl > 20
     if hl == 32 and not syn then
-      local o1, _, o3, o4 = byte(pkt, p + 20, p + 23)
+      local o1, _, o3, o4, v1, v2, v3, v4, e1, e2, e3, e4 = byte(pkt, p + 20, p + 31)
       options = o1 ~= 1 or o3 ~= 8
-      if not options and o4 == 10 and cap_end >= p + 32 then ts, tv, te = true, be32(pkt, p + 24), be32(pkt, p + 28) end
+      if not options and o4 == 10 and cap_end >= p + 32 then
+        ts, tv, te = true, ((v1 * 256 + v2) * 256 + v3) * 256 + v4, ((e1 * 256 + e2) * 256 + e3) * 256 + e4
+      end
     end
     if options then
       local o, oe = p + 20, min(p + hl, cap_end)
@@ -4485,7 +4487,7 @@ end
 -- Every frame once, in order: its bytes through the link-layer decoder that fits the capture,
 -- into the core. Wireshark does not tell a Lua plugin the link type: the decoder is the first
 -- candidate whose segment carries the ports Wireshark's TCP dissector saw, kept while it decodes.
-local function feed_frame(tvb, pinfo)
+local function feed_frame(tvb, pinfo, number)
   local t = frame_time(pinfo)
   local pkt = tvb:raw()
   local n = #pkt
@@ -4502,7 +4504,7 @@ local function feed_frame(tvb, pinfo)
     if not found then return end  -- TCP in a tunnel or an ICMP error, a fragment: as the CLI
     link = found
   end
-  seg.frame, seg.t = pinfo.number, t
+  seg.frame, seg.t = number, t
   state:feed(seg)
 end
 
@@ -4646,8 +4648,9 @@ end
 -- on the frames that decided them: apply it once more when the first pass is over (the first
 -- frame dissected again). The GUI is then still reading the file (it selects the first row before
 -- it lets go), so it queues the refiltering, which keeps this plugin's state, until it is done.
+local GUI = gui_enabled()  -- (a call to Wireshark per frame otherwise)
 local function refilter()
-  if refiltered or not gui_enabled() then return end
+  if refiltered or not GUI then return end
   refiltered = true
   local ok, current = pcall(get_filter)
   if ok and current and current ~= "" then
@@ -4693,14 +4696,16 @@ function proto.dissector(tvb, pinfo, tree)
     -- the evidence_frame/status_frame fields say where (the evidence may be earlier).
     if n > last_read then
       last_read = n
-      feed_frame(tvb, pinfo)
+      feed_frame(tvb, pinfo, n)
     end
     findings, cmds = state.by_decision[n], state.cmd_by_decision[n]
   else
-    state:finish()  -- the first pass is over: results on their evidence and status frames
-    refilter()
+    if not never_answered then  -- the first frame after the first pass
+      state:finish()  -- results on their evidence and status frames
+      refilter()
+      never_answered = never_answered_notices()
+    end
     findings, cmds = state.by_evidence[n], state.by_status[n]
-    never_answered = never_answered or never_answered_notices()
     notices = never_answered[n]
   end
   if not cmds and not findings and not notices then return end
