@@ -4607,12 +4607,11 @@ local function add_info_column(pinfo, findings, cmds)
 end
 
 -- Whether Wireshark builds a protocol tree for this frame: without one (tshark's first pass, or
--- without -V, a filter or fields) every item is dropped, and its text is nil (4.0 to 4.6; where
--- TreeItem has no text, the items are made as before).
-local function tree_text(tree) return tree.text end
+-- without -V, a filter or fields) every item added is dropped. Only the TreeItem's text form
+-- says so (4.0 to 4.6: "has subtree=false"; its text is nil also for a tree not shown, in 4.6);
+-- where it says nothing, the items are made.
 local function has_tree(tree)
-  local ok, text = pcall(tree_text, tree)
-  return not ok or text ~= nil
+  return not tostring(tree):find("has subtree=false", 1, true)
 end
 
 -- What the items would leave on a frame without a tree: the expert infos (the Expert column,
