@@ -5,12 +5,14 @@ lua/iscsi_doctor.lua, as nobody (Wireshark 4.4+ skips Lua scripts as root), on t
 Wireshark and in each Debian root given (scripts/test-wireshark-versions.sh keeps them in
 /var/cache/iscsi-doctor/roots). Prints the ratio to plain tshark per Wireshark.
 
-    bench/lua-plugin.py [--capture F] [--runs 7] [--root DIR ...] [--instructions]
+    bench/lua-plugin.py [--capture F] [--runs 7] [--root DIR ...] [--instructions] [--count N]
+                        [--plugin FILE] [--skip-system]
 
 Times are the best of --runs runs, plain and plugin interleaved (CPU time of the process tree;
 on a shared machine read them to about 10%). --instructions counts instructions with callgrind
 instead, which no other load changes (valgrind must be installed where tshark runs; about 50x
-slower). Run as root (chroot). The default capture is the benchmark's 106 MB one
+slower; --count N reads only the first N packets, for a quicker count). --plugin measures another copy of the plugin (an older one, to compare);
+--skip-system measures only the roots. Run as root (chroot). The default capture is the benchmark's 106 MB one
 (bench/make-capture.py, cached by bench/run.sh in bench/cache/bench-100m.pcap)."""
 import argparse
 import os
@@ -33,8 +35,8 @@ def as_nobody(root):
     return ["chroot", "--userspec=nobody:nogroup", root, "env", "HOME=/tmp"]
 
 
-def command(root, capture, script, instructions):
-    tshark = ["tshark", "-2", "-r", capture, "-X", f"lua_script:{script}"]
+def command(root, capture, script, instructions, count=None):
+    tshark = ["tshark", "-2", "-r", capture, "-X", f"lua_script:{script}"] + (["-c", str(count)] if count else [])
     if not instructions:
         return as_nobody(root) + tshark
     tshark = ["valgrind", "--tool=callgrind", f"--callgrind-out-file=/{WORK}/callgrind.out"] + tshark
@@ -45,8 +47,8 @@ def command(root, capture, script, instructions):
             'mount -t proc proc "$0/proc" && exec "$@"', root] + as_nobody(root) + tshark
 
 
-def measure(root, capture, script, instructions):
-    cmd = command(root, capture, script, instructions)
+def measure(root, capture, script, instructions, count=None):
+    cmd = command(root, capture, script, instructions, count)
     if instructions:
         out = Path(root) / WORK / "callgrind.out"
         subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
@@ -65,23 +67,27 @@ def main():
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--root", action="append", default=[], help="a Debian root with tshark (repeatable)")
     ap.add_argument("--instructions", action="store_true")
+    ap.add_argument("--count", type=int, help="read only the first N packets")
+    ap.add_argument("--plugin", default=str(PLUGIN))
+    ap.add_argument("--skip-system", action="store_true", help="only the roots, not this machine's tshark")
     a = ap.parse_args()
     if not Path(a.capture).is_file():
         sys.exit(f"{a.capture}: no such capture (bench/run.sh makes it)")
-    for root in ["/"] + a.root:
+    plugin = Path(a.plugin)
+    for root in ([] if a.skip_system else ["/"]) + a.root:
         work = Path(root) / WORK
         work.mkdir(parents=True, exist_ok=True)
         work.chmod(0o777)
-        for src in (PLUGIN, Path(a.capture)):
+        for src in (plugin, Path(a.capture)):
             shutil.copy(src, work / src.name)
             (work / src.name).chmod(0o644)
-        capture, script = f"/{WORK}/{Path(a.capture).name}", f"/{WORK}/{PLUGIN.name}"
+        capture, script = f"/{WORK}/{Path(a.capture).name}", f"/{WORK}/{plugin.name}"
         version = subprocess.run(as_nobody(root) + ["tshark", "--version"],
                                  capture_output=True, text=True).stdout.split("\n")[0]
         best = {"plain": None, "lua": None}
         for _ in range(1 if a.instructions else a.runs):
             for name, s in (("plain", "/dev/null"), ("lua", script)):
-                v = measure(root, capture, s, a.instructions)
+                v = measure(root, capture, s, a.instructions, a.count)
                 best[name] = v if best[name] is None else min(best[name], v)
         unit = "instructions" if a.instructions else "s CPU"
         print(f"{version} ({root}): plain {best['plain']:.3g} {unit}, with the Lua plugin "

@@ -323,9 +323,11 @@ do
     -- NOP, NOP, timestamps alone (most segments) hold neither.
     local options = hl > 20
     if hl == 32 and not syn then
-      local o1, _, o3, o4 = byte(pkt, p + 20, p + 23)
+      local o1, _, o3, o4, v1, v2, v3, v4, e1, e2, e3, e4 = byte(pkt, p + 20, p + 31)
       options = o1 ~= 1 or o3 ~= 8
-      if not options and o4 == 10 and cap_end >= p + 32 then ts, tv, te = true, be32(pkt, p + 24), be32(pkt, p + 28) end
+      if not options and o4 == 10 and cap_end >= p + 32 then
+        ts, tv, te = true, ((v1 * 256 + v2) * 256 + v3) * 256 + v4, ((e1 * 256 + e2) * 256 + e3) * 256 + e4
+      end
     end
     if options then
       local o, oe = p + 20, min(p + hl, cap_end)
@@ -534,25 +536,22 @@ local OP = {
 local function is_initiator_opcode(op) return op < 0x20 end
 local function pdu_carries_digests(op) return op ~= OP.LoginRequest and op ~= OP.LoginResponse end
 
+-- The 48 bytes in one call and the table in one constructor (a header per PDU, and per byte
+-- tried while searching for one).
 local function parse_bhs(s, p)
   p = p or 1
-  local b = {}
-  b.byte0 = s:byte(p)
-  b.opcode = b.byte0 % 64
-  b.immediate = hasbit(b.byte0, 0x40)
-  b.flags = s:byte(p + 1)
-  b.byte2 = s:byte(p + 2)
-  b.byte3 = s:byte(p + 3)
-  b.ahs_words = s:byte(p + 4)
-  b.data_length = be24(s, p + 5)
-  b.lun_hi = be32(s, p + 8)
-  b.lun_lo = be32(s, p + 12)
-  b.itt = be32(s, p + 16)
-  b.w20 = be32(s, p + 20); b.w24 = be32(s, p + 24); b.w28 = be32(s, p + 28)
-  b.w32 = be32(s, p + 32); b.w36 = be32(s, p + 36); b.w40 = be32(s, p + 40)
-  b.w44 = be32(s, p + 44)
-  b.cdb = s:sub(p + 32, p + 47)
-  return b
+  local b0, fl, b2, b3, ahs, l1, l2, l3, u1, u2, u3, u4, u5, u6, u7, u8, i1, i2, i3, i4,
+        a1, a2, a3, a4, c1, c2, c3, c4, d1, d2, d3, d4, e1, e2, e3, e4, f1, f2, f3, f4,
+        g1, g2, g3, g4, h1, h2, h3, h4 = s:byte(p, p + 47)
+  return { byte0 = b0, opcode = b0 % 64, immediate = b0 % 128 >= 64, flags = fl, byte2 = b2, byte3 = b3,
+    ahs_words = ahs, data_length = (l1 * 256 + l2) * 256 + l3,
+    lun_hi = ((u1 * 256 + u2) * 256 + u3) * 256 + u4, lun_lo = ((u5 * 256 + u6) * 256 + u7) * 256 + u8,
+    itt = ((i1 * 256 + i2) * 256 + i3) * 256 + i4,
+    w20 = ((a1 * 256 + a2) * 256 + a3) * 256 + a4, w24 = ((c1 * 256 + c2) * 256 + c3) * 256 + c4,
+    w28 = ((d1 * 256 + d2) * 256 + d3) * 256 + d4, w32 = ((e1 * 256 + e2) * 256 + e3) * 256 + e4,
+    w36 = ((f1 * 256 + f2) * 256 + f3) * 256 + f4, w40 = ((g1 * 256 + g2) * 256 + g3) * 256 + g4,
+    w44 = ((h1 * 256 + h2) * 256 + h3) * 256 + h4,
+    cdb = s:sub(p + 32, p + 47) }
 end
 local function header_length(b, hd) return 48 + 4 * b.ahs_words + (hd and 4 or 0) end
 
@@ -1509,22 +1508,17 @@ function PduStream:remember(abs, frame, t)
   self.r_abs[k], self.r_frame[k], self.r_t[k] = abs, frame, t
 end
 
-function PduStream:locate(off, ev)
+-- The frame and time of the segment that carried byte `off` (0, 0: no longer known).
+function PduStream:locate(off)
   local fr = self.framer
-  if off >= fr.chunk_base and off < fr.chunk_end then
-    ev.first_frame, ev.first_t = self.cur_frame, self.cur_t
-    return
-  end
+  if off >= fr.chunk_base and off < fr.chunk_end then return self.cur_frame, self.cur_t end
   -- newest first
   local n, ra = self.r_count, self.r_abs
   for i = n, max(n - RECENT + 1, 1), -1 do
     local k = (i - 1) % RECENT + 1
-    if ra[k] <= off then
-      ev.first_frame, ev.first_t = self.r_frame[k], self.r_t[k]
-      return
-    end
+    if ra[k] <= off then return self.r_frame[k], self.r_t[k] end
   end
-  ev.first_frame, ev.first_t = 0, 0
+  return 0, 0
 end
 
 function PduStream:feed(bytes, frame, t)
@@ -1556,22 +1550,19 @@ function PduStream:finish()
 end
 
 function PduStream:on_pdu_start(b, first_abs)
-  local ev = { type = "start", bhs = b }
-  self:locate(first_abs, ev)
-  self.events[#self.events + 1] = ev
+  local ff, ft = self:locate(first_abs)
+  self.events[#self.events + 1] = { type = "start", bhs = b, first_frame = ff, first_t = ft }
   self.open = true
 end
 
 function PduStream:on_pdu_end(b, first_abs, last_abs, kept, kept_truncated, data_incomplete, truncated,
                                digest_bad)
-  local ev = { type = "end", bhs = b, data = kept, kept_truncated = kept_truncated,
-               data_incomplete = data_incomplete, truncated = truncated, digest_bad = digest_bad }
-  self:locate(first_abs, ev)
+  local ff, ft = self:locate(first_abs)
   -- The segment with the PDU's last byte: the status frame of a SCSI Response.
-  local last = {}
-  self:locate(last_abs, last)
-  ev.last_frame, ev.last_t = last.first_frame, last.first_t
-  self.events[#self.events + 1] = ev
+  local lf, lt = self:locate(last_abs)
+  self.events[#self.events + 1] = { type = "end", bhs = b, data = kept, kept_truncated = kept_truncated,
+    data_incomplete = data_incomplete, truncated = truncated, digest_bad = digest_bad,
+    first_frame = ff, first_t = ft, last_frame = lf, last_t = lt }
   self.open = false
 end
 
@@ -1921,10 +1912,12 @@ end
 -- The first kept ACK whose edge takes in `e` (ak_tail + 1: none); edges only grow, so a binary
 -- search (engine: Flow::first_opening).
 function Flow:first_opening(e)
+  local a, known, scale = self.acks, self.peer_wscale_known, 2 ^ self.peer_wscale_min
   local lo, hi = self.ak_head, self.ak_tail + 1
   while lo < hi do
     local mid = lo + floor((hi - lo) / 2)
-    if self:edge(self.acks[mid]) < e then lo = mid + 1 else hi = mid end
+    local r = a[mid]  -- (edge written out: a call per step)
+    if r.ack + (known and r.window or r.raw * scale) < e then lo = mid + 1 else hi = mid end
   end
   return lo
 end
@@ -2041,15 +2034,20 @@ end
 -- The jitter percentile of the latest samples' excess over the minimum, excesses beyond
 -- jitter_excess_max_ms (or half the minimum) left out (delayed ACKs); 0 with too few.
 -- (The caller bounds it by the RTT: on a LAN the excess is think time, not jitter.)
+-- The sorted excesses are kept until a sample or the minimum changes: a hold asks three times.
 function RttEstimate:jitter_ns(percentile)
-  local cap = max(floor(RULES.jitter_excess_max_ms * 1e6 + 0.5), floor(self.min_ / RULES.jitter_rtt_divisor))
-  local ex = {}
-  for i = 1, min(self.ring_, RULES.jitter_window) do
-    local e = self.recent_[i] - self.min_
-    if e <= cap then ex[#ex + 1] = e end
+  local ex = self.jitter_sorted_
+  if not ex or self.jitter_ring_ ~= self.ring_ or self.jitter_min_ ~= self.min_ then
+    local cap = max(floor(RULES.jitter_excess_max_ms * 1e6 + 0.5), floor(self.min_ / RULES.jitter_rtt_divisor))
+    ex = {}
+    for i = 1, min(self.ring_, RULES.jitter_window) do
+      local e = self.recent_[i] - self.min_
+      if e <= cap then ex[#ex + 1] = e end
+    end
+    table.sort(ex)  -- (the engine's nth_element: the same element)
+    self.jitter_sorted_, self.jitter_ring_, self.jitter_min_ = ex, self.ring_, self.min_
   end
   if #ex < RULES.jitter_samples_min then return 0 end
-  table.sort(ex)  -- (the engine's nth_element: the same element)
   return ex[floor((#ex - 1) * (percentile or RULES.jitter_percentile) / 100) + 1]
 end
 
@@ -4481,7 +4479,7 @@ end
 -- Every frame once, in order: its bytes through the link-layer decoder that fits the capture,
 -- into the core. Wireshark does not tell a Lua plugin the link type: the decoder is the first
 -- candidate whose segment carries the ports Wireshark's TCP dissector saw, kept while it decodes.
-local function feed_frame(tvb, pinfo)
+local function feed_frame(tvb, pinfo, number)
   local t = frame_time(pinfo)
   local pkt = tvb:raw()
   local n = #pkt
@@ -4498,7 +4496,7 @@ local function feed_frame(tvb, pinfo)
     if not found then return end  -- TCP in a tunnel or an ICMP error, a fragment: as the CLI
     link = found
   end
-  seg.frame, seg.t = pinfo.number, t
+  seg.frame, seg.t = number, t
   state:feed(seg)
 end
 
@@ -4608,12 +4606,42 @@ local function add_info_column(pinfo, findings, cmds)
   end
 end
 
+-- Whether Wireshark builds a protocol tree for this frame: without one (tshark's first pass, or
+-- without -V, a filter or fields) every item added is dropped. Only the TreeItem's text form
+-- says so (4.0 to 4.6: "has subtree=false"; its text is nil also for a tree not shown, in 4.6);
+-- where it says nothing, the items are made.
+local function has_tree(tree)
+  return not tostring(tree):find("has subtree=false", 1, true)
+end
+
+-- What the items would leave on a frame without a tree: the expert infos (the Expert column,
+-- the expert tap), in the order add_command and add_finding give them.
+local function add_experts_only(tree, cmds, findings, notices)
+  if cmds then
+    for _, c in ipairs(cmds) do
+      if c.round_trips > c.ideal_round_trips then
+        tree:add_proto_expert_info(ef.slow, string.format("%d round trips where %d would do",
+          c.round_trips, c.ideal_round_trips))
+      end
+    end
+  end
+  if findings then
+    for _, f in ipairs(findings) do
+      tree:add_proto_expert_info(ef[f.kind] or ef.slow, f.kind .. " (" .. f.side .. " side); fix: " .. f.fix)
+    end
+  end
+  if notices then
+    for _, m in ipairs(notices) do tree:add_proto_expert_info(ef.notice_info, "iscsi-doctor: " .. m) end
+  end
+end
+
 -- A display filter given when the file was opened ran during the first pass, when results were
 -- on the frames that decided them: apply it once more when the first pass is over (the first
 -- frame dissected again). The GUI is then still reading the file (it selects the first row before
 -- it lets go), so it queues the refiltering, which keeps this plugin's state, until it is done.
+local GUI = gui_enabled()  -- (a call to Wireshark per frame otherwise)
 local function refilter()
-  if refiltered or not gui_enabled() then return end
+  if refiltered or not GUI then return end
   refiltered = true
   local ok, current = pcall(get_filter)
   if ok and current and current ~= "" then
@@ -4659,18 +4687,24 @@ function proto.dissector(tvb, pinfo, tree)
     -- the evidence_frame/status_frame fields say where (the evidence may be earlier).
     if n > last_read then
       last_read = n
-      feed_frame(tvb, pinfo)
+      feed_frame(tvb, pinfo, n)
     end
     findings, cmds = state.by_decision[n], state.cmd_by_decision[n]
   else
-    state:finish()  -- the first pass is over: results on their evidence and status frames
-    refilter()
+    if not never_answered then  -- the first frame after the first pass
+      state:finish()  -- results on their evidence and status frames
+      refilter()
+      never_answered = never_answered_notices()
+    end
     findings, cmds = state.by_evidence[n], state.by_status[n]
-    never_answered = never_answered or never_answered_notices()
     notices = never_answered[n]
   end
   if not cmds and not findings and not notices then return end
   add_info_column(pinfo, findings, cmds)
+  if not has_tree(tree) then
+    add_experts_only(tree, cmds, findings, notices)
+    return
+  end
   -- A protocol root node, as the C plugin's, with the commands and findings under it.
   local root = tree:add(proto)
   if cmds then for _, c in ipairs(cmds) do add_command(root, c) end end

@@ -173,7 +173,7 @@ end
 -- Every frame once, in order: its bytes through the link-layer decoder that fits the capture,
 -- into the core. Wireshark does not tell a Lua plugin the link type: the decoder is the first
 -- candidate whose segment carries the ports Wireshark's TCP dissector saw, kept while it decodes.
-local function feed_frame(tvb, pinfo)
+local function feed_frame(tvb, pinfo, number)
   local t = frame_time(pinfo)
   local pkt = tvb:raw()
   local n = #pkt
@@ -190,7 +190,7 @@ local function feed_frame(tvb, pinfo)
     if not found then return end  -- TCP in a tunnel or an ICMP error, a fragment: as the CLI
     link = found
   end
-  seg.frame, seg.t = pinfo.number, t
+  seg.frame, seg.t = number, t
   state:feed(seg)
 end
 
@@ -300,12 +300,42 @@ local function add_info_column(pinfo, findings, cmds)
   end
 end
 
+-- Whether Wireshark builds a protocol tree for this frame: without one (tshark's first pass, or
+-- without -V, a filter or fields) every item added is dropped. Only the TreeItem's text form
+-- says so (4.0 to 4.6: "has subtree=false"; its text is nil also for a tree not shown, in 4.6);
+-- where it says nothing, the items are made.
+local function has_tree(tree)
+  return not tostring(tree):find("has subtree=false", 1, true)
+end
+
+-- What the items would leave on a frame without a tree: the expert infos (the Expert column,
+-- the expert tap), in the order add_command and add_finding give them.
+local function add_experts_only(tree, cmds, findings, notices)
+  if cmds then
+    for _, c in ipairs(cmds) do
+      if c.round_trips > c.ideal_round_trips then
+        tree:add_proto_expert_info(ef.slow, string.format("%d round trips where %d would do",
+          c.round_trips, c.ideal_round_trips))
+      end
+    end
+  end
+  if findings then
+    for _, f in ipairs(findings) do
+      tree:add_proto_expert_info(ef[f.kind] or ef.slow, f.kind .. " (" .. f.side .. " side); fix: " .. f.fix)
+    end
+  end
+  if notices then
+    for _, m in ipairs(notices) do tree:add_proto_expert_info(ef.notice_info, "iscsi-doctor: " .. m) end
+  end
+end
+
 -- A display filter given when the file was opened ran during the first pass, when results were
 -- on the frames that decided them: apply it once more when the first pass is over (the first
 -- frame dissected again). The GUI is then still reading the file (it selects the first row before
 -- it lets go), so it queues the refiltering, which keeps this plugin's state, until it is done.
+local GUI = gui_enabled()  -- (a call to Wireshark per frame otherwise)
 local function refilter()
-  if refiltered or not gui_enabled() then return end
+  if refiltered or not GUI then return end
   refiltered = true
   local ok, current = pcall(get_filter)
   if ok and current and current ~= "" then
@@ -351,18 +381,24 @@ function proto.dissector(tvb, pinfo, tree)
     -- the evidence_frame/status_frame fields say where (the evidence may be earlier).
     if n > last_read then
       last_read = n
-      feed_frame(tvb, pinfo)
+      feed_frame(tvb, pinfo, n)
     end
     findings, cmds = state.by_decision[n], state.cmd_by_decision[n]
   else
-    state:finish()  -- the first pass is over: results on their evidence and status frames
-    refilter()
+    if not never_answered then  -- the first frame after the first pass
+      state:finish()  -- results on their evidence and status frames
+      refilter()
+      never_answered = never_answered_notices()
+    end
     findings, cmds = state.by_evidence[n], state.by_status[n]
-    never_answered = never_answered or never_answered_notices()
     notices = never_answered[n]
   end
   if not cmds and not findings and not notices then return end
   add_info_column(pinfo, findings, cmds)
+  if not has_tree(tree) then
+    add_experts_only(tree, cmds, findings, notices)
+    return
+  end
   -- A protocol root node, as the C plugin's, with the commands and findings under it.
   local root = tree:add(proto)
   if cmds then for _, c in ipairs(cmds) do add_command(root, c) end end

@@ -36,22 +36,17 @@ function PduStream:remember(abs, frame, t)
   self.r_abs[k], self.r_frame[k], self.r_t[k] = abs, frame, t
 end
 
-function PduStream:locate(off, ev)
+-- The frame and time of the segment that carried byte `off` (0, 0: no longer known).
+function PduStream:locate(off)
   local fr = self.framer
-  if off >= fr.chunk_base and off < fr.chunk_end then
-    ev.first_frame, ev.first_t = self.cur_frame, self.cur_t
-    return
-  end
+  if off >= fr.chunk_base and off < fr.chunk_end then return self.cur_frame, self.cur_t end
   -- newest first
   local n, ra = self.r_count, self.r_abs
   for i = n, max(n - RECENT + 1, 1), -1 do
     local k = (i - 1) % RECENT + 1
-    if ra[k] <= off then
-      ev.first_frame, ev.first_t = self.r_frame[k], self.r_t[k]
-      return
-    end
+    if ra[k] <= off then return self.r_frame[k], self.r_t[k] end
   end
-  ev.first_frame, ev.first_t = 0, 0
+  return 0, 0
 end
 
 function PduStream:feed(bytes, frame, t)
@@ -83,22 +78,19 @@ function PduStream:finish()
 end
 
 function PduStream:on_pdu_start(b, first_abs)
-  local ev = { type = "start", bhs = b }
-  self:locate(first_abs, ev)
-  self.events[#self.events + 1] = ev
+  local ff, ft = self:locate(first_abs)
+  self.events[#self.events + 1] = { type = "start", bhs = b, first_frame = ff, first_t = ft }
   self.open = true
 end
 
 function PduStream:on_pdu_end(b, first_abs, last_abs, kept, kept_truncated, data_incomplete, truncated,
                                digest_bad)
-  local ev = { type = "end", bhs = b, data = kept, kept_truncated = kept_truncated,
-               data_incomplete = data_incomplete, truncated = truncated, digest_bad = digest_bad }
-  self:locate(first_abs, ev)
+  local ff, ft = self:locate(first_abs)
   -- The segment with the PDU's last byte: the status frame of a SCSI Response.
-  local last = {}
-  self:locate(last_abs, last)
-  ev.last_frame, ev.last_t = last.first_frame, last.first_t
-  self.events[#self.events + 1] = ev
+  local lf, lt = self:locate(last_abs)
+  self.events[#self.events + 1] = { type = "end", bhs = b, data = kept, kept_truncated = kept_truncated,
+    data_incomplete = data_incomplete, truncated = truncated, digest_bad = digest_bad,
+    first_frame = ff, first_t = ft, last_frame = lf, last_t = lt }
   self.open = false
 end
 

@@ -156,10 +156,12 @@ end
 -- The first kept ACK whose edge takes in `e` (ak_tail + 1: none); edges only grow, so a binary
 -- search (engine: Flow::first_opening).
 function Flow:first_opening(e)
+  local a, known, scale = self.acks, self.peer_wscale_known, 2 ^ self.peer_wscale_min
   local lo, hi = self.ak_head, self.ak_tail + 1
   while lo < hi do
     local mid = lo + floor((hi - lo) / 2)
-    if self:edge(self.acks[mid]) < e then lo = mid + 1 else hi = mid end
+    local r = a[mid]  -- (edge written out: a call per step)
+    if r.ack + (known and r.window or r.raw * scale) < e then lo = mid + 1 else hi = mid end
   end
   return lo
 end
@@ -276,14 +278,19 @@ end
 -- The jitter percentile of the latest samples' excess over the minimum, excesses beyond
 -- jitter_excess_max_ms (or half the minimum) left out (delayed ACKs); 0 with too few.
 -- (The caller bounds it by the RTT: on a LAN the excess is think time, not jitter.)
+-- The sorted excesses are kept until a sample or the minimum changes: a hold asks three times.
 function RttEstimate:jitter_ns(percentile)
-  local cap = max(floor(RULES.jitter_excess_max_ms * 1e6 + 0.5), floor(self.min_ / RULES.jitter_rtt_divisor))
-  local ex = {}
-  for i = 1, min(self.ring_, RULES.jitter_window) do
-    local e = self.recent_[i] - self.min_
-    if e <= cap then ex[#ex + 1] = e end
+  local ex = self.jitter_sorted_
+  if not ex or self.jitter_ring_ ~= self.ring_ or self.jitter_min_ ~= self.min_ then
+    local cap = max(floor(RULES.jitter_excess_max_ms * 1e6 + 0.5), floor(self.min_ / RULES.jitter_rtt_divisor))
+    ex = {}
+    for i = 1, min(self.ring_, RULES.jitter_window) do
+      local e = self.recent_[i] - self.min_
+      if e <= cap then ex[#ex + 1] = e end
+    end
+    table.sort(ex)  -- (the engine's nth_element: the same element)
+    self.jitter_sorted_, self.jitter_ring_, self.jitter_min_ = ex, self.ring_, self.min_
   end
   if #ex < RULES.jitter_samples_min then return 0 end
-  table.sort(ex)  -- (the engine's nth_element: the same element)
   return ex[floor((#ex - 1) * (percentile or RULES.jitter_percentile) / 100) + 1]
 end
