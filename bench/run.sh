@@ -10,7 +10,8 @@
 #   tshark       tshark -r F -Y iscsi.time -T fields -e iscsi.time
 #   html         iscsi-doctor --html R F                (the HTML report: time and size)
 # and prints Markdown tables: seconds, packets/s, MB/s, peak RSS (/usr/bin/time -v), ratios.
-# Then -j: the four files of the 1 GB capture's worth, with -j 1 and -j $(nproc).
+# Then -j: the four files of the 1 GB capture's worth, with -j 1 and -j $(nproc). Then the plugins
+# in tshark -2 (bench/c-plugin.py, bench/lua-plugin.py) here and in each Wireshark root.
 # "small" is the small-block capture (bench/make-small-block.py: 450k packets of 1 KiB and 8 KiB
 # queue-depth-1 I/O), where the cost per packet shows rather than the cost per byte.
 #   BENCH_SIZES="small 100m 1g 4g"   which captures
@@ -111,3 +112,21 @@ if ("jobs1", "doctor") in rows:
     print()
     print("-j: 4 x 100 MB: -j 1 %.2f s, -j %s %.2f s (%.2fx)" % (s1, sys.argv[2], sn, s1 / sn))
 PY
+
+# The plugins' cost in tshark -2, on this machine's Wireshark and in each Debian root that
+# scripts/test-wireshark-versions.sh made and built there (BENCH_PLUGINS=0: not run). The shapes:
+# small-block (a 119k-packet cut, which bench/c-plugin.py caches) and large I/O (the 100 MB capture).
+if [ "${BENCH_PLUGINS:-1}" = 1 ]; then
+  cmake --build "$build" --target iscsi_doctor_wireshark >/dev/null 2>&1 || echo "bench: no C plugin built here" >&2
+  rootargs=()
+  for r in "${ISCSI_DOCTOR_ROOTS:-/var/cache/iscsi-doctor/roots}"/{trixie,sid}; do
+    if [ -x "$r/usr/bin/tshark" ] && [ -d "$r/build/dissector/plugins" ]; then rootargs+=(--root "$r"); fi
+  done
+  echo
+  python3 bench/c-plugin.py --build "$build" "${rootargs[@]}"
+  for f in bench/cache/small-block-119k.pcap "$cache/bench-100m.pcap"; do
+    echo
+    echo "Lua plugin, $(basename "$f"):"
+    python3 bench/lua-plugin.py --capture "$f" --runs 5 "${rootargs[@]}"
+  done
+fi
