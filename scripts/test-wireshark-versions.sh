@@ -140,6 +140,7 @@ EOF
 # each with its own log, printed whole when it ends; each its own X display numbers (wsgui.py).
 run_version() {
   local v=$1 base=$2 suite dir t0 t1 t2 t3 have rc
+  shift 2  # the rest: pytest's arguments
   suite=$(suite_of "$v")
   dir=$roots/$suite
   t0=$(date +%s)
