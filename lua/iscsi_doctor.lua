@@ -237,7 +237,7 @@ local function digest_from_wire(s, p)
 end
 
 ---------------------------------------------------------------------------------------------
--- Frames to TCP segments (ports cli/input/packet_decoder.cpp): link layer -> (VLAN, MPLS, PPPoE) ->
+-- Frames to TCP segments (ports engine/src/net/packet_decoder.cpp): link layer -> (VLAN, MPLS, PPPoE) ->
 -- IPv4/IPv6 -> TCP, read from the frame's bytes. The Wireshark glue reads every frame this way
 -- (a field extractor would make Wireshark build a protocol tree for every frame, which cost more
 -- than the whole analysis); tests/lua/run_core.lua reads pcap files with it.

@@ -4,7 +4,7 @@
 -- an uncompressed little- or big-endian pcap file, and prints the plugin's text report, or with
 -- `json` every command and every finding as JSON lines. tests/lua uses it to check that the core
 -- gives the CLI's results under every Lua version Wireshark builds ship with (5.1 up to 4.2, 5.4
--- from 4.4). Packets are decoded as the CLI's fast decoder does (cli/input/packet_decoder.cpp), so
+-- from 4.4). Packets are decoded as the CLI's fast decoder does (engine/src/net/packet_decoder.cpp), so
 -- that both see the same segments.
 --
 --   lua5.x tests/lua/run_core.lua lua/iscsi_doctor.lua capture.pcap [json]
@@ -44,7 +44,7 @@ if snaplen == 0 then snaplen = 262144 end
 local an = core.Analyzer.new()
 local pos, frame, base = 25, 0, nil
 
--- Frames are decoded by the plugin's own decoder (a port of cli/input/packet_decoder.cpp).
+-- Frames are decoded by the plugin's own decoder (a port of engine/src/net/packet_decoder.cpp).
 local decode = core.PacketDecoder.fast_decoder(linktype)
 local seg = {}
 
