@@ -1,9 +1,14 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """A small pcap toolkit to re-encapsulate Ethernet captures in the other link layers the tools
 read (Linux cooked v1/v2, raw IP, BSD loopback, 802.1Q/802.1ad tags, IPv6, a trailer after each
-frame). Checksums are not recomputed: no front-end checks them. Used by the CLI's and the Lua
-plugin's link-type tests, each against the original capture's results."""
+frame). Checksums are not recomputed: no front-end checks them. Used by the CLI's and both
+plugins' link-type tests, each against the original capture's results."""
+import contextlib
+import gzip
+import os
+import shutil
 import struct
+import tempfile
 from pathlib import Path
 
 
@@ -73,3 +78,21 @@ def relink(data, kind, path):
             orig += grow
         out.append([sec, frac, pkt, orig])
     write_pcap(path, endian, header, new_type, out)
+
+
+@contextlib.contextmanager
+def relinked(capture, kind):
+    """The Ethernet capture file `capture` (gzip or not) re-encapsulated as `kind`, as a file in a
+    folder of its own that tshark run as nobody can read; both removed afterwards."""
+    data = Path(capture).read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    folder = tempfile.mkdtemp(prefix="iscsi-doctor-link-")
+    try:
+        os.chmod(folder, 0o755)
+        path = Path(folder) / f"{kind}.pcap"
+        relink(data, kind, path)
+        os.chmod(path, 0o644)
+        yield path
+    finally:
+        shutil.rmtree(folder, True)

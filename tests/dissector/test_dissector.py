@@ -8,11 +8,15 @@ evidence frame (a late ACK is known to be late when the segment it held is relea
 the deciding frame as iscsi_doctor.reported.{frame,finding}; findings decided only at the end of
 the capture (iscsi_doctor.decided_at_end in a two-pass run) cannot appear in one pass at all.
 """
+import sys
 from collections import Counter
 
 import pytest
 
 from conftest import MANIFEST, ROOT, capture_files, cli_report
+
+sys.path.insert(0, str(ROOT / "tests" / "captures"))
+import link_types  # noqa: E402
 
 CAPTURES = capture_files()
 FIELDS = ["frame.number", "iscsi_doctor.finding", "iscsi_doctor.reported.frame",
@@ -126,33 +130,15 @@ def test_one_pass_equals_cli(tshark, path):
     assert missing == cmds_at_end, (missing, cmds_at_end)
 
 
-@pytest.mark.parametrize("kind", ["sll", "sll2", "raw", "ipv4", "null", "vlan", "qinq", "ipv6", "padded"])
+@pytest.mark.parametrize("kind", sorted(link_types.TRANSFORMS))
 def test_every_link_layer_the_cli_reads(tshark, kind):
     """The plugin decodes each frame's bytes itself (the CLI's decoder, by Wireshark's link type
     for the frame): a capture re-encapsulated in each link layer the CLI reads (Linux cooked v1/v2,
     raw IP, loopback, VLAN tags, IPv6, a trailer) gives the verdicts the CLI gives on the original."""
-    import gzip
-    import os
-    import shutil
-    import sys
-    import tempfile
-    from pathlib import Path
-    sys.path.insert(0, str(ROOT / "tests" / "captures"))
-    import link_types
     name = "scsi-osd-example-001" if kind != "padded" else "iscsi-tapel"
     original = next(p for p in CAPTURES if p.name.split(".")[0] == name)
-    data = original.read_bytes()
-    if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
-    folder = tempfile.mkdtemp(prefix="iscsi-doctor-c-link-")
-    try:
-        os.chmod(folder, 0o755)  # tshark runs as nobody
-        path = Path(folder) / f"{kind}.pcap"
-        link_types.relink(data, kind, path)
-        os.chmod(path, 0o644)
+    with link_types.relinked(original, kind) as path:
         findings, _, _, commands, _, _ = tshark_results(tshark_fields(tshark, path, True))
-    finally:
-        shutil.rmtree(folder, True)
     cli_findings, cli_commands = cli_results(original)
     assert sum(cli_commands.values()) > 10
     assert findings == cli_findings, diff(findings, cli_findings)

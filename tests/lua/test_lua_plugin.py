@@ -12,7 +12,6 @@
 - the analysis core alone gives the CLI's verdicts under every Lua 5.1-5.4 interpreter installed.
 """
 import collections
-import gzip
 import hashlib
 import json
 import os
@@ -173,20 +172,10 @@ def test_every_link_layer_the_cli_reads(cli, kind):
     need_tshark()
     name = "scsi-osd-example-001" if kind != "padded" else "iscsi-tapel"
     original = next(p for p in CAPTURES if p.name.split(".")[0] == name)
-    data = original.read_bytes()
-    if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
-    folder = tempfile.mkdtemp(prefix="iscsi-doctor-lua-link-")
-    try:
-        os.chmod(folder, 0o755)  # tshark runs as nobody
-        path = Path(folder) / f"{kind}.pcap"
-        link_types.relink(data, kind, path)
-        os.chmod(path, 0o644)
-        want_f, want_c = lc.cli_sets(cli(original), SUPPORTED)
-        assert len(want_c) > 10
+    want_f, want_c = lc.cli_sets(cli(original), SUPPORTED)
+    assert len(want_c) > 10
+    with link_types.relinked(original, kind) as path:
         got_f, got_c, _ = lc.lua_sets(lc.tshark(path, True))
-    finally:
-        shutil.rmtree(folder, True)
     assert got_c == want_c, f"commands (CLI only, Lua only): {lc.diff(want_c, got_c)}"
     assert got_f == want_f, f"findings (CLI only, Lua only): {lc.diff(want_f, got_f)}"
 
