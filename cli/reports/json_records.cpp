@@ -24,6 +24,10 @@ void append_ms(OutBuf& out, double ms) {
     out += "null";
     return;
   }
+  if (ms == 0 && !std::signbit(ms)) {  // most parts of a breakdown
+    out += '0';
+    return;
+  }
   const double ns = std::round(ms * 1e6);
   if (std::fabs(ns) < 1e15 && (std::fabs(ns) >= 100 || (ns == 0 && !std::signbit(ns)))) {
     auto n = int64_t(ns);
@@ -31,7 +35,7 @@ void append_ms(OutBuf& out, double ms) {
       out += '-';
       n = -n;
     }
-    fmt::format_to(fmt::appender(out.b), FMT_COMPILE("{}"), n / 1'000'000);
+    out.number(n / 1'000'000);
     if (int64_t frac = n % 1'000'000) {
       char d[7] = {'.'};
       for (int i = 6; i >= 1; --i, frac /= 10)
@@ -43,22 +47,31 @@ void append_ms(OutBuf& out, double ms) {
     }
     return;
   }
-  fmt::format_to(fmt::appender(out.b), FMT_COMPILE("{}"), round_ns(ms));
+  out.format(FMT_COMPILE("{}"), round_ns(ms));
 }
 
 template <typename T>
 void append_opt(OutBuf& out, const std::optional<T>& v) {
   if (v)
-    fmt::format_to(fmt::appender(out.b), FMT_COMPILE("{}"), uint64_t(*v));
+    out.number(uint64_t(*v));
   else
     out += "null";
 }
 
 void append_frame(OutBuf& out, uint64_t frame) {
   if (frame)
-    fmt::format_to(fmt::appender(out.b), FMT_COMPILE("{}"), frame);
+    out.number(frame);
   else
     out += "null";
+}
+
+void append_bool(OutBuf& out, bool v) { out += v ? std::string_view("true") : std::string_view("false"); }
+
+// A name that needs no escape (a finding kind, a side, a status), in quotes.
+void append_name(OutBuf& out, std::string_view name) {
+  out += '"';
+  out += name;
+  out += '"';
 }
 
 // One buffer per thread: several captures may be written at once.
@@ -86,8 +99,10 @@ void append_related(OutBuf& o, const Finding& f) {
     write_json_string(o, name);
     o += ':';
     if (end - i > 1) o += '[';
-    for (size_t k = i; k < end; ++k)
-      fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}{}"), k > i ? "," : "", f.related[order[k]].second);
+    for (size_t k = i; k < end; ++k) {
+      if (k > i) o += ',';
+      o.number(f.related[order[k]].second);
+    }
     if (end - i > 1) o += ']';
     i = end;
   }
@@ -113,21 +128,35 @@ void write_command(ElementStream& s, const CommandResult& c, size_t capture, dou
                    const std::string* line) {
   OutBuf& o = buf();
   open_element(o, s, line);
-  fmt::format_to(
-      fmt::appender(o.b),
-      FMT_COMPILE(
-          "\"capture\":{},\"session\":{},\"connection\":{},\"itt\":\"0x{:08x}\",\"cmdsn\":{},\"lun\":{},"
-          "\"op\":"),
-      capture, c.session, c.connection, c.itt, c.cmdsn, c.lun);
+  o += "\"capture\":";
+  o.number(capture);
+  o += ",\"session\":";
+  o.number(c.session);
+  o += ",\"connection\":";
+  o.number(c.connection);
+  o += ",\"itt\":\"";
+  o.hex08(c.itt);
+  o += "\",\"cmdsn\":";
+  o.number(c.cmdsn);
+  o += ",\"lun\":";
+  o.number(c.lun);
+  o += ",\"op\":";
   write_json_string(o, c.op);
-  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"iscsi_opcode\":{},\"kind\":\"{}\",\"lba\":"),
-                 c.iscsi_opcode, command_kind_name(c.kind));
+  o += ",\"iscsi_opcode\":";
+  o.number(c.iscsi_opcode);
+  o += ",\"kind\":";
+  append_name(o, command_kind_name(c.kind));
+  o += ",\"lba\":";
   append_opt(o, c.lba);
-  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"bytes\":{},\"first_frame\":"), c.bytes);
+  o += ",\"bytes\":";
+  o.number(c.bytes);
+  o += ",\"first_frame\":";
   append_frame(o, c.first_frame);
   o += ",\"status_frame\":";
   append_frame(o, c.status_frame);
-  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"time_ns\":{},\"latency_ms\":"), c.first_ns);
+  o += ",\"time_ns\":";
+  o.number(c.first_ns);
+  o += ",\"latency_ms\":";
   if (c.completed)
     append_ms(o, c.latency_ms);
   else
@@ -138,32 +167,39 @@ void write_command(ElementStream& s, const CommandResult& c, size_t capture, dou
   else
     o += "null";
   // A command never answered took no round trips that can be counted: null, as its latency.
+  o += ",\"round_trips\":";
   if (c.completed)
-    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"round_trips\":{}"), c.round_trips);
+    o.number(c.round_trips);
   else
-    o += ",\"round_trips\":null";
-  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"ideal_round_trips\":{},\"findings\":["),
-                 c.ideal_round_trips);
+    o += "null";
+  o += ",\"ideal_round_trips\":";
+  o.number(c.ideal_round_trips);
+  o += ",\"findings\":[";
   for (size_t i = 0; i < c.findings.size(); ++i) {
     if (i) o += ',';
-    fmt::format_to(fmt::appender(o.b), FMT_COMPILE("\"{}\""), finding_name(c.findings[i]));
+    append_name(o, finding_name(c.findings[i]));
   }
   o += "],\"breakdown_ms\":{";
   for (size_t i = 0; i < std::size(kBreakdownParts); ++i) {
-    fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}\"{}\":"), i ? "," : "", kBreakdownParts[i].name);
+    o += i ? ",\"" : "\"";
+    o += kBreakdownParts[i].name;
+    o += "\":";
     append_ms(o, c.breakdown.*kBreakdownParts[i].field);
   }
   o += "},\"status\":";
   if (c.scsi_status)
-    fmt::format_to(fmt::appender(o.b), FMT_COMPILE("\"{}\""), scsi_status_name(*c.scsi_status));
+    append_name(o, scsi_status_name(*c.scsi_status));
   else
     o += "null";
   o += ",\"response\":";
   append_opt(o, c.iscsi_response);
   o += ",\"sense\":";
   if (c.sense_key) {
-    fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{{\"key\":{},\"key_name\":\"{}\",\"asc\":"), *c.sense_key,
-                   scsi::sense_key_name(*c.sense_key));
+    o += "{\"key\":";
+    o.number(*c.sense_key);
+    o += ",\"key_name\":";
+    append_name(o, scsi::sense_key_name(*c.sense_key));
+    o += ",\"asc\":";
     append_opt(o, c.asc);
     o += ",\"ascq\":";
     append_opt(o, c.ascq);
@@ -177,8 +213,11 @@ void write_command(ElementStream& s, const CommandResult& c, size_t capture, dou
   } else {
     o += "null";
   }
-  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",\"completed\":{},\"data_incomplete\":{}}}"), c.completed,
-                 c.data_incomplete);
+  o += ",\"completed\":";
+  append_bool(o, c.completed);
+  o += ",\"data_incomplete\":";
+  append_bool(o, c.data_incomplete);
+  o += '}';
   if (line) o += '\n';
   std::fwrite(o.data(), 1, o.size(), s.out);
 }
@@ -187,11 +226,17 @@ void write_finding(ElementStream& s, const Finding& f, double time_lost_ms, size
                    const std::string* line) {
   OutBuf& o = buf();
   open_element(o, s, line);
-  fmt::format_to(
-      fmt::appender(o.b),
-      FMT_COMPILE("\"capture\":{},\"kind\":\"{}\",\"side\":\"{}\",\"session\":{},\"connection\":{},"
-                  "\"frame\":"),
-      capture, finding_name(f.kind), side_name(f.side), f.session, f.connection);
+  o += "\"capture\":";
+  o.number(capture);
+  o += ",\"kind\":";
+  append_name(o, finding_name(f.kind));
+  o += ",\"side\":";
+  append_name(o, side_name(f.side));
+  o += ",\"session\":";
+  o.number(f.session);
+  o += ",\"connection\":";
+  o.number(f.connection);
+  o += ",\"frame\":";
   append_frame(o, f.frame);
   o += ",\"related\":";
   append_related(o, f);
@@ -204,10 +249,13 @@ void write_finding(ElementStream& s, const Finding& f, double time_lost_ms, size
   o += ",\"lost_ms\":";
   append_ms(o, f.lost_ms);
   o += ",\"itt\":";
-  if (f.itt)
-    fmt::format_to(fmt::appender(o.b), FMT_COMPILE("\"0x{:08x}\""), *f.itt);
-  else
+  if (f.itt) {
+    o += '"';
+    o.hex08(*f.itt);
+    o += '"';
+  } else {
     o += "null";
+  }
   o += ",\"command_first_frame\":";
   append_frame(o, f.command_first_frame);
   o += ",\"detail\":";

@@ -26,6 +26,7 @@
 
 #include "input/capture_reader.hpp"
 #include "reports/formatting.hpp"
+#include "reports/out_buf.hpp"
 #include "iscsi_doctor/finding_kinds.hpp"
 #include "iscsi_doctor/summary.hpp"
 
@@ -186,21 +187,6 @@ double round_ns(double ms);                   // milliseconds rounded to the nan
 // Milliseconds rounded to the microsecond: for the summary's medians, kept as floats (7 digits), whose
 // last digits are noise (59.825001).
 double round_us(double ms);
-// An append-only text buffer for the streamed writers (fmt's memory_buffer, with +=).
-struct OutBuf {
-  fmt::memory_buffer b;
-  OutBuf& operator+=(char c) {
-    b.push_back(c);
-    return *this;
-  }
-  OutBuf& operator+=(std::string_view s) {
-    b.append(s);
-    return *this;
-  }
-  void clear() { b.clear(); }
-  const char* data() const { return b.data(); }
-  size_t size() const { return b.size(); }
-};
 void write_json_string(OutBuf& out, std::string_view s);
 void copy_file(FILE* from, FILE* to);  // from its start to its end
 

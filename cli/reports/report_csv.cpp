@@ -33,34 +33,34 @@ void cell(OutBuf& o, std::string_view v) {
 
 template <typename T>
 void opt_cell(OutBuf& o, const std::optional<T>& v) {
-  if (v) fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}"), uint64_t(*v));
+  if (v) o.format(FMT_COMPILE("{}"), uint64_t(*v));
 }
 
 void ms_cell(OutBuf& o, double ms) {
-  if (std::isfinite(ms)) fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}"), round_ns(ms));
+  if (std::isfinite(ms)) o.format(FMT_COMPILE("{}"), round_ns(ms));
 }
 
 void write_row(ElementStream& s, const CommandResult& c, size_t capture, std::string_view path,
                double initiator_latency_ms) {
   thread_local OutBuf o;
   o.clear();
-  fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{},"), capture);
+  o.format(FMT_COMPILE("{},"), capture);
   cell(o, path);
-  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{},0x{:08x},{},"), c.session, c.connection, c.itt,
+  o.format(FMT_COMPILE(",{},{},0x{:08x},{},"), c.session, c.connection, c.itt,
                  c.cmdsn);
   cell(o, c.op);
-  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{},"), c.iscsi_opcode, command_kind_name(c.kind));
+  o.format(FMT_COMPILE(",{},{},"), c.iscsi_opcode, command_kind_name(c.kind));
   opt_cell(o, c.lba);
-  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},"), c.bytes);
-  if (c.first_frame) fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}"), c.first_frame);
+  o.format(FMT_COMPILE(",{},"), c.bytes);
+  if (c.first_frame) o.format(FMT_COMPILE("{}"), c.first_frame);
   o += ',';
-  if (c.status_frame) fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}"), c.status_frame);
-  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},"), c.first_ns);
+  if (c.status_frame) o.format(FMT_COMPILE("{}"), c.status_frame);
+  o.format(FMT_COMPILE(",{},"), c.first_ns);
   if (c.completed) ms_cell(o, c.latency_ms);
   if (c.completed)  // never answered: no round trips to count (empty, as its latency)
-    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{},"), c.round_trips, c.ideal_round_trips);
+    o.format(FMT_COMPILE(",{},{},"), c.round_trips, c.ideal_round_trips);
   else
-    fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",,{},"), c.ideal_round_trips);
+    o.format(FMT_COMPILE(",,{},"), c.ideal_round_trips);
   for (size_t i = 0; i < c.findings.size(); ++i) {
     if (i) o += ';';
     o += finding_name(c.findings[i]);
@@ -81,7 +81,7 @@ void write_row(ElementStream& s, const CommandResult& c, size_t capture, std::st
   if (c.sense_key) opt_cell(o, c.asc);
   o += ',';
   if (c.sense_key) opt_cell(o, c.ascq);
-  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{},{},"), c.completed, c.data_incomplete, c.lun);
+  o.format(FMT_COMPILE(",{},{},{},"), c.completed, c.data_incomplete, c.lun);
   if (initiator_latency_ms >= 0) ms_cell(o, initiator_latency_ms);
   o += '\n';
   std::fwrite(o.data(), 1, o.size(), s.out);
@@ -98,9 +98,9 @@ constexpr std::string_view kFindingsHeader =
 void write_finding_row(ElementStream& s, const Finding& f, double time_lost_ms, size_t capture,
                        std::string_view path) {
   OutBuf o;
-  fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{},"), capture);
+  o.format(FMT_COMPILE("{},"), capture);
   cell(o, path);
-  fmt::format_to(fmt::appender(o.b), FMT_COMPILE(",{},{},{},{},{},"), finding_name(f.kind), side_name(f.side),
+  o.format(FMT_COMPILE(",{},{},{},{},{},"), finding_name(f.kind), side_name(f.side),
                  f.session, f.connection, f.frame);
   std::string related;
   for (const auto& [name, frame] : f.related)
@@ -109,9 +109,9 @@ void write_finding_row(ElementStream& s, const Finding& f, double time_lost_ms, 
   o += ',';
   ms_cell(o, f.lost_ms);
   o += ',';
-  if (f.itt) fmt::format_to(fmt::appender(o.b), FMT_COMPILE("0x{:08x}"), *f.itt);
+  if (f.itt) o.format(FMT_COMPILE("0x{:08x}"), *f.itt);
   o += ',';
-  if (f.command_first_frame) fmt::format_to(fmt::appender(o.b), FMT_COMPILE("{}"), f.command_first_frame);
+  if (f.command_first_frame) o.format(FMT_COMPILE("{}"), f.command_first_frame);
   o += ',';
   cell(o, join(f.inferred, ";"));
   o += ',';
