@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <compare>
 #include <cstdint>
 #include <cstring>
@@ -38,10 +39,11 @@ private:
     return w;
   }
   uint64_t key(int i) const {  // bytes i*8.. as a big-endian number: compares as memcmp does
-    uint64_t w = 0;
-    for (int k = 0; k < 8; ++k)
-      w = w << 8 | bytes[size_t(8 * i + k)];
-    return w;
+    const uint64_t w = word(i);
+    if constexpr (std::endian::native == std::endian::little)
+      return __builtin_bswap64(w);
+    else
+      return w;
   }
 };
 
