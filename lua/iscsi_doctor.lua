@@ -1808,7 +1808,7 @@ function Flow.new()
     acked_data_frame = 0, unseen_upto = 0, unseen_t = 0, unseen_frame = 0,
     acks = {}, ak_head = 1, ak_tail = 0,
     -- this side's recent timestamps at first sight; its latest data segment's echo (engine: Flow)
-    tsf_val = {}, tsf_t = {}, tsf_pure = {}, tsf_head = 1, tsf_tail = 0, last_payload_t = -math.huge,
+    ts_firsts = {}, tsf_head = 1, tsf_tail = 0, last_payload_t = -math.huge,
     data_echo = 0, data_echo_seen = false, echo_moved_frame = 0,
     link = LinkMeter.new() },
     Flow)
@@ -2084,7 +2084,6 @@ local MAX_UNACKED_RECORDS = 65536  -- Tracker::kMaxUnackedRecords
 local UNSEEN = "acknowledged by the receiver but missing from the capture"
 local REORDER_WAIT_NS = RULES.reorder_wait_ms * 1e6
 local ECHO_KEEP_NS = RULES.echo_keep_ms * 1e6
-local ECHO_RING = RULES.echo_records_max
 
 function Tracker.new(max_out_of_order_bytes)
   return setmetatable({ max_out_of_order_bytes_ = max_out_of_order_bytes,
@@ -2186,16 +2185,14 @@ end
 -- segment a pure ACK, a release: a round-trip sample (-1: none).
 function Tracker:echo(seg, dir)
   local f = self.flow_[dir]
-  -- (a ring of three arrays, record i at i % ECHO_RING + 1: no table per segment)
-  local tv, tt = f.tsf_val, f.tsf_t
-  if f.tsf_tail < f.tsf_head or tv[f.tsf_tail % ECHO_RING + 1] ~= seg.tsval then
-    while f.tsf_head <= f.tsf_tail and (f.tsf_tail - f.tsf_head + 1 >= ECHO_RING or
-          tt[f.tsf_head % ECHO_RING + 1] < seg.t - ECHO_KEEP_NS) do
+  if f.tsf_tail < f.tsf_head or f.ts_firsts[f.tsf_tail].val ~= seg.tsval then
+    while f.tsf_head <= f.tsf_tail and (f.tsf_tail - f.tsf_head + 1 >= RULES.echo_records_max or
+          f.ts_firsts[f.tsf_head].t < seg.t - ECHO_KEEP_NS) do
+      f.ts_firsts[f.tsf_head] = nil
       f.tsf_head = f.tsf_head + 1
     end
     f.tsf_tail = f.tsf_tail + 1
-    local k = f.tsf_tail % ECHO_RING + 1
-    tv[k], tt[k], f.tsf_pure[k] = seg.tsval, seg.t, seg.wire_len == 0
+    f.ts_firsts[f.tsf_tail] = { val = seg.tsval, t = seg.t, pure = seg.wire_len == 0 }
   end
   if seg.wire_len == 0 or not hasbit(seg.flags, 0x10) then return -1 end
   if f.data_echo_seen then
@@ -2205,13 +2202,11 @@ function Tracker:echo(seg, dir)
   end
   f.data_echo_seen, f.data_echo = true, seg.tsecr
   local peer = self.flow_[1 - dir]
-  local tv = peer.tsf_val
   for i = peer.tsf_tail, peer.tsf_head, -1 do
-    local k = i % ECHO_RING + 1
-    if tv[k] == seg.tsecr then
+    local e = peer.ts_firsts[i]
+    if e.val == seg.tsecr then
       -- not when the peer sent data since: this may answer that data after a think time
-      local t = peer.tsf_t[k]
-      if peer.tsf_pure[k] and peer.last_payload_t < t then return seg.t - t end
+      if e.pure and peer.last_payload_t < e.t then return seg.t - e.t end
       return -1
     end
   end

@@ -48,7 +48,7 @@ function Flow.new()
     acked_data_frame = 0, unseen_upto = 0, unseen_t = 0, unseen_frame = 0,
     acks = {}, ak_head = 1, ak_tail = 0,
     -- this side's recent timestamps at first sight; its latest data segment's echo (engine: Flow)
-    tsf_val = {}, tsf_t = {}, tsf_pure = {}, tsf_head = 1, tsf_tail = 0, last_payload_t = -math.huge,
+    ts_firsts = {}, tsf_head = 1, tsf_tail = 0, last_payload_t = -math.huge,
     data_echo = 0, data_echo_seen = false, echo_moved_frame = 0,
     link = LinkMeter.new() },
     Flow)
