@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "lua" / "iscsi_doctor.lua"
-WORK = "tmp/iscsi-doctor-lua-bench"  # inside each root, readable by nobody
+WORK = f"tmp/iscsi-doctor-lua-bench-{os.getpid()}"  # inside each root, readable by nobody; one per run
 
 
 def as_nobody(root):
