@@ -6,12 +6,13 @@ Wireshark and in each Debian root given (scripts/test-wireshark-versions.sh keep
 /var/cache/iscsi-doctor/roots). Prints the ratio to plain tshark per Wireshark.
 
     bench/lua-plugin.py [--capture F] [--runs 7] [--root DIR ...] [--instructions] [--count N]
-                        [--plugin FILE] [--skip-system]
+                        [--plugin FILE ...] [--skip-system]
 
 Times are the best of --runs runs, plain and plugin interleaved (CPU time of the process tree;
 on a shared machine read them to about 10%). --instructions counts instructions with callgrind
 instead, which no other load changes (valgrind must be installed where tshark runs; about 50x
-slower; --count N reads only the first N packets, for a quicker count). --plugin measures another copy of the plugin (an older one, to compare);
+slower; --count N reads only the first N packets, for a quicker count). --plugin measures another copy of the plugin
+(repeated: several copies, e.g. an older one and this one, in the same interleaved runs);
 --skip-system measures only the roots. Run as root (chroot). The default capture is the benchmark's 106 MB one
 (bench/make-capture.py, cached by bench/run.sh in bench/cache/bench-100m.pcap)."""
 import argparse
@@ -25,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "lua" / "iscsi_doctor.lua"
-WORK = "tmp/iscsi-doctor-lua-bench"  # inside each root, readable by nobody
+WORK = f"tmp/iscsi-doctor-lua-bench-{os.getpid()}"  # inside each root, readable by nobody; one per run
 
 
 def as_nobody(root):
@@ -68,30 +69,36 @@ def main():
     ap.add_argument("--root", action="append", default=[], help="a Debian root with tshark (repeatable)")
     ap.add_argument("--instructions", action="store_true")
     ap.add_argument("--count", type=int, help="read only the first N packets")
-    ap.add_argument("--plugin", default=str(PLUGIN))
+    ap.add_argument("--plugin", action="append", default=[], help="the plugin to measure (repeatable)")
     ap.add_argument("--skip-system", action="store_true", help="only the roots, not this machine's tshark")
     a = ap.parse_args()
     if not Path(a.capture).is_file():
         sys.exit(f"{a.capture}: no such capture (bench/run.sh makes it)")
-    plugin = Path(a.plugin)
+    plugins = [Path(p) for p in (a.plugin or [str(PLUGIN)])]
     for root in ([] if a.skip_system else ["/"]) + a.root:
         work = Path(root) / WORK
         work.mkdir(parents=True, exist_ok=True)
         work.chmod(0o777)
-        for src in (plugin, Path(a.capture)):
-            shutil.copy(src, work / src.name)
-            (work / src.name).chmod(0o644)
-        capture, script = f"/{WORK}/{Path(a.capture).name}", f"/{WORK}/{plugin.name}"
+        runs = [("plain", "/dev/null")]
+        for i, plugin in enumerate(plugins):  # each copy under a name of its own
+            name = f"{i}-{plugin.name}"
+            shutil.copy(plugin, work / name)
+            (work / name).chmod(0o644)
+            runs.append((str(plugin), f"/{WORK}/{name}"))
+        shutil.copy(a.capture, work / Path(a.capture).name)
+        (work / Path(a.capture).name).chmod(0o644)
+        capture = f"/{WORK}/{Path(a.capture).name}"
         version = subprocess.run(as_nobody(root) + ["tshark", "--version"],
                                  capture_output=True, text=True).stdout.split("\n")[0]
-        best = {"plain": None, "lua": None}
+        best = {}
         for _ in range(1 if a.instructions else a.runs):
-            for name, s in (("plain", "/dev/null"), ("lua", script)):
+            for name, s in runs:
                 v = measure(root, capture, s, a.instructions, a.count)
-                best[name] = v if best[name] is None else min(best[name], v)
+                best[name] = v if name not in best else min(best[name], v)
         unit = "instructions" if a.instructions else "s CPU"
-        print(f"{version} ({root}): plain {best['plain']:.3g} {unit}, with the Lua plugin "
-              f"{best['lua']:.3g}: {best['lua'] / best['plain']:.2f}x")
+        for name, _ in runs[1:]:
+            print(f"{version} ({root}): plain {best['plain']:.3g} {unit}, with the Lua plugin {name} "
+                  f"{best[name]:.3g}: {best[name] / best['plain']:.2f}x")
         shutil.rmtree(work, True)
 
 

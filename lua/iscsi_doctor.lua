@@ -147,6 +147,10 @@ local DEFAULT_OPTIONS = {
 ---------------------------------------------------------------------------------------------
 -- Small helpers
 
+-- Globals read in the analysis as locals: Wireshark's global table holds hundreds of names, so
+-- each global read is a lookup in a large hash table.
+local ipairs, pairs, setmetatable, tonumber, tostring = ipairs, pairs, setmetatable, tonumber, tostring
+local string, table, math = string, table, math
 local floor = math.floor
 local function min(a, b) if a < b then return a end return b end
 local function max(a, b) if a > b then return a end return b end
@@ -551,7 +555,7 @@ local function parse_bhs(s, p)
     w28 = ((d1 * 256 + d2) * 256 + d3) * 256 + d4, w32 = ((e1 * 256 + e2) * 256 + e3) * 256 + e4,
     w36 = ((f1 * 256 + f2) * 256 + f3) * 256 + f4, w40 = ((g1 * 256 + g2) * 256 + g3) * 256 + g4,
     w44 = ((h1 * 256 + h2) * 256 + h3) * 256 + h4,
-    cdb = s:sub(p + 32, p + 47) }
+    cdb = b0 % 64 == 0x01 and s:sub(p + 32, p + 47) or nil }  -- only a SCSI Command's is read
 end
 local function header_length(b, hd) return 48 + 4 * b.ahs_words + (hd and 4 or 0) end
 
@@ -1981,15 +1985,16 @@ RttEstimate.__index = RttEstimate
 
 function RttEstimate.new()
   return setmetatable({ min_ = 0, known_ = false, handshake_ = false, released_ = false, samples_ = 0,
-                        clean_samples_ = 0, ring_ = 0, recent_ = {} }, RttEstimate)
+                        clean_samples_ = 0, ring_ = 0, recent_ = {}, sorted_ = {} }, RttEstimate)
 end
 
 -- A copy (the engine copies the value: a scout's estimate seeds a connection's).
 function RttEstimate:copy()
   local r = setmetatable({}, RttEstimate)
   for k, v in pairs(self) do r[k] = v end
-  r.recent_ = {}
+  r.recent_, r.sorted_ = {}, {}
   for k, v in pairs(self.recent_) do r.recent_[k] = v end
+  for k, v in pairs(self.sorted_) do r.sorted_[k] = v end
   return r
 end
 
@@ -2004,7 +2009,32 @@ function RttEstimate:sample(ns, from_handshake, clean)
   if not self.known_ or ns < self.min_ then self.min_ = ns end
   self.known_ = true
   self.samples_ = self.samples_ + 1
-  self.recent_[self.ring_ % RULES.jitter_window + 1] = ns
+  self:remember(ns)
+end
+-- A sample into the ring of the latest jitter_window, and into sorted_, the same values in
+-- order: the one it replaces taken out, the new one put in place (no sort per sample).
+function RttEstimate:remember(ns)
+  local w = RULES.jitter_window
+  local k = self.ring_ % w + 1
+  local s = self.sorted_
+  local n = #s
+  if self.ring_ >= w then
+    local old = self.recent_[k]
+    local i = n
+    while i > 0 and s[i] ~= old do i = i - 1 end
+    if i > 0 then  -- (always, but for a NaN, which equals nothing)
+      for j = i, n - 1 do s[j] = s[j + 1] end
+      s[n] = nil
+      n = n - 1
+    end
+  end
+  local i = n
+  while i > 0 and s[i] > ns do
+    s[i + 1] = s[i]
+    i = i - 1
+  end
+  s[i + 1] = ns
+  self.recent_[k] = ns
   self.ring_ = self.ring_ + 1
 end
 function RttEstimate:known() return self.known_ end
@@ -2018,8 +2048,7 @@ function RttEstimate:released(ns)
   if ns < 0 or ns > RTT_MAX_NS then return end
   if not self.known_ or ns <= self.min_ then self.min_, self.released_ = ns, true end
   self.known_ = true
-  self.recent_[self.ring_ % RULES.jitter_window + 1] = ns
-  self.ring_ = self.ring_ + 1
+  self:remember(ns)
 end
 -- Not only an upper bound that may hold the side's answer time.
 function RttEstimate:tight() return self.handshake_ or self.clean_samples_ > 0 or self.released_ end
@@ -2034,21 +2063,14 @@ end
 -- The jitter percentile of the latest samples' excess over the minimum, excesses beyond
 -- jitter_excess_max_ms (or half the minimum) left out (delayed ACKs); 0 with too few.
 -- (The caller bounds it by the RTT: on a LAN the excess is think time, not jitter.)
--- The sorted excesses are kept until a sample or the minimum changes: a hold asks three times.
 function RttEstimate:jitter_ns(percentile)
-  local ex = self.jitter_sorted_
-  if not ex or self.jitter_ring_ ~= self.ring_ or self.jitter_min_ ~= self.min_ then
-    local cap = max(floor(RULES.jitter_excess_max_ms * 1e6 + 0.5), floor(self.min_ / RULES.jitter_rtt_divisor))
-    ex = {}
-    for i = 1, min(self.ring_, RULES.jitter_window) do
-      local e = self.recent_[i] - self.min_
-      if e <= cap then ex[#ex + 1] = e end
-    end
-    table.sort(ex)  -- (the engine's nth_element: the same element)
-    self.jitter_sorted_, self.jitter_ring_, self.jitter_min_ = ex, self.ring_, self.min_
-  end
-  if #ex < RULES.jitter_samples_min then return 0 end
-  return ex[floor((#ex - 1) * (percentile or RULES.jitter_percentile) / 100) + 1]
+  -- The excesses in order are the sorted samples less the minimum, those within the cap a prefix.
+  local cap = max(floor(RULES.jitter_excess_max_ms * 1e6 + 0.5), floor(self.min_ / RULES.jitter_rtt_divisor))
+  local s, m = self.sorted_, self.min_
+  local n = #s
+  while n > 0 and s[n] - m > cap do n = n - 1 end
+  if n < RULES.jitter_samples_min then return 0 end
+  return s[floor((n - 1) * (percentile or RULES.jitter_percentile) / 100) + 1] - m
 end
 
 ---------------------------------------------------------------------------------------------
@@ -4407,7 +4429,9 @@ proto.prefs.report = Pref.bool("Print report at the end (tshark)", false,
   "Print the text report when tshark finishes (as the Tools menu window shows it)")
 
 -- Per-packet garbage (segments, frame and payload copies) dies young: Lua 5.4's generational
--- collector frees it without re-marking the whole heap each cycle (half the plugin's time on 4.4).
+-- collector frees it without re-marking the whole heap each cycle. (Since the tree items went,
+-- the incremental one is as fast on small-block traffic, the cost being per object: lua/README.md
+-- "Cost".)
 if _VERSION >= "Lua 5.4" then pcall(collectgarbage, "generational") end
 
 local state = nil

@@ -101,7 +101,9 @@ proto.prefs.report = Pref.bool("Print report at the end (tshark)", false,
   "Print the text report when tshark finishes (as the Tools menu window shows it)")
 
 -- Per-packet garbage (segments, frame and payload copies) dies young: Lua 5.4's generational
--- collector frees it without re-marking the whole heap each cycle (half the plugin's time on 4.4).
+-- collector frees it without re-marking the whole heap each cycle. (Since the tree items went,
+-- the incremental one is as fast on small-block traffic, the cost being per object: lua/README.md
+-- "Cost".)
 if _VERSION >= "Lua 5.4" then pcall(collectgarbage, "generational") end
 
 local state = nil

@@ -33,6 +33,6 @@ local function parse_bhs(s, p)
     w28 = ((d1 * 256 + d2) * 256 + d3) * 256 + d4, w32 = ((e1 * 256 + e2) * 256 + e3) * 256 + e4,
     w36 = ((f1 * 256 + f2) * 256 + f3) * 256 + f4, w40 = ((g1 * 256 + g2) * 256 + g3) * 256 + g4,
     w44 = ((h1 * 256 + h2) * 256 + h3) * 256 + h4,
-    cdb = s:sub(p + 32, p + 47) }
+    cdb = b0 % 64 == 0x01 and s:sub(p + 32, p + 47) or nil }  -- only a SCSI Command's is read
 end
 local function header_length(b, hd) return 48 + 4 * b.ahs_words + (hd and 4 or 0) end

@@ -1,6 +1,10 @@
 ---------------------------------------------------------------------------------------------
 -- Small helpers
 
+-- Globals read in the analysis as locals: Wireshark's global table holds hundreds of names, so
+-- each global read is a lookup in a large hash table.
+local ipairs, pairs, setmetatable, tonumber, tostring = ipairs, pairs, setmetatable, tonumber, tostring
+local string, table, math = string, table, math
 local floor = math.floor
 local function min(a, b) if a < b then return a end return b end
 local function max(a, b) if a > b then return a end return b end
