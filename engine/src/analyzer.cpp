@@ -462,8 +462,9 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
   if (!m.tomb_order.empty()) m.expire_tombs(seg.time_ns);
   auto it = m.find_live(key);
   bool syn = (seg.flags & tcp_flag::syn) && !(seg.flags & tcp_flag::ack);
-  // A SYN-ACK after the close answers a SYN the capture missed (RFC 9293 §3.5): a new connection.
-  const bool opens = seg.flags & tcp_flag::syn;
+  // A SYN-ACK after the close answers a SYN the capture missed (RFC 9293 §3.5): a new connection
+  // (not one with a FIN or RST too: no peer sends that).
+  const bool opens = syn || (seg.flags & (tcp_flag::syn | tcp_flag::fin | tcp_flag::rst)) == tcp_flag::syn;
   if (it != m.live.end() && opens && m.closed(key, *it->second)) {
     // The 4-tuple is reused by a new connection.
     m.finish_connection(key, *it->second);

@@ -189,3 +189,47 @@ TEST(SessionMemoryBudget, SynAckAfterTheCloseStartsANewConnection) {
     EXPECT_EQ(an.connections().size(), 2u);
   }
 }
+
+// A FIN, then the conversation goes on (data both ways, each pause shorter than 4 round trips):
+// not retired while it does, so every command is reported, as without a budget.
+TEST(SessionMemoryBudget, HalfClosedNotRetiredWhileDataFlows) {
+  for (size_t budget : {size_t(0), size_t(64) << 20}) {
+    Recorder rec;
+    Analyzer an(with_budget(budget), rec);
+    Wire w(an);
+    answered_read(w, 0);
+    w.fin(false, 4 * kMs);
+    w.ack(true, 4 * kMs + 10'000);
+    for (uint32_t k = 0; k < 10; ++k) {  // 2 ms apart: the round trip is 1.01 ms
+      const int64_t t = (5 + 2 * k) * kMs;
+      w.data(true, t, read10(20 + k, 4096));
+      w.data(false, t + 1 * kMs, data_in(20 + k, 4096, true));
+      w.ack(true, t + 1 * kMs + 10'000);
+    }
+    an.finish();
+    EXPECT_EQ(rec.commands.size(), 11u) << budget;
+    ASSERT_EQ(an.connections().size(), 1u);
+    EXPECT_EQ(an.connections()[0].commands, 11u) << budget;
+  }
+}
+
+// Data from a side after its own FIN (a damaged capture: no peer sends past its FIN, RFC 9293
+// §3.6): that FIN was not its end, so a pause of many round trips does not retire it.
+TEST(SessionMemoryBudget, DataAfterItsOwnFinKeepsItOpen) {
+  for (size_t budget : {size_t(0), size_t(64) << 20}) {
+    Recorder rec;
+    Analyzer an(with_budget(budget), rec);
+    Wire w(an);
+    answered_read(w, 0);
+    w.fin(false, 4 * kMs);
+    w.ack(true, 4 * kMs + 10'000);
+    for (uint32_t k = 0; k < 5; ++k) {  // 10 ms apart: 10 round trips
+      const int64_t t = (5 + 10 * k) * kMs;
+      w.data(true, t, read10(20 + k, 4096));
+      w.data(false, t + 1 * kMs, data_in(20 + k, 4096, true));
+      w.ack(true, t + 1 * kMs + 10'000);
+    }
+    an.finish();
+    EXPECT_EQ(rec.commands.size(), 6u) << budget;
+  }
+}
