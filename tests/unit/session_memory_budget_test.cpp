@@ -233,3 +233,25 @@ TEST(SessionMemoryBudget, DataAfterItsOwnFinKeepsItOpen) {
     EXPECT_EQ(rec.commands.size(), 6u) << budget;
   }
 }
+
+// After an RST, what the peer had in flight still reaches the capture point: a PDU that comes
+// after it is the connection's, with a budget as without one.
+TEST(SessionMemoryBudget, PeerDataInFlightAfterAnRst) {
+  for (size_t budget : {size_t(0), size_t(64) << 20}) {
+    Recorder rec;
+    Analyzer an(with_budget(budget), rec);
+    Wire w(an);
+    answered_read(w, 0);
+    w.send(true, 4 * kMs, tcp_flag::rst | tcp_flag::ack, {});
+    iscsi::Bhs nop;  // NOP-In (RFC 7143 §11.19), sent before the RST reached the target
+    nop.opcode = 0x20;
+    nop.flags = 0x80;
+    nop.itt = 0xffffffff;
+    nop.w20 = 0x77;
+    w.data(false, 4 * kMs + 500'000, iscsi::encode_pdu(nop));
+    an.finish();
+    ASSERT_EQ(an.connections().size(), 1u);
+    EXPECT_EQ(an.connections()[0].pdus, 3u) << budget;  // the READ, its Data-In, the NOP-In
+    EXPECT_EQ(an.connections()[0].frames, 10u) << budget;
+  }
+}

@@ -46,8 +46,9 @@ int64_t Connection::finished_at() const {
     // a budget, after its linger, or when the capture ends.
     if (f.fin_seen && f.last_payload_t > f.fin_t) return INT64_MAX;
   }
-  if ((tcp_.closed() && tcp_.fins_acked()) || tcp_.reset()) return tcp_.first_fin_t();
+  if (tcp_.closed() && tcp_.fins_acked() && !tcp_.reset()) return tcp_.first_fin_t();
   // Half-closed, the other side may still send (RFC 9293 §3.6): data after the FIN shows it does.
+  // After an RST, what the peer had in flight still arrives.
   const int64_t since = std::max({tcp_.first_fin_t(), tcp_.flow(0).last_payload_t, tcp_.flow(1).last_payload_t});
   return since + std::max(kFinWaitMinNs, kFinRtts * full_rtt_ns());
 }
