@@ -50,6 +50,8 @@ int64_t Connection::finished_at() const {
   // Half-closed, the other side may still send (RFC 9293 §3.6): data after the FIN shows it does.
   // After an RST, what the peer had in flight still arrives.
   const int64_t since = std::max({tcp_.first_fin_t(), tcp_.flow(0).last_payload_t, tcp_.flow(1).last_payload_t});
+  // Round trips not yet measured both ways: its linger, as without a budget.
+  if (!rtt(0).known() || !rtt(1).known()) return since + linger_ns();
   return since + std::max(kFinWaitMinNs, kFinRtts * full_rtt_ns());
 }
 
