@@ -44,7 +44,7 @@ int64_t Connection::finished_at() const {
     if (!f.out_of_order.empty() || f.unseen_upto > f.next) return INT64_MAX;  // a hole may yet be filled
     // Data after its own FIN or RST: that was not its end (a damaged capture). Finished as without
     // a budget, after its linger, or when the capture ends.
-    if (f.fin_seen && f.last_payload_t > f.fin_t) return INT64_MAX;
+    if (f.fin_seen && f.last_payload_t > tcp_.fin_t(d)) return INT64_MAX;
   }
   if (tcp_.closed() && tcp_.fins_acked() && !tcp_.reset()) return tcp_.first_fin_t();
   // Half-closed, the other side may still send (RFC 9293 §3.6): data after the FIN shows it does.

@@ -149,7 +149,6 @@ public:
   util::Fifo<AckRecord> acks;       // recent advancing ACKs, oldest first (see record_ack)
   util::Fifo<TsFirst> ts_firsts;    // this side's recent TSvals, each at its first sight
   int64_t last_payload_t = INT64_MIN;  // this side's latest segment with data
-  int64_t fin_t = INT64_MIN;  // this side's first FIN or RST
   // The latest timestamp this side's data echoed, and the frame of its latest data segment that
   // echoed a newer one than the data before it: an ACK reached it between the two
   // (rules::Holds::on_release).
