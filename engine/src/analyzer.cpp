@@ -243,7 +243,9 @@ struct Analyzer::Impl {
     uint32_t id;
     int64_t listed;  // index in infos; -1: counted in unlisted
     std::unique_ptr<std::vector<Event>> held;
-    bool closed;  // both ways (else half-closed)
+    bool closed;      // both ways (else half-closed)
+    Endpoint fin_by;  // half-closed: the side that sent the FIN
+    int64_t linger;
   };
   static constexpr size_t kTombBytes = 160;  // a map node with its key, malloc's header
   // The linger is over (or the 4-tuple starts anew, or the capture ends): what it held is said.
@@ -295,7 +297,8 @@ struct Analyzer::Impl {
     finish_connection(it->first, c);
     relay.held = nullptr;
     const int64_t listed = unlisted.connections ? -1 : int64_t(infos.size()) - 1;
-    Tomb t{c.id(), listed, nullptr, closed};
+    const bool initiator_fin = c.fin_seen(session::kI2T);
+    Tomb t{c.id(), listed, nullptr, closed, initiator_fin ? c.info_initiator() : c.info_target(), c.linger_ns()};
     if (std::all_of(held.begin(), held.end(),
                     [](const Event& e) { return std::holds_alternative<ConnectionInfo>(e); }))
       relay.say(held);  // its facts alone: their order among other connections' is not reported
@@ -310,7 +313,7 @@ struct Analyzer::Impl {
   void expire_tombs(int64_t now) {
     while (!tomb_order.empty() && (tomb_order.front().until < now || tomb_order.size() > kMaxTombs)) {
       auto t = tombs.find(tomb_order.front().key);
-      if (t != tombs.end() && t->second.id == tomb_order.front().id) {
+      if (t != tombs.end() && t->second.id == tomb_order.front().id && !t->second.closed) {
         if (tomb_order.front().until < now)
           park(t);
         else
@@ -319,11 +322,18 @@ struct Analyzer::Impl {
       tomb_order.pop_front();
     }
   }
-  void stray(const Tomb& t) {
+  void stray(std::map<Key, Tomb>::iterator it, const Segment& seg) {
+    Tomb& t = it->second;
     if (t.listed >= 0)
       ++infos[size_t(t.listed)].frames;
     else
       ++unlisted.frames;
+    // Half-closed, the other side's FIN or an RST closes it: without a budget it would be finished
+    // after its linger from now, and say then what it held.
+    if (!t.closed && ((seg.flags & tcp_flag::rst) || ((seg.flags & tcp_flag::fin) && seg.src != t.fin_by))) {
+      t.closed = true;
+      closing.push_back({seg.time_ns + t.linger, it->first, t.id});
+    }
   }
   // The budget is short: connections other than `keep` are finished, ended ones first, then idle,
   // then busy ones, each the least recently active of its kind.
@@ -474,7 +484,7 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
   if (it == m.live.end() && !m.tombs.empty()) {
     if (auto t = m.tombs.find(key); t != m.tombs.end()) {
       if (!syn && !(opens && t->second.closed)) {
-        m.stray(t->second);
+        m.stray(t, seg);
         return SegmentStatus::ignored;
       }
       m.end_tomb(t);

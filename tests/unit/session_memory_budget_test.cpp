@@ -255,3 +255,32 @@ TEST(SessionMemoryBudget, PeerDataInFlightAfterAnRst) {
     EXPECT_EQ(an.connections()[0].frames, 10u) << budget;
   }
 }
+
+// Half-closed and retired, then the other side's FIN: closed from then, so what it held is said
+// when its linger from that FIN ends, as without a budget, not when the capture ends.
+TEST(SessionMemoryBudget, RetiredHalfClosedClosedByALaterFin) {
+  std::vector<std::string> order[2];
+  for (int pass = 0; pass < 2; ++pass) {
+    Said said;
+    Analyzer an(with_budget(pass ? size_t(64) << 20 : 0), said);
+    Wire w(an), other(an, 40001);
+    w.handshake(0, 1 * kMs, 10'000);
+    for (uint32_t k = 0; k < 8; ++k) {  // one at a time: serialized (docs/rules.md)
+      const int64_t t = (2 + 2 * k) * kMs;
+      w.data(true, t, read10(10 + k, 4096));
+      w.data(false, t + 1 * kMs, data_in(10 + k, 4096, true));
+      w.ack(true, t + 1 * kMs + 10'000);
+    }
+    w.fin(true, 20 * kMs);
+    w.ack(false, 21 * kMs);
+    w.fin(false, 200 * kMs);  // long after 4 round trips: retired by then with a budget
+    w.ack(true, 200 * kMs + 10'000);
+    answered_read(other, 1500 * kMs);  // past the linger (1 s) from that FIN
+    an.finish();
+    order[pass] = said.events;
+  }
+  ASSERT_EQ(order[0].size(), 10u);
+  EXPECT_EQ(order[0][8], "finding serialized 1");
+  EXPECT_EQ(order[0][9], "command 2 itt 5");
+  EXPECT_EQ(order[1], order[0]);
+}
