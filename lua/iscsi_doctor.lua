@@ -83,7 +83,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "b03954ac2ed9609c2753a08f5fd033f93cb6244b5fca77268035815e1288da2f",
+  doc_sha256 = "f34f70ce5f9a0aeb23d67dca27e7e2ebcd8b48a46bc79988578994add929ff6d",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -327,8 +327,8 @@ do
     -- NOP, NOP, timestamps alone (most segments) hold neither.
     local options = hl > 20
     if hl == 32 and not syn then
-      local o1, _, o3, o4, v1, v2, v3, v4, e1, e2, e3, e4 = byte(pkt, p + 20, p + 31)
-      options = o1 ~= 1 or o3 ~= 8
+      local o1, o2, o3, o4, v1, v2, v3, v4, e1, e2, e3, e4 = byte(pkt, p + 20, p + 31)
+      options = o1 ~= 1 or o2 ~= 1 or o3 ~= 8
       if not options and o4 == 10 and cap_end >= p + 32 then
         ts, tv, te = true, ((v1 * 256 + v2) * 256 + v3) * 256 + v4, ((e1 * 256 + e2) * 256 + e3) * 256 + e4
       end
@@ -4144,7 +4144,9 @@ function Analyzer:feed(seg)
   local c = self.live[key]
   local fl = seg.flags
   local syn = fl % 4 >= 2 and fl % 32 < 16  -- SYN without ACK
-  if c and syn and (c:closed() or (self.probation[key] and self.probation[key].scout:closed())) then
+  -- A SYN-ACK after the close answers a SYN the capture missed (RFC 9293 3.5): a new connection
+  -- (not one with a FIN or RST too: no peer sends that).
+  if c and (syn or fl % 8 == 2) and (c:closed() or (self.probation[key] and self.probation[key].scout:closed())) then
     self:end_probation(key, c)
     c:finish()
     self.live[key] = nil

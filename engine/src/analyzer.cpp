@@ -243,6 +243,9 @@ struct Analyzer::Impl {
     uint32_t id;
     int64_t listed;  // index in infos; -1: counted in unlisted
     std::unique_ptr<std::vector<Event>> held;
+    bool closed;      // both ways (else half-closed)
+    Endpoint fin_by;  // half-closed: the side that sent the FIN
+    int64_t linger;
   };
   static constexpr size_t kTombBytes = 160;  // a map node with its key, malloc's header
   // The linger is over (or the 4-tuple starts anew, or the capture ends): what it held is said.
@@ -253,6 +256,32 @@ struct Analyzer::Impl {
   }
   static constexpr size_t kMaxTombs = 65536;
   std::map<Key, Tomb> tombs;  // at most kMaxTombs half-closed ones, closed ones for their linger
+  // What half-closed ones said, past their linger: without a budget they would still be open, and
+  // say it when the capture ends (at most kMaxTombs kept; beyond, said when the linger ends).
+  std::multimap<Key, std::unique_ptr<std::vector<Event>>> parked;
+  void park(std::map<Key, Tomb>::iterator t) {
+    if (t->second.held && parked.size() < kMaxTombs) {
+      parked.emplace(t->first, std::move(t->second.held));
+      budget.hold(kTombBytes);
+    }
+    end_tomb(t);
+  }
+  // At the capture's end, in key order among the open ones: tombs and parked ones before `bound`.
+  void say_retired_before(const Key* bound) {
+    for (;;) {
+      const bool tomb = !tombs.empty() && (!bound || tombs.begin()->first < *bound);
+      const bool park = !parked.empty() && (!bound || parked.begin()->first < *bound);
+      if (park && (!tomb || !(tombs.begin()->first < parked.begin()->first))) {
+        relay.say(*parked.begin()->second);
+        budget.hold(-kTombBytes);
+        parked.erase(parked.begin());
+      } else if (tomb) {
+        end_tomb(tombs.begin());
+      } else {
+        return;
+      }
+    }
+  }
   struct TombDue {
     int64_t until;
     uint32_t id;
@@ -264,11 +293,12 @@ struct Analyzer::Impl {
     const int64_t until = c.last_t() + c.linger_ns();
     const bool closed = c.closed();  // its linger is in `closing`: what it says waits for it
     std::vector<Event> held;
-    if (closed) relay.held = &held;
+    relay.held = &held;  // half-closed, what it says waits for the capture's end (see `parked`)
     finish_connection(it->first, c);
     relay.held = nullptr;
     const int64_t listed = unlisted.connections ? -1 : int64_t(infos.size()) - 1;
-    Tomb t{c.id(), listed, nullptr};
+    const bool initiator_fin = c.fin_seen(session::kI2T);
+    Tomb t{c.id(), listed, nullptr, closed, initiator_fin ? c.info_initiator() : c.info_target(), c.linger_ns()};
     if (std::all_of(held.begin(), held.end(),
                     [](const Event& e) { return std::holds_alternative<ConnectionInfo>(e); }))
       relay.say(held);  // its facts alone: their order among other connections' is not reported
@@ -283,15 +313,27 @@ struct Analyzer::Impl {
   void expire_tombs(int64_t now) {
     while (!tomb_order.empty() && (tomb_order.front().until < now || tomb_order.size() > kMaxTombs)) {
       auto t = tombs.find(tomb_order.front().key);
-      if (t != tombs.end() && t->second.id == tomb_order.front().id) end_tomb(t);
+      if (t != tombs.end() && t->second.id == tomb_order.front().id && !t->second.closed) {
+        if (tomb_order.front().until < now)
+          park(t);
+        else
+          end_tomb(t);
+      }
       tomb_order.pop_front();
     }
   }
-  void stray(const Tomb& t) {
+  void stray(std::map<Key, Tomb>::iterator it, const Segment& seg) {
+    Tomb& t = it->second;
     if (t.listed >= 0)
       ++infos[size_t(t.listed)].frames;
     else
       ++unlisted.frames;
+    // Half-closed, the other side's FIN or an RST closes it: without a budget it would be finished
+    // after its linger from now, and say then what it held.
+    if (!t.closed && ((seg.flags & tcp_flag::rst) || ((seg.flags & tcp_flag::fin) && seg.src != t.fin_by))) {
+      t.closed = true;
+      closing.push_back({seg.time_ns + t.linger, it->first, t.id});
+    }
   }
   // The budget is short: connections other than `keep` are finished, ended ones first, then idle,
   // then busy ones, each the least recently active of its kind.
@@ -430,7 +472,10 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
   if (!m.tomb_order.empty()) m.expire_tombs(seg.time_ns);
   auto it = m.find_live(key);
   bool syn = (seg.flags & tcp_flag::syn) && !(seg.flags & tcp_flag::ack);
-  if (it != m.live.end() && syn && m.closed(key, *it->second)) {
+  // A SYN-ACK after the close answers a SYN the capture missed (RFC 9293 §3.5): a new connection
+  // (not one with a FIN or RST too: no peer sends that).
+  const bool opens = syn || (seg.flags & (tcp_flag::syn | tcp_flag::fin | tcp_flag::rst)) == tcp_flag::syn;
+  if (it != m.live.end() && opens && m.closed(key, *it->second)) {
     // The 4-tuple is reused by a new connection.
     m.finish_connection(key, *it->second);
     m.forget(it);
@@ -438,8 +483,8 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
   }
   if (it == m.live.end() && !m.tombs.empty()) {
     if (auto t = m.tombs.find(key); t != m.tombs.end()) {
-      if (!syn) {
-        m.stray(t->second);
+      if (!syn && !(opens && t->second.closed)) {
+        m.stray(t, seg);
         return SegmentStatus::ignored;
       }
       m.end_tomb(t);
@@ -535,12 +580,10 @@ void Analyzer::finish() {
   Impl& m = *impl_;
   // In key order, with the retired ones whose linger was not over (as if they were still open).
   for (auto& [key, conn] : m.live) {
-    while (!m.tombs.empty() && m.tombs.begin()->first < key)
-      m.end_tomb(m.tombs.begin());
+    m.say_retired_before(&key);
     m.finish_connection(key, *conn);
   }
-  while (!m.tombs.empty())
-    m.end_tomb(m.tombs.begin());
+  m.say_retired_before(nullptr);
   m.live.clear();
   m.by_id.clear();
   m.last_valid = false;

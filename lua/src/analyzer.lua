@@ -264,7 +264,9 @@ function Analyzer:feed(seg)
   local c = self.live[key]
   local fl = seg.flags
   local syn = fl % 4 >= 2 and fl % 32 < 16  -- SYN without ACK
-  if c and syn and (c:closed() or (self.probation[key] and self.probation[key].scout:closed())) then
+  -- A SYN-ACK after the close answers a SYN the capture missed (RFC 9293 3.5): a new connection
+  -- (not one with a FIN or RST too: no peer sends that).
+  if c and (syn or fl % 8 == 2) and (c:closed() or (self.probation[key] and self.probation[key].scout:closed())) then
     self:end_probation(key, c)
     c:finish()
     self.live[key] = nil

@@ -875,6 +875,33 @@ def case_two_connections(made):
     write("two-connections-one-damaged.pcap.gz", pcap_bytes(h1, merged))
 
 
+def case_reused_tuple(made):
+    """A connection closed both ways, then the same 4-tuple again 50 ms later (within the first's
+    linger), the new connection's SYN not captured: its SYN-ACK answers that SYN (RFC 9293 §3.5),
+    so it is a connection of its own."""
+    name = "scripted-nodelay-read-1k--initiator.pcap.gz"
+    hdr, first = base(name)
+    _, again = base(name)
+    syn = again.pop(0)
+    assert tcp_of(syn[3]) and syn[3][tcp_of(syn[3])[0] + 13] == 0x02, "the fixture begins with its SYN"
+    shift = first[-1][0] * 10**6 + first[-1][1] + 50_000 - (again[0][0] * 10**6 + again[0][1])
+    for r in again:
+        t = r[0] * 10**6 + r[1] + shift
+        r[0], r[1] = t // 10**6, t % 10**6
+        d = r[3]
+        o = tcp_of(d)[0]
+        # new initial sequence numbers: both sides' sequence and acknowledgment numbers move on
+        up = 0x10000000 if to_target(d) else 0x20000000
+        seq, ack = struct.unpack_from(">II", d, o + 4)
+        struct.pack_into(">II", d, o + 4, (seq + up) & 0xffffffff, (ack + (0x30000000 - up)) & 0xffffffff)
+    write("reused-tuple-syn-lost.pcap.gz", pcap_bytes(hdr, first + again))
+    made["reused-tuple-syn-lost.pcap.gz"] = {
+        "sources": [{"source": source(name)}, {"source": source(name), "frames_dropped": [1]}],
+        "says": "the fixture, closed both ways, then the fixture again 50 ms after its last frame on the same "
+                "4-tuple, its sequence numbers moved on (initiator +0x10000000, target +0x20000000) and its "
+                "SYN (frame 1) gone"}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--big", metavar="DIR", help="write the large generated cases into DIR instead")
@@ -910,7 +937,7 @@ def main():
     for case in (case_file_level, case_snaplen, case_lost, case_dup_reorder, case_mid_pdu, case_bhs, case_digest,
                  case_data_digest, case_non_iscsi, case_itt_reuse, case_no_response, case_open_commands,
                  case_two_connections, case_reorder_cap, case_max_connections, case_login_caps,
-                 case_one_direction, case_subsecond, case_late_release):
+                 case_one_direction, case_subsecond, case_late_release, case_reused_tuple):
         case(made)
     if a.json:
         print(json.dumps(made, indent=1, sort_keys=True))

@@ -5,14 +5,18 @@ Mutates small captures (bytes of headers and payload, login text, dropped, dupli
 snapped and re-timed packets, a join mid-session, a second capture merged in from another
 address) and compares the Lua core with `iscsi-doctor --format json` as test_lua_engine_diff.py
 does. A capture that differs is kept, and its seed printed; the same seed gives the same capture.
+When the CLI's own results change with its memory budget (`--memory-budget 0`), that is said: the
+difference is the budget's early finishing, not the port's.
 
     ISCSI_DOCTOR=build/cli/iscsi-doctor python3 tests/lua/fuzz_lua_diff.py COUNT [FIRST_SEED] [KEEP_DIR]
 
 LUA=lua5.1 (etc.) picks the interpreter.
 """
 import gzip
+import json
 import random
 import struct
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -121,6 +125,18 @@ def mutate(rng, recs):
     return recs
 
 
+def budget_note(path):
+    """Whether the CLI's memory budget (on by default; the Lua plugin has none) is what differs: the
+    CLI without it gives other results than with it."""
+    def analysis(*extra):
+        out = subprocess.run([diff.lc.BINARY, "--format", "json", *extra, str(path)], capture_output=True,
+                             text=True, timeout=600)
+        rep = json.loads(out.stdout)
+        return rep["commands"], rep["findings"], rep["sessions"]
+    return " (the CLI's memory budget: --memory-budget 0 differs)" if analysis() != analysis(
+        "--memory-budget", "0") else ""
+
+
 def main():
     count = int(sys.argv[1])
     first = int(sys.argv[2]) if len(sys.argv) > 2 else 0
@@ -144,7 +160,7 @@ def main():
                 failures += 1
                 kept = keep / path.name
                 kept.write_bytes(data)
-                print(f"== seed {seed} ({name}): {kept}\n{str(e)[:3000]}", flush=True)
+                print(f"== seed {seed} ({name}): {kept}{budget_note(path)}\n{str(e)[:3000]}", flush=True)
     print(f"{count} captures from seed {first}: {failures} differ")
     return 1 if failures else 0
 

@@ -5,6 +5,10 @@
 // an idle connection is finished before a busy one, counted and said.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
+#include "iscsi_doctor/finding_kinds.hpp"
 #include "wire.hpp"
 
 using namespace wire;
@@ -99,4 +103,184 @@ TEST(SessionMemoryBudget, IdleFinishedBeforeBusy) {
     EXPECT_NE(rec.notices.back().message.find("1 connection finished early by the memory budget"), std::string::npos)
         << rec.notices.back().message;
   }
+}
+
+namespace {
+
+// What a run says, in the order it says it.
+struct Said : Sink {
+  std::vector<std::string> events;
+  void on_notice(const Notice& n) override { events.push_back("notice " + n.message); }
+  void on_command(const CommandResult& c) override {
+    events.push_back("command " + std::to_string(c.connection) + " itt " + std::to_string(c.itt));
+  }
+  void on_finding(const Finding& f) override {
+    events.push_back("finding " + std::string(finding_kind(f.kind).name) + " " + std::to_string(f.connection));
+  }
+  void on_connection(const ConnectionInfo&) override {}  // their order is not reported
+};
+
+// A one-step Login Request or Response (RFC 7143 §11.12, §11.13) going to full feature phase.
+std::vector<uint8_t> login(bool request) {
+  iscsi::Bhs b;
+  b.opcode = request ? 0x03 : 0x23;
+  b.immediate = request;
+  b.flags = 0x87;  // T, CSG operational, NSG full feature
+  b.lun = 0x023d000100000000ull;  // ISID
+  b.itt = 1;
+  static constexpr char kKeys[] = "HeaderDigest=None\0DataDigest=None";
+  return iscsi::encode_pdu(b, std::vector<uint8_t>(kKeys, kKeys + sizeof kKeys));
+}
+
+}  // namespace
+
+// Half-closed and retired, its `serialized` verdict is said when the capture ends, as without a
+// budget (the connection would still be open), not when it was retired nor when its linger ended.
+TEST(SessionMemoryBudget, HalfClosedVerdictSaidInTheOrderWithoutABudget) {
+  std::vector<std::string> order[2];
+  for (int pass = 0; pass < 2; ++pass) {
+    Said said;
+    Analyzer an(with_budget(pass ? size_t(64) << 20 : 0), said);
+    Wire w(an), other(an, 40001);
+    w.handshake(0, 1 * kMs, 10'000);
+    for (uint32_t k = 0; k < 8; ++k) {  // one at a time: serialized (docs/rules.md)
+      const int64_t t = (2 + 2 * k) * kMs;
+      w.data(true, t, read10(10 + k, 4096));
+      w.data(false, t + 1 * kMs, data_in(10 + k, 4096, true));
+      w.ack(true, t + 1 * kMs + 10'000);
+    }
+    w.fin(true, 20 * kMs);
+    w.ack(false, 21 * kMs);
+    answered_read(other, 1500 * kMs);  // past the linger (1 s) of the first
+    an.finish();
+    order[pass] = said.events;
+  }
+  ASSERT_EQ(order[0].size(), 10u);
+  EXPECT_EQ(order[0][8], "command 2 itt 5");
+  EXPECT_EQ(order[0][9], "finding serialized 1");
+  EXPECT_EQ(order[1], order[0]);
+}
+
+// Closed both ways, then a SYN-ACK on its 4-tuple while it lingers (the SYN not captured): it
+// answers a new connection's SYN (RFC 9293 §3.5), whose command is a new connection's.
+TEST(SessionMemoryBudget, SynAckAfterTheCloseStartsANewConnection) {
+  for (size_t budget : {size_t(0), size_t(64) << 20}) {
+    Recorder rec;
+    Analyzer an(with_budget(budget), rec);
+    Wire w(an);
+    answered_read(w, 0);
+    w.fin(true, 4 * kMs);
+    w.fin(false, 5 * kMs);
+    w.ack(true, 5 * kMs + 10'000);
+    w.isn(true, 0x40000001u);  // the new SYN's sequence number + 1: that SYN is not captured
+    w.isn(false, 0x7000);
+    w.send(false, 10 * kMs, tcp_flag::syn | tcp_flag::ack, {}, 1460);
+    w.ack(true, 10 * kMs + 10'000);
+    w.data(true, 10 * kMs + 20'000, login(true));
+    w.data(false, 11 * kMs, login(false));
+    w.data(true, 12 * kMs, read10(6, 4096));
+    w.data(false, 13 * kMs, data_in(6, 4096, true));
+    w.ack(true, 13 * kMs + 10'000);
+    an.finish();
+    ASSERT_EQ(rec.commands.size(), 2u) << budget;
+    EXPECT_EQ(rec.commands[1].itt, 6u);
+    EXPECT_TRUE(rec.commands[1].completed);
+    EXPECT_NE(rec.commands[1].connection, rec.commands[0].connection);
+    EXPECT_EQ(an.connections().size(), 2u);
+  }
+}
+
+// A FIN, then the conversation goes on (data both ways, each pause shorter than 4 round trips):
+// not retired while it does, so every command is reported, as without a budget.
+TEST(SessionMemoryBudget, HalfClosedNotRetiredWhileDataFlows) {
+  for (size_t budget : {size_t(0), size_t(64) << 20}) {
+    Recorder rec;
+    Analyzer an(with_budget(budget), rec);
+    Wire w(an);
+    answered_read(w, 0);
+    w.fin(false, 4 * kMs);
+    w.ack(true, 4 * kMs + 10'000);
+    for (uint32_t k = 0; k < 10; ++k) {  // 2 ms apart: the round trip is 1.01 ms
+      const int64_t t = (5 + 2 * k) * kMs;
+      w.data(true, t, read10(20 + k, 4096));
+      w.data(false, t + 1 * kMs, data_in(20 + k, 4096, true));
+      w.ack(true, t + 1 * kMs + 10'000);
+    }
+    an.finish();
+    EXPECT_EQ(rec.commands.size(), 11u) << budget;
+    ASSERT_EQ(an.connections().size(), 1u);
+    EXPECT_EQ(an.connections()[0].commands, 11u) << budget;
+  }
+}
+
+// Data from a side after its own FIN (a damaged capture: no peer sends past its FIN, RFC 9293
+// §3.6): that FIN was not its end, so a pause of many round trips does not retire it.
+TEST(SessionMemoryBudget, DataAfterItsOwnFinKeepsItOpen) {
+  for (size_t budget : {size_t(0), size_t(64) << 20}) {
+    Recorder rec;
+    Analyzer an(with_budget(budget), rec);
+    Wire w(an);
+    answered_read(w, 0);
+    w.fin(false, 4 * kMs);
+    w.ack(true, 4 * kMs + 10'000);
+    for (uint32_t k = 0; k < 5; ++k) {  // 10 ms apart: 10 round trips
+      const int64_t t = (5 + 10 * k) * kMs;
+      w.data(true, t, read10(20 + k, 4096));
+      w.data(false, t + 1 * kMs, data_in(20 + k, 4096, true));
+      w.ack(true, t + 1 * kMs + 10'000);
+    }
+    an.finish();
+    EXPECT_EQ(rec.commands.size(), 6u) << budget;
+  }
+}
+
+// After an RST, what the peer had in flight still reaches the capture point: a PDU that comes
+// after it is the connection's, with a budget as without one.
+TEST(SessionMemoryBudget, PeerDataInFlightAfterAnRst) {
+  for (size_t budget : {size_t(0), size_t(64) << 20}) {
+    Recorder rec;
+    Analyzer an(with_budget(budget), rec);
+    Wire w(an);
+    answered_read(w, 0);
+    w.send(true, 4 * kMs, tcp_flag::rst | tcp_flag::ack, {});
+    iscsi::Bhs nop;  // NOP-In (RFC 7143 §11.19), sent before the RST reached the target
+    nop.opcode = 0x20;
+    nop.flags = 0x80;
+    nop.itt = 0xffffffff;
+    nop.w20 = 0x77;
+    w.data(false, 4 * kMs + 500'000, iscsi::encode_pdu(nop));
+    an.finish();
+    ASSERT_EQ(an.connections().size(), 1u);
+    EXPECT_EQ(an.connections()[0].pdus, 3u) << budget;  // the READ, its Data-In, the NOP-In
+    EXPECT_EQ(an.connections()[0].frames, 10u) << budget;
+  }
+}
+
+// Half-closed and retired, then the other side's FIN: closed from then, so what it held is said
+// when its linger from that FIN ends, as without a budget, not when the capture ends.
+TEST(SessionMemoryBudget, RetiredHalfClosedClosedByALaterFin) {
+  std::vector<std::string> order[2];
+  for (int pass = 0; pass < 2; ++pass) {
+    Said said;
+    Analyzer an(with_budget(pass ? size_t(64) << 20 : 0), said);
+    Wire w(an), other(an, 40001);
+    w.handshake(0, 1 * kMs, 10'000);
+    for (uint32_t k = 0; k < 8; ++k) {  // one at a time: serialized (docs/rules.md)
+      const int64_t t = (2 + 2 * k) * kMs;
+      w.data(true, t, read10(10 + k, 4096));
+      w.data(false, t + 1 * kMs, data_in(10 + k, 4096, true));
+      w.ack(true, t + 1 * kMs + 10'000);
+    }
+    w.fin(true, 20 * kMs);
+    w.ack(false, 21 * kMs);
+    w.fin(false, 200 * kMs);  // long after 4 round trips: retired by then with a budget
+    w.ack(true, 200 * kMs + 10'000);
+    answered_read(other, 1500 * kMs);  // past the linger (1 s) from that FIN
+    an.finish();
+    order[pass] = said.events;
+  }
+  ASSERT_EQ(order[0].size(), 10u);
+  EXPECT_EQ(order[0][8], "finding serialized 1");
+  EXPECT_EQ(order[0][9], "command 2 itt 5");
+  EXPECT_EQ(order[1], order[0]);
 }

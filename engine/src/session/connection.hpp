@@ -77,6 +77,7 @@ public:
   size_t memory_bytes() const;
   bool busy() const { return slots_.open_count() > 0 || !settling_.empty(); }
   bool ending() const { return tcp_.ending(); }
+  bool fin_seen(int dir) const { return tcp_.flow(dir).fin_seen; }
   size_t open_commands() const { return slots_.open_count(); }
   int64_t finished_at() const;
   MemoryBudget::Entry budget_entry;  // the Analyzer's budget keeps it

@@ -13,7 +13,8 @@ namespace {
 // budget's list) and malloc's headers and rounding of its ~30 allocations (measured: a storm's
 // resident memory grew ~8% faster than the sizes alone).
 constexpr size_t kTableBytes = 768;
-// The wait after a FIN before a half-closed connection is retired: its ACK, the peer's FIN.
+// The wait after a FIN (and after the latest data) before a half-closed connection is retired:
+// its ACK, the peer's FIN.
 constexpr int64_t kFinRtts = 4;
 constexpr int64_t kFinWaitMinNs = 1'000'000;
 
@@ -41,9 +42,17 @@ int64_t Connection::finished_at() const {
   for (int d = 0; d < 2; ++d) {
     const tcp::Flow& f = tcp_.flow(d);
     if (!f.out_of_order.empty() || f.unseen_upto > f.next) return INT64_MAX;  // a hole may yet be filled
+    // Data after its own FIN or RST: that was not its end (a damaged capture). Finished as without
+    // a budget, after its linger, or when the capture ends.
+    if (f.fin_seen && f.last_payload_t > tcp_.fin_t(d)) return INT64_MAX;
   }
-  if ((tcp_.closed() && tcp_.fins_acked()) || tcp_.reset()) return tcp_.first_fin_t();
-  return tcp_.first_fin_t() + std::max(kFinWaitMinNs, kFinRtts * full_rtt_ns());
+  if (tcp_.closed() && tcp_.fins_acked() && !tcp_.reset()) return tcp_.first_fin_t();
+  // Half-closed, the other side may still send (RFC 9293 §3.6): data after the FIN shows it does.
+  // After an RST, what the peer had in flight still arrives.
+  const int64_t since = std::max({tcp_.first_fin_t(), tcp_.flow(0).last_payload_t, tcp_.flow(1).last_payload_t});
+  // Round trips not yet measured both ways: its linger, as without a budget.
+  if (!rtt(0).known() || !rtt(1).known()) return since + linger_ns();
+  return since + std::max(kFinWaitMinNs, kFinRtts * full_rtt_ns());
 }
 
 }  // namespace iscsi_doctor::session

@@ -38,6 +38,7 @@ SegmentStatus Tracker::on_segment(const Segment& seg, int dir, Receiver& r) {
   Flow& f = flow_[dir];
   if (seg.flags & (tcp_flag::fin | tcp_flag::rst)) {
     if (!flow_[0].fin_seen && !flow_[1].fin_seen && !closed_) first_fin_t_ = seg.time_ns;
+    if (!f.fin_seen) fin_t_[dir] = seg.time_ns;
     f.fin_seen = true;
     if (seg.flags & tcp_flag::rst) reset_ = true;
     if ((seg.flags & tcp_flag::rst) || flow_[dir ^ 1].fin_seen) closed_ = true;

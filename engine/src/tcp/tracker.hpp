@@ -57,6 +57,7 @@ public:
   // A side ended its stream (FIN or RST): since when (capture time), and how it ended.
   bool ending() const { return flow_[0].fin_seen || flow_[1].fin_seen; }
   int64_t first_fin_t() const { return first_fin_t_; }
+  int64_t fin_t(int dir) const { return fin_t_[dir]; }  // that side's first FIN or RST
   bool reset() const { return reset_; }
   // Both sides sent FIN and each was acknowledged: only strays (a resent FIN, a final ACK again) may follow.
   bool fins_acked() const { return flow_[0].fin_acked && flow_[1].fin_acked; }
@@ -79,6 +80,7 @@ private:
   RttEstimate rtt_[2];  // capture point <-> initiator (index 0), <-> target (1)
   bool saw_syn_ = false, saw_synack_ = false, closed_ = false, reset_ = false;
   int64_t first_fin_t_ = 0;
+  int64_t fin_t_[2] = {INT64_MIN, INT64_MIN};
   int64_t syn_t_ = 0, synack_t_ = 0;
   SegmentStatus status_ = SegmentStatus::ignored;  // of the segment being handled
   const Segment* filling_ = nullptr;               // while draining: the segment that filled the hole

@@ -85,8 +85,8 @@ do
     -- NOP, NOP, timestamps alone (most segments) hold neither.
     local options = hl > 20
     if hl == 32 and not syn then
-      local o1, _, o3, o4, v1, v2, v3, v4, e1, e2, e3, e4 = byte(pkt, p + 20, p + 31)
-      options = o1 ~= 1 or o3 ~= 8
+      local o1, o2, o3, o4, v1, v2, v3, v4, e1, e2, e3, e4 = byte(pkt, p + 20, p + 31)
+      options = o1 ~= 1 or o2 ~= 1 or o3 ~= 8
       if not options and o4 == 10 and cap_end >= p + 32 then
         ts, tv, te = true, ((v1 * 256 + v2) * 256 + v3) * 256 + v4, ((e1 * 256 + e2) * 256 + e3) * 256 + e4
       end
