@@ -15,39 +15,12 @@
 namespace iscsi_doctor::cli::json {
 namespace {
 
-// Milliseconds rounded to the nanosecond, written as fmt writes that double (shortest form). For
-// 100 ns .. 10^9 ms that is the decimal itself with trailing zeros dropped (at most 15 digits, so
-// no shorter decimal names the same double); written directly, as fmt's float path was a tenth of a
-// JSON run's time.
+// Milliseconds, rounded to the nanosecond (write_ms); not finite: null.
 void append_ms(OutBuf& out, double ms) {
-  if (!std::isfinite(ms)) {
+  if (std::isfinite(ms))
+    write_ms(out, ms);
+  else
     out += "null";
-    return;
-  }
-  if (ms == 0 && !std::signbit(ms)) {  // most parts of a breakdown
-    out += '0';
-    return;
-  }
-  const double ns = std::round(ms * 1e6);
-  if (std::fabs(ns) < 1e15 && (std::fabs(ns) >= 100 || (ns == 0 && !std::signbit(ns)))) {
-    auto n = int64_t(ns);
-    if (n < 0) {
-      out += '-';
-      n = -n;
-    }
-    out.number(n / 1'000'000);
-    if (int64_t frac = n % 1'000'000) {
-      char d[7] = {'.'};
-      for (int i = 6; i >= 1; --i, frac /= 10)
-        d[i] = char('0' + frac % 10);
-      int len = 7;
-      while (d[len - 1] == '0')
-        --len;
-      out += std::string_view(d, size_t(len));
-    }
-    return;
-  }
-  out.format(FMT_COMPILE("{}"), round_ns(ms));
 }
 
 template <typename T>

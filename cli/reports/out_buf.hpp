@@ -42,18 +42,14 @@ public:
       p[i] = "0123456789abcdef"[v & 0xf];
     size_ += 10;
   }
-  // Anything else through fmt (a compiled format string).
+  // Anything else through fmt (a compiled format string), by way of fmt's own buffer: fmt's
+  // bounded writer (format_to_n) is several times slower.
   template <typename S, typename... T>
   void format(const S& f, const T&... args) {
-    for (;;) {
-      const size_t avail = cap_ - size_;
-      const auto r = fmt::format_to_n(buf_.get() + size_, avail, f, args...);
-      if (r.size <= avail) {
-        size_ += r.size;
-        return;
-      }
-      room(r.size);
-    }
+    thread_local fmt::memory_buffer scratch;
+    scratch.clear();
+    fmt::format_to(fmt::appender(scratch), f, args...);
+    *this += std::string_view(scratch.data(), scratch.size());
   }
   void clear() { size_ = 0; }
   const char* data() const { return buf_.get(); }

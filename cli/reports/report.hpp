@@ -188,6 +188,11 @@ double round_ns(double ms);                   // milliseconds rounded to the nan
 // last digits are noise (59.825001).
 double round_us(double ms);
 void write_json_string(OutBuf& out, std::string_view s);
+// Finite milliseconds rounded to the nanosecond, as fmt writes that double (its shortest form):
+// for 100 ns .. 10^9 ms the decimal itself with trailing zeros dropped (at most 15 digits, so no
+// shorter decimal names the same double), written directly; fmt's float path was a tenth of a
+// JSON run's time.
+void write_ms(OutBuf& out, double ms);
 void copy_file(FILE* from, FILE* to);  // from its start to its end
 
 // Breakdown parts with their JSON names (without the _ms suffix), in report order.

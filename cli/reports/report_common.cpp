@@ -5,6 +5,7 @@
 #include <cstring>
 #include <unordered_set>
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include "iscsi_doctor/scsi.hpp"
@@ -71,6 +72,33 @@ double round_us(double ms) {
 nlohmann::json ms_or_null(double ms) {
   if (!std::isfinite(ms) || ms < 0) return nullptr;
   return round_ns(ms);
+}
+
+void write_ms(OutBuf& out, double ms) {
+  if (ms == 0 && !std::signbit(ms)) {  // most parts of a breakdown
+    out += '0';
+    return;
+  }
+  const double ns = std::round(ms * 1e6);
+  if (std::fabs(ns) < 1e15 && (std::fabs(ns) >= 100 || (ns == 0 && !std::signbit(ns)))) {
+    auto n = int64_t(ns);
+    if (n < 0) {
+      out += '-';
+      n = -n;
+    }
+    out.number(n / 1'000'000);
+    if (int64_t frac = n % 1'000'000) {
+      char d[7] = {'.'};
+      for (int i = 6; i >= 1; --i, frac /= 10)
+        d[i] = char('0' + frac % 10);
+      int len = 7;
+      while (d[len - 1] == '0')
+        --len;
+      out += std::string_view(d, size_t(len));
+    }
+    return;
+  }
+  out.format(FMT_COMPILE("{}"), round_ns(ms));
 }
 
 namespace {

@@ -33,11 +33,11 @@ void cell(OutBuf& o, std::string_view v) {
 
 template <typename T>
 void opt_cell(OutBuf& o, const std::optional<T>& v) {
-  if (v) o.format(FMT_COMPILE("{}"), uint64_t(*v));
+  if (v) o.number(uint64_t(*v));
 }
 
 void ms_cell(OutBuf& o, double ms) {
-  if (std::isfinite(ms)) o.format(FMT_COMPILE("{}"), round_ns(ms));
+  if (std::isfinite(ms)) write_ms(o, ms);
 }
 
 void write_row(ElementStream& s, const CommandResult& c, size_t capture, std::string_view path,
