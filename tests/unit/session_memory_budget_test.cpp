@@ -23,6 +23,20 @@ void answered_read(Wire& w, int64_t t0) {
   w.ack(true, t0 + 3 * kMs + 10'000);
 }
 
+// Eight READs one at a time (serialized, docs/rules.md) from 2 ms, then the initiator's FIN at
+// 20 ms, acknowledged at 21 ms: half-closed.
+void serialized_then_half_closed(Wire& w) {
+  w.handshake(0, 1 * kMs, 10'000);
+  for (uint32_t k = 0; k < 8; ++k) {
+    const int64_t t = (2 + 2 * k) * kMs;
+    w.data(true, t, read10(10 + k, 4096));
+    w.data(false, t + 1 * kMs, data_in(10 + k, 4096, true));
+    w.ack(true, t + 1 * kMs + 10'000);
+  }
+  w.fin(true, 20 * kMs);
+  w.ack(false, 21 * kMs);
+}
+
 Options with_budget(size_t bytes) {
   Options o;
   o.memory_budget = bytes;
@@ -142,15 +156,7 @@ TEST(SessionMemoryBudget, HalfClosedVerdictSaidInTheOrderWithoutABudget) {
     Said said;
     Analyzer an(with_budget(pass ? size_t(64) << 20 : 0), said);
     Wire w(an), other(an, 40001);
-    w.handshake(0, 1 * kMs, 10'000);
-    for (uint32_t k = 0; k < 8; ++k) {  // one at a time: serialized (docs/rules.md)
-      const int64_t t = (2 + 2 * k) * kMs;
-      w.data(true, t, read10(10 + k, 4096));
-      w.data(false, t + 1 * kMs, data_in(10 + k, 4096, true));
-      w.ack(true, t + 1 * kMs + 10'000);
-    }
-    w.fin(true, 20 * kMs);
-    w.ack(false, 21 * kMs);
+    serialized_then_half_closed(w);
     answered_read(other, 1500 * kMs);  // past the linger (1 s) of the first
     an.finish();
     order[pass] = said.events;
@@ -264,15 +270,7 @@ TEST(SessionMemoryBudget, RetiredHalfClosedClosedByALaterFin) {
     Said said;
     Analyzer an(with_budget(pass ? size_t(64) << 20 : 0), said);
     Wire w(an), other(an, 40001);
-    w.handshake(0, 1 * kMs, 10'000);
-    for (uint32_t k = 0; k < 8; ++k) {  // one at a time: serialized (docs/rules.md)
-      const int64_t t = (2 + 2 * k) * kMs;
-      w.data(true, t, read10(10 + k, 4096));
-      w.data(false, t + 1 * kMs, data_in(10 + k, 4096, true));
-      w.ack(true, t + 1 * kMs + 10'000);
-    }
-    w.fin(true, 20 * kMs);
-    w.ack(false, 21 * kMs);
+    serialized_then_half_closed(w);
     w.fin(false, 200 * kMs);  // long after 4 round trips: retired by then with a budget
     w.ack(true, 200 * kMs + 10'000);
     answered_read(other, 1500 * kMs);  // past the linger (1 s) from that FIN
