@@ -5,6 +5,7 @@
 // an idle connection is finished before a busy one, counted and said.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,14 @@ void serialized_then_half_closed(Wire& w) {
   w.ack(false, 21 * kMs);
 }
 
+// answered_read from 0, then FIN both ways (4 and 5 ms), the last acknowledged: closed.
+void answered_then_closed(Wire& w) {
+  answered_read(w, 0);
+  w.fin(true, 4 * kMs);
+  w.fin(false, 5 * kMs);
+  w.ack(true, 5 * kMs + 10'000);
+}
+
 Options with_budget(size_t bytes) {
   Options o;
   o.memory_budget = bytes;
@@ -52,10 +61,7 @@ TEST(SessionMemoryBudget, ClosedConnectionRetiredOnItsFinalAck) {
     Recorder rec;
     Analyzer an(with_budget(budget), rec);
     Wire w(an);
-    answered_read(w, 0);
-    w.fin(true, 4 * kMs);
-    w.fin(false, 5 * kMs);
-    w.ack(true, 5 * kMs + 10'000);
+    answered_then_closed(w);
     EXPECT_EQ(rec.connections.size(), budget ? 1u : 0u) << budget;  // without a budget: its linger (1 s)
     w.send(false, 300 * kMs, tcp_flag::fin | tcp_flag::ack, {});   // resent
     an.finish();
@@ -134,6 +140,22 @@ struct Said : Sink {
   void on_connection(const ConnectionInfo&) override {}  // their order is not reported
 };
 
+// What the analyzer says while `drive` feeds two connections (the second on port 40001) and
+// at the end: [0] without a budget, [1] with one.
+template <typename Drive>
+std::array<std::vector<std::string>, 2> said_without_and_with_a_budget(Drive drive) {
+  std::array<std::vector<std::string>, 2> order;
+  for (int pass = 0; pass < 2; ++pass) {
+    Said said;
+    Analyzer an(with_budget(pass ? size_t(64) << 20 : 0), said);
+    Wire w(an), other(an, 40001);
+    drive(w, other);
+    an.finish();
+    order[size_t(pass)] = said.events;
+  }
+  return order;
+}
+
 // A one-step Login Request or Response (RFC 7143 §11.12, §11.13) going to full feature phase.
 std::vector<uint8_t> login(bool request) {
   iscsi::Bhs b;
@@ -151,16 +173,10 @@ std::vector<uint8_t> login(bool request) {
 // Half-closed and retired, its `serialized` verdict is said when the capture ends, as without a
 // budget (the connection would still be open), not when it was retired nor when its linger ended.
 TEST(SessionMemoryBudget, HalfClosedVerdictSaidInTheOrderWithoutABudget) {
-  std::vector<std::string> order[2];
-  for (int pass = 0; pass < 2; ++pass) {
-    Said said;
-    Analyzer an(with_budget(pass ? size_t(64) << 20 : 0), said);
-    Wire w(an), other(an, 40001);
+  const auto order = said_without_and_with_a_budget([](Wire& w, Wire& other) {
     serialized_then_half_closed(w);
     answered_read(other, 1500 * kMs);  // past the linger (1 s) of the first
-    an.finish();
-    order[pass] = said.events;
-  }
+  });
   ASSERT_EQ(order[0].size(), 10u);
   EXPECT_EQ(order[0][8], "command 2 itt 5");
   EXPECT_EQ(order[0][9], "finding serialized 1");
@@ -174,10 +190,7 @@ TEST(SessionMemoryBudget, SynAckAfterTheCloseStartsANewConnection) {
     Recorder rec;
     Analyzer an(with_budget(budget), rec);
     Wire w(an);
-    answered_read(w, 0);
-    w.fin(true, 4 * kMs);
-    w.fin(false, 5 * kMs);
-    w.ack(true, 5 * kMs + 10'000);
+    answered_then_closed(w);
     w.isn(true, 0x40000001u);  // the new SYN's sequence number + 1: that SYN is not captured
     w.isn(false, 0x7000);
     w.send(false, 10 * kMs, tcp_flag::syn | tcp_flag::ack, {}, 1460);
@@ -265,18 +278,12 @@ TEST(SessionMemoryBudget, PeerDataInFlightAfterAnRst) {
 // Half-closed and retired, then the other side's FIN: closed from then, so what it held is said
 // when its linger from that FIN ends, as without a budget, not when the capture ends.
 TEST(SessionMemoryBudget, RetiredHalfClosedClosedByALaterFin) {
-  std::vector<std::string> order[2];
-  for (int pass = 0; pass < 2; ++pass) {
-    Said said;
-    Analyzer an(with_budget(pass ? size_t(64) << 20 : 0), said);
-    Wire w(an), other(an, 40001);
+  const auto order = said_without_and_with_a_budget([](Wire& w, Wire& other) {
     serialized_then_half_closed(w);
     w.fin(false, 200 * kMs);  // long after 4 round trips: retired by then with a budget
     w.ack(true, 200 * kMs + 10'000);
     answered_read(other, 1500 * kMs);  // past the linger (1 s) from that FIN
-    an.finish();
-    order[pass] = said.events;
-  }
+  });
   ASSERT_EQ(order[0].size(), 10u);
   EXPECT_EQ(order[0][8], "finding serialized 1");
   EXPECT_EQ(order[0][9], "command 2 itt 5");
