@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -26,31 +27,75 @@ inline double initiator_latency_ms(const CommandResult& c, double offset_ms) {
   return c.completed && offset_ms >= 0 ? c.latency_ms + offset_ms : -1;
 }
 
-// Commands held, in the order they came, until their connection's round trip is final.
-class HeldCommands {
-public:
-  using Release = std::function<void(const CommandResult&, double initiator_latency_ms)>;
-  explicit HeldCommands(Release release) : release_(std::move(release)) {}
+// What a held element's connection is: a command's, or (a held list that only follows another's
+// sizes, on the thread that must know when it is full) the connection number itself.
+inline uint32_t held_connection(const CommandResult& c) { return c.connection; }
+inline uint32_t held_connection(uint32_t connection) { return connection; }
 
-  void command(const CommandResult& c);
+// Commands held, in the order they came, until their connection's round trip is final. Held<uint32_t>
+// keeps only their connections: its sizes are those of a Held<CommandResult> given the same calls.
+template <typename T>
+class Held {
+public:
+  using Release = std::function<void(const T&, double initiator_latency_ms)>;
+  explicit Held(Release release) : release_(std::move(release)) {}
+
+  void command(const T& c) {
+    held_.push_back(c);
+    ++held_per_connection_[held_connection(c)];
+  }
   // The connection's facts are final: the commands held up to the first of an open connection go.
-  void connection(const ConnectionInfo& k);
+  // A connection is reported after all its commands (the engine's order), so only the ones held
+  // need its round trip, and it is kept only while they are.
+  void connection(const ConnectionInfo& k) {
+    if (!held_per_connection_.count(k.id)) return;
+    final_[k.id] = initiator_offset_ms(k);
+    size_t n = 0;
+    while (n < held_.size() && final_.count(held_connection(held_[n])))
+      ++n;
+    release_front(n, nullptr);
+  }
   // So many are held that they go now, with the round trips as `now` (the analyzer's connections
   // so far) has them.
   bool full() const { return held_.size() >= kHeld; }
-  void release_all(const std::vector<ConnectionInfo>& now);
+  void release_all(const std::vector<ConnectionInfo>& now) {
+    std::unordered_map<uint32_t, double> offsets;
+    for (const ConnectionInfo& k : now)
+      offsets[k.id] = initiator_offset_ms(k);
+    release_front(held_.size(), &offsets);
+  }
   // The capture is over (every connection reported): every held command goes.
-  void finish();
+  void finish() { release_front(held_.size(), nullptr); }
 
 private:
   static constexpr size_t kHeld = 16384;
-  void release_front(size_t n, const std::unordered_map<uint32_t, double>* now);
+  void release_front(size_t n, const std::unordered_map<uint32_t, double>* now) {
+    for (; n > 0; --n) {
+      const T& c = held_.front();
+      const uint32_t id = held_connection(c);
+      if constexpr (std::is_same_v<T, CommandResult>) {
+        double offset = -1;
+        if (const auto it = final_.find(id); it != final_.end())
+          offset = it->second;
+        else if (now) {
+          if (const auto jt = now->find(id); jt != now->end()) offset = jt->second;
+        }
+        release_(c, initiator_latency_ms(c, offset));
+      }
+      if (const auto it = held_per_connection_.find(id); --it->second == 0) {
+        held_per_connection_.erase(it);
+        final_.erase(id);
+      }
+      held_.pop_front();
+    }
+  }
 
   Release release_;
-  std::deque<CommandResult> held_;
+  std::deque<T> held_;
   std::unordered_map<uint32_t, uint32_t> held_per_connection_;
   std::unordered_map<uint32_t, double> final_;  // connection -> offset, once reported (while held)
 };
+using HeldCommands = Held<CommandResult>;
 
 // A report's part that writes each command with its estimate: commands go through hold(), and
 // come back to the Release given, in order, once their connection's round trip is final (or many

@@ -28,36 +28,50 @@ using namespace json;
 
 constexpr size_t kNoticesKeptPerCapture = 1000;
 
-// Commands and findings written on a thread of their own: a small-block capture has a command
-// every few packets, and formatting one costs about as much as analysing it. Handed over in
-// batches, each stream written in order; the thread starts with the first full batch (a small
-// capture never starts one) and at most kQueued batches wait, so memory stays bounded.
+// The report's work on each command and finding, on a thread of its own: a small-block capture has
+// a command every few packets, and holding it for its initiator estimate (HeldCommands), sharing
+// its findings' time lost (TimeLostShares) and formatting it cost about as much as analysing it.
+// What the analysis says is handed over in batches, in order, and done there as it would be here;
+// the thread starts with the first full batch (a small capture never starts one) and at most
+// kQueued batches wait, so memory stays bounded.
 class ElementWriter {
 public:
   ElementWriter(CaptureStreams s, size_t capture, bool one_thread)
-      : s_(s), capture_(capture), no_thread_(one_thread) {}
+      : s_(s),
+        capture_(capture),
+        no_thread_(one_thread),
+        held_([this](const CommandResult& c, double est) { write_command(*s_.direct, c, capture_, est); }),
+        shares_([this](const Finding& f, double t) { write_finding(*s_.deferred, f, t, capture_); }) {}
   ElementWriter(const ElementWriter&) = delete;
   ElementWriter& operator=(const ElementWriter&) = delete;
-  ~ElementWriter() { finish(); }
+  ~ElementWriter() { drain(); }
 
-  void add(const CommandResult& c, double initiator_latency_ms) {
+  void add(const CommandResult& c) {
     filling_.commands.add(c);
-    filling_.initiator.add(initiator_latency_ms);
-    if (filling_.size() >= kBatch) hand_over();
+    added(Kind::command);
   }
-  void add(const Finding& f, double time_lost_ms) {
-    auto& s = filling_.findings;  // assigned over in place (a pair made first would copy it twice)
-    if (s.n < s.v.size()) {
-      s.v[s.n].first = f;
-      s.v[s.n].second = time_lost_ms;
-    } else {
-      s.v.emplace_back(f, time_lost_ms);
-    }
-    ++s.n;
-    if (filling_.size() >= kBatch) hand_over();
+  void add(const Finding& f) {
+    filling_.findings.add(f);
+    added(Kind::finding);
   }
-  // Everything written (the streams are complete when this returns).
+  void add(const ConnectionInfo& k) {
+    filling_.connections.add(k);
+    added(Kind::connection);
+  }
+  void add_now(const std::vector<ConnectionInfo>& now) {
+    filling_.nows.add(now);
+    added(Kind::now);
+  }
+  // The capture is analysed: what is still held or waiting for its share is written too, and
+  // the streams are complete when this returns.
   void finish() {
+    filling_.order.push_back(Kind::end);
+    drain();
+  }
+
+private:
+  // Everything handed over done, and the thread gone.
+  void drain() {
     if (thread_.joinable()) {
       hand_over();
       {
@@ -67,11 +81,11 @@ public:
       cv_.notify_all();
       thread_.join();
     }
-    write(filling_);
+    apply(filling_);
   }
 
-private:
   static constexpr size_t kBatch = 1024, kQueued = 8;
+  enum class Kind : uint8_t { command, finding, connection, now, end };
   // Elements kept when a batch is emptied and assigned over when it is filled again: their
   // strings and lists keep their storage, so a full run allocates almost nothing per element
   // (and nothing is freed on the other thread).
@@ -86,22 +100,48 @@ private:
         v.push_back(x);
       ++n;
     }
-    const T* begin() const { return v.data(); }
-    const T* end() const { return v.data() + n; }
   };
   struct Batch {
     Slots<CommandResult> commands;
-    Slots<double> initiator;  // each command's initiator_latency_ms
-    Slots<std::pair<Finding, double>> findings;  // with its time lost
-    size_t size() const { return commands.n + findings.n; }
-    void clear() { commands.n = initiator.n = findings.n = 0; }
+    Slots<Finding> findings;
+    Slots<ConnectionInfo> connections;
+    Slots<std::vector<ConnectionInfo>> nows;
+    std::vector<Kind> order;  // what was said, in turn
+    void clear() {
+      commands.n = findings.n = connections.n = nows.n = 0;
+      order.clear();
+    }
   };
 
-  void write(Batch& b) {
-    for (size_t i = 0; i < b.commands.n; ++i)
-      write_command(*s_.direct, b.commands.v[i], capture_, b.initiator.v[i]);
-    for (const auto& [f, time_lost] : b.findings)
-      write_finding(*s_.deferred, f, time_lost, capture_);
+  void added(Kind k) {
+    filling_.order.push_back(k);
+    if (filling_.order.size() >= kBatch) hand_over();
+  }
+
+  // As JsonCaptureReport once did it here: a command is held, then its findings' shares are known;
+  // at the end the shares go first, then the held commands.
+  void apply(Batch& b) {
+    size_t c = 0, f = 0, k = 0, w = 0;
+    for (Kind kind : b.order)
+      switch (kind) {
+        case Kind::command:
+          held_.command(b.commands.v[c]);
+          shares_.command(b.commands.v[c++]);
+          break;
+        case Kind::finding:
+          shares_.finding(b.findings.v[f++]);
+          break;
+        case Kind::connection:
+          held_.connection(b.connections.v[k++]);
+          break;
+        case Kind::now:
+          held_.release_all(b.nows.v[w++]);
+          break;
+        case Kind::end:
+          shares_.finish();
+          held_.finish();
+          break;
+      }
     b.clear();
   }
 
@@ -109,12 +149,12 @@ private:
     if (!thread_.joinable() && !no_thread_) {
       try {
         thread_ = std::thread([this] { run(); });
-      } catch (const std::system_error&) {  // no thread to be had: write here
+      } catch (const std::system_error&) {  // no thread to be had: done here
         no_thread_ = true;
       }
     }
     if (no_thread_) {
-      write(filling_);
+      apply(filling_);
       return;
     }
     Batch next;
@@ -142,7 +182,7 @@ private:
         queue_.pop_front();
       }
       cv_.notify_all();
-      write(b);
+      apply(b);
       std::lock_guard lock(m_);
       if (spare_.size() < kQueued) spare_.push_back(std::move(b));  // its memory reused
     }
@@ -150,37 +190,46 @@ private:
 
   CaptureStreams s_;
   size_t capture_;
+  bool no_thread_;
+  HeldCommands held_;
+  TimeLostShares shares_;
   Batch filling_;
   std::mutex m_;
   std::condition_variable cv_;
   std::deque<Batch> queue_;
   std::vector<Batch> spare_;
-  bool closing_ = false, no_thread_ = false;
+  bool closing_ = false;
   std::thread thread_;
 };
 
 // Commands into the direct stream (the `commands` array), findings into the deferred one (the
-// `findings` array, after it).
-class JsonCaptureReport final : public EstimatingCaptureReport {
+// `findings` array, after it). Whether the analysis must be asked for its connections so far (many
+// commands held) is known here from the held commands' connections alone (Held<uint32_t>), as the
+// writer's thread holds the commands themselves.
+class JsonCaptureReport final : public CaptureReport {
 public:
   JsonCaptureReport(size_t index, CaptureStreams s, bool one_thread)
-      : EstimatingCaptureReport([this](const CommandResult& c, double est) { writer_.add(c, est); }),
-        writer_(s, index, one_thread),
-        shares_([this](const Finding& f, double t) { writer_.add(f, t); }) {}
+      : writer_(s, index, one_thread), held_([](uint32_t, double) {}) {}
   void command(const CommandResult& c) override {
-    hold(c);
-    shares_.command(c);
+    held_.command(c.connection);
+    wants_connections_ = held_.full();
+    writer_.add(c);
   }
-  void finding(const Finding& f) override { shares_.finding(f); }
-  void analysed(const CaptureResult&) override {
-    shares_.finish();
-    release_held();
-    writer_.finish();
+  void finding(const Finding& f) override { writer_.add(f); }
+  void connection(const ConnectionInfo& k) override {
+    held_.connection(k);
+    writer_.add(k);
   }
+  void connections_now(const std::vector<ConnectionInfo>& now) override {
+    held_.release_all(now);
+    wants_connections_ = false;
+    writer_.add_now(now);
+  }
+  void analysed(const CaptureResult&) override { writer_.finish(); }
 
 private:
   ElementWriter writer_;
-  TimeLostShares shares_;
+  Held<uint32_t> held_;
 };
 
 class JsonReport final : public Report {
