@@ -205,7 +205,6 @@ extern const BreakdownPart kBreakdownParts[10];
 nlohmann::json summary_json(const Summary&);  // commands, completed, advice, classes, ...
 // The per-session rows labelled for people: "N (target)", N as the session list names it.
 std::vector<LunStats> session_rows(const Summary&);
-nlohmann::json sessions_json(const CaptureResult&, bool with_capture);
 // Summed connection counts: connections, frames, pdus, commands, resyncs, digest_errors, bytes_missing.
 nlohmann::json totals_json(const ConnectionTotals&);
 // Ids of the connections the sessions list.

@@ -317,55 +317,6 @@ nlohmann::json summary_json(const Summary& s) {
   return j;
 }
 
-namespace {
-
-nlohmann::json connection_json(const ConnectionInfo& c) {
-  nlohmann::json keys = nlohmann::json::object();
-  for (const auto& [k, v] : c.keys)
-    keys[k] = v;
-  return {
-      {"connection", c.id},
-      {"initiator", c.initiator.str()},
-      {"target", c.target.str()},
-      {"vantage", vantage_name(c.vantage)},
-      {"rtt_ms", ms_or_null(c.rtt_ms)},
-      {"rtt_initiator_ms", ms_or_null(c.rtt_initiator_ms)},
-      {"rtt_target_ms", ms_or_null(c.rtt_target_ms)},
-      {"rtt_source", {{"initiator", c.rtt_source_initiator}, {"target", c.rtt_source_target}}},
-      {"path_rate_mbit_s",
-       {{"to_target", c.rate_to_target_mbit_s < 0 ? nlohmann::json(nullptr) : nlohmann::json(std::round(c.rate_to_target_mbit_s * 10) / 10)},
-        {"to_initiator",
-         c.rate_to_initiator_mbit_s < 0 ? nlohmann::json(nullptr) : nlohmann::json(std::round(c.rate_to_initiator_mbit_s * 10) / 10)}}},
-      // Its evidence: the bytes the ACK train that showed it acknowledged (0: none).
-      {"path_rate_train_bytes", {{"to_target", c.rate_to_target_bytes}, {"to_initiator", c.rate_to_initiator_bytes}}},
-      {"mss",
-       {{"initiator", c.mss_initiator},
-        {"target", c.mss_target},
-        {"inferred", c.mss_inferred},
-        {"source", {{"initiator", c.mss_source_initiator}, {"target", c.mss_source_target}}}}},
-      {"window_scale",
-       {{"initiator", c.wscale_initiator}, {"target", c.wscale_target}, {"inferred", c.wscale_inferred}}},
-      {"offload_segments", c.offload_segments},
-      {"keys", std::move(keys)},
-      {"header_digest", c.header_digest},
-      {"data_digest", c.data_digest},
-      {"saw_handshake", c.saw_handshake},
-      {"saw_login", c.saw_login},
-      {"mid_session_start", c.mid_session_start},
-      {"counts",
-       {{"frames", c.frames},
-        {"pdus", c.pdus},
-        {"commands", c.commands},
-        {"resyncs", c.resyncs},
-        {"digest_errors", c.digest_errors},
-        {"bytes_missing", c.bytes_missing},
-        {"max_outstanding", c.max_outstanding},
-        {"never_answered", c.never_answered}}},
-  };
-}
-
-}  // namespace
-
 const ConnectionInfo* CaptureResult::connection(uint32_t id) const {
   auto it = std::lower_bound(connections.begin(), connections.end(), id,
                              [](const ConnectionInfo& c, uint32_t v) { return c.id < v; });
@@ -383,69 +334,6 @@ nlohmann::json totals_json(const ConnectionTotals& t) {
   return {{"connections", t.connections},    {"frames", t.frames},   {"pdus", t.pdus},
           {"commands", t.commands},          {"resyncs", t.resyncs}, {"digest_errors", t.digest_errors},
           {"bytes_missing", t.bytes_missing}};
-}
-
-nlohmann::json sessions_json(const CaptureResult& r, bool with_capture) {
-  // Sessions as the engine knows them, plus any connection whose session it did not list.
-  std::vector<SessionInfo> sessions = r.sessions;
-  const std::unordered_set<uint32_t> listed = connections_in_sessions(sessions);
-  for (const ConnectionInfo& c : r.connections) {
-    if (listed.count(c.id)) continue;
-    auto it = std::find_if(sessions.begin(), sessions.end(),
-                           [&](const SessionInfo& s) { return s.id == c.session; });
-    if (it == sessions.end()) {
-      SessionInfo s;
-      s.id = c.session;
-      sessions.push_back(s);
-      it = sessions.end() - 1;
-    }
-    it->connections.push_back(c.id);
-  }
-
-  nlohmann::json out = nlohmann::json::array();
-  for (const SessionInfo& s : sessions) {
-    nlohmann::json conns = nlohmann::json::array();
-    const ConnectionInfo* lead = nullptr;
-    ConnectionTotals t;
-    uint32_t outstanding = 0;
-    for (uint32_t id : s.connections) {
-      if (const ConnectionInfo* cp = r.connection(id)) {
-        const ConnectionInfo& c = *cp;
-        if (!lead) lead = &c;
-        conns.push_back(connection_json(c));
-        t.add(c);
-        outstanding = std::max(outstanding, c.max_outstanding);
-      }
-    }
-    nlohmann::json j;
-    if (with_capture) j["capture"] = r.index;
-    j["session"] = s.id;
-    j["initiator_name"] =
-        s.initiator_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.initiator_name);
-    j["target_name"] = s.target_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.target_name);
-    j["session_type"] = s.session_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.session_type);
-    j["isid"] = s.isid.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.isid);
-    j["tsih"] = s.tsih;
-    if (lead) {
-      const nlohmann::json lj = connection_json(*lead);
-      j["peers"] = {{"initiator", lj["initiator"]}, {"target", lj["target"]}};
-      for (const char* k : {"vantage", "rtt_ms", "rtt_initiator_ms", "rtt_target_ms", "mss", "keys",
-                            "header_digest", "data_digest"})
-        j[k] = lj[k];
-    } else {
-      j["peers"] = nullptr;
-      j["vantage"] = "unknown";
-      for (const char* k : {"rtt_ms", "rtt_initiator_ms", "rtt_target_ms", "mss"})
-        j[k] = nullptr;
-      j["keys"] = nlohmann::json::object();
-      j["header_digest"] = j["data_digest"] = false;
-    }
-    j["counts"] = totals_json(t);
-    j["counts"]["max_outstanding"] = outstanding;
-    j["connections"] = std::move(conns);
-    out.push_back(std::move(j));
-  }
-  return out;
 }
 
 VantageFacts vantage_of(const CaptureResult& r) {

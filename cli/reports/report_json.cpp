@@ -19,6 +19,7 @@
 
 #include "reports/initiator_estimate.hpp"
 #include "reports/json_records.hpp"
+#include "reports/json_sessions.hpp"
 #include "reports/report.hpp"
 
 namespace iscsi_doctor::cli {
@@ -256,8 +257,7 @@ public:
     captures_.push_back(std::move(c));
     examples_.add(r);
     if (r.summary) {
-      for (auto& s : sessions_json(r, true))
-        sessions_.push_back(std::move(s));
+      write_sessions(sessions_, r, {}, sessions_first_);
       size_t kept = 0;
       for (const Notice& n : r.summary->notices()) {
         if (kept++ == kNoticesKeptPerCapture) break;
@@ -303,7 +303,9 @@ public:
       std::fputs(last ? "\n" : ",\n", out);
     };
     tail("captures", captures_, false);
-    tail("sessions", sessions_, false);
+    std::fputs("\"sessions\":[", out);
+    std::fwrite(sessions_.data(), 1, sessions_.size(), out);
+    std::fputs("],\n", out);
     tail("summary", summary, false);
     tail("notices", notices_, true);
     std::fputs("}\n", out);
@@ -312,7 +314,8 @@ public:
 private:
   ReportOptions opt_;
   nlohmann::json captures_ = nlohmann::json::array();
-  nlohmann::json sessions_ = nlohmann::json::array();
+  OutBuf sessions_;  // the sessions' objects, comma-separated (json_sessions.hpp)
+  bool sessions_first_ = true;
   nlohmann::json notices_ = nlohmann::json::array();
   AdviceExamples examples_;
 };

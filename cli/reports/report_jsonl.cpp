@@ -2,6 +2,7 @@
 // `--format jsonl`: JSON Lines, a record per line as the capture is read (docs/json-schema.md,
 // "JSON Lines"); the records are json_records.cpp's.
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -11,6 +12,7 @@
 
 #include "reports/initiator_estimate.hpp"
 #include "reports/json_records.hpp"
+#include "reports/json_sessions.hpp"
 #include "reports/report.hpp"
 
 namespace iscsi_doctor::cli {
@@ -105,11 +107,10 @@ public:
       return j;
     };
     if (r.summary) {
-      for (auto& session : sessions_json(r, false)) {
-        nlohmann::json j = record("session");
-        j.update(session);
-        line(std::move(j));
-      }
+      OutBuf text;
+      bool first = true;
+      write_sessions(text, r, {&r.path}, first);
+      std::fwrite(text.data(), 1, text.size(), out);
       for (const Notice& n : r.summary->notices()) {
         nlohmann::json j = record("notice");
         j["level"] = notice_level_name(n.level);
