@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "input/capture_reader.hpp"
+#include "input/file_read_ahead.hpp"
 #include "input/decompress.hpp"
 #include "input/tins_decoder.hpp"
 #include "input/wiretap_reader.hpp"
@@ -145,8 +146,14 @@ struct CaptureReader::Impl {
   // time; a mapped file cost page faults and cache misses on each record's first touch.
   int fd = -1;
   std::vector<uint8_t> window;
-  size_t win_pos = 0, win_end = 0;  // unread records: window[win_pos, win_end)
-  uint64_t win_offset = 0;          // file offset of window[0]
+  const uint8_t* win = nullptr;     // the window's first byte: in `window`, or in a chunk read ahead
+  size_t win_pos = 0, win_end = 0;  // unread records: win[win_pos, win_end)
+  uint64_t win_offset = 0;          // file offset of win[0]
+  // The rest of the file read on a thread of its own (read_file_ahead); the chunk the window is in,
+  // and a record longer than a chunk's room before it, gathered.
+  std::unique_ptr<FileReadAhead> ahead;
+  FileReadAhead::Chunk* chunk = nullptr;
+  std::vector<uint8_t> gathered;
   uint64_t file_size = 0;           // a record claiming more is cut short, not read into memory
   bool at_eof = false;
   int read_errno = 0;
@@ -162,6 +169,7 @@ struct CaptureReader::Impl {
   int live_fd = -1;          // polled between packets
 
   ~Impl() {
+    ahead.reset();  // its thread reads fd
     if (fd >= 0) ::close(fd);
     if (dump) pcap_dump_close(dump);
   }
@@ -205,11 +213,13 @@ struct CaptureReader::Impl {
   bool fill(size_t n) {
     if (win_end - win_pos >= n) return true;
     if (at_eof) return false;
+    if (ahead) return fill_ahead(n);
     std::memmove(window.data(), window.data() + win_pos, win_end - win_pos);
     win_offset += win_pos;
     win_end -= win_pos;
     win_pos = 0;
     if (window.size() < n) window.resize(n);  // a record longer than the window
+    win = window.data();
     while (win_end < n) {
       const ssize_t got = ::read(fd, window.data() + win_end, window.size() - win_end);
       if (got < 0 && errno == EINTR) continue;
@@ -221,6 +231,41 @@ struct CaptureReader::Impl {
       win_end += size_t(got);
     }
     return true;
+  }
+  // fill from the chunks read ahead: the unread end of the window goes into the room before the
+  // next chunk's data (or, longer than that room, into `gathered` with the chunk's data after it).
+  bool fill_ahead(size_t n) {
+    while (win_end - win_pos < n) {
+      FileReadAhead::Chunk* c = ahead->next();
+      if (!c) {
+        read_errno = ahead->error();
+        at_eof = true;
+        return false;
+      }
+      const size_t left = win_end - win_pos;
+      if (left <= FileReadAhead::kHead) {
+        uint8_t* start = c->data() - left;
+        std::memcpy(start, win + win_pos, left);
+        win = start;
+        win_end = left + c->size;
+      } else {
+        if (win == gathered.data())
+          gathered.erase(gathered.begin(), gathered.begin() + std::ptrdiff_t(win_pos));
+        else
+          gathered.assign(win + win_pos, win + win_end);
+        gathered.insert(gathered.end(), c->data(), c->data() + c->size);
+        win = gathered.data();
+        win_end = gathered.size();
+      }
+      if (chunk) ahead->give_back(chunk);
+      chunk = c;
+      win_offset = c->offset - left;
+      win_pos = 0;
+    }
+    return true;
+  }
+  void read_file_ahead() {
+    if (fd >= 0 && !at_eof && !ahead) ahead = std::make_unique<FileReadAhead>(fd, win_offset + win_end);
   }
   uint32_t field32(const uint8_t* b) const {
     uint32_t v;

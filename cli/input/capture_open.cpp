@@ -133,7 +133,7 @@ void CaptureReader::Impl::try_direct(const std::string& file) {
     fd = -1;
     return;
   }
-  const uint8_t* head = window.data();
+  const uint8_t* head = win;
   uint32_t magic;
   std::memcpy(&magic, head, 4);
   swapped = magic == 0xd4c3b2a1 || magic == 0x4d3cb2a1;
@@ -327,6 +327,7 @@ std::string CaptureReader::link_type_description() const {
 
 ReadStats CaptureReader::read_all(ReaderEvents& events) { return impl_->read(events, nullptr); }
 void CaptureReader::limit_packets(uint64_t n) { impl_->max_packets = n; }
+void CaptureReader::read_file_ahead() { impl_->read_file_ahead(); }
 
 ReadStats CaptureReader::read_frames(ReaderEvents& events, FrameRanges ranges) {
   std::sort(ranges.begin(), ranges.end());

@@ -61,7 +61,7 @@ ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* onl
       record_error = fmt::format("truncated dump file; tried to read 16 header bytes, only got {}", left);
       return PCAP_ERROR;
     }
-    const uint8_t* r = m.window.data() + m.win_pos;
+    const uint8_t* r = m.win + m.win_pos;
     const uint32_t frac = m.field32(r + 4), caplen = m.field32(r + 8), len = m.field32(r + 12);
     // libpcap reads a record longer than the snaplen (up to its per-link maximum, 256 KiB for
     // most) and keeps snaplen bytes; longer ones are corrupt.
@@ -71,14 +71,14 @@ ReadStats CaptureReader::Impl::read(ReaderEvents& events, const FrameRanges* onl
       return PCAP_ERROR;
     }
     const uint64_t left = m.file_size - std::min(m.file_size, m.win_offset + m.win_pos + 16);
+    // What libpcap's fread got: the rest of the file (not what the window happens to hold of it).
     if (caplen > left || !m.fill(16 + size_t(caplen))) {
-      record_error = m.read_errno
-                         ? read_failed()
-                         : fmt::format("truncated dump file; tried to read {} captured bytes, only got {}",
-                                       caplen, std::min(left, uint64_t(m.win_end - m.win_pos - 16)));
+      record_error = m.read_errno ? read_failed()
+                                  : fmt::format("truncated dump file; tried to read {} captured bytes, only got {}",
+                                                caplen, caplen > left ? left : uint64_t(m.win_end - m.win_pos - 16));
       return PCAP_ERROR;
     }
-    r = m.window.data() + m.win_pos;  // the window may have moved
+    r = m.win + m.win_pos;  // the window may have moved
     record.ts.tv_sec = time_t(m.field32(r));
     record.ts.tv_usec = suseconds_t(m.nanosecond ? frac : uint64_t(frac) * 1000);  // nanoseconds, as asked
     record.caplen = std::min(caplen, m.snaplen);

@@ -131,6 +131,9 @@ public:
   ReadStats read_all(ReaderEvents& events);
   // -c N on a file (tshark's habit): read_all stops after N packets (frames 1..N); 0: no limit.
   void limit_packets(uint64_t n);
+  // An uncompressed pcap file is read on a thread of its own from here on (the file's bytes, not
+  // its packets: input/file_read_ahead.hpp); nothing for other inputs.
+  void read_file_ahead();
   // A second pass (ladders): the same walk over the same records, with the same validity rules
   // and frame numbers, but only the frames in `ranges` are decoded and handed on; reading stops
   // after the last of them. On an uncompressed pcap the records in between cost only their header.
