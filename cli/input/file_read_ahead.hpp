@@ -27,7 +27,7 @@ public:
   static constexpr size_t kChunks = 4;         // one walked, the rest read ahead
 
   struct Chunk {
-    std::unique_ptr<uint8_t[]> mem = std::make_unique<uint8_t[]>(kHead + kChunk);
+    std::unique_ptr<uint8_t[]> mem{new uint8_t[kHead + kChunk]};  // not zeroed: read() fills it
     size_t size = 0;      // bytes read into data()
     uint64_t offset = 0;  // file offset of data()[0]
     uint8_t* data() { return mem.get() + kHead; }
