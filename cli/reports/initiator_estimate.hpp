@@ -58,11 +58,14 @@ public:
   // So many are held that they go now, with the round trips as `now` (the analyzer's connections
   // so far) has them.
   bool full() const { return held_.size() >= kHeld; }
-  void release_all(const std::vector<ConnectionInfo>& now) {
+  void release_all(const std::vector<ConnectionInfo>& now) { release_all(offsets_of(now)); }
+  // The same, with `now` as each connection's offset (initiator_offset_ms).
+  void release_all(const std::unordered_map<uint32_t, double>& offsets) { release_front(held_.size(), &offsets); }
+  static std::unordered_map<uint32_t, double> offsets_of(const std::vector<ConnectionInfo>& now) {
     std::unordered_map<uint32_t, double> offsets;
     for (const ConnectionInfo& k : now)
       offsets[k.id] = initiator_offset_ms(k);
-    release_front(held_.size(), &offsets);
+    return offsets;
   }
   // The capture is over (every connection reported): every held command goes.
   void finish() { release_front(held_.size(), nullptr); }

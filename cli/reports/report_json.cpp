@@ -12,6 +12,7 @@
 #include <system_error>
 #include <thread>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include <fmt/compile.h>
@@ -59,8 +60,9 @@ public:
     filling_.connections.add(k);
     added(Kind::connection);
   }
-  void add_now(const std::vector<ConnectionInfo>& now) {
-    filling_.nows.add(now);
+  // The connections' offsets so far (Held::offsets_of), when many commands are held.
+  void add_now(const std::unordered_map<uint32_t, double>& offsets) {
+    filling_.nows.add(offsets);
     added(Kind::now);
   }
   // The capture is analysed: what is still held or waiting for its share is written too, and
@@ -106,7 +108,7 @@ private:
     Slots<CommandResult> commands;
     Slots<Finding> findings;
     Slots<ConnectionInfo> connections;
-    Slots<std::vector<ConnectionInfo>> nows;
+    Slots<std::unordered_map<uint32_t, double>> nows;
     std::vector<Kind> order;  // what was said, in turn
     void clear() {
       commands.n = findings.n = connections.n = nows.n = 0;
@@ -222,9 +224,10 @@ public:
     writer_.add(k);
   }
   void connections_now(const std::vector<ConnectionInfo>& now) override {
-    held_.release_all(now);
+    const auto offsets = HeldCommands::offsets_of(now);
+    held_.release_all(offsets);
     wants_connections_ = false;
-    writer_.add_now(now);
+    writer_.add_now(offsets);
   }
   void analysed(const CaptureResult&) override { writer_.finish(); }
 
