@@ -90,6 +90,14 @@ private:
   bool first_ = true;
 };
 
+// {"initiator": ..., "target": ...}: the two sides' words (an MSS's or a round trip's source).
+void write_sides(Obj& j, std::string_view key, const std::string& initiator, const std::string& target) {
+  Obj s(j.key(key));
+  s.str("initiator", initiator);
+  s.str("target", target);
+  s.close();
+}
+
 // The negotiated keys as an object: sorted, a key given twice with its later value.
 void write_keys(OutBuf& o, const ConnectionInfo& c) {
   std::vector<const std::pair<std::string, std::string>*> keys;
@@ -109,12 +117,7 @@ void write_mss(OutBuf& o, const ConnectionInfo& c) {
   Obj j(o);
   j.boolean("inferred", c.mss_inferred);
   j.num("initiator", c.mss_initiator);
-  {
-    Obj s(j.key("source"));
-    s.str("initiator", c.mss_source_initiator);
-    s.str("target", c.mss_source_target);
-    s.close();
-  }
+  write_sides(j, "source", c.mss_source_initiator, c.mss_source_target);
   j.num("target", c.mss_target);
   j.close();
 }
@@ -156,12 +159,7 @@ void write_connection(OutBuf& o, const ConnectionInfo& c) {
   }
   j.ms("rtt_initiator_ms", c.rtt_initiator_ms);
   j.ms("rtt_ms", c.rtt_ms);
-  {
-    Obj s(j.key("rtt_source"));
-    s.str("initiator", c.rtt_source_initiator);
-    s.str("target", c.rtt_source_target);
-    s.close();
-  }
+  write_sides(j, "rtt_source", c.rtt_source_initiator, c.rtt_source_target);
   j.ms("rtt_target_ms", c.rtt_target_ms);
   j.boolean("saw_handshake", c.saw_handshake);
   j.boolean("saw_login", c.saw_login);
@@ -247,10 +245,7 @@ void write_sessions(OutBuf& out, const CaptureResult& r, const SessionsStyle& st
       j.key("mss") += "null";
     if (style.jsonl_path) j.str("path", *style.jsonl_path);
     if (lead) {
-      Obj p(j.key("peers"));
-      p.str("initiator", lead->initiator.str());
-      p.str("target", lead->target.str());
-      p.close();
+      write_sides(j, "peers", lead->initiator.str(), lead->target.str());
     } else {
       j.key("peers") += "null";
     }
