@@ -39,7 +39,8 @@ void add_threads_option(CLI::App& app, size_t& threads) {
   app.add_option("--threads", threads,
                  "threads per capture: 1 runs each capture in one thread; 2 or more read and decode on one, "
                  "analyse on another and format JSON on a third (default: 2 with one job and two cores or "
-                 "more, three for JSON); the output is identical")
+                 "more, three for JSON); unless 1, a pcap file's bytes are read ahead on a thread of their "
+                 "own; the output is identical")
       ->check(CLI::Range(size_t(1), size_t(1024)));
 }
 
