@@ -28,11 +28,12 @@ HoldVerdict classify_hold(const tcp::Flow& f, const tcp::RttEstimate& sender, co
   // the path between the capture point and S bounds (at S's own host there is no path to delay
   // the ACK: the excess of its samples is S's answer time).
   const int64_t bound = std::min(full_rtt / tcp::jitter_rtt_divisor, rtt_side);
-  const int64_t tol = session::release_tolerance_ns(full_rtt), late = tol + std::min(sender.jitter_ns(), bound);
+  const auto [jitter, nagle_jitter] = sender.jitter_ns(tcp::jitter_percentile, nagle_jitter_percentile);
+  const int64_t tol = session::release_tolerance_ns(full_rtt), late = tol + std::min(jitter, bound);
   // A Nagle hold has its proof in the stream (the earlier partial segment was unacknowledged when
   // this one was ready, so it could not leave before the ACK reached S): its release may come as
   // late as the path's largest recent round trip, not only its usual spread.
-  const int64_t nagle_late = tol + std::min(sender.jitter_ns(nagle_jitter_percentile), bound);
+  const int64_t nagle_late = tol + std::min(nagle_jitter, bound);
   // How late the path alone may bring the receiver's ACK (its largest recent round trip, within the
   // same bounds): an ACK later than its round trip by no more is not proven delayed.
   const int64_t receiver_jitter = std::min(receiver.jitter_ns(nagle_jitter_percentile),

@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "tcp/constants.hpp"
@@ -323,6 +324,10 @@ public:
   // samples. (The caller bounds it by the RTT: on a LAN the excess is think
   // time, not jitter.)
   int64_t jitter_ns(size_t percentile = tcp::jitter_percentile) const {
+    return jitter_ns(percentile, percentile).first;
+  }
+  // Two percentiles of the same samples, from one pass over them.
+  std::pair<int64_t, int64_t> jitter_ns(size_t percentile, size_t other) const {
     std::array<int64_t, tcp::jitter_window> ex;
     size_t n = 0;
     const size_t have = size_t(std::min<uint64_t>(ring_, tcp::jitter_window));
@@ -341,11 +346,15 @@ public:
         top[j] = e;
       }
     }
-    if (n < tcp::jitter_samples_min) return 0;
-    const size_t k = (n - 1) * percentile / 100;
-    if (n - 1 - k < top.size()) return top[n - 1 - k];
-    std::nth_element(ex.begin(), ex.begin() + ptrdiff_t(k), ex.begin() + ptrdiff_t(n));
-    return ex[k];
+    if (n < tcp::jitter_samples_min) return {0, 0};
+    const auto at = [&](size_t p) {
+      const size_t k = (n - 1) * p / 100;
+      if (n - 1 - k < top.size()) return top[n - 1 - k];
+      std::nth_element(ex.begin(), ex.begin() + ptrdiff_t(k), ex.begin() + ptrdiff_t(n));
+      return ex[k];
+    };
+    const int64_t first = at(percentile);
+    return {first, other == percentile ? first : at(other)};
   }
 
 private:
