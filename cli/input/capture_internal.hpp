@@ -23,8 +23,8 @@
 #include <fmt/format.h>
 
 #include "input/capture_reader.hpp"
-#include "input/file_read_ahead.hpp"
 #include "input/decompress.hpp"
+#include "input/file_read_ahead.hpp"
 #include "input/tins_decoder.hpp"
 #include "input/wiretap_reader.hpp"
 
