@@ -252,6 +252,12 @@ end
 -- length (TSO/GSO, jumbograms) means "as long as the frame", and fragments are not decoded.
 
 local PacketDecoder
+-- A segment's captured payload as a string (the decoder leaves it in the frame's string).
+local function payload_of(seg)
+  local n = seg.pay_len
+  if n == 0 then return "" end
+  return string.sub(seg.pkt, seg.pay, seg.pay + n - 1)
+end
 do
   local byte, sub, fmt, concat = string.byte, string.sub, string.format, table.concat
   local MAX_NESTING = 8  -- VLAN tags, MPLS labels, IPv6 extension headers
@@ -355,7 +361,9 @@ do
     seg.ack = ((a1 * 256 + a2) * 256 + a3) * 256 + a4
     seg.flags, seg.window = flags, w1 * 256 + w2
     seg.mss, seg.wscale, seg.options_len = mss, ws, hl - 20
-    seg.payload = cap_end > p + hl and sub(pkt, p + hl, cap_end - 1) or ""
+    -- The payload by position in the frame's string (pay: its first byte, pay_len: captured
+    -- bytes), not copied: payload_of cuts it out where a string is needed.
+    seg.pkt, seg.pay, seg.pay_len = pkt, p + hl, cap_end > p + hl and cap_end - p - hl or 0
     seg.wire_len = wire_len - hl
     seg.sack_left, seg.sack_right = sl, sr
     seg.has_ts, seg.tsval, seg.tsecr = ts, tv, te
@@ -1058,35 +1066,37 @@ function Framer:push_back(bytes, abs)
   self.pushback_abs = abs
 end
 
-function Framer:feed(chunk, sink)
+-- The chunk: s's n bytes from position i (a frame's string, read in place).
+function Framer:feed(s, i, n, sink)
   self.sink = sink
   self.chunk_base = self.next_abs
-  self.chunk_end = self.next_abs + #chunk
+  self.chunk_end = self.next_abs + n
   self.next_abs = self.chunk_end
-  self:run(chunk, self.chunk_base)
+  self:run(s, i, i + n - 1, self.chunk_base)
 end
 
-function Framer:run(s, base)
-  local i = 1
+-- s's bytes i..e, the first at stream offset base; each step reads up to e.
+function Framer:run(s, i, e, base)
+  local i0 = i
   while true do
     if self.pushback then
-      s = self.pushback .. s:sub(i)
+      s = self.pushback .. s:sub(i, e)
       base = self.pushback_abs
-      i = 1
+      i, i0, e = 1, 1, #s
       self.pushback = nil
     end
-    if i > #s then break end
-    i = i + self:step(s, i, base + i - 1)
+    if i > e then break end
+    i = i + self:step(s, i, e, base + i - i0)
   end
 end
 
-function Framer:step(s, i, abs)
+function Framer:step(s, i, e, abs)
   local st = self.state
-  if st == "scan" then return self:step_scan(s, i, abs)
-  elseif st == "header" then return self:step_header(s, i, abs)
-  elseif st == "data" then return self:step_data(s, i, abs)
-  elseif st == "data_digest" then return self:step_data_digest(s, i, abs)
-  else return self:step_probe(s, i, abs, false) end
+  if st == "scan" then return self:step_scan(s, i, e, abs)
+  elseif st == "header" then return self:step_header(s, i, e, abs)
+  elseif st == "data" then return self:step_data(s, i, e, abs)
+  elseif st == "data_digest" then return self:step_data_digest(s, i, e, abs)
+  else return self:step_probe(s, i, e, abs, false) end
 end
 
 function Framer:candidate_at(s, p)
@@ -1106,8 +1116,8 @@ function Framer:enter_candidate(at)
   self.at_chunk_start = at == self.chunk_base and at < self.chunk_end
 end
 
-function Framer:step_scan(s, i, abs)
-  local nin = #s - i + 1
+function Framer:step_scan(s, i, e, abs)
+  local nin = e - i + 1
   local carry = self.carry
   if #carry > 0 then
     local take = min(nin, CARRY)
@@ -1128,7 +1138,7 @@ function Framer:step_scan(s, i, abs)
       self.carry = ""
       return 0
     end
-    carry = carry .. s:sub(i)
+    carry = carry .. s:sub(i, e)
     if #carry > CARRY then
       local drop = #carry - CARRY
       carry = carry:sub(drop + 1)
@@ -1138,7 +1148,7 @@ function Framer:step_scan(s, i, abs)
     return nin
   end
   local p = i
-  local last = #s - 47
+  local last = e - 47
   while p <= last do
     if self:candidate_at(s, p) then
       self:enter_candidate(abs + (p - i))
@@ -1147,17 +1157,17 @@ function Framer:step_scan(s, i, abs)
     p = p + 1
   end
   local keep = min(nin, CARRY)
-  self.carry = s:sub(#s - keep + 1)
+  self.carry = s:sub(e - keep + 1, e)
   self.carry_abs = abs + (nin - keep)
   return nin
 end
 
-function Framer:step_header(s, i, abs)
+function Framer:step_header(s, i, e, abs)
   if #self.hdr == 0 then
     self.pdu_abs = abs
     if not self.candidate then self.at_chunk_start = abs == self.chunk_base and abs < self.chunk_end end
   end
-  local nin = #s - i + 1
+  local nin = e - i + 1
   local take = min(nin, self.hdr_need - #self.hdr)
   self.hdr = self.hdr .. s:sub(i, i + take - 1)
   if #self.hdr < self.hdr_need then return take end
@@ -1260,8 +1270,8 @@ function Framer:begin_data()
   end
 end
 
-function Framer:step_data(s, i, abs)
-  local nin = #s - i + 1
+function Framer:step_data(s, i, e, abs)
+  local nin = e - i + 1
   -- (min written out here and in other per-segment paths: a Lua call costs more than the test)
   local take = self.data_left + self.pad_left
   take = nin < take and nin or take
@@ -1287,8 +1297,8 @@ function Framer:step_data(s, i, abs)
   return take
 end
 
-function Framer:step_data_digest(s, i, abs)
-  local take = min(#s - i + 1, 4 - #self.tail)
+function Framer:step_data_digest(s, i, e, abs)
+  local take = min(e - i + 1, 4 - #self.tail)
   self.tail = self.tail .. s:sub(i, i + take - 1)
   if #self.tail < 4 then return take end
   if self.crc_valid and not self.tail_lost and digest_from_wire(self.tail, 1) ~= crc32c_final(self.crc) then
@@ -1303,10 +1313,10 @@ function Framer:plausible_at(t, at)
   return plausible_bhs(parse_bhs(t, at + 1), self.from_initiator, self.max_dl)
 end
 
-function Framer:step_probe(s, i, abs, force)
+function Framer:step_probe(s, i, e, abs, force)
   local take = 0
   if s then
-    take = min(#s - i + 1, PROBE - #self.tail)
+    take = min(e - i + 1, PROBE - #self.tail)
     self.tail = self.tail .. s:sub(i, i + take - 1)
   end
   local t = self.tail
@@ -1404,8 +1414,8 @@ function Framer:gap(lost, sink)
       self.carry = ""
       return
     elseif st == "probe" then
-      self:step_probe(nil, 1, at, true)
-      self:run("", at)
+      self:step_probe(nil, 1, 0, at, true)
+      self:run("", 1, 0, at)
     elseif st == "header" then
       if self.candidate then
         self:reset_pdu()
@@ -1464,8 +1474,8 @@ function Framer:finish(sink)
   self.chunk_base = self.next_abs
   self.chunk_end = self.next_abs
   if self.state == "probe" then
-    self:step_probe(nil, 1, self.next_abs, true)
-    self:run("", self.next_abs)
+    self:step_probe(nil, 1, 0, self.next_abs, true)
+    self:run("", 1, 0, self.next_abs)
   end
   if self.started then
     self:end_pdu(self.next_abs == 0 and 0 or self.next_abs - 1, true)
@@ -1525,12 +1535,13 @@ function PduStream:locate(off)
   return 0, 0
 end
 
-function PduStream:feed(bytes, frame, t)
+-- s's n bytes from position i
+function PduStream:feed(s, i, n, frame, t)
   self.events = {}
   self.cur_frame, self.cur_t = frame, t
   self:remember(self.abs, frame, t)
-  self.framer:feed(bytes, self)
-  self.abs = self.abs + #bytes
+  self.framer:feed(s, i, n, self)
+  self.abs = self.abs + n
   return self.events
 end
 
@@ -2083,8 +2094,8 @@ end
 -- The Receiver interface (engine: tcp::Receiver), methods of the object given as `r`:
 --   r:stream_from_syn(dir)                 a SYN starts dir's stream (it begins with a login)
 --   r:stream_without_syn(dir, seg)         dir's first bytes come without a SYN
---   r:deliver(dir, bytes, wire_len, seg, filled_by)
---       new bytes in order (wire_len > #bytes: cut by the snaplen); filled_by: the segment that
+--   r:deliver(dir, s, i, n, wire_len, seg, filled_by)
+--       new bytes in order: s's n bytes from position i (wire_len > n: cut by the snaplen); filled_by: the segment that
 --       filled the hole they waited behind. Returns the DeliveryTag as five values: owner (the
 --       command's slot, 0: none), owner_cmd (its first frame), h (its half trips, -1: none), cmd,
 --       itt.
@@ -2300,9 +2311,9 @@ function Tracker:payload(seg, dir, r)
       f.out_of_order[start] = held
       f.out_of_order_count = f.out_of_order_count + 1
     end
-    if #held.bytes < #seg.payload then
-      f.out_of_order_bytes = f.out_of_order_bytes + #seg.payload - #held.bytes
-      held.bytes, held.t, held.frame = seg.payload, seg.t, seg.frame
+    if #held.bytes < seg.pay_len then
+      f.out_of_order_bytes = f.out_of_order_bytes + seg.pay_len - #held.bytes
+      held.bytes, held.t, held.frame = payload_of(seg), seg.t, seg.frame
     end
     f.max_end = max(f.max_end, e)
     f:move_ref(e)
@@ -2321,14 +2332,15 @@ function Tracker:payload(seg, dir, r)
   end
   if f.out_of_order_count > 0 then r:hole_filled(dir, seg, f.hole_since) end
   -- Overlap with bytes already delivered is trimmed; the rest is new, in order.
+  -- (the new bytes by position in the frame's string: n from the payload's byte skip + 1)
   local skip = f.next - start
-  local bytes = seg.payload
+  local n = seg.pay_len
   local wire_rest = len - skip
-  if skip >= #bytes then bytes = "" elseif skip > 0 then bytes = bytes:sub(skip + 1) end
-  if #bytes < wire_rest then f.bytes_missing = f.bytes_missing + wire_rest - #bytes end  -- the snaplen
+  n = skip >= n and 0 or n - skip
+  if n < wire_rest then f.bytes_missing = f.bytes_missing + wire_rest - n end  -- the snaplen
   f.next = f.next + wire_rest  -- before delivery: a status delivered now is settled against this position
   f:move_ref(f.next)
-  local owner, owner_cmd, h, cmd, itt = r:deliver(dir, bytes, wire_rest, seg, self.filling_)
+  local owner, owner_cmd, h, cmd, itt = r:deliver(dir, seg.pkt, seg.pay + skip, n, wire_rest, seg, self.filling_)
   -- owner_cmd: which command held the slot then (a slot is reused once its command is released).
   -- (One constructor: the record's table is sized once; s and e: start and end, a Lua keyword.)
   local rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = owner, owner_cmd = owner_cmd,
@@ -2379,12 +2391,12 @@ function Tracker:drain_out_of_order(dir, seg, r)
     local e = start + #held.bytes
     if e > f.next then
       local skip = f.next - start
-      local bytes = held.bytes:sub(skip + 1)
+      local n = #held.bytes - skip
       -- seq: where the delivered bytes start (holds compare it with an edge)
-      local s = { frame = held.frame, t = held.t, wire_len = #bytes, flags = seg.flags, seq = f.next % TWO32 }
-      f.next = f.next + #bytes
+      local s = { frame = held.frame, t = held.t, wire_len = n, flags = seg.flags, seq = f.next % TWO32 }
+      f.next = f.next + n
       f:move_ref(f.next)
-      r:deliver(dir, bytes, #bytes, s, self.filling_)
+      r:deliver(dir, held.bytes, skip + 1, n, n, s, self.filling_)
     end
   end
   self.filling_ = outer
@@ -3156,11 +3168,10 @@ Connection.__index = Connection
 
 -- The first bytes of dir's stream are a Login PDU (engine: Connection::starts_with_login).
 local function starts_with_login(seg, dir)
-  local payload = seg.payload
-  if #payload < 48 then return false end
+  if seg.pay_len < 48 then return false end
   local want = dir == I2T and OP.LoginRequest or OP.LoginResponse
-  if payload:byte(1) % 64 ~= want then return false end
-  return plausible_bhs(parse_bhs(payload), dir == I2T)
+  if seg.pkt:byte(seg.pay) % 64 ~= want then return false end
+  return plausible_bhs(parse_bhs(seg.pkt, seg.pay), dir == I2T)
 end
 
 -- sink: on_command(c), on_finding(f) (the Analyzer, or a scout's that discards them); sessions:
@@ -3255,16 +3266,17 @@ function Connection:stream_without_syn(dir, seg)
 end
 
 -- Returns the tcp::DeliveryTag as five values (tcp/tracker.lua).
-function Connection:deliver(dir, bytes, wire_len, seg, filled_by)
+-- The new bytes are s's n bytes from position i (the frame's string: no copy per segment).
+function Connection:deliver(dir, s, i, n, wire_len, seg, filled_by)
   local outer = self.filling
   self.filling = filled_by
   self.seg_h, self.seg_cmd, self.seg_itt = -1, 0, 0
   local ps = self.pdus[dir]
   local began_mid = ps:mid_pdu()
   local mid_slot = began_mid and self.current_slot[dir] and self.current_slot[dir].slot or 0
-  local events = ps:feed(bytes, seg.frame, seg.t)
+  local events = ps:feed(s, i, n, seg.frame, seg.t)
   -- the capture's snaplen cut this packet: the bytes exist, we just cannot see them
-  if #bytes < wire_len then ps:gap(wire_len - #bytes) end
+  if n < wire_len then ps:gap(wire_len - n) end
   self:on_pdus(dir, seg, events, began_mid, mid_slot)
   self.filling = outer
   local owner = self.current_slot[dir]
@@ -4023,7 +4035,7 @@ function Analyzer:remember_handshake(key, seg, syn)
   end
   local copy = {}
   for k, v in pairs(seg) do copy[k] = v end
-  copy.payload = ""
+  copy.pay_len = 0
   p[#p + 1] = copy
 end
 
@@ -4100,7 +4112,7 @@ end
 function Analyzer:sniff(key, seg)
   local s = self.sniffing.entries[key]
   if not s then
-    if self.not_iscsi[key] or not StreamDetector.starts_with_header(seg.payload) then return end
+    if self.not_iscsi[key] or not StreamDetector.starts_with_header(payload_of(seg)) then return end
     s = { detector = StreamDetector.new(), side0 = seg.src, side1 = seg.dst, held = {}, h_head = 1, h_tail = 0,
           bytes = 0 }
     self.sniffing:insert(key, s, SNIFFED_MAX)
@@ -4109,13 +4121,13 @@ function Analyzer:sniff(key, seg)
   for k, v in pairs(seg) do copy[k] = v end
   s.h_tail = s.h_tail + 1
   s.held[s.h_tail] = copy
-  s.bytes = s.bytes + #seg.payload + RULES.probation_segment_cost
+  s.bytes = s.bytes + seg.pay_len + RULES.probation_segment_cost
   while s.bytes > SNIFFED_BYTES_MAX and s.h_tail > s.h_head do
-    s.bytes = s.bytes - #s.held[s.h_head].payload - RULES.probation_segment_cost
+    s.bytes = s.bytes - s.held[s.h_head].pay_len - RULES.probation_segment_cost
     s.held[s.h_head] = nil
     s.h_head = s.h_head + 1
   end
-  local v = s.detector:feed(seg.src == s.side0 and 0 or 1, seg.payload)
+  local v = s.detector:feed(seg.src == s.side0 and 0 or 1, payload_of(seg))
   if v == "not_iscsi" then self:give_up(key) return end
   if v == "undecided" then return end
   self.detected[key] = s.detector.initiator_side == 0 and s.side1 or s.side0
@@ -4127,13 +4139,13 @@ function Analyzer:sniff(key, seg)
   end
 end
 
-local function looks_like_login(payload)
-  if #payload < 48 or payload:byte(1) ~= 0x43 then return false end
-  return plausible_bhs(parse_bhs(payload), true)
+local function looks_like_login(seg)
+  if seg.pay_len < 48 or seg.pkt:byte(seg.pay) ~= 0x43 then return false end
+  return plausible_bhs(parse_bhs(seg.pkt, seg.pay), true)
 end
 
 -- seg: frame, t (ns, any origin), src, dst (endpoint strings), sport, dport, seq, ack, flags,
--- window, mss, wscale, payload (captured bytes), wire_len; key, the connection's (made here when
+-- window, mss, wscale, pkt, pay, pay_len (the captured payload: payload_of), wire_len; key, the connection's (made here when
 -- absent: PacketDecoder caches it)
 function Analyzer:feed(seg)
   self.cur_frame = seg.frame
@@ -4172,12 +4184,12 @@ function Analyzer:feed(seg)
     local ini, tgt
     if opt.ports[seg.dport] then ini, tgt = seg.src, seg.dst
     elseif opt.ports[seg.sport] then ini, tgt = seg.dst, seg.src
-    elseif opt.detect_ports and not syn and looks_like_login(seg.payload) then ini, tgt = seg.src, seg.dst
+    elseif opt.detect_ports and not syn and looks_like_login(seg) then ini, tgt = seg.src, seg.dst
     elseif self.detected[key] then
       if seg.src == self.detected[key] then ini, tgt = seg.dst, seg.src else ini, tgt = seg.src, seg.dst end
     end
     if not ini then
-      if not known_port and opt.detect_ports and not syn and #seg.payload > 0 then return self:sniff(key, seg) end
+      if not known_port and opt.detect_ports and not syn and seg.pay_len > 0 then return self:sniff(key, seg) end
       return
     end
     self.detected[key] = nil
@@ -4220,7 +4232,7 @@ function Analyzer:feed(seg)
     local copy = {}
     for k, v in pairs(seg) do copy[k] = v end
     pr.held[#pr.held + 1] = { seg = copy, dir = dir }
-    local cost = #seg.payload + RULES.probation_segment_cost
+    local cost = seg.pay_len + RULES.probation_segment_cost
     pr.bytes = pr.bytes + cost
     self.probation_bytes = self.probation_bytes + cost
     if self:probation_over(pr, seg.t) then self:end_probation(key, c) end

@@ -49,12 +49,13 @@ function PduStream:locate(off)
   return 0, 0
 end
 
-function PduStream:feed(bytes, frame, t)
+-- s's n bytes from position i
+function PduStream:feed(s, i, n, frame, t)
   self.events = {}
   self.cur_frame, self.cur_t = frame, t
   self:remember(self.abs, frame, t)
-  self.framer:feed(bytes, self)
-  self.abs = self.abs + #bytes
+  self.framer:feed(s, i, n, self)
+  self.abs = self.abs + n
   return self.events
 end
 

@@ -8,8 +8,8 @@
 -- The Receiver interface (engine: tcp::Receiver), methods of the object given as `r`:
 --   r:stream_from_syn(dir)                 a SYN starts dir's stream (it begins with a login)
 --   r:stream_without_syn(dir, seg)         dir's first bytes come without a SYN
---   r:deliver(dir, bytes, wire_len, seg, filled_by)
---       new bytes in order (wire_len > #bytes: cut by the snaplen); filled_by: the segment that
+--   r:deliver(dir, s, i, n, wire_len, seg, filled_by)
+--       new bytes in order: s's n bytes from position i (wire_len > n: cut by the snaplen); filled_by: the segment that
 --       filled the hole they waited behind. Returns the DeliveryTag as five values: owner (the
 --       command's slot, 0: none), owner_cmd (its first frame), h (its half trips, -1: none), cmd,
 --       itt.
@@ -225,9 +225,9 @@ function Tracker:payload(seg, dir, r)
       f.out_of_order[start] = held
       f.out_of_order_count = f.out_of_order_count + 1
     end
-    if #held.bytes < #seg.payload then
-      f.out_of_order_bytes = f.out_of_order_bytes + #seg.payload - #held.bytes
-      held.bytes, held.t, held.frame = seg.payload, seg.t, seg.frame
+    if #held.bytes < seg.pay_len then
+      f.out_of_order_bytes = f.out_of_order_bytes + seg.pay_len - #held.bytes
+      held.bytes, held.t, held.frame = payload_of(seg), seg.t, seg.frame
     end
     f.max_end = max(f.max_end, e)
     f:move_ref(e)
@@ -246,14 +246,15 @@ function Tracker:payload(seg, dir, r)
   end
   if f.out_of_order_count > 0 then r:hole_filled(dir, seg, f.hole_since) end
   -- Overlap with bytes already delivered is trimmed; the rest is new, in order.
+  -- (the new bytes by position in the frame's string: n from the payload's byte skip + 1)
   local skip = f.next - start
-  local bytes = seg.payload
+  local n = seg.pay_len
   local wire_rest = len - skip
-  if skip >= #bytes then bytes = "" elseif skip > 0 then bytes = bytes:sub(skip + 1) end
-  if #bytes < wire_rest then f.bytes_missing = f.bytes_missing + wire_rest - #bytes end  -- the snaplen
+  n = skip >= n and 0 or n - skip
+  if n < wire_rest then f.bytes_missing = f.bytes_missing + wire_rest - n end  -- the snaplen
   f.next = f.next + wire_rest  -- before delivery: a status delivered now is settled against this position
   f:move_ref(f.next)
-  local owner, owner_cmd, h, cmd, itt = r:deliver(dir, bytes, wire_rest, seg, self.filling_)
+  local owner, owner_cmd, h, cmd, itt = r:deliver(dir, seg.pkt, seg.pay + skip, n, wire_rest, seg, self.filling_)
   -- owner_cmd: which command held the slot then (a slot is reused once its command is released).
   -- (One constructor: the record's table is sized once; s and e: start and end, a Lua keyword.)
   local rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = owner, owner_cmd = owner_cmd,
@@ -304,12 +305,12 @@ function Tracker:drain_out_of_order(dir, seg, r)
     local e = start + #held.bytes
     if e > f.next then
       local skip = f.next - start
-      local bytes = held.bytes:sub(skip + 1)
+      local n = #held.bytes - skip
       -- seq: where the delivered bytes start (holds compare it with an edge)
-      local s = { frame = held.frame, t = held.t, wire_len = #bytes, flags = seg.flags, seq = f.next % TWO32 }
-      f.next = f.next + #bytes
+      local s = { frame = held.frame, t = held.t, wire_len = n, flags = seg.flags, seq = f.next % TWO32 }
+      f.next = f.next + n
       f:move_ref(f.next)
-      r:deliver(dir, bytes, #bytes, s, self.filling_)
+      r:deliver(dir, held.bytes, skip + 1, n, n, s, self.filling_)
     end
   end
   self.filling_ = outer
