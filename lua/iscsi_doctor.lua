@@ -1814,10 +1814,10 @@ function Flow.new()
     peer_wscale_known = false, peer_wscale_min = 0, peer_window_raw = 0, wscale_offered = -1, mss = 0,
     mss_from_syn = false, largest_payload = 0, full_min = 0, full_count = 0, aggregates = 0, aggregates_whole = 0, data_options_len = 0, has_small = false, last_small = nil,
     last_data_t = 0, last_data_frame = 0, has_last_data = false,
-    unacked = {}, ua_head = 1, ua_tail = 0, out_of_order = {}, out_of_order_count = 0, out_of_order_bytes = 0,
+    unacked = {}, ua_head = 1, ua_tail = 0, ua_free = {}, ua_free_n = 0, out_of_order = {}, out_of_order_count = 0, out_of_order_bytes = 0,
     hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0, acked_data_t = 0,
     acked_data_frame = 0, unseen_upto = 0, unseen_t = 0, unseen_frame = 0,
-    acks = {}, ak_head = 1, ak_tail = 0,
+    acks = {}, ak_head = 1, ak_tail = 0, ak_free = {}, ak_free_n = 0,
     -- this side's recent timestamps at first sight; its latest data segment's echo (engine: Flow)
     ts_firsts = {}, tsf_head = 1, tsf_tail = 0, last_payload_t = -math.huge,
     data_echo = 0, data_echo_seen = false, echo_moved_frame = 0,
@@ -1904,6 +1904,9 @@ function Flow:trim_acked(t, frame)
     self.acked_data_t, self.acked_data_frame = r.t, r.frame
     u[self.ua_head] = nil
     self.ua_head = self.ua_head + 1
+    local n = self.ua_free_n + 1  -- to be refilled (tcp/tracker.lua)
+    self.ua_free[n] = r
+    self.ua_free_n = n
   end
   local r = self.ua_head <= self.ua_tail and u[self.ua_head]
   if r and r.s < ack and r.h and r.h >= 0 then self.acked_h, self.acked_cmd = r.h, r.cmd end
@@ -1956,16 +1959,32 @@ end
 -- The link this side's data crosses: the host pair's shared meter, else its own.
 function Flow:link_meter() return self.path or self.link end
 
-function Flow:record_ack(r, horizon)
+-- Returns the new record, for the caller to fill: one dropped here is refilled (no table per ACK;
+-- no record is kept past the call that reads it).
+function Flow:record_ack(horizon)
   local a = self.acks
+  local free, n = self.ak_free, self.ak_free_n
   -- the newest record older than the horizon stays: the edge in force until the next one
   while self.ak_head <= self.ak_tail and ((self.ak_head < self.ak_tail and a[self.ak_head + 1].t < horizon) or
         self.ak_tail - self.ak_head + 1 >= MAX_ACK_RECORDS) do
+    n = n + 1
+    free[n] = a[self.ak_head]
     a[self.ak_head] = nil
     self.ak_head = self.ak_head + 1
   end
+  local r
+  if n > 0 then
+    r = free[n]
+    free[n] = nil
+    n = n - 1
+  else
+    r = { ack = 0, t = 0, frame = 0, window = 0, h = -1, cmd = 0, data_t = 0, data_frame = 0, raw = 0, tsval = 0,
+          has_ts = false }
+  end
+  self.ak_free_n = n
   self.ak_tail = self.ak_tail + 1
   a[self.ak_tail] = r
+  return r
 end
 
 -- Index of the first unacknowledged record whose end is beyond v, or nil.
@@ -2179,11 +2198,12 @@ function Tracker:on_segment(seg, dir, r)
   other.peer_window_known = true
   if other.una_known and (other.una ~= una_before or window_changed or other.ak_tail < other.ak_head) then
     -- what a hold's release may be matched against (rules/holds.lua)
-    other:record_ack({ ack = other.una, t = seg.t, frame = seg.frame, window = win, h = other.acked_h,
-                       cmd = other.acked_cmd, data_t = other.acked_data_t,
-                       data_frame = other.acked_data_frame, raw = raw, tsval = seg.tsval or 0,
-                       has_ts = seg.has_ts or false },
-                     seg.t - RULES.ack_record_keep_rtts * self:full_rtt_ns() - RULES.ack_record_keep_ms * 1e6)
+    local rec = other:record_ack(seg.t - RULES.ack_record_keep_rtts * self:full_rtt_ns() -
+                                 RULES.ack_record_keep_ms * 1e6)
+    rec.ack, rec.t, rec.frame, rec.window, rec.h, rec.cmd = other.una, seg.t, seg.frame, win, other.acked_h,
+                                                            other.acked_cmd
+    rec.data_t, rec.data_frame, rec.raw = other.acked_data_t, other.acked_data_frame, raw
+    rec.tsval, rec.has_ts = seg.tsval or 0, seg.has_ts or false
   end
 end
 
@@ -2342,20 +2362,36 @@ function Tracker:payload(seg, dir, r)
   f:move_ref(f.next)
   local owner, owner_cmd, h, cmd, itt = r:deliver(dir, seg.pkt, seg.pay + skip, n, wire_rest, seg, self.filling_)
   -- owner_cmd: which command held the slot then (a slot is reused once its command is released).
-  -- (One constructor: the record's table is sized once; s and e: start and end, a Lua keyword.)
-  local rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = owner, owner_cmd = owner_cmd,
-                small = f:is_small(len), h = h, cmd = cmd, itt = itt }
+  -- (s and e: start and end, a Lua keyword.) Records acknowledged are taken again from the
+  -- flow's free list and refilled: no table per segment.
+  local small = f:is_small(len)
   if f.ua_tail - f.ua_head + 1 < MAX_UNACKED_RECORDS then
+    local n, rec = f.ua_free_n
+    if n > 0 then
+      rec = f.ua_free[n]
+      f.ua_free[n] = nil
+      f.ua_free_n = n - 1
+      rec.s, rec.e, rec.t, rec.frame, rec.owner, rec.owner_cmd = start, e, seg.t, seg.frame, owner, owner_cmd
+      rec.small, rec.h, rec.cmd, rec.itt = small, h, cmd, itt
+    else
+      rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = owner, owner_cmd = owner_cmd,
+              small = small, h = h, cmd = cmd, itt = itt }
+    end
     f.ua_tail = f.ua_tail + 1
     f.unacked[f.ua_tail] = rec
   else
     r:unacked_cap_hit(dir, seg.frame, MAX_UNACKED_RECORDS)
   end
   if f.una_known and f.una >= e then f:trim_acked(f.unseen_t, f.unseen_frame) end  -- its ACK came first
-  if rec.small then
+  if small then
+    -- (one record per flow, refilled: holds read it, none keeps it)
+    local ls = f.last_small
+    if not ls then
+      ls = {}
+      f.last_small = ls
+    end
+    ls.e, ls.t, ls.frame, ls.h, ls.cmd, ls.acked, ls.ack_t, ls.ack_frame = e, seg.t, seg.frame, h, cmd, false, 0, 0
     f.has_small = true
-    f.last_small = { e = e, t = seg.t, frame = seg.frame, h = rec.h, cmd = rec.cmd, acked = false,
-                     ack_t = 0, ack_frame = 0 }
   end
   f.max_end = f.max_end > e and f.max_end or e
   Tracker.infer_window_scale(f)
@@ -2430,7 +2466,12 @@ function Tracker:resend(dir, seg, start, e, r)
   if k then
     for j = k, min(k + 7, f.ua_tail) do
       local s = f.unacked[j]
-      if s.s <= start then orig = s break end
+      if s.s <= start then
+        -- a copy: the record is refilled once acknowledged, the rules may keep this
+        orig = { s = s.s, e = s.e, t = s.t, frame = s.frame, owner = s.owner, owner_cmd = s.owner_cmd,
+                 small = s.small, h = s.h, cmd = s.cmd, itt = s.itt }
+        break
+      end
     end
   end
   if f.una_known and e <= f.una and not orig then return end  -- spurious, already acknowledged

@@ -43,10 +43,10 @@ function Flow.new()
     peer_wscale_known = false, peer_wscale_min = 0, peer_window_raw = 0, wscale_offered = -1, mss = 0,
     mss_from_syn = false, largest_payload = 0, full_min = 0, full_count = 0, aggregates = 0, aggregates_whole = 0, data_options_len = 0, has_small = false, last_small = nil,
     last_data_t = 0, last_data_frame = 0, has_last_data = false,
-    unacked = {}, ua_head = 1, ua_tail = 0, out_of_order = {}, out_of_order_count = 0, out_of_order_bytes = 0,
+    unacked = {}, ua_head = 1, ua_tail = 0, ua_free = {}, ua_free_n = 0, out_of_order = {}, out_of_order_count = 0, out_of_order_bytes = 0,
     hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0, acked_data_t = 0,
     acked_data_frame = 0, unseen_upto = 0, unseen_t = 0, unseen_frame = 0,
-    acks = {}, ak_head = 1, ak_tail = 0,
+    acks = {}, ak_head = 1, ak_tail = 0, ak_free = {}, ak_free_n = 0,
     -- this side's recent timestamps at first sight; its latest data segment's echo (engine: Flow)
     ts_firsts = {}, tsf_head = 1, tsf_tail = 0, last_payload_t = -math.huge,
     data_echo = 0, data_echo_seen = false, echo_moved_frame = 0,
@@ -133,6 +133,9 @@ function Flow:trim_acked(t, frame)
     self.acked_data_t, self.acked_data_frame = r.t, r.frame
     u[self.ua_head] = nil
     self.ua_head = self.ua_head + 1
+    local n = self.ua_free_n + 1  -- to be refilled (tcp/tracker.lua)
+    self.ua_free[n] = r
+    self.ua_free_n = n
   end
   local r = self.ua_head <= self.ua_tail and u[self.ua_head]
   if r and r.s < ack and r.h and r.h >= 0 then self.acked_h, self.acked_cmd = r.h, r.cmd end
@@ -185,16 +188,32 @@ end
 -- The link this side's data crosses: the host pair's shared meter, else its own.
 function Flow:link_meter() return self.path or self.link end
 
-function Flow:record_ack(r, horizon)
+-- Returns the new record, for the caller to fill: one dropped here is refilled (no table per ACK;
+-- no record is kept past the call that reads it).
+function Flow:record_ack(horizon)
   local a = self.acks
+  local free, n = self.ak_free, self.ak_free_n
   -- the newest record older than the horizon stays: the edge in force until the next one
   while self.ak_head <= self.ak_tail and ((self.ak_head < self.ak_tail and a[self.ak_head + 1].t < horizon) or
         self.ak_tail - self.ak_head + 1 >= MAX_ACK_RECORDS) do
+    n = n + 1
+    free[n] = a[self.ak_head]
     a[self.ak_head] = nil
     self.ak_head = self.ak_head + 1
   end
+  local r
+  if n > 0 then
+    r = free[n]
+    free[n] = nil
+    n = n - 1
+  else
+    r = { ack = 0, t = 0, frame = 0, window = 0, h = -1, cmd = 0, data_t = 0, data_frame = 0, raw = 0, tsval = 0,
+          has_ts = false }
+  end
+  self.ak_free_n = n
   self.ak_tail = self.ak_tail + 1
   a[self.ak_tail] = r
+  return r
 end
 
 -- Index of the first unacknowledged record whose end is beyond v, or nil.

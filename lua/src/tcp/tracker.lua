@@ -93,11 +93,12 @@ function Tracker:on_segment(seg, dir, r)
   other.peer_window_known = true
   if other.una_known and (other.una ~= una_before or window_changed or other.ak_tail < other.ak_head) then
     -- what a hold's release may be matched against (rules/holds.lua)
-    other:record_ack({ ack = other.una, t = seg.t, frame = seg.frame, window = win, h = other.acked_h,
-                       cmd = other.acked_cmd, data_t = other.acked_data_t,
-                       data_frame = other.acked_data_frame, raw = raw, tsval = seg.tsval or 0,
-                       has_ts = seg.has_ts or false },
-                     seg.t - RULES.ack_record_keep_rtts * self:full_rtt_ns() - RULES.ack_record_keep_ms * 1e6)
+    local rec = other:record_ack(seg.t - RULES.ack_record_keep_rtts * self:full_rtt_ns() -
+                                 RULES.ack_record_keep_ms * 1e6)
+    rec.ack, rec.t, rec.frame, rec.window, rec.h, rec.cmd = other.una, seg.t, seg.frame, win, other.acked_h,
+                                                            other.acked_cmd
+    rec.data_t, rec.data_frame, rec.raw = other.acked_data_t, other.acked_data_frame, raw
+    rec.tsval, rec.has_ts = seg.tsval or 0, seg.has_ts or false
   end
 end
 
@@ -256,20 +257,36 @@ function Tracker:payload(seg, dir, r)
   f:move_ref(f.next)
   local owner, owner_cmd, h, cmd, itt = r:deliver(dir, seg.pkt, seg.pay + skip, n, wire_rest, seg, self.filling_)
   -- owner_cmd: which command held the slot then (a slot is reused once its command is released).
-  -- (One constructor: the record's table is sized once; s and e: start and end, a Lua keyword.)
-  local rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = owner, owner_cmd = owner_cmd,
-                small = f:is_small(len), h = h, cmd = cmd, itt = itt }
+  -- (s and e: start and end, a Lua keyword.) Records acknowledged are taken again from the
+  -- flow's free list and refilled: no table per segment.
+  local small = f:is_small(len)
   if f.ua_tail - f.ua_head + 1 < MAX_UNACKED_RECORDS then
+    local n, rec = f.ua_free_n
+    if n > 0 then
+      rec = f.ua_free[n]
+      f.ua_free[n] = nil
+      f.ua_free_n = n - 1
+      rec.s, rec.e, rec.t, rec.frame, rec.owner, rec.owner_cmd = start, e, seg.t, seg.frame, owner, owner_cmd
+      rec.small, rec.h, rec.cmd, rec.itt = small, h, cmd, itt
+    else
+      rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = owner, owner_cmd = owner_cmd,
+              small = small, h = h, cmd = cmd, itt = itt }
+    end
     f.ua_tail = f.ua_tail + 1
     f.unacked[f.ua_tail] = rec
   else
     r:unacked_cap_hit(dir, seg.frame, MAX_UNACKED_RECORDS)
   end
   if f.una_known and f.una >= e then f:trim_acked(f.unseen_t, f.unseen_frame) end  -- its ACK came first
-  if rec.small then
+  if small then
+    -- (one record per flow, refilled: holds read it, none keeps it)
+    local ls = f.last_small
+    if not ls then
+      ls = {}
+      f.last_small = ls
+    end
+    ls.e, ls.t, ls.frame, ls.h, ls.cmd, ls.acked, ls.ack_t, ls.ack_frame = e, seg.t, seg.frame, h, cmd, false, 0, 0
     f.has_small = true
-    f.last_small = { e = e, t = seg.t, frame = seg.frame, h = rec.h, cmd = rec.cmd, acked = false,
-                     ack_t = 0, ack_frame = 0 }
   end
   f.max_end = f.max_end > e and f.max_end or e
   Tracker.infer_window_scale(f)
@@ -344,7 +361,12 @@ function Tracker:resend(dir, seg, start, e, r)
   if k then
     for j = k, min(k + 7, f.ua_tail) do
       local s = f.unacked[j]
-      if s.s <= start then orig = s break end
+      if s.s <= start then
+        -- a copy: the record is refilled once acknowledged, the rules may keep this
+        orig = { s = s.s, e = s.e, t = s.t, frame = s.frame, owner = s.owner, owner_cmd = s.owner_cmd,
+                 small = s.small, h = s.h, cmd = s.cmd, itt = s.itt }
+        break
+      end
     end
   end
   if f.una_known and e <= f.una and not orig then return end  -- spurious, already acknowledged
