@@ -548,23 +548,24 @@ local OP = {
 local function is_initiator_opcode(op) return op < 0x20 end
 local function pdu_carries_digests(op) return op ~= OP.LoginRequest and op ~= OP.LoginResponse end
 
--- The 48 bytes in one call and the table in one constructor (a header per PDU, and per byte
--- tried while searching for one).
+-- The 32 bytes read on every PDU in one call and the table in one constructor (a header per
+-- PDU, and per byte tried while searching for one), of 16 fields at most: Lua sizes its hash at
+-- a power of two. The words at 32..47, read only by the checks and the login, are read from the
+-- source string s at p when asked (bhs_word); the CDB is cut out only for a SCSI Command.
 local function parse_bhs(s, p)
   p = p or 1
   local b0, fl, b2, b3, ahs, l1, l2, l3, u1, u2, u3, u4, u5, u6, u7, u8, i1, i2, i3, i4,
-        a1, a2, a3, a4, c1, c2, c3, c4, d1, d2, d3, d4, e1, e2, e3, e4, f1, f2, f3, f4,
-        g1, g2, g3, g4, h1, h2, h3, h4 = s:byte(p, p + 47)
-  return { byte0 = b0, opcode = b0 % 64, immediate = b0 % 128 >= 64, flags = fl, byte2 = b2, byte3 = b3,
+        a1, a2, a3, a4, c1, c2, c3, c4 = s:byte(p, p + 27)
+  return { byte0 = b0, opcode = b0 % 64, flags = fl, byte2 = b2, byte3 = b3,
     ahs_words = ahs, data_length = (l1 * 256 + l2) * 256 + l3,
     lun_hi = ((u1 * 256 + u2) * 256 + u3) * 256 + u4, lun_lo = ((u5 * 256 + u6) * 256 + u7) * 256 + u8,
     itt = ((i1 * 256 + i2) * 256 + i3) * 256 + i4,
     w20 = ((a1 * 256 + a2) * 256 + a3) * 256 + a4, w24 = ((c1 * 256 + c2) * 256 + c3) * 256 + c4,
-    w28 = ((d1 * 256 + d2) * 256 + d3) * 256 + d4, w32 = ((e1 * 256 + e2) * 256 + e3) * 256 + e4,
-    w36 = ((f1 * 256 + f2) * 256 + f3) * 256 + f4, w40 = ((g1 * 256 + g2) * 256 + g3) * 256 + g4,
-    w44 = ((h1 * 256 + h2) * 256 + h3) * 256 + h4,
+    s = s, p = p,
     cdb = b0 % 64 == 0x01 and s:sub(p + 32, p + 47) or nil }  -- only a SCSI Command's is read
 end
+-- The header's 32-bit word at byte offset off (32, 36, 40 or 44).
+local function bhs_word(b, off) return be32(b.s, b.p + off) end
 local function header_length(b, hd) return 48 + 4 * b.ahs_words + (hd and 4 or 0) end
 
 -- SCSI: name, data direction and LBA of a CDB, by the SCSI table (decode_cdb in
@@ -780,12 +781,12 @@ local function plausible_bhs(b, from_initiator, max_dl, strict)
   if b.ahs_words > 64 then return false end  -- an extended CDB (248 bytes) and a read length
   if strict == false then return true end
   local f = b.flags
-  if not from_initiator and b.immediate then return false end
+  if not from_initiator and b.byte0 % 128 >= 64 then return false end
   if b.ahs_words ~= 0 and op ~= OP.ScsiCommand then return false end
   local lun0 = b.lun_hi == 0 and b.lun_lo == 0
   if op == OP.NopOut then
     if f ~= 0x80 or b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
-    if b.w32 ~= 0 or b.w36 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if bhs_word(b, 32) ~= 0 or bhs_word(b, 36) ~= 0 or bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     if b.itt == RESERVED_TAG and b.w20 == RESERVED_TAG then return false end
     return true
   elseif op == OP.ScsiCommand then
@@ -809,10 +810,10 @@ local function plausible_bhs(b, from_initiator, max_dl, strict)
     local fn = f % 128
     if not hasbit(f, 0x80) or fn < 1 or fn > 12 then return false end
     if b.byte2 ~= 0 or b.byte3 ~= 0 or b.data_length ~= 0 then return false end
-    if b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     return true
   elseif op == OP.LoginRequest or op == OP.LoginResponse then
-    if op == OP.LoginRequest and not b.immediate then return false end
+    if op == OP.LoginRequest and b.byte0 % 128 < 64 then return false end
     if hasbit(f, 0x80) and hasbit(f, 0x40) then return false end
     if hasbit(f, 0x20) or hasbit(f, 0x10) then return false end
     local csg, nsg, t = floor(f / 4) % 4, f % 4, hasbit(f, 0x80)
@@ -820,13 +821,13 @@ local function plausible_bhs(b, from_initiator, max_dl, strict)
     -- An all-zero ISID is no real initiator's; ISID type 3 is reserved.
     if (b.lun_hi == 0 and floor(b.lun_lo / 65536) == 0) or b.lun_hi >= 0xc0000000 then return false end
     if b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
-    if b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     if op == OP.LoginRequest then
       if b.w20 % 65536 ~= 0 then return false end
-      if b.w32 ~= 0 or b.w36 ~= 0 then return false end
+      if bhs_word(b, 32) ~= 0 or bhs_word(b, 36) ~= 0 then return false end
     else
       if b.w20 ~= 0 then return false end
-      if floor(b.w36 / 16777216) > 3 or b.w36 % 65536 ~= 0 then return false end
+      if floor(bhs_word(b, 36) / 16777216) > 3 or bhs_word(b, 36) % 65536 ~= 0 then return false end
     end
     return true
   elseif op == OP.TextRequest or op == OP.TextResponse then
@@ -834,29 +835,29 @@ local function plausible_bhs(b, from_initiator, max_dl, strict)
     if f % 64 ~= 0 or (hasbit(f, 0x80) == hasbit(f, 0x40)) then return false end
     if b.itt == RESERVED_TAG then return false end
     if b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
-    if b.w36 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
-    if op == OP.TextRequest and b.w32 ~= 0 then return false end
+    if bhs_word(b, 36) ~= 0 or bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
+    if op == OP.TextRequest and bhs_word(b, 32) ~= 0 then return false end
     return true
   elseif op == OP.DataOut then
     if f % 128 ~= 0 then return false end
     if b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
-    if b.w24 ~= 0 or b.w32 ~= 0 or b.w44 ~= 0 then return false end
+    if b.w24 ~= 0 or bhs_word(b, 32) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     if b.data_length == 0 or b.itt == RESERVED_TAG then return false end
-    if b.w40 + b.data_length > 0xffffffff then return false end
+    if bhs_word(b, 40) + b.data_length > 0xffffffff then return false end
     return true
   elseif op == OP.LogoutRequest then
     if not hasbit(f, 0x80) or f % 128 > 2 then return false end
     if b.byte2 ~= 0 or b.byte3 ~= 0 or b.data_length ~= 0 then return false end
-    if b.w20 % 65536 ~= 0 or b.w32 ~= 0 or b.w36 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if b.w20 % 65536 ~= 0 or bhs_word(b, 32) ~= 0 or bhs_word(b, 36) ~= 0 or bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     return true
   elseif op == OP.SnackRequest then
     if floor(f / 16) ~= 8 or f % 16 > 3 then return false end
     if b.byte2 ~= 0 or b.byte3 ~= 0 or b.data_length ~= 0 then return false end
-    if b.w24 ~= 0 or b.w32 ~= 0 or b.w36 ~= 0 then return false end
+    if b.w24 ~= 0 or bhs_word(b, 32) ~= 0 or bhs_word(b, 36) ~= 0 then return false end
     return true
   elseif op == OP.NopIn then
     if f ~= 0x80 or b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
-    if b.w36 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if bhs_word(b, 36) ~= 0 or bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     return true
   elseif op == OP.ScsiResponse then
     if not hasbit(f, 0x80) or hasbit(f, 0x40) or hasbit(f, 0x20) or hasbit(f, 0x01) then return false end
@@ -867,7 +868,7 @@ local function plausible_bhs(b, from_initiator, max_dl, strict)
     return true
   elseif op == OP.TaskMgmtResponse then
     if f ~= 0x80 or (b.byte2 > 6 and b.byte2 ~= 255) or b.byte3 ~= 0 then return false end
-    if b.data_length ~= 0 or not lun0 or b.w20 ~= 0 or b.w36 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if b.data_length ~= 0 or not lun0 or b.w20 ~= 0 or bhs_word(b, 36) ~= 0 or bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     return true
   elseif op == OP.DataIn then
     if hasbit(f, 0x20) or hasbit(f, 0x10) or hasbit(f, 0x08) then return false end
@@ -881,27 +882,27 @@ local function plausible_bhs(b, from_initiator, max_dl, strict)
       return false
     end
     if b.itt == RESERVED_TAG then return false end
-    if b.w40 + b.data_length > 0xffffffff then return false end
+    if bhs_word(b, 40) + b.data_length > 0xffffffff then return false end
     return true
   elseif op == OP.LogoutResponse then
     if f ~= 0x80 or b.byte2 > 3 or b.byte3 ~= 0 then return false end
-    if b.data_length ~= 0 or not lun0 or b.w20 ~= 0 or b.w36 ~= 0 or b.w44 ~= 0 then return false end
+    if b.data_length ~= 0 or not lun0 or b.w20 ~= 0 or bhs_word(b, 36) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     return true
   elseif op == OP.R2T then
     if f ~= 0x80 or b.byte2 ~= 0 or b.byte3 ~= 0 or b.data_length ~= 0 then return false end
-    if b.w44 == 0 or b.w20 == RESERVED_TAG then return false end
-    if b.w40 + b.w44 > 0xffffffff then return false end
+    if bhs_word(b, 44) == 0 or b.w20 == RESERVED_TAG then return false end
+    if bhs_word(b, 40) + bhs_word(b, 44) > 0xffffffff then return false end
     return true
   elseif op == OP.AsyncMessage then
     if f ~= 0x80 or b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
-    if b.itt ~= RESERVED_TAG or b.w20 ~= 0 or b.w44 ~= 0 then return false end
-    local ev = floor(b.w36 / 16777216)
+    if b.itt ~= RESERVED_TAG or b.w20 ~= 0 or bhs_word(b, 44) ~= 0 then return false end
+    local ev = floor(bhs_word(b, 36) / 16777216)
     if ev > 4 and ev ~= 255 then return false end
     return true
   elseif op == OP.Reject then
     if f ~= 0x80 or b.byte3 ~= 0 then return false end
     if b.byte2 < 1 or b.byte2 > 0x0c then return false end
-    if not lun0 or b.itt ~= RESERVED_TAG or b.w20 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if not lun0 or b.itt ~= RESERVED_TAG or b.w20 ~= 0 or bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     if b.data_length < 48 then return false end
     return true
   end
@@ -1738,7 +1739,7 @@ function Negotiation:add_pdu(b, data, truncated)
     self.pending_truncated[ini] = false
   end
   if op == OP.LoginResponse then
-    local sc = floor(b.w36 / 16777216)
+    local sc = floor(bhs_word(b, 36) / 16777216)
     if sc ~= 0 then self.result.failed = true end
     if sc == 0 and hasbit(b.flags, 0x80) and b.flags % 4 == 3 and not hasbit(b.flags, 0x40) then
       self.result.complete = true
