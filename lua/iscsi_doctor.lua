@@ -1496,7 +1496,8 @@ PduStream.__index = PduStream
 local RECENT = 64
 
 function PduStream.new(from_initiator)
-  return setmetatable({ framer = Framer.new(from_initiator), events = {}, open = false,
+  return setmetatable({ framer = Framer.new(from_initiator), events = {}, starts = {}, ends = {}, n_start = 0,
+                        n_end = 0, open = false,
                         r_abs = {}, r_frame = {}, r_t = {}, r_count = 0, abs = 0, cur_frame = 0, cur_t = 0 },
                       PduStream)
 end
@@ -1537,8 +1538,16 @@ function PduStream:locate(off)
 end
 
 -- s's n bytes from position i
+-- The events of one feed, lose or finish: one list and its records, refilled by the next (the
+-- receiver reads them before; what it keeps, it copies).
+local function clear_events(self)
+  local ev = self.events
+  for k = #ev, 1, -1 do ev[k] = nil end
+  self.n_start, self.n_end = 0, 0
+end
+
 function PduStream:feed(s, i, n, frame, t)
-  self.events = {}
+  clear_events(self)
   self.cur_frame, self.cur_t = frame, t
   self:remember(self.abs, frame, t)
   self.framer:feed(s, i, n, self)
@@ -1554,20 +1563,30 @@ end
 
 -- Bytes lost between segments: the events this gap ends (a PDU whose last bytes were lost).
 function PduStream:lose(lost)
-  self.events = {}
+  clear_events(self)
   self:gap(lost)
   return self.events
 end
 
 function PduStream:finish()
-  self.events = {}
+  clear_events(self)
   self.framer:finish(self)
   return self.events
 end
 
 function PduStream:on_pdu_start(b, first_abs)
   local ff, ft = self:locate(first_abs)
-  self.events[#self.events + 1] = { type = "start", bhs = b, first_frame = ff, first_t = ft }
+  local k = self.n_start + 1
+  self.n_start = k
+  local e = self.starts[k]
+  if not e then
+    e = { type = "start", bhs = b, first_frame = ff, first_t = ft }
+    self.starts[k] = e
+  else
+    e.bhs, e.first_frame, e.first_t = b, ff, ft
+  end
+  local ev = self.events
+  ev[#ev + 1] = e
   self.open = true
 end
 
@@ -1576,9 +1595,21 @@ function PduStream:on_pdu_end(b, first_abs, last_abs, kept, kept_truncated, data
   local ff, ft = self:locate(first_abs)
   -- The segment with the PDU's last byte: the status frame of a SCSI Response.
   local lf, lt = self:locate(last_abs)
-  self.events[#self.events + 1] = { type = "end", bhs = b, data = kept, kept_truncated = kept_truncated,
-    data_incomplete = data_incomplete, truncated = truncated, digest_bad = digest_bad,
-    first_frame = ff, first_t = ft, last_frame = lf, last_t = lt }
+  local k = self.n_end + 1
+  self.n_end = k
+  local e = self.ends[k]
+  if not e then
+    e = { type = "end", bhs = b, data = kept, kept_truncated = kept_truncated,
+      data_incomplete = data_incomplete, truncated = truncated, digest_bad = digest_bad,
+      first_frame = ff, first_t = ft, last_frame = lf, last_t = lt }
+    self.ends[k] = e
+  else
+    e.bhs, e.data, e.kept_truncated, e.data_incomplete, e.truncated, e.digest_bad = b, kept, kept_truncated,
+      data_incomplete, truncated, digest_bad
+    e.first_frame, e.first_t, e.last_frame, e.last_t = ff, ft, lf, lt
+  end
+  local ev = self.events
+  ev[#ev + 1] = e
   self.open = false
 end
 
@@ -3374,7 +3405,9 @@ function Connection:on_pdu_end(dir, seg, ev)
       if #o >= 32 then table.remove(o, 1) end
       local fr, t = seg.frame, seg.t
       if ev.last_frame and ev.last_frame ~= 0 then fr, t = ev.last_frame, ev.last_t end
-      o[#o + 1] = { ev = ev, frame = fr, t = t }
+      local copy = {}  -- (the stream refills its event records)
+      for k, v in pairs(ev) do copy[k] = v end
+      o[#o + 1] = { ev = copy, frame = fr, t = t }
     end
     return
   end

@@ -170,7 +170,9 @@ function Connection:on_pdu_end(dir, seg, ev)
       if #o >= 32 then table.remove(o, 1) end
       local fr, t = seg.frame, seg.t
       if ev.last_frame and ev.last_frame ~= 0 then fr, t = ev.last_frame, ev.last_t end
-      o[#o + 1] = { ev = ev, frame = fr, t = t }
+      local copy = {}  -- (the stream refills its event records)
+      for k, v in pairs(ev) do copy[k] = v end
+      o[#o + 1] = { ev = copy, frame = fr, t = t }
     end
     return
   end
