@@ -2047,7 +2047,7 @@ RttEstimate.__index = RttEstimate
 
 function RttEstimate.new()
   return setmetatable({ min_ = 0, known_ = false, handshake_ = false, released_ = false, samples_ = 0,
-                        clean_samples_ = 0, ring_ = 0, recent_ = {}, sorted_ = {} }, RttEstimate)
+                        clean_samples_ = 0, ring_ = 0, recent_ = {}, sorted_ = {}, nan_ = false }, RttEstimate)
 end
 
 -- A copy (the engine copies the value: a scout's estimate seeds a connection's).
@@ -2074,30 +2074,57 @@ function RttEstimate:sample(ns, from_handshake, clean)
   self:remember(ns)
 end
 -- A sample into the ring of the latest jitter_window, and into sorted_, the same values in
--- order: the one it replaces taken out, the new one put in place (no sort per sample).
+-- order. Once the ring is full the value it replaces is found by binary search and the new one
+-- moved from there to its place (consecutive samples are close: few moves); no sort per sample.
+local JITTER_WINDOW = RULES.jitter_window
 function RttEstimate:remember(ns)
-  local w = RULES.jitter_window
-  local k = self.ring_ % w + 1
+  local w = JITTER_WINDOW
+  local ring = self.ring_
+  local k = ring % w + 1
   local s = self.sorted_
-  local n = #s
-  if self.ring_ >= w then
+  if ring >= w and not self.nan_ and ns == ns then
     local old = self.recent_[k]
-    local i = n
-    while i > 0 and s[i] ~= old do i = i - 1 end
-    if i > 0 then  -- (always, but for a NaN, which equals nothing)
-      for j = i, n - 1 do s[j] = s[j + 1] end
-      s[n] = nil
-      n = n - 1
+    local lo, hi = 1, w
+    while lo < hi do
+      local mid = floor((lo + hi) / 2)
+      if s[mid] < old then lo = mid + 1 else hi = mid end
     end
+    local i = lo
+    if ns > old then
+      while i < w and s[i + 1] < ns do
+        s[i] = s[i + 1]
+        i = i + 1
+      end
+    else
+      while i > 1 and s[i - 1] > ns do
+        s[i] = s[i - 1]
+        i = i - 1
+      end
+    end
+    s[i] = ns
+  else
+    -- (filling, or after a NaN, which equals nothing and breaks the order: a scan)
+    if ns ~= ns then self.nan_ = true end
+    local n = #s
+    if ring >= w then
+      local old = self.recent_[k]
+      local i = n
+      while i > 0 and s[i] ~= old do i = i - 1 end
+      if i > 0 then
+        for j = i, n - 1 do s[j] = s[j + 1] end
+        s[n] = nil
+        n = n - 1
+      end
+    end
+    local i = n
+    while i > 0 and s[i] > ns do
+      s[i + 1] = s[i]
+      i = i - 1
+    end
+    s[i + 1] = ns
   end
-  local i = n
-  while i > 0 and s[i] > ns do
-    s[i + 1] = s[i]
-    i = i - 1
-  end
-  s[i + 1] = ns
   self.recent_[k] = ns
-  self.ring_ = self.ring_ + 1
+  self.ring_ = ring + 1
 end
 function RttEstimate:known() return self.known_ end
 function RttEstimate:ns() return self.known_ and self.min_ or 0 end
