@@ -219,7 +219,7 @@ end
 function Holds:release_half_trips(v, dir, seg, c, r)
   if r.h < 0 or r.cmd ~= c.first_frame then return end
   local tcp = v.tcp  -- (v:rtt_ns and v:tolerance_ns written out: per segment)
-  local full = tcp:full_rtt_ns()
+  local full = tcp.full_
   if r.t + tcp.rtt_[dir].min_ - release_tolerance_ns(full) > seg.t then return end
   local h = dir == I2T and c.h_initiator or c.h_target
   if r.h + 2 > h then

@@ -32,19 +32,25 @@ function Tracker.new(max_out_of_order_bytes)
   return setmetatable({ max_out_of_order_bytes_ = max_out_of_order_bytes,
     flow_ = { [0] = Flow.new(), [1] = Flow.new() },
     rtt_ = { [0] = RttEstimate.new(), [1] = RttEstimate.new() },  -- capture point <-> initiator, target
-    saw_syn_ = false, saw_synack_ = false, closed_ = false, syn_t_ = 0, synack_t_ = 0,
+    saw_syn_ = false, saw_synack_ = false, closed_ = false, syn_t_ = 0, synack_t_ = 0, full_ = 0,
     filling_ = nil }, Tracker)  -- filling_: while draining, the segment that filled the hole
 end
 
 function Tracker:flow(dir) return self.flow_[dir] end
 function Tracker:share_link(dir, path) self.flow_[dir].path = path end
 function Tracker:rtt(side_dir) return self.rtt_[side_dir] end
-function Tracker:seed_rtt(side_dir, scout) self.rtt_[side_dir] = scout:copy() end
-function Tracker:rtt_ns(side_dir) return self.rtt_[side_dir]:ns() end  -- capture point <-> that side
-function Tracker:full_rtt_ns()  -- both sides' rtt_ns, written out (called per segment)
-  local a, b = self.rtt_[0], self.rtt_[1]
-  return (a.known_ and a.min_ or 0) + (b.known_ and b.min_ or 0)
+-- full_: both sides' rtt_ns, read several times per segment: kept, and computed again wherever a
+-- sample may change it.
+local function refresh_full(t)
+  local a, b = t.rtt_[0], t.rtt_[1]
+  t.full_ = (a.known_ and a.min_ or 0) + (b.known_ and b.min_ or 0)
 end
+function Tracker:seed_rtt(side_dir, scout)
+  self.rtt_[side_dir] = scout:copy()
+  refresh_full(self)
+end
+function Tracker:rtt_ns(side_dir) return self.rtt_[side_dir]:ns() end  -- capture point <-> that side
+function Tracker:full_rtt_ns() return self.full_ end  -- (hot paths read full_ itself)
 function Tracker:saw_syn() return self.saw_syn_ end
 function Tracker:closed() return self.closed_ end
 
@@ -62,7 +68,10 @@ function Tracker:on_segment(seg, dir, r)
   if seg.wire_len > 0 then self.flow_[dir].last_payload_t = seg.t end
   if fl % 32 >= 16 then self:ack(seg, dir, r) end
   if seg.wire_len > 0 and not syn then self:payload(seg, dir, r) end
-  if released >= 0 then self.rtt_[dir]:released(released) end
+  if released >= 0 then
+    self.rtt_[dir]:released(released)
+    refresh_full(self)
+  end
   local f = self.flow_[dir]
   if fl % 2 == 1 or rst then
     f.fin_seen = true
@@ -93,7 +102,7 @@ function Tracker:on_segment(seg, dir, r)
   other.peer_window_known = true
   if other.una_known and (other.una ~= una_before or window_changed or other.ak_tail < other.ak_head) then
     -- what a hold's release may be matched against (rules/holds.lua)
-    local rec = other:record_ack(seg.t - RULES.ack_record_keep_rtts * self:full_rtt_ns() -
+    local rec = other:record_ack(seg.t - RULES.ack_record_keep_rtts * self.full_ -
                                  RULES.ack_record_keep_ms * 1e6)
     rec.ack, rec.t, rec.frame, rec.window, rec.h, rec.cmd = other.una, seg.t, seg.frame, win, other.acked_h,
                                                             other.acked_cmd
@@ -121,6 +130,7 @@ function Tracker:handshake(seg, dir, r)
     self.saw_synack_ = true
     self.synack_t_ = seg.t
     self.rtt_[1]:sample(seg.t - self.syn_t_, true)
+    refresh_full(self)
   end
 end
 
@@ -130,13 +140,20 @@ end
 function Tracker:echo(seg, dir)
   local f = self.flow_[dir]
   if f.tsf_tail < f.tsf_head or f.ts_firsts[f.tsf_tail].val ~= seg.tsval then
+    local dropped  -- refilled as the new record (none is kept past this call's readers)
     while f.tsf_head <= f.tsf_tail and (f.tsf_tail - f.tsf_head + 1 >= RULES.echo_records_max or
           f.ts_firsts[f.tsf_head].t < seg.t - ECHO_KEEP_NS) do
+      dropped = f.ts_firsts[f.tsf_head]
       f.ts_firsts[f.tsf_head] = nil
       f.tsf_head = f.tsf_head + 1
     end
     f.tsf_tail = f.tsf_tail + 1
-    f.ts_firsts[f.tsf_tail] = { val = seg.tsval, t = seg.t, pure = seg.wire_len == 0 }
+    if dropped then
+      dropped.val, dropped.t, dropped.pure = seg.tsval, seg.t, seg.wire_len == 0
+      f.ts_firsts[f.tsf_tail] = dropped
+    else
+      f.ts_firsts[f.tsf_tail] = { val = seg.tsval, t = seg.t, pure = seg.wire_len == 0 }
+    end
   end
   if seg.wire_len == 0 or not hasbit(seg.flags, 0x10) then return -1 end
   if f.data_echo_seen then
@@ -162,6 +179,7 @@ function Tracker:ack(seg, dir, r)
   if not peer.started then return end
   if self.saw_synack_ and dir == 0 and not self.rtt_[0].handshake_ and not hasbit(seg.flags, 0x02) then
     self.rtt_[0]:sample(seg.t - self.synack_t_, true)
+    refresh_full(self)
   end
   local ack = peer:unwrap(seg.ack)
   if ack > peer.max_end + 1073741824 then return end  -- nonsense ack
@@ -171,7 +189,10 @@ function Tracker:ack(seg, dir, r)
     -- Records end in increasing order (each carries new data): a binary search, not a scan.
     local k = peer:first_unacked_ending_after(ack - 1)
     local s = k and peer.unacked[k]
-    if s and s.e == ack then self.rtt_[dir]:sample(seg.t - s.t, false, seg.wire_len == 0) end
+    if s and s.e == ack then
+      self.rtt_[dir]:sample(seg.t - s.t, false, seg.wire_len == 0)
+      refresh_full(self)
+    end
   end
   if ack > peer.next and peer.started then
     -- The receiver has bytes the capture has not shown: missing at the capture point. Unless they
@@ -187,8 +208,8 @@ function Tracker:ack(seg, dir, r)
   end
   local before = peer.una_known and peer.una or ack
   if peer:acked(ack, seg.t, seg.frame) then
-    peer.link:advanced(ack - before, seg.t, self:full_rtt_ns())
-    if peer.path then peer.path:advanced(ack - before, seg.t, self:full_rtt_ns()) end
+    peer.link:advanced(ack - before, seg.t, self.full_)
+    if peer.path then peer.path:advanced(ack - before, seg.t, self.full_) end
   end
 end
 
