@@ -1925,6 +1925,22 @@ function Flow:acked(ack, t, frame)
   return true
 end
 
+-- A queue's records head..tail moved to 1.. once more were dropped than are kept (or none is):
+-- the keys stay small, in Lua's array part, instead of advancing through its hash (a rehash, a
+-- new node array, every few records). Returns the new head and tail; indexes are read only within
+-- a call.
+local function compact(a, head, tail)
+  if head > tail then return 1, 0 end
+  if head <= 32 or head <= tail - head + 1 then return head, tail end
+  local n = 0
+  for i = head, tail do
+    n = n + 1
+    a[n] = a[i]
+    a[i] = nil
+  end
+  return 1, n
+end
+
 -- Trims the unacked records una covers (also a segment captured after the ACK that covers it;
 -- t and frame: that ACK's).
 function Flow:trim_acked(t, frame)
@@ -1940,6 +1956,7 @@ function Flow:trim_acked(t, frame)
     self.ua_free[n] = r
     self.ua_free_n = n
   end
+  self.ua_head, self.ua_tail = compact(u, self.ua_head, self.ua_tail)
   local r = self.ua_head <= self.ua_tail and u[self.ua_head]
   if r and r.s < ack and r.h and r.h >= 0 then self.acked_h, self.acked_cmd = r.h, r.cmd end
   local s = self.last_small
@@ -2004,6 +2021,7 @@ function Flow:record_ack(horizon)
     a[self.ak_head] = nil
     self.ak_head = self.ak_head + 1
   end
+  self.ak_head, self.ak_tail = compact(a, self.ak_head, self.ak_tail)
   local r
   if n > 0 then
     r = free[n]
@@ -2191,6 +2209,7 @@ local MAX_UNACKED_RECORDS = 65536  -- Tracker::kMaxUnackedRecords
 local UNSEEN = "acknowledged by the receiver but missing from the capture"
 local REORDER_WAIT_NS = RULES.reorder_wait_ms * 1e6
 local ECHO_KEEP_NS = RULES.echo_keep_ms * 1e6
+local ECHO_MAX = RULES.echo_records_max
 
 function Tracker.new(max_out_of_order_bytes)
   return setmetatable({ max_out_of_order_bytes_ = max_out_of_order_bytes,
@@ -2303,20 +2322,21 @@ end
 -- segment a pure ACK, a release: a round-trip sample (-1: none).
 function Tracker:echo(seg, dir)
   local f = self.flow_[dir]
-  if f.tsf_tail < f.tsf_head or f.ts_firsts[f.tsf_tail].val ~= seg.tsval then
-    local dropped  -- refilled as the new record (none is kept past this call's readers)
-    while f.tsf_head <= f.tsf_tail and (f.tsf_tail - f.tsf_head + 1 >= RULES.echo_records_max or
-          f.ts_firsts[f.tsf_head].t < seg.t - ECHO_KEEP_NS) do
-      dropped = f.ts_firsts[f.tsf_head]
-      f.ts_firsts[f.tsf_head] = nil
+  -- (a ring of echo_records_max slots: record i at (i - 1) % ECHO_MAX + 1, its table refilled
+  -- when the slot comes round again; keys stay in Lua's array part, no rehash as they advance)
+  local ring = f.ts_firsts
+  if f.tsf_tail < f.tsf_head or ring[(f.tsf_tail - 1) % ECHO_MAX + 1].val ~= seg.tsval then
+    while f.tsf_head <= f.tsf_tail and (f.tsf_tail - f.tsf_head + 1 >= ECHO_MAX or
+          ring[(f.tsf_head - 1) % ECHO_MAX + 1].t < seg.t - ECHO_KEEP_NS) do
       f.tsf_head = f.tsf_head + 1
     end
     f.tsf_tail = f.tsf_tail + 1
-    if dropped then
-      dropped.val, dropped.t, dropped.pure = seg.tsval, seg.t, seg.wire_len == 0
-      f.ts_firsts[f.tsf_tail] = dropped
+    local k = (f.tsf_tail - 1) % ECHO_MAX + 1
+    local rec = ring[k]
+    if rec then
+      rec.val, rec.t, rec.pure = seg.tsval, seg.t, seg.wire_len == 0
     else
-      f.ts_firsts[f.tsf_tail] = { val = seg.tsval, t = seg.t, pure = seg.wire_len == 0 }
+      ring[k] = { val = seg.tsval, t = seg.t, pure = seg.wire_len == 0 }
     end
   end
   if seg.wire_len == 0 or not hasbit(seg.flags, 0x10) then return -1 end
@@ -2328,7 +2348,7 @@ function Tracker:echo(seg, dir)
   f.data_echo_seen, f.data_echo = true, seg.tsecr
   local peer = self.flow_[1 - dir]
   for i = peer.tsf_tail, peer.tsf_head, -1 do
-    local e = peer.ts_firsts[i]
+    local e = peer.ts_firsts[(i - 1) % ECHO_MAX + 1]
     if e.val == seg.tsecr then
       -- not when the peer sent data since: this may answer that data after a think time
       if e.pure and peer.last_payload_t < e.t then return seg.t - e.t end

@@ -122,6 +122,22 @@ function Flow:acked(ack, t, frame)
   return true
 end
 
+-- A queue's records head..tail moved to 1.. once more were dropped than are kept (or none is):
+-- the keys stay small, in Lua's array part, instead of advancing through its hash (a rehash, a
+-- new node array, every few records). Returns the new head and tail; indexes are read only within
+-- a call.
+local function compact(a, head, tail)
+  if head > tail then return 1, 0 end
+  if head <= 32 or head <= tail - head + 1 then return head, tail end
+  local n = 0
+  for i = head, tail do
+    n = n + 1
+    a[n] = a[i]
+    a[i] = nil
+  end
+  return 1, n
+end
+
 -- Trims the unacked records una covers (also a segment captured after the ACK that covers it;
 -- t and frame: that ACK's).
 function Flow:trim_acked(t, frame)
@@ -137,6 +153,7 @@ function Flow:trim_acked(t, frame)
     self.ua_free[n] = r
     self.ua_free_n = n
   end
+  self.ua_head, self.ua_tail = compact(u, self.ua_head, self.ua_tail)
   local r = self.ua_head <= self.ua_tail and u[self.ua_head]
   if r and r.s < ack and r.h and r.h >= 0 then self.acked_h, self.acked_cmd = r.h, r.cmd end
   local s = self.last_small
@@ -201,6 +218,7 @@ function Flow:record_ack(horizon)
     a[self.ak_head] = nil
     self.ak_head = self.ak_head + 1
   end
+  self.ak_head, self.ak_tail = compact(a, self.ak_head, self.ak_tail)
   local r
   if n > 0 then
     r = free[n]

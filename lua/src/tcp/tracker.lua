@@ -27,6 +27,7 @@ local MAX_UNACKED_RECORDS = 65536  -- Tracker::kMaxUnackedRecords
 local UNSEEN = "acknowledged by the receiver but missing from the capture"
 local REORDER_WAIT_NS = RULES.reorder_wait_ms * 1e6
 local ECHO_KEEP_NS = RULES.echo_keep_ms * 1e6
+local ECHO_MAX = RULES.echo_records_max
 
 function Tracker.new(max_out_of_order_bytes)
   return setmetatable({ max_out_of_order_bytes_ = max_out_of_order_bytes,
@@ -139,20 +140,21 @@ end
 -- segment a pure ACK, a release: a round-trip sample (-1: none).
 function Tracker:echo(seg, dir)
   local f = self.flow_[dir]
-  if f.tsf_tail < f.tsf_head or f.ts_firsts[f.tsf_tail].val ~= seg.tsval then
-    local dropped  -- refilled as the new record (none is kept past this call's readers)
-    while f.tsf_head <= f.tsf_tail and (f.tsf_tail - f.tsf_head + 1 >= RULES.echo_records_max or
-          f.ts_firsts[f.tsf_head].t < seg.t - ECHO_KEEP_NS) do
-      dropped = f.ts_firsts[f.tsf_head]
-      f.ts_firsts[f.tsf_head] = nil
+  -- (a ring of echo_records_max slots: record i at (i - 1) % ECHO_MAX + 1, its table refilled
+  -- when the slot comes round again; keys stay in Lua's array part, no rehash as they advance)
+  local ring = f.ts_firsts
+  if f.tsf_tail < f.tsf_head or ring[(f.tsf_tail - 1) % ECHO_MAX + 1].val ~= seg.tsval then
+    while f.tsf_head <= f.tsf_tail and (f.tsf_tail - f.tsf_head + 1 >= ECHO_MAX or
+          ring[(f.tsf_head - 1) % ECHO_MAX + 1].t < seg.t - ECHO_KEEP_NS) do
       f.tsf_head = f.tsf_head + 1
     end
     f.tsf_tail = f.tsf_tail + 1
-    if dropped then
-      dropped.val, dropped.t, dropped.pure = seg.tsval, seg.t, seg.wire_len == 0
-      f.ts_firsts[f.tsf_tail] = dropped
+    local k = (f.tsf_tail - 1) % ECHO_MAX + 1
+    local rec = ring[k]
+    if rec then
+      rec.val, rec.t, rec.pure = seg.tsval, seg.t, seg.wire_len == 0
     else
-      f.ts_firsts[f.tsf_tail] = { val = seg.tsval, t = seg.t, pure = seg.wire_len == 0 }
+      ring[k] = { val = seg.tsval, t = seg.t, pure = seg.wire_len == 0 }
     end
   end
   if seg.wire_len == 0 or not hasbit(seg.flags, 0x10) then return -1 end
@@ -164,7 +166,7 @@ function Tracker:echo(seg, dir)
   f.data_echo_seen, f.data_echo = true, seg.tsecr
   local peer = self.flow_[1 - dir]
   for i = peer.tsf_tail, peer.tsf_head, -1 do
-    local e = peer.ts_firsts[i]
+    local e = peer.ts_firsts[(i - 1) % ECHO_MAX + 1]
     if e.val == seg.tsecr then
       -- not when the peer sent data since: this may answer that data after a think time
       if e.pure and peer.last_payload_t < e.t then return seg.t - e.t end
