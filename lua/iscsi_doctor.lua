@@ -552,17 +552,24 @@ local function pdu_carries_digests(op) return op ~= OP.LoginRequest and op ~= OP
 -- PDU, and per byte tried while searching for one), of 16 fields at most: Lua sizes its hash at
 -- a power of two. The words at 32..47, read only by the checks and the login, are read from the
 -- source string s at p when asked (bhs_word); the CDB is cut out only for a SCSI Command.
-local function parse_bhs(s, p)
+-- into: a header table to refill instead (the framer's, once its PDU was read).
+local function parse_bhs(s, p, into)
   p = p or 1
   local b0, fl, b2, b3, ahs, l1, l2, l3, u1, u2, u3, u4, u5, u6, u7, u8, i1, i2, i3, i4,
         a1, a2, a3, a4, c1, c2, c3, c4 = s:byte(p, p + 27)
-  return { byte0 = b0, opcode = b0 % 64, flags = fl, byte2 = b2, byte3 = b3,
-    ahs_words = ahs, data_length = (l1 * 256 + l2) * 256 + l3,
-    lun_hi = ((u1 * 256 + u2) * 256 + u3) * 256 + u4, lun_lo = ((u5 * 256 + u6) * 256 + u7) * 256 + u8,
-    itt = ((i1 * 256 + i2) * 256 + i3) * 256 + i4,
-    w20 = ((a1 * 256 + a2) * 256 + a3) * 256 + a4, w24 = ((c1 * 256 + c2) * 256 + c3) * 256 + c4,
-    s = s, p = p,
-    cdb = b0 % 64 == 0x01 and s:sub(p + 32, p + 47) or nil }  -- only a SCSI Command's is read
+  local op, dl = b0 % 64, (l1 * 256 + l2) * 256 + l3
+  local lun_hi, lun_lo = ((u1 * 256 + u2) * 256 + u3) * 256 + u4, ((u5 * 256 + u6) * 256 + u7) * 256 + u8
+  local itt = ((i1 * 256 + i2) * 256 + i3) * 256 + i4
+  local w20, w24 = ((a1 * 256 + a2) * 256 + a3) * 256 + a4, ((c1 * 256 + c2) * 256 + c3) * 256 + c4
+  local cdb = op == 0x01 and s:sub(p + 32, p + 47) or nil  -- only a SCSI Command's is read
+  if not into then
+    return { byte0 = b0, opcode = op, flags = fl, byte2 = b2, byte3 = b3, ahs_words = ahs, data_length = dl,
+             lun_hi = lun_hi, lun_lo = lun_lo, itt = itt, w20 = w20, w24 = w24, s = s, p = p, cdb = cdb }
+  end
+  into.byte0, into.opcode, into.flags, into.byte2, into.byte3, into.ahs_words = b0, op, fl, b2, b3, ahs
+  into.data_length, into.lun_hi, into.lun_lo, into.itt, into.w20, into.w24 = dl, lun_hi, lun_lo, itt, w20, w24
+  into.s, into.p, into.cdb = s, p, cdb
+  return into
 end
 -- The header's 32-bit word at byte offset off (32, 36, 40 or 44).
 local function bhs_word(b, off) return be32(b.s, b.p + off) end
@@ -1020,7 +1027,8 @@ function Framer.new(from_initiator)
   local f = setmetatable({ from_initiator = from_initiator, hd = "unknown", dd = "unknown",
     next_abs = 0, chunk_base = 0, chunk_end = 0, carry = "", carry_abs = 0, candidate = false,
     login_possible = true, max_dl = MAX_DATA_SEGMENT, pdus = 0, resyncs = 0, digest_bad = false,
-    unconfirmed = false, strict_next = false, fresh = true, at_chunk_start = false, held = {} },
+    unconfirmed = false, strict_next = false, fresh = true, at_chunk_start = false, held = {},
+    bhs_free = {} },  -- headers whose PDU's end was read (PduStream), to refill
     Framer)
   f:reset_pdu()
   return f
@@ -1173,7 +1181,15 @@ function Framer:step_header(s, i, e, abs)
   self.hdr = self.hdr .. s:sub(i, i + take - 1)
   if #self.hdr < self.hdr_need then return take end
   if not self.bhs then
-    local b = parse_bhs(self.hdr)
+    local free = self.bhs_free
+    local n = #free
+    local b
+    if n > 0 then
+      b = parse_bhs(self.hdr, 1, free[n])
+      free[n] = nil
+    else
+      b = parse_bhs(self.hdr)
+    end
     self.bhs = b
     -- A stream's first header, and the one after a PDU found by searching, pass the strict checks.
     local strict = self.candidate or self.fresh or self.strict_next
@@ -1539,10 +1555,17 @@ end
 
 -- s's n bytes from position i
 -- The events of one feed, lose or finish: one list and its records, refilled by the next (the
--- receiver reads them before; what it keeps, it copies).
+-- receiver reads them before; what it keeps, it copies). The headers of the PDUs that ended go
+-- back to the framer, to be refilled.
 local function clear_events(self)
   local ev = self.events
   for k = #ev, 1, -1 do ev[k] = nil end
+  local ends, free = self.ends, self.framer.bhs_free
+  for k = 1, self.n_end do
+    local e = ends[k]
+    free[#free + 1] = e.bhs
+    e.bhs = nil
+  end
   self.n_start, self.n_end = 0, 0
 end
 
@@ -3479,8 +3502,10 @@ function Connection:on_pdu_end(dir, seg, ev)
       if #o >= 32 then table.remove(o, 1) end
       local fr, t = seg.frame, seg.t
       if ev.last_frame and ev.last_frame ~= 0 then fr, t = ev.last_frame, ev.last_t end
-      local copy = {}  -- (the stream refills its event records)
+      local copy, bhs = {}, {}  -- (the stream refills its event records and headers)
       for k, v in pairs(ev) do copy[k] = v end
+      for k, v in pairs(ev.bhs) do bhs[k] = v end
+      copy.bhs = bhs
       o[#o + 1] = { ev = copy, frame = fr, t = t }
     end
     return

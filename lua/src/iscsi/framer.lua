@@ -13,7 +13,8 @@ function Framer.new(from_initiator)
   local f = setmetatable({ from_initiator = from_initiator, hd = "unknown", dd = "unknown",
     next_abs = 0, chunk_base = 0, chunk_end = 0, carry = "", carry_abs = 0, candidate = false,
     login_possible = true, max_dl = MAX_DATA_SEGMENT, pdus = 0, resyncs = 0, digest_bad = false,
-    unconfirmed = false, strict_next = false, fresh = true, at_chunk_start = false, held = {} },
+    unconfirmed = false, strict_next = false, fresh = true, at_chunk_start = false, held = {},
+    bhs_free = {} },  -- headers whose PDU's end was read (PduStream), to refill
     Framer)
   f:reset_pdu()
   return f
@@ -166,7 +167,15 @@ function Framer:step_header(s, i, e, abs)
   self.hdr = self.hdr .. s:sub(i, i + take - 1)
   if #self.hdr < self.hdr_need then return take end
   if not self.bhs then
-    local b = parse_bhs(self.hdr)
+    local free = self.bhs_free
+    local n = #free
+    local b
+    if n > 0 then
+      b = parse_bhs(self.hdr, 1, free[n])
+      free[n] = nil
+    else
+      b = parse_bhs(self.hdr)
+    end
     self.bhs = b
     -- A stream's first header, and the one after a PDU found by searching, pass the strict checks.
     local strict = self.candidate or self.fresh or self.strict_next

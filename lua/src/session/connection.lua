@@ -170,8 +170,10 @@ function Connection:on_pdu_end(dir, seg, ev)
       if #o >= 32 then table.remove(o, 1) end
       local fr, t = seg.frame, seg.t
       if ev.last_frame and ev.last_frame ~= 0 then fr, t = ev.last_frame, ev.last_t end
-      local copy = {}  -- (the stream refills its event records)
+      local copy, bhs = {}, {}  -- (the stream refills its event records and headers)
       for k, v in pairs(ev) do copy[k] = v end
+      for k, v in pairs(ev.bhs) do bhs[k] = v end
+      copy.bhs = bhs
       o[#o + 1] = { ev = copy, frame = fr, t = t }
     end
     return

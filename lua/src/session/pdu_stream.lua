@@ -52,10 +52,17 @@ end
 
 -- s's n bytes from position i
 -- The events of one feed, lose or finish: one list and its records, refilled by the next (the
--- receiver reads them before; what it keeps, it copies).
+-- receiver reads them before; what it keeps, it copies). The headers of the PDUs that ended go
+-- back to the framer, to be refilled.
 local function clear_events(self)
   local ev = self.events
   for k = #ev, 1, -1 do ev[k] = nil end
+  local ends, free = self.ends, self.framer.bhs_free
+  for k = 1, self.n_end do
+    local e = ends[k]
+    free[#free + 1] = e.bhs
+    e.bhs = nil
+  end
   self.n_start, self.n_end = 0, 0
 end
 
