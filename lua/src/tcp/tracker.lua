@@ -55,38 +55,44 @@ function Tracker:full_rtt_ns() return self.full_ end  -- (hot paths read full_ i
 function Tracker:saw_syn() return self.saw_syn_ end
 function Tracker:closed() return self.closed_ end
 
+-- (Both flows, the segment's fields read more than once and the rules' constants held in locals:
+-- this runs for every segment.)
+local ACK_KEEP_RTTS, ACK_KEEP_NS = RULES.ack_record_keep_rtts, RULES.ack_record_keep_ms * 1e6
 function Tracker:on_segment(seg, dir, r)
-  for d = 0, 1 do
-    local f = self.flow_[d]
-    if f.unseen_upto > f.next and seg.t - f.unseen_t > REORDER_WAIT_NS then self:declare_unseen(d, r) end
-  end
+  local flows = self.flow_
+  local f, other = flows[dir], flows[1 - dir]
+  local t = seg.t
+  local f0, f1 = flows[0], flows[1]
+  if f0.unseen_upto > f0.next and t - f0.unseen_t > REORDER_WAIT_NS then self:declare_unseen(0, r) end
+  if f1.unseen_upto > f1.next and t - f1.unseen_t > REORDER_WAIT_NS then self:declare_unseen(1, r) end
   local fl = seg.flags  -- FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10 (tested inline: once per segment)
   local syn, rst = fl % 4 >= 2, fl % 8 >= 4
-  local una_before = self.flow_[1 - dir].una
+  local una_before = other.una
   if syn then self:handshake(seg, dir, r) end
   -- a release's sample is given after the segment is judged: it may not bound its own release
-  local released = seg.has_ts and self:echo(seg, dir) or -1
-  if seg.wire_len > 0 then self.flow_[dir].last_payload_t = seg.t end
+  local has_ts = seg.has_ts
+  local released = has_ts and self:echo(seg, dir) or -1
+  local wire_len = seg.wire_len
+  if wire_len > 0 then f.last_payload_t = t end
   if fl % 32 >= 16 then self:ack(seg, dir, r) end
-  if seg.wire_len > 0 and not syn then self:payload(seg, dir, r) end
+  if wire_len > 0 and not syn then self:payload(seg, dir, r) end
   if released >= 0 then
     self.rtt_[dir]:released(released)
     refresh_full(self)
   end
-  local f = self.flow_[dir]
   if fl % 2 == 1 or rst then
     f.fin_seen = true
-    if rst or self.flow_[1 - dir].fin_seen then self.closed_ = true end
+    if rst or other.fin_seen then self.closed_ = true end
   end
   -- The window this side advertises limits what the other side may send. Its scale is known from
   -- both SYNs (0 when either lacks the option); else the least the data in flight proves.
-  local other = self.flow_[1 - dir]
   local raw = seg.window
   local win = raw
   local scale_known = f.syn_seen and other.syn_seen
   if not syn then
-    if scale_known and f.wscale_offered >= 0 and other.wscale_offered >= 0 then
-      win = raw * 2 ^ (f.wscale_offered < 14 and f.wscale_offered or 14)
+    local offered = f.wscale_offered
+    if scale_known and offered >= 0 and other.wscale_offered >= 0 then
+      win = raw * 2 ^ (offered < 14 and offered or 14)
     elseif not scale_known then
       win = raw * 2 ^ other.peer_wscale_min
     end
@@ -103,12 +109,11 @@ function Tracker:on_segment(seg, dir, r)
   other.peer_window_known = true
   if other.una_known and (other.una ~= una_before or window_changed or other.ak_tail < other.ak_head) then
     -- what a hold's release may be matched against (rules/holds.lua)
-    local rec = other:record_ack(seg.t - RULES.ack_record_keep_rtts * self.full_ -
-                                 RULES.ack_record_keep_ms * 1e6)
-    rec.ack, rec.t, rec.frame, rec.window, rec.h, rec.cmd = other.una, seg.t, seg.frame, win, other.acked_h,
+    local rec = other:record_ack(t - ACK_KEEP_RTTS * self.full_ - ACK_KEEP_NS)
+    rec.ack, rec.t, rec.frame, rec.window, rec.h, rec.cmd = other.una, t, seg.frame, win, other.acked_h,
                                                             other.acked_cmd
     rec.data_t, rec.data_frame, rec.raw = other.acked_data_t, other.acked_data_frame, raw
-    rec.tsval, rec.has_ts = seg.tsval or 0, seg.has_ts or false
+    rec.tsval, rec.has_ts = seg.tsval or 0, has_ts or false
   end
 end
 
@@ -183,7 +188,10 @@ function Tracker:ack(seg, dir, r)
     self.rtt_[0]:sample(seg.t - self.synack_t_, true)
     refresh_full(self)
   end
-  local ack = peer:unwrap(seg.ack)
+  local ref = peer.ref  -- (Flow:unwrap, written out: per segment)
+  local ack = (seg.ack - ref % TWO32) % TWO32
+  if ack >= 2147483648 then ack = ack - TWO32 end
+  ack = ref + ack
   if ack > peer.max_end + 1073741824 then return end  -- nonsense ack
   if peer.fin_seen and ack == peer.next + 1 then ack = peer.next end  -- the FIN's sequence number
   -- An ACK for the segment that ended exactly here: a round-trip sample for this side.
@@ -230,7 +238,10 @@ function Tracker:payload(seg, dir, r)
   end
   f.largest_payload = f.largest_payload > len and f.largest_payload or len
   if seg.options_len and seg.options_len ~= 0 then f.data_options_len = seg.options_len end
-  local start = f:unwrap(seg.seq)
+  local ref = f.ref  -- (Flow:unwrap, written out: per segment)
+  local start = (seg.seq - ref % TWO32) % TWO32
+  if start >= 2147483648 then start = start - TWO32 end
+  start = ref + start
   local e = start + len
   -- Acknowledged bytes still unseen when the sender's next data comes past them: missing.
   if start > f.next and f.unseen_upto > f.next then self:declare_unseen(dir, r) end
@@ -277,7 +288,7 @@ function Tracker:payload(seg, dir, r)
   n = skip >= n and 0 or n - skip
   if n < wire_rest then f.bytes_missing = f.bytes_missing + wire_rest - n end  -- the snaplen
   f.next = f.next + wire_rest  -- before delivery: a status delivered now is settled against this position
-  f:move_ref(f.next)
+  f.ref = f.next  -- (Flow:move_ref)
   local owner, owner_cmd, h, cmd, itt = r:deliver(dir, seg.pkt, seg.pay + skip, n, wire_rest, seg, self.filling_)
   -- owner_cmd: which command held the slot then (a slot is reused once its command is released).
   -- (s and e: start and end, a Lua keyword.) Records acknowledged are taken again from the
