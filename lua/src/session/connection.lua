@@ -399,4 +399,12 @@ function Connection:finish()
   self.rules:finish(self, self.max_outstanding, self.first_command_frame)
   self:session_id()  -- the engine's connection facts name a session even without a command
   self.finished = true  -- its facts are final (the engine's on_connection)
+  -- Its per-segment records (and the tables kept to refill them) are read no more, only the
+  -- flows' facts (session/facts.lua): freed, as the engine frees a finished connection's.
+  for d = 0, 1 do
+    local f = self.tcp.flow_[d]
+    f.ts_firsts, f.tsf_head, f.tsf_tail = {}, 1, 0
+    f.unacked, f.ua_head, f.ua_tail, f.ua_free, f.ua_free_n = {}, 1, 0, {}, 0
+    f.acks, f.ak_head, f.ak_tail, f.ak_free, f.ak_free_n = {}, 1, 0, {}, 0
+  end
 end
