@@ -252,6 +252,12 @@ end
 -- length (TSO/GSO, jumbograms) means "as long as the frame", and fragments are not decoded.
 
 local PacketDecoder
+-- A segment's captured payload as a string (the decoder leaves it in the frame's string).
+local function payload_of(seg)
+  local n = seg.pay_len
+  if n == 0 then return "" end
+  return string.sub(seg.pkt, seg.pay, seg.pay + n - 1)
+end
 do
   local byte, sub, fmt, concat = string.byte, string.sub, string.format, table.concat
   local MAX_NESTING = 8  -- VLAN tags, MPLS labels, IPv6 extension headers
@@ -355,7 +361,9 @@ do
     seg.ack = ((a1 * 256 + a2) * 256 + a3) * 256 + a4
     seg.flags, seg.window = flags, w1 * 256 + w2
     seg.mss, seg.wscale, seg.options_len = mss, ws, hl - 20
-    seg.payload = cap_end > p + hl and sub(pkt, p + hl, cap_end - 1) or ""
+    -- The payload by position in the frame's string (pay: its first byte, pay_len: captured
+    -- bytes), not copied: payload_of cuts it out where a string is needed.
+    seg.pkt, seg.pay, seg.pay_len = pkt, p + hl, cap_end > p + hl and cap_end - p - hl or 0
     seg.wire_len = wire_len - hl
     seg.sack_left, seg.sack_right = sl, sr
     seg.has_ts, seg.tsval, seg.tsecr = ts, tv, te
@@ -540,23 +548,31 @@ local OP = {
 local function is_initiator_opcode(op) return op < 0x20 end
 local function pdu_carries_digests(op) return op ~= OP.LoginRequest and op ~= OP.LoginResponse end
 
--- The 48 bytes in one call and the table in one constructor (a header per PDU, and per byte
--- tried while searching for one).
-local function parse_bhs(s, p)
+-- The 32 bytes read on every PDU in one call and the table in one constructor (a header per
+-- PDU, and per byte tried while searching for one), of 16 fields at most: Lua sizes its hash at
+-- a power of two. The words at 32..47, read only by the checks and the login, are read from the
+-- source string s at p when asked (bhs_word); the CDB is cut out only for a SCSI Command.
+-- into: a header table to refill instead (the framer's, once its PDU was read).
+local function parse_bhs(s, p, into)
   p = p or 1
   local b0, fl, b2, b3, ahs, l1, l2, l3, u1, u2, u3, u4, u5, u6, u7, u8, i1, i2, i3, i4,
-        a1, a2, a3, a4, c1, c2, c3, c4, d1, d2, d3, d4, e1, e2, e3, e4, f1, f2, f3, f4,
-        g1, g2, g3, g4, h1, h2, h3, h4 = s:byte(p, p + 47)
-  return { byte0 = b0, opcode = b0 % 64, immediate = b0 % 128 >= 64, flags = fl, byte2 = b2, byte3 = b3,
-    ahs_words = ahs, data_length = (l1 * 256 + l2) * 256 + l3,
-    lun_hi = ((u1 * 256 + u2) * 256 + u3) * 256 + u4, lun_lo = ((u5 * 256 + u6) * 256 + u7) * 256 + u8,
-    itt = ((i1 * 256 + i2) * 256 + i3) * 256 + i4,
-    w20 = ((a1 * 256 + a2) * 256 + a3) * 256 + a4, w24 = ((c1 * 256 + c2) * 256 + c3) * 256 + c4,
-    w28 = ((d1 * 256 + d2) * 256 + d3) * 256 + d4, w32 = ((e1 * 256 + e2) * 256 + e3) * 256 + e4,
-    w36 = ((f1 * 256 + f2) * 256 + f3) * 256 + f4, w40 = ((g1 * 256 + g2) * 256 + g3) * 256 + g4,
-    w44 = ((h1 * 256 + h2) * 256 + h3) * 256 + h4,
-    cdb = b0 % 64 == 0x01 and s:sub(p + 32, p + 47) or nil }  -- only a SCSI Command's is read
+        a1, a2, a3, a4, c1, c2, c3, c4 = s:byte(p, p + 27)
+  local op, dl = b0 % 64, (l1 * 256 + l2) * 256 + l3
+  local lun_hi, lun_lo = ((u1 * 256 + u2) * 256 + u3) * 256 + u4, ((u5 * 256 + u6) * 256 + u7) * 256 + u8
+  local itt = ((i1 * 256 + i2) * 256 + i3) * 256 + i4
+  local w20, w24 = ((a1 * 256 + a2) * 256 + a3) * 256 + a4, ((c1 * 256 + c2) * 256 + c3) * 256 + c4
+  local cdb = op == 0x01 and s:sub(p + 32, p + 47) or nil  -- only a SCSI Command's is read
+  if not into then
+    return { byte0 = b0, opcode = op, flags = fl, byte2 = b2, byte3 = b3, ahs_words = ahs, data_length = dl,
+             lun_hi = lun_hi, lun_lo = lun_lo, itt = itt, w20 = w20, w24 = w24, s = s, p = p, cdb = cdb }
+  end
+  into.byte0, into.opcode, into.flags, into.byte2, into.byte3, into.ahs_words = b0, op, fl, b2, b3, ahs
+  into.data_length, into.lun_hi, into.lun_lo, into.itt, into.w20, into.w24 = dl, lun_hi, lun_lo, itt, w20, w24
+  into.s, into.p, into.cdb = s, p, cdb
+  return into
 end
+-- The header's 32-bit word at byte offset off (32, 36, 40 or 44).
+local function bhs_word(b, off) return be32(b.s, b.p + off) end
 local function header_length(b, hd) return 48 + 4 * b.ahs_words + (hd and 4 or 0) end
 
 -- SCSI: name, data direction and LBA of a CDB, by the SCSI table (decode_cdb in
@@ -772,12 +788,12 @@ local function plausible_bhs(b, from_initiator, max_dl, strict)
   if b.ahs_words > 64 then return false end  -- an extended CDB (248 bytes) and a read length
   if strict == false then return true end
   local f = b.flags
-  if not from_initiator and b.immediate then return false end
+  if not from_initiator and b.byte0 % 128 >= 64 then return false end
   if b.ahs_words ~= 0 and op ~= OP.ScsiCommand then return false end
   local lun0 = b.lun_hi == 0 and b.lun_lo == 0
   if op == OP.NopOut then
     if f ~= 0x80 or b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
-    if b.w32 ~= 0 or b.w36 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if bhs_word(b, 32) ~= 0 or bhs_word(b, 36) ~= 0 or bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     if b.itt == RESERVED_TAG and b.w20 == RESERVED_TAG then return false end
     return true
   elseif op == OP.ScsiCommand then
@@ -801,10 +817,10 @@ local function plausible_bhs(b, from_initiator, max_dl, strict)
     local fn = f % 128
     if not hasbit(f, 0x80) or fn < 1 or fn > 12 then return false end
     if b.byte2 ~= 0 or b.byte3 ~= 0 or b.data_length ~= 0 then return false end
-    if b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     return true
   elseif op == OP.LoginRequest or op == OP.LoginResponse then
-    if op == OP.LoginRequest and not b.immediate then return false end
+    if op == OP.LoginRequest and b.byte0 % 128 < 64 then return false end
     if hasbit(f, 0x80) and hasbit(f, 0x40) then return false end
     if hasbit(f, 0x20) or hasbit(f, 0x10) then return false end
     local csg, nsg, t = floor(f / 4) % 4, f % 4, hasbit(f, 0x80)
@@ -812,13 +828,13 @@ local function plausible_bhs(b, from_initiator, max_dl, strict)
     -- An all-zero ISID is no real initiator's; ISID type 3 is reserved.
     if (b.lun_hi == 0 and floor(b.lun_lo / 65536) == 0) or b.lun_hi >= 0xc0000000 then return false end
     if b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
-    if b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     if op == OP.LoginRequest then
       if b.w20 % 65536 ~= 0 then return false end
-      if b.w32 ~= 0 or b.w36 ~= 0 then return false end
+      if bhs_word(b, 32) ~= 0 or bhs_word(b, 36) ~= 0 then return false end
     else
       if b.w20 ~= 0 then return false end
-      if floor(b.w36 / 16777216) > 3 or b.w36 % 65536 ~= 0 then return false end
+      if floor(bhs_word(b, 36) / 16777216) > 3 or bhs_word(b, 36) % 65536 ~= 0 then return false end
     end
     return true
   elseif op == OP.TextRequest or op == OP.TextResponse then
@@ -826,29 +842,29 @@ local function plausible_bhs(b, from_initiator, max_dl, strict)
     if f % 64 ~= 0 or (hasbit(f, 0x80) == hasbit(f, 0x40)) then return false end
     if b.itt == RESERVED_TAG then return false end
     if b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
-    if b.w36 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
-    if op == OP.TextRequest and b.w32 ~= 0 then return false end
+    if bhs_word(b, 36) ~= 0 or bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
+    if op == OP.TextRequest and bhs_word(b, 32) ~= 0 then return false end
     return true
   elseif op == OP.DataOut then
     if f % 128 ~= 0 then return false end
     if b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
-    if b.w24 ~= 0 or b.w32 ~= 0 or b.w44 ~= 0 then return false end
+    if b.w24 ~= 0 or bhs_word(b, 32) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     if b.data_length == 0 or b.itt == RESERVED_TAG then return false end
-    if b.w40 + b.data_length > 0xffffffff then return false end
+    if bhs_word(b, 40) + b.data_length > 0xffffffff then return false end
     return true
   elseif op == OP.LogoutRequest then
     if not hasbit(f, 0x80) or f % 128 > 2 then return false end
     if b.byte2 ~= 0 or b.byte3 ~= 0 or b.data_length ~= 0 then return false end
-    if b.w20 % 65536 ~= 0 or b.w32 ~= 0 or b.w36 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if b.w20 % 65536 ~= 0 or bhs_word(b, 32) ~= 0 or bhs_word(b, 36) ~= 0 or bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     return true
   elseif op == OP.SnackRequest then
     if floor(f / 16) ~= 8 or f % 16 > 3 then return false end
     if b.byte2 ~= 0 or b.byte3 ~= 0 or b.data_length ~= 0 then return false end
-    if b.w24 ~= 0 or b.w32 ~= 0 or b.w36 ~= 0 then return false end
+    if b.w24 ~= 0 or bhs_word(b, 32) ~= 0 or bhs_word(b, 36) ~= 0 then return false end
     return true
   elseif op == OP.NopIn then
     if f ~= 0x80 or b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
-    if b.w36 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if bhs_word(b, 36) ~= 0 or bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     return true
   elseif op == OP.ScsiResponse then
     if not hasbit(f, 0x80) or hasbit(f, 0x40) or hasbit(f, 0x20) or hasbit(f, 0x01) then return false end
@@ -859,7 +875,7 @@ local function plausible_bhs(b, from_initiator, max_dl, strict)
     return true
   elseif op == OP.TaskMgmtResponse then
     if f ~= 0x80 or (b.byte2 > 6 and b.byte2 ~= 255) or b.byte3 ~= 0 then return false end
-    if b.data_length ~= 0 or not lun0 or b.w20 ~= 0 or b.w36 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if b.data_length ~= 0 or not lun0 or b.w20 ~= 0 or bhs_word(b, 36) ~= 0 or bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     return true
   elseif op == OP.DataIn then
     if hasbit(f, 0x20) or hasbit(f, 0x10) or hasbit(f, 0x08) then return false end
@@ -873,27 +889,27 @@ local function plausible_bhs(b, from_initiator, max_dl, strict)
       return false
     end
     if b.itt == RESERVED_TAG then return false end
-    if b.w40 + b.data_length > 0xffffffff then return false end
+    if bhs_word(b, 40) + b.data_length > 0xffffffff then return false end
     return true
   elseif op == OP.LogoutResponse then
     if f ~= 0x80 or b.byte2 > 3 or b.byte3 ~= 0 then return false end
-    if b.data_length ~= 0 or not lun0 or b.w20 ~= 0 or b.w36 ~= 0 or b.w44 ~= 0 then return false end
+    if b.data_length ~= 0 or not lun0 or b.w20 ~= 0 or bhs_word(b, 36) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     return true
   elseif op == OP.R2T then
     if f ~= 0x80 or b.byte2 ~= 0 or b.byte3 ~= 0 or b.data_length ~= 0 then return false end
-    if b.w44 == 0 or b.w20 == RESERVED_TAG then return false end
-    if b.w40 + b.w44 > 0xffffffff then return false end
+    if bhs_word(b, 44) == 0 or b.w20 == RESERVED_TAG then return false end
+    if bhs_word(b, 40) + bhs_word(b, 44) > 0xffffffff then return false end
     return true
   elseif op == OP.AsyncMessage then
     if f ~= 0x80 or b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
-    if b.itt ~= RESERVED_TAG or b.w20 ~= 0 or b.w44 ~= 0 then return false end
-    local ev = floor(b.w36 / 16777216)
+    if b.itt ~= RESERVED_TAG or b.w20 ~= 0 or bhs_word(b, 44) ~= 0 then return false end
+    local ev = floor(bhs_word(b, 36) / 16777216)
     if ev > 4 and ev ~= 255 then return false end
     return true
   elseif op == OP.Reject then
     if f ~= 0x80 or b.byte3 ~= 0 then return false end
     if b.byte2 < 1 or b.byte2 > 0x0c then return false end
-    if not lun0 or b.itt ~= RESERVED_TAG or b.w20 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if not lun0 or b.itt ~= RESERVED_TAG or b.w20 ~= 0 or bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     if b.data_length < 48 then return false end
     return true
   end
@@ -1011,7 +1027,8 @@ function Framer.new(from_initiator)
   local f = setmetatable({ from_initiator = from_initiator, hd = "unknown", dd = "unknown",
     next_abs = 0, chunk_base = 0, chunk_end = 0, carry = "", carry_abs = 0, candidate = false,
     login_possible = true, max_dl = MAX_DATA_SEGMENT, pdus = 0, resyncs = 0, digest_bad = false,
-    unconfirmed = false, strict_next = false, fresh = true, at_chunk_start = false, held = {} },
+    unconfirmed = false, strict_next = false, fresh = true, at_chunk_start = false, held = {},
+    bhs_free = {} },  -- headers whose PDU's end was read (PduStream), to refill
     Framer)
   f:reset_pdu()
   return f
@@ -1058,35 +1075,37 @@ function Framer:push_back(bytes, abs)
   self.pushback_abs = abs
 end
 
-function Framer:feed(chunk, sink)
+-- The chunk: s's n bytes from position i (a frame's string, read in place).
+function Framer:feed(s, i, n, sink)
   self.sink = sink
   self.chunk_base = self.next_abs
-  self.chunk_end = self.next_abs + #chunk
+  self.chunk_end = self.next_abs + n
   self.next_abs = self.chunk_end
-  self:run(chunk, self.chunk_base)
+  self:run(s, i, i + n - 1, self.chunk_base)
 end
 
-function Framer:run(s, base)
-  local i = 1
+-- s's bytes i..e, the first at stream offset base; each step reads up to e.
+function Framer:run(s, i, e, base)
+  local i0 = i
   while true do
     if self.pushback then
-      s = self.pushback .. s:sub(i)
+      s = self.pushback .. s:sub(i, e)
       base = self.pushback_abs
-      i = 1
+      i, i0, e = 1, 1, #s
       self.pushback = nil
     end
-    if i > #s then break end
-    i = i + self:step(s, i, base + i - 1)
+    if i > e then break end
+    i = i + self:step(s, i, e, base + i - i0)
   end
 end
 
-function Framer:step(s, i, abs)
+function Framer:step(s, i, e, abs)
   local st = self.state
-  if st == "scan" then return self:step_scan(s, i, abs)
-  elseif st == "header" then return self:step_header(s, i, abs)
-  elseif st == "data" then return self:step_data(s, i, abs)
-  elseif st == "data_digest" then return self:step_data_digest(s, i, abs)
-  else return self:step_probe(s, i, abs, false) end
+  if st == "scan" then return self:step_scan(s, i, e, abs)
+  elseif st == "header" then return self:step_header(s, i, e, abs)
+  elseif st == "data" then return self:step_data(s, i, e, abs)
+  elseif st == "data_digest" then return self:step_data_digest(s, i, e, abs)
+  else return self:step_probe(s, i, e, abs, false) end
 end
 
 function Framer:candidate_at(s, p)
@@ -1106,8 +1125,8 @@ function Framer:enter_candidate(at)
   self.at_chunk_start = at == self.chunk_base and at < self.chunk_end
 end
 
-function Framer:step_scan(s, i, abs)
-  local nin = #s - i + 1
+function Framer:step_scan(s, i, e, abs)
+  local nin = e - i + 1
   local carry = self.carry
   if #carry > 0 then
     local take = min(nin, CARRY)
@@ -1128,7 +1147,7 @@ function Framer:step_scan(s, i, abs)
       self.carry = ""
       return 0
     end
-    carry = carry .. s:sub(i)
+    carry = carry .. s:sub(i, e)
     if #carry > CARRY then
       local drop = #carry - CARRY
       carry = carry:sub(drop + 1)
@@ -1138,7 +1157,7 @@ function Framer:step_scan(s, i, abs)
     return nin
   end
   local p = i
-  local last = #s - 47
+  local last = e - 47
   while p <= last do
     if self:candidate_at(s, p) then
       self:enter_candidate(abs + (p - i))
@@ -1147,22 +1166,30 @@ function Framer:step_scan(s, i, abs)
     p = p + 1
   end
   local keep = min(nin, CARRY)
-  self.carry = s:sub(#s - keep + 1)
+  self.carry = s:sub(e - keep + 1, e)
   self.carry_abs = abs + (nin - keep)
   return nin
 end
 
-function Framer:step_header(s, i, abs)
+function Framer:step_header(s, i, e, abs)
   if #self.hdr == 0 then
     self.pdu_abs = abs
     if not self.candidate then self.at_chunk_start = abs == self.chunk_base and abs < self.chunk_end end
   end
-  local nin = #s - i + 1
+  local nin = e - i + 1
   local take = min(nin, self.hdr_need - #self.hdr)
   self.hdr = self.hdr .. s:sub(i, i + take - 1)
   if #self.hdr < self.hdr_need then return take end
   if not self.bhs then
-    local b = parse_bhs(self.hdr)
+    local free = self.bhs_free
+    local n = #free
+    local b
+    if n > 0 then
+      b = parse_bhs(self.hdr, 1, free[n])
+      free[n] = nil
+    else
+      b = parse_bhs(self.hdr)
+    end
     self.bhs = b
     -- A stream's first header, and the one after a PDU found by searching, pass the strict checks.
     local strict = self.candidate or self.fresh or self.strict_next
@@ -1260,8 +1287,8 @@ function Framer:begin_data()
   end
 end
 
-function Framer:step_data(s, i, abs)
-  local nin = #s - i + 1
+function Framer:step_data(s, i, e, abs)
+  local nin = e - i + 1
   -- (min written out here and in other per-segment paths: a Lua call costs more than the test)
   local take = self.data_left + self.pad_left
   take = nin < take and nin or take
@@ -1287,8 +1314,8 @@ function Framer:step_data(s, i, abs)
   return take
 end
 
-function Framer:step_data_digest(s, i, abs)
-  local take = min(#s - i + 1, 4 - #self.tail)
+function Framer:step_data_digest(s, i, e, abs)
+  local take = min(e - i + 1, 4 - #self.tail)
   self.tail = self.tail .. s:sub(i, i + take - 1)
   if #self.tail < 4 then return take end
   if self.crc_valid and not self.tail_lost and digest_from_wire(self.tail, 1) ~= crc32c_final(self.crc) then
@@ -1303,10 +1330,10 @@ function Framer:plausible_at(t, at)
   return plausible_bhs(parse_bhs(t, at + 1), self.from_initiator, self.max_dl)
 end
 
-function Framer:step_probe(s, i, abs, force)
+function Framer:step_probe(s, i, e, abs, force)
   local take = 0
   if s then
-    take = min(#s - i + 1, PROBE - #self.tail)
+    take = min(e - i + 1, PROBE - #self.tail)
     self.tail = self.tail .. s:sub(i, i + take - 1)
   end
   local t = self.tail
@@ -1404,8 +1431,8 @@ function Framer:gap(lost, sink)
       self.carry = ""
       return
     elseif st == "probe" then
-      self:step_probe(nil, 1, at, true)
-      self:run("", at)
+      self:step_probe(nil, 1, 0, at, true)
+      self:run("", 1, 0, at)
     elseif st == "header" then
       if self.candidate then
         self:reset_pdu()
@@ -1464,8 +1491,8 @@ function Framer:finish(sink)
   self.chunk_base = self.next_abs
   self.chunk_end = self.next_abs
   if self.state == "probe" then
-    self:step_probe(nil, 1, self.next_abs, true)
-    self:run("", self.next_abs)
+    self:step_probe(nil, 1, 0, self.next_abs, true)
+    self:run("", 1, 0, self.next_abs)
   end
   if self.started then
     self:end_pdu(self.next_abs == 0 and 0 or self.next_abs - 1, true)
@@ -1485,7 +1512,8 @@ PduStream.__index = PduStream
 local RECENT = 64
 
 function PduStream.new(from_initiator)
-  return setmetatable({ framer = Framer.new(from_initiator), events = {}, open = false,
+  return setmetatable({ framer = Framer.new(from_initiator), events = {}, starts = {}, ends = {}, n_start = 0,
+                        n_end = 0, open = false,
                         r_abs = {}, r_frame = {}, r_t = {}, r_count = 0, abs = 0, cur_frame = 0, cur_t = 0 },
                       PduStream)
 end
@@ -1525,12 +1553,28 @@ function PduStream:locate(off)
   return 0, 0
 end
 
-function PduStream:feed(bytes, frame, t)
-  self.events = {}
+-- s's n bytes from position i
+-- The events of one feed, lose or finish: one list and its records, refilled by the next (the
+-- receiver reads them before; what it keeps, it copies). The headers of the PDUs that ended go
+-- back to the framer, to be refilled.
+local function clear_events(self)
+  local ev = self.events
+  for k = #ev, 1, -1 do ev[k] = nil end
+  local ends, free = self.ends, self.framer.bhs_free
+  for k = 1, self.n_end do
+    local e = ends[k]
+    free[#free + 1] = e.bhs
+    e.bhs = nil
+  end
+  self.n_start, self.n_end = 0, 0
+end
+
+function PduStream:feed(s, i, n, frame, t)
+  clear_events(self)
   self.cur_frame, self.cur_t = frame, t
   self:remember(self.abs, frame, t)
-  self.framer:feed(bytes, self)
-  self.abs = self.abs + #bytes
+  self.framer:feed(s, i, n, self)
+  self.abs = self.abs + n
   return self.events
 end
 
@@ -1542,20 +1586,30 @@ end
 
 -- Bytes lost between segments: the events this gap ends (a PDU whose last bytes were lost).
 function PduStream:lose(lost)
-  self.events = {}
+  clear_events(self)
   self:gap(lost)
   return self.events
 end
 
 function PduStream:finish()
-  self.events = {}
+  clear_events(self)
   self.framer:finish(self)
   return self.events
 end
 
 function PduStream:on_pdu_start(b, first_abs)
   local ff, ft = self:locate(first_abs)
-  self.events[#self.events + 1] = { type = "start", bhs = b, first_frame = ff, first_t = ft }
+  local k = self.n_start + 1
+  self.n_start = k
+  local e = self.starts[k]
+  if not e then
+    e = { type = "start", bhs = b, first_frame = ff, first_t = ft }
+    self.starts[k] = e
+  else
+    e.bhs, e.first_frame, e.first_t = b, ff, ft
+  end
+  local ev = self.events
+  ev[#ev + 1] = e
   self.open = true
 end
 
@@ -1564,9 +1618,21 @@ function PduStream:on_pdu_end(b, first_abs, last_abs, kept, kept_truncated, data
   local ff, ft = self:locate(first_abs)
   -- The segment with the PDU's last byte: the status frame of a SCSI Response.
   local lf, lt = self:locate(last_abs)
-  self.events[#self.events + 1] = { type = "end", bhs = b, data = kept, kept_truncated = kept_truncated,
-    data_incomplete = data_incomplete, truncated = truncated, digest_bad = digest_bad,
-    first_frame = ff, first_t = ft, last_frame = lf, last_t = lt }
+  local k = self.n_end + 1
+  self.n_end = k
+  local e = self.ends[k]
+  if not e then
+    e = { type = "end", bhs = b, data = kept, kept_truncated = kept_truncated,
+      data_incomplete = data_incomplete, truncated = truncated, digest_bad = digest_bad,
+      first_frame = ff, first_t = ft, last_frame = lf, last_t = lt }
+    self.ends[k] = e
+  else
+    e.bhs, e.data, e.kept_truncated, e.data_incomplete, e.truncated, e.digest_bad = b, kept, kept_truncated,
+      data_incomplete, truncated, digest_bad
+    e.first_frame, e.first_t, e.last_frame, e.last_t = ff, ft, lf, lt
+  end
+  local ev = self.events
+  ev[#ev + 1] = e
   self.open = false
 end
 
@@ -1727,7 +1793,7 @@ function Negotiation:add_pdu(b, data, truncated)
     self.pending_truncated[ini] = false
   end
   if op == OP.LoginResponse then
-    local sc = floor(b.w36 / 16777216)
+    local sc = floor(bhs_word(b, 36) / 16777216)
     if sc ~= 0 then self.result.failed = true end
     if sc == 0 and hasbit(b.flags, 0x80) and b.flags % 4 == 3 and not hasbit(b.flags, 0x40) then
       self.result.complete = true
@@ -1803,10 +1869,10 @@ function Flow.new()
     peer_wscale_known = false, peer_wscale_min = 0, peer_window_raw = 0, wscale_offered = -1, mss = 0,
     mss_from_syn = false, largest_payload = 0, full_min = 0, full_count = 0, aggregates = 0, aggregates_whole = 0, data_options_len = 0, has_small = false, last_small = nil,
     last_data_t = 0, last_data_frame = 0, has_last_data = false,
-    unacked = {}, ua_head = 1, ua_tail = 0, out_of_order = {}, out_of_order_count = 0, out_of_order_bytes = 0,
+    unacked = {}, ua_head = 1, ua_tail = 0, ua_free = {}, ua_free_n = 0, out_of_order = {}, out_of_order_count = 0, out_of_order_bytes = 0,
     hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0, acked_data_t = 0,
     acked_data_frame = 0, unseen_upto = 0, unseen_t = 0, unseen_frame = 0,
-    acks = {}, ak_head = 1, ak_tail = 0,
+    acks = {}, ak_head = 1, ak_tail = 0, ak_free = {}, ak_free_n = 0,
     -- this side's recent timestamps at first sight; its latest data segment's echo (engine: Flow)
     ts_firsts = {}, tsf_head = 1, tsf_tail = 0, last_payload_t = -math.huge,
     data_echo = 0, data_echo_seen = false, echo_moved_frame = 0,
@@ -1882,6 +1948,22 @@ function Flow:acked(ack, t, frame)
   return true
 end
 
+-- A queue's records head..tail moved to 1.. once more were dropped than are kept (or none is):
+-- the keys stay small, in Lua's array part, instead of advancing through its hash (a rehash, a
+-- new node array, every few records). Returns the new head and tail; indexes are read only within
+-- a call.
+local function compact(a, head, tail)
+  if head > tail then return 1, 0 end
+  if head <= 32 or head <= tail - head + 1 then return head, tail end
+  local n = 0
+  for i = head, tail do
+    n = n + 1
+    a[n] = a[i]
+    a[i] = nil
+  end
+  return 1, n
+end
+
 -- Trims the unacked records una covers (also a segment captured after the ACK that covers it;
 -- t and frame: that ACK's).
 function Flow:trim_acked(t, frame)
@@ -1893,7 +1975,11 @@ function Flow:trim_acked(t, frame)
     self.acked_data_t, self.acked_data_frame = r.t, r.frame
     u[self.ua_head] = nil
     self.ua_head = self.ua_head + 1
+    local n = self.ua_free_n + 1  -- to be refilled (tcp/tracker.lua)
+    self.ua_free[n] = r
+    self.ua_free_n = n
   end
+  self.ua_head, self.ua_tail = compact(u, self.ua_head, self.ua_tail)
   local r = self.ua_head <= self.ua_tail and u[self.ua_head]
   if r and r.s < ack and r.h and r.h >= 0 then self.acked_h, self.acked_cmd = r.h, r.cmd end
   local s = self.last_small
@@ -1945,16 +2031,33 @@ end
 -- The link this side's data crosses: the host pair's shared meter, else its own.
 function Flow:link_meter() return self.path or self.link end
 
-function Flow:record_ack(r, horizon)
+-- Returns the new record, for the caller to fill: one dropped here is refilled (no table per ACK;
+-- no record is kept past the call that reads it).
+function Flow:record_ack(horizon)
   local a = self.acks
+  local free, n = self.ak_free, self.ak_free_n
   -- the newest record older than the horizon stays: the edge in force until the next one
   while self.ak_head <= self.ak_tail and ((self.ak_head < self.ak_tail and a[self.ak_head + 1].t < horizon) or
         self.ak_tail - self.ak_head + 1 >= MAX_ACK_RECORDS) do
+    n = n + 1
+    free[n] = a[self.ak_head]
     a[self.ak_head] = nil
     self.ak_head = self.ak_head + 1
   end
+  self.ak_head, self.ak_tail = compact(a, self.ak_head, self.ak_tail)
+  local r
+  if n > 0 then
+    r = free[n]
+    free[n] = nil
+    n = n - 1
+  else
+    r = { ack = 0, t = 0, frame = 0, window = 0, h = -1, cmd = 0, data_t = 0, data_frame = 0, raw = 0, tsval = 0,
+          has_ts = false }
+  end
+  self.ak_free_n = n
   self.ak_tail = self.ak_tail + 1
   a[self.ak_tail] = r
+  return r
 end
 
 -- Index of the first unacknowledged record whose end is beyond v, or nil.
@@ -1985,7 +2088,7 @@ RttEstimate.__index = RttEstimate
 
 function RttEstimate.new()
   return setmetatable({ min_ = 0, known_ = false, handshake_ = false, released_ = false, samples_ = 0,
-                        clean_samples_ = 0, ring_ = 0, recent_ = {}, sorted_ = {} }, RttEstimate)
+                        clean_samples_ = 0, ring_ = 0, recent_ = {}, sorted_ = {}, nan_ = false }, RttEstimate)
 end
 
 -- A copy (the engine copies the value: a scout's estimate seeds a connection's).
@@ -2012,30 +2115,57 @@ function RttEstimate:sample(ns, from_handshake, clean)
   self:remember(ns)
 end
 -- A sample into the ring of the latest jitter_window, and into sorted_, the same values in
--- order: the one it replaces taken out, the new one put in place (no sort per sample).
+-- order. Once the ring is full the value it replaces is found by binary search and the new one
+-- moved from there to its place (consecutive samples are close: few moves); no sort per sample.
+local JITTER_WINDOW = RULES.jitter_window
 function RttEstimate:remember(ns)
-  local w = RULES.jitter_window
-  local k = self.ring_ % w + 1
+  local w = JITTER_WINDOW
+  local ring = self.ring_
+  local k = ring % w + 1
   local s = self.sorted_
-  local n = #s
-  if self.ring_ >= w then
+  if ring >= w and not self.nan_ and ns == ns then
     local old = self.recent_[k]
-    local i = n
-    while i > 0 and s[i] ~= old do i = i - 1 end
-    if i > 0 then  -- (always, but for a NaN, which equals nothing)
-      for j = i, n - 1 do s[j] = s[j + 1] end
-      s[n] = nil
-      n = n - 1
+    local lo, hi = 1, w
+    while lo < hi do
+      local mid = floor((lo + hi) / 2)
+      if s[mid] < old then lo = mid + 1 else hi = mid end
     end
+    local i = lo
+    if ns > old then
+      while i < w and s[i + 1] < ns do
+        s[i] = s[i + 1]
+        i = i + 1
+      end
+    else
+      while i > 1 and s[i - 1] > ns do
+        s[i] = s[i - 1]
+        i = i - 1
+      end
+    end
+    s[i] = ns
+  else
+    -- (filling, or after a NaN, which equals nothing and breaks the order: a scan)
+    if ns ~= ns then self.nan_ = true end
+    local n = #s
+    if ring >= w then
+      local old = self.recent_[k]
+      local i = n
+      while i > 0 and s[i] ~= old do i = i - 1 end
+      if i > 0 then
+        for j = i, n - 1 do s[j] = s[j + 1] end
+        s[n] = nil
+        n = n - 1
+      end
+    end
+    local i = n
+    while i > 0 and s[i] > ns do
+      s[i + 1] = s[i]
+      i = i - 1
+    end
+    s[i + 1] = ns
   end
-  local i = n
-  while i > 0 and s[i] > ns do
-    s[i + 1] = s[i]
-    i = i - 1
-  end
-  s[i + 1] = ns
   self.recent_[k] = ns
-  self.ring_ = self.ring_ + 1
+  self.ring_ = ring + 1
 end
 function RttEstimate:known() return self.known_ end
 function RttEstimate:ns() return self.known_ and self.min_ or 0 end
@@ -2083,8 +2213,8 @@ end
 -- The Receiver interface (engine: tcp::Receiver), methods of the object given as `r`:
 --   r:stream_from_syn(dir)                 a SYN starts dir's stream (it begins with a login)
 --   r:stream_without_syn(dir, seg)         dir's first bytes come without a SYN
---   r:deliver(dir, bytes, wire_len, seg, filled_by)
---       new bytes in order (wire_len > #bytes: cut by the snaplen); filled_by: the segment that
+--   r:deliver(dir, s, i, n, wire_len, seg, filled_by)
+--       new bytes in order: s's n bytes from position i (wire_len > n: cut by the snaplen); filled_by: the segment that
 --       filled the hole they waited behind. Returns the DeliveryTag as five values: owner (the
 --       command's slot, 0: none), owner_cmd (its first frame), h (its half trips, -1: none), cmd,
 --       itt.
@@ -2102,56 +2232,72 @@ local MAX_UNACKED_RECORDS = 65536  -- Tracker::kMaxUnackedRecords
 local UNSEEN = "acknowledged by the receiver but missing from the capture"
 local REORDER_WAIT_NS = RULES.reorder_wait_ms * 1e6
 local ECHO_KEEP_NS = RULES.echo_keep_ms * 1e6
+local ECHO_MAX = RULES.echo_records_max
 
 function Tracker.new(max_out_of_order_bytes)
   return setmetatable({ max_out_of_order_bytes_ = max_out_of_order_bytes,
     flow_ = { [0] = Flow.new(), [1] = Flow.new() },
     rtt_ = { [0] = RttEstimate.new(), [1] = RttEstimate.new() },  -- capture point <-> initiator, target
-    saw_syn_ = false, saw_synack_ = false, closed_ = false, syn_t_ = 0, synack_t_ = 0,
+    saw_syn_ = false, saw_synack_ = false, closed_ = false, syn_t_ = 0, synack_t_ = 0, full_ = 0,
     filling_ = nil }, Tracker)  -- filling_: while draining, the segment that filled the hole
 end
 
 function Tracker:flow(dir) return self.flow_[dir] end
 function Tracker:share_link(dir, path) self.flow_[dir].path = path end
 function Tracker:rtt(side_dir) return self.rtt_[side_dir] end
-function Tracker:seed_rtt(side_dir, scout) self.rtt_[side_dir] = scout:copy() end
-function Tracker:rtt_ns(side_dir) return self.rtt_[side_dir]:ns() end  -- capture point <-> that side
-function Tracker:full_rtt_ns()  -- both sides' rtt_ns, written out (called per segment)
-  local a, b = self.rtt_[0], self.rtt_[1]
-  return (a.known_ and a.min_ or 0) + (b.known_ and b.min_ or 0)
+-- full_: both sides' rtt_ns, read several times per segment: kept, and computed again wherever a
+-- sample may change it.
+local function refresh_full(t)
+  local a, b = t.rtt_[0], t.rtt_[1]
+  t.full_ = (a.known_ and a.min_ or 0) + (b.known_ and b.min_ or 0)
 end
+function Tracker:seed_rtt(side_dir, scout)
+  self.rtt_[side_dir] = scout:copy()
+  refresh_full(self)
+end
+function Tracker:rtt_ns(side_dir) return self.rtt_[side_dir]:ns() end  -- capture point <-> that side
+function Tracker:full_rtt_ns() return self.full_ end  -- (hot paths read full_ itself)
 function Tracker:saw_syn() return self.saw_syn_ end
 function Tracker:closed() return self.closed_ end
 
+-- (Both flows, the segment's fields read more than once and the rules' constants held in locals:
+-- this runs for every segment.)
+local ACK_KEEP_RTTS, ACK_KEEP_NS = RULES.ack_record_keep_rtts, RULES.ack_record_keep_ms * 1e6
 function Tracker:on_segment(seg, dir, r)
-  for d = 0, 1 do
-    local f = self.flow_[d]
-    if f.unseen_upto > f.next and seg.t - f.unseen_t > REORDER_WAIT_NS then self:declare_unseen(d, r) end
-  end
+  local flows = self.flow_
+  local f, other = flows[dir], flows[1 - dir]
+  local t = seg.t
+  local f0, f1 = flows[0], flows[1]
+  if f0.unseen_upto > f0.next and t - f0.unseen_t > REORDER_WAIT_NS then self:declare_unseen(0, r) end
+  if f1.unseen_upto > f1.next and t - f1.unseen_t > REORDER_WAIT_NS then self:declare_unseen(1, r) end
   local fl = seg.flags  -- FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10 (tested inline: once per segment)
   local syn, rst = fl % 4 >= 2, fl % 8 >= 4
-  local una_before = self.flow_[1 - dir].una
+  local una_before = other.una
   if syn then self:handshake(seg, dir, r) end
   -- a release's sample is given after the segment is judged: it may not bound its own release
-  local released = seg.has_ts and self:echo(seg, dir) or -1
-  if seg.wire_len > 0 then self.flow_[dir].last_payload_t = seg.t end
+  local has_ts = seg.has_ts
+  local released = has_ts and self:echo(seg, dir) or -1
+  local wire_len = seg.wire_len
+  if wire_len > 0 then f.last_payload_t = t end
   if fl % 32 >= 16 then self:ack(seg, dir, r) end
-  if seg.wire_len > 0 and not syn then self:payload(seg, dir, r) end
-  if released >= 0 then self.rtt_[dir]:released(released) end
-  local f = self.flow_[dir]
+  if wire_len > 0 and not syn then self:payload(seg, dir, r) end
+  if released >= 0 then
+    self.rtt_[dir]:released(released)
+    refresh_full(self)
+  end
   if fl % 2 == 1 or rst then
     f.fin_seen = true
-    if rst or self.flow_[1 - dir].fin_seen then self.closed_ = true end
+    if rst or other.fin_seen then self.closed_ = true end
   end
   -- The window this side advertises limits what the other side may send. Its scale is known from
   -- both SYNs (0 when either lacks the option); else the least the data in flight proves.
-  local other = self.flow_[1 - dir]
   local raw = seg.window
   local win = raw
   local scale_known = f.syn_seen and other.syn_seen
   if not syn then
-    if scale_known and f.wscale_offered >= 0 and other.wscale_offered >= 0 then
-      win = raw * 2 ^ (f.wscale_offered < 14 and f.wscale_offered or 14)
+    local offered = f.wscale_offered
+    if scale_known and offered >= 0 and other.wscale_offered >= 0 then
+      win = raw * 2 ^ (offered < 14 and offered or 14)
     elseif not scale_known then
       win = raw * 2 ^ other.peer_wscale_min
     end
@@ -2168,11 +2314,11 @@ function Tracker:on_segment(seg, dir, r)
   other.peer_window_known = true
   if other.una_known and (other.una ~= una_before or window_changed or other.ak_tail < other.ak_head) then
     -- what a hold's release may be matched against (rules/holds.lua)
-    other:record_ack({ ack = other.una, t = seg.t, frame = seg.frame, window = win, h = other.acked_h,
-                       cmd = other.acked_cmd, data_t = other.acked_data_t,
-                       data_frame = other.acked_data_frame, raw = raw, tsval = seg.tsval or 0,
-                       has_ts = seg.has_ts or false },
-                     seg.t - RULES.ack_record_keep_rtts * self:full_rtt_ns() - RULES.ack_record_keep_ms * 1e6)
+    local rec = other:record_ack(t - ACK_KEEP_RTTS * self.full_ - ACK_KEEP_NS)
+    rec.ack, rec.t, rec.frame, rec.window, rec.h, rec.cmd = other.una, t, seg.frame, win, other.acked_h,
+                                                            other.acked_cmd
+    rec.data_t, rec.data_frame, rec.raw = other.acked_data_t, other.acked_data_frame, raw
+    rec.tsval, rec.has_ts = seg.tsval or 0, has_ts or false
   end
 end
 
@@ -2195,6 +2341,7 @@ function Tracker:handshake(seg, dir, r)
     self.saw_synack_ = true
     self.synack_t_ = seg.t
     self.rtt_[1]:sample(seg.t - self.syn_t_, true)
+    refresh_full(self)
   end
 end
 
@@ -2203,14 +2350,22 @@ end
 -- segment a pure ACK, a release: a round-trip sample (-1: none).
 function Tracker:echo(seg, dir)
   local f = self.flow_[dir]
-  if f.tsf_tail < f.tsf_head or f.ts_firsts[f.tsf_tail].val ~= seg.tsval then
-    while f.tsf_head <= f.tsf_tail and (f.tsf_tail - f.tsf_head + 1 >= RULES.echo_records_max or
-          f.ts_firsts[f.tsf_head].t < seg.t - ECHO_KEEP_NS) do
-      f.ts_firsts[f.tsf_head] = nil
+  -- (a ring of echo_records_max slots: record i at (i - 1) % ECHO_MAX + 1, its table refilled
+  -- when the slot comes round again; keys stay in Lua's array part, no rehash as they advance)
+  local ring = f.ts_firsts
+  if f.tsf_tail < f.tsf_head or ring[(f.tsf_tail - 1) % ECHO_MAX + 1].val ~= seg.tsval then
+    while f.tsf_head <= f.tsf_tail and (f.tsf_tail - f.tsf_head + 1 >= ECHO_MAX or
+          ring[(f.tsf_head - 1) % ECHO_MAX + 1].t < seg.t - ECHO_KEEP_NS) do
       f.tsf_head = f.tsf_head + 1
     end
     f.tsf_tail = f.tsf_tail + 1
-    f.ts_firsts[f.tsf_tail] = { val = seg.tsval, t = seg.t, pure = seg.wire_len == 0 }
+    local k = (f.tsf_tail - 1) % ECHO_MAX + 1
+    local rec = ring[k]
+    if rec then
+      rec.val, rec.t, rec.pure = seg.tsval, seg.t, seg.wire_len == 0
+    else
+      ring[k] = { val = seg.tsval, t = seg.t, pure = seg.wire_len == 0 }
+    end
   end
   if seg.wire_len == 0 or not hasbit(seg.flags, 0x10) then return -1 end
   if f.data_echo_seen then
@@ -2221,7 +2376,7 @@ function Tracker:echo(seg, dir)
   f.data_echo_seen, f.data_echo = true, seg.tsecr
   local peer = self.flow_[1 - dir]
   for i = peer.tsf_tail, peer.tsf_head, -1 do
-    local e = peer.ts_firsts[i]
+    local e = peer.ts_firsts[(i - 1) % ECHO_MAX + 1]
     if e.val == seg.tsecr then
       -- not when the peer sent data since: this may answer that data after a think time
       if e.pure and peer.last_payload_t < e.t then return seg.t - e.t end
@@ -2236,8 +2391,12 @@ function Tracker:ack(seg, dir, r)
   if not peer.started then return end
   if self.saw_synack_ and dir == 0 and not self.rtt_[0].handshake_ and not hasbit(seg.flags, 0x02) then
     self.rtt_[0]:sample(seg.t - self.synack_t_, true)
+    refresh_full(self)
   end
-  local ack = peer:unwrap(seg.ack)
+  local ref = peer.ref  -- (Flow:unwrap, written out: per segment)
+  local ack = (seg.ack - ref % TWO32) % TWO32
+  if ack >= 2147483648 then ack = ack - TWO32 end
+  ack = ref + ack
   if ack > peer.max_end + 1073741824 then return end  -- nonsense ack
   if peer.fin_seen and ack == peer.next + 1 then ack = peer.next end  -- the FIN's sequence number
   -- An ACK for the segment that ended exactly here: a round-trip sample for this side.
@@ -2245,7 +2404,10 @@ function Tracker:ack(seg, dir, r)
     -- Records end in increasing order (each carries new data): a binary search, not a scan.
     local k = peer:first_unacked_ending_after(ack - 1)
     local s = k and peer.unacked[k]
-    if s and s.e == ack then self.rtt_[dir]:sample(seg.t - s.t, false, seg.wire_len == 0) end
+    if s and s.e == ack then
+      self.rtt_[dir]:sample(seg.t - s.t, false, seg.wire_len == 0)
+      refresh_full(self)
+    end
   end
   if ack > peer.next and peer.started then
     -- The receiver has bytes the capture has not shown: missing at the capture point. Unless they
@@ -2261,8 +2423,8 @@ function Tracker:ack(seg, dir, r)
   end
   local before = peer.una_known and peer.una or ack
   if peer:acked(ack, seg.t, seg.frame) then
-    peer.link:advanced(ack - before, seg.t, self:full_rtt_ns())
-    if peer.path then peer.path:advanced(ack - before, seg.t, self:full_rtt_ns()) end
+    peer.link:advanced(ack - before, seg.t, self.full_)
+    if peer.path then peer.path:advanced(ack - before, seg.t, self.full_) end
   end
 end
 
@@ -2281,7 +2443,10 @@ function Tracker:payload(seg, dir, r)
   end
   f.largest_payload = f.largest_payload > len and f.largest_payload or len
   if seg.options_len and seg.options_len ~= 0 then f.data_options_len = seg.options_len end
-  local start = f:unwrap(seg.seq)
+  local ref = f.ref  -- (Flow:unwrap, written out: per segment)
+  local start = (seg.seq - ref % TWO32) % TWO32
+  if start >= 2147483648 then start = start - TWO32 end
+  start = ref + start
   local e = start + len
   -- Acknowledged bytes still unseen when the sender's next data comes past them: missing.
   if start > f.next and f.unseen_upto > f.next then self:declare_unseen(dir, r) end
@@ -2300,9 +2465,9 @@ function Tracker:payload(seg, dir, r)
       f.out_of_order[start] = held
       f.out_of_order_count = f.out_of_order_count + 1
     end
-    if #held.bytes < #seg.payload then
-      f.out_of_order_bytes = f.out_of_order_bytes + #seg.payload - #held.bytes
-      held.bytes, held.t, held.frame = seg.payload, seg.t, seg.frame
+    if #held.bytes < seg.pay_len then
+      f.out_of_order_bytes = f.out_of_order_bytes + seg.pay_len - #held.bytes
+      held.bytes, held.t, held.frame = payload_of(seg), seg.t, seg.frame
     end
     f.max_end = max(f.max_end, e)
     f:move_ref(e)
@@ -2321,29 +2486,46 @@ function Tracker:payload(seg, dir, r)
   end
   if f.out_of_order_count > 0 then r:hole_filled(dir, seg, f.hole_since) end
   -- Overlap with bytes already delivered is trimmed; the rest is new, in order.
+  -- (the new bytes by position in the frame's string: n from the payload's byte skip + 1)
   local skip = f.next - start
-  local bytes = seg.payload
+  local n = seg.pay_len
   local wire_rest = len - skip
-  if skip >= #bytes then bytes = "" elseif skip > 0 then bytes = bytes:sub(skip + 1) end
-  if #bytes < wire_rest then f.bytes_missing = f.bytes_missing + wire_rest - #bytes end  -- the snaplen
+  n = skip >= n and 0 or n - skip
+  if n < wire_rest then f.bytes_missing = f.bytes_missing + wire_rest - n end  -- the snaplen
   f.next = f.next + wire_rest  -- before delivery: a status delivered now is settled against this position
-  f:move_ref(f.next)
-  local owner, owner_cmd, h, cmd, itt = r:deliver(dir, bytes, wire_rest, seg, self.filling_)
+  f.ref = f.next  -- (Flow:move_ref)
+  local owner, owner_cmd, h, cmd, itt = r:deliver(dir, seg.pkt, seg.pay + skip, n, wire_rest, seg, self.filling_)
   -- owner_cmd: which command held the slot then (a slot is reused once its command is released).
-  -- (One constructor: the record's table is sized once; s and e: start and end, a Lua keyword.)
-  local rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = owner, owner_cmd = owner_cmd,
-                small = f:is_small(len), h = h, cmd = cmd, itt = itt }
+  -- (s and e: start and end, a Lua keyword.) Records acknowledged are taken again from the
+  -- flow's free list and refilled: no table per segment.
+  local small = f:is_small(len)
   if f.ua_tail - f.ua_head + 1 < MAX_UNACKED_RECORDS then
+    local n, rec = f.ua_free_n
+    if n > 0 then
+      rec = f.ua_free[n]
+      f.ua_free[n] = nil
+      f.ua_free_n = n - 1
+      rec.s, rec.e, rec.t, rec.frame, rec.owner, rec.owner_cmd = start, e, seg.t, seg.frame, owner, owner_cmd
+      rec.small, rec.h, rec.cmd, rec.itt = small, h, cmd, itt
+    else
+      rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = owner, owner_cmd = owner_cmd,
+              small = small, h = h, cmd = cmd, itt = itt }
+    end
     f.ua_tail = f.ua_tail + 1
     f.unacked[f.ua_tail] = rec
   else
     r:unacked_cap_hit(dir, seg.frame, MAX_UNACKED_RECORDS)
   end
   if f.una_known and f.una >= e then f:trim_acked(f.unseen_t, f.unseen_frame) end  -- its ACK came first
-  if rec.small then
+  if small then
+    -- (one record per flow, refilled: holds read it, none keeps it)
+    local ls = f.last_small
+    if not ls then
+      ls = {}
+      f.last_small = ls
+    end
+    ls.e, ls.t, ls.frame, ls.h, ls.cmd, ls.acked, ls.ack_t, ls.ack_frame = e, seg.t, seg.frame, h, cmd, false, 0, 0
     f.has_small = true
-    f.last_small = { e = e, t = seg.t, frame = seg.frame, h = rec.h, cmd = rec.cmd, acked = false,
-                     ack_t = 0, ack_frame = 0 }
   end
   f.max_end = f.max_end > e and f.max_end or e
   Tracker.infer_window_scale(f)
@@ -2379,12 +2561,12 @@ function Tracker:drain_out_of_order(dir, seg, r)
     local e = start + #held.bytes
     if e > f.next then
       local skip = f.next - start
-      local bytes = held.bytes:sub(skip + 1)
+      local n = #held.bytes - skip
       -- seq: where the delivered bytes start (holds compare it with an edge)
-      local s = { frame = held.frame, t = held.t, wire_len = #bytes, flags = seg.flags, seq = f.next % TWO32 }
-      f.next = f.next + #bytes
+      local s = { frame = held.frame, t = held.t, wire_len = n, flags = seg.flags, seq = f.next % TWO32 }
+      f.next = f.next + n
       f:move_ref(f.next)
-      r:deliver(dir, bytes, #bytes, s, self.filling_)
+      r:deliver(dir, held.bytes, skip + 1, n, n, s, self.filling_)
     end
   end
   self.filling_ = outer
@@ -2418,7 +2600,12 @@ function Tracker:resend(dir, seg, start, e, r)
   if k then
     for j = k, min(k + 7, f.ua_tail) do
       local s = f.unacked[j]
-      if s.s <= start then orig = s break end
+      if s.s <= start then
+        -- a copy: the record is refilled once acknowledged, the rules may keep this
+        orig = { s = s.s, e = s.e, t = s.t, frame = s.frame, owner = s.owner, owner_cmd = s.owner_cmd,
+                 small = s.small, h = s.h, cmd = s.cmd, itt = s.itt }
+        break
+      end
     end
   end
   if f.una_known and e <= f.una and not orig then return end  -- spurious, already acknowledged
@@ -2551,9 +2738,10 @@ end
 -- which: over the sender's flow, the round trips between the capture point and the sender and its
 -- peer, and whether the sender is the target. A free function over what it is given: it reads
 -- nothing else of the connection.
-local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_min_ms, seg, ready)
-  local v = { held = false, kind = "cwnd_limited", release_frame = 0, release_t = 0,
-              delayed_ack_ms = 0, acked_frame = 0, release_h = -1, release_cmd = 0, undecided = false }
+-- v: the verdict to fill (every field is set).
+local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_min_ms, seg, ready, v)
+  v.held, v.kind, v.release_frame, v.release_t, v.delayed_ack_ms = false, "cwnd_limited", 0, 0, 0
+  v.acked_frame, v.release_h, v.release_cmd, v.undecided = 0, -1, 0, false
   if not sender:known() then return v end
   local rtt_side, rtt_receiver = sender:ns(), receiver:ns()
   local full = rtt_side + rtt_receiver
@@ -2673,7 +2861,13 @@ end
 
 local Holds = {}
 Holds.__index = Holds
-function Holds.new() return setmetatable({}, Holds) end
+-- verdict_: a segment's own verdict, refilled per segment judged (it lives while the segment's
+-- path events are analysed; what is kept of it is copied out).
+function Holds.new()
+  return setmetatable({ verdict_ = { held = false, reported = false, kind = "cwnd_limited", release_frame = 0,
+    release_t = 0, delayed_ack_ms = 0, acked_frame = 0, release_h = -1, release_cmd = 0, undecided = false } },
+    Holds)
+end
 
 -- A verdict already given (read only): framing found late (a stream joined mid-session is framed
 -- once the next header confirms it) places a PDU carried by earlier segments at those segments,
@@ -2689,10 +2883,9 @@ local NOT_JUDGED = { held = false, reported = false }
 -- (the segment's own once judged).
 function Holds:on_wait(v, out, dir, seg, c, ready, rest, verdict)
   if not verdict.reported then
-    local judged = classify_hold(v.tcp:flow(dir), v.tcp:rtt(dir), v.tcp:rtt(1 - dir), dir == T2I,
-                                 v.options.delayed_ack_min_ms, seg, ready)
-    if verdict == NOT_JUDGED then verdict = { held = false, reported = false } end
-    for k, val in pairs(judged) do verdict[k] = val end
+    if verdict == NOT_JUDGED then verdict = self.verdict_ end
+    classify_hold(v.tcp:flow(dir), v.tcp:rtt(dir), v.tcp:rtt(1 - dir), dir == T2I,
+                  v.options.delayed_ack_min_ms, seg, ready, verdict)
     verdict.reported = true
     if verdict.held then self:report(out, dir, seg, c, verdict, ms(rest)) end
   end
@@ -2762,7 +2955,7 @@ end
 function Holds:release_half_trips(v, dir, seg, c, r)
   if r.h < 0 or r.cmd ~= c.first_frame then return end
   local tcp = v.tcp  -- (v:rtt_ns and v:tolerance_ns written out: per segment)
-  local full = tcp:full_rtt_ns()
+  local full = tcp.full_
   if r.t + tcp.rtt_[dir].min_ - release_tolerance_ns(full) > seg.t then return end
   local h = dir == I2T and c.h_initiator or c.h_target
   if r.h + 2 > h then
@@ -3156,11 +3349,10 @@ Connection.__index = Connection
 
 -- The first bytes of dir's stream are a Login PDU (engine: Connection::starts_with_login).
 local function starts_with_login(seg, dir)
-  local payload = seg.payload
-  if #payload < 48 then return false end
+  if seg.pay_len < 48 then return false end
   local want = dir == I2T and OP.LoginRequest or OP.LoginResponse
-  if payload:byte(1) % 64 ~= want then return false end
-  return plausible_bhs(parse_bhs(payload), dir == I2T)
+  if seg.pkt:byte(seg.pay) % 64 ~= want then return false end
+  return plausible_bhs(parse_bhs(seg.pkt, seg.pay), dir == I2T)
 end
 
 -- sink: on_command(c), on_finding(f) (the Analyzer, or a scout's that discards them); sessions:
@@ -3255,16 +3447,17 @@ function Connection:stream_without_syn(dir, seg)
 end
 
 -- Returns the tcp::DeliveryTag as five values (tcp/tracker.lua).
-function Connection:deliver(dir, bytes, wire_len, seg, filled_by)
+-- The new bytes are s's n bytes from position i (the frame's string: no copy per segment).
+function Connection:deliver(dir, s, i, n, wire_len, seg, filled_by)
   local outer = self.filling
   self.filling = filled_by
   self.seg_h, self.seg_cmd, self.seg_itt = -1, 0, 0
   local ps = self.pdus[dir]
   local began_mid = ps:mid_pdu()
   local mid_slot = began_mid and self.current_slot[dir] and self.current_slot[dir].slot or 0
-  local events = ps:feed(bytes, seg.frame, seg.t)
+  local events = ps:feed(s, i, n, seg.frame, seg.t)
   -- the capture's snaplen cut this packet: the bytes exist, we just cannot see them
-  if #bytes < wire_len then ps:gap(wire_len - #bytes) end
+  if n < wire_len then ps:gap(wire_len - n) end
   self:on_pdus(dir, seg, events, began_mid, mid_slot)
   self.filling = outer
   local owner = self.current_slot[dir]
@@ -3320,7 +3513,11 @@ function Connection:on_pdu_end(dir, seg, ev)
       if #o >= 32 then table.remove(o, 1) end
       local fr, t = seg.frame, seg.t
       if ev.last_frame and ev.last_frame ~= 0 then fr, t = ev.last_frame, ev.last_t end
-      o[#o + 1] = { ev = ev, frame = fr, t = t }
+      local copy, bhs = {}, {}  -- (the stream refills its event records and headers)
+      for k, v in pairs(ev) do copy[k] = v end
+      for k, v in pairs(ev.bhs) do bhs[k] = v end
+      copy.bhs = bhs
+      o[#o + 1] = { ev = copy, frame = fr, t = t }
     end
     return
   end
@@ -3545,6 +3742,14 @@ function Connection:finish()
   self.rules:finish(self, self.max_outstanding, self.first_command_frame)
   self:session_id()  -- the engine's connection facts name a session even without a command
   self.finished = true  -- its facts are final (the engine's on_connection)
+  -- Its per-segment records (and the tables kept to refill them) are read no more, only the
+  -- flows' facts (session/facts.lua): freed, as the engine frees a finished connection's.
+  for d = 0, 1 do
+    local f = self.tcp.flow_[d]
+    f.ts_firsts, f.tsf_head, f.tsf_tail = {}, 1, 0
+    f.unacked, f.ua_head, f.ua_tail, f.ua_free, f.ua_free_n = {}, 1, 0, {}, 0
+    f.acks, f.ak_head, f.ak_tail, f.ak_free, f.ak_free_n = {}, 1, 0, {}, 0
+  end
 end
 
 ---------------------------------------------------------------------------------------------
@@ -3829,7 +4034,7 @@ function Connection:analyse_path_event(dir, seg, slot, role, response, verdict)
     if solicited or (reply and c.r2ts > 0) then bd.r2t = bd.r2t + ms(crossing)
     else bd.request = bd.request + ms(crossing) end
   end
-  local wait_min = wait_min_ns(self.tcp:full_rtt_ns())
+  local wait_min = wait_min_ns(self.tcp.full_)
   local rest_ms = rest / 1e6
   local loss = c.loss_pending_ms < rest_ms and c.loss_pending_ms or rest_ms
   if loss > 0 then
@@ -4023,7 +4228,7 @@ function Analyzer:remember_handshake(key, seg, syn)
   end
   local copy = {}
   for k, v in pairs(seg) do copy[k] = v end
-  copy.payload = ""
+  copy.pay_len = 0
   p[#p + 1] = copy
 end
 
@@ -4100,7 +4305,7 @@ end
 function Analyzer:sniff(key, seg)
   local s = self.sniffing.entries[key]
   if not s then
-    if self.not_iscsi[key] or not StreamDetector.starts_with_header(seg.payload) then return end
+    if self.not_iscsi[key] or not StreamDetector.starts_with_header(payload_of(seg)) then return end
     s = { detector = StreamDetector.new(), side0 = seg.src, side1 = seg.dst, held = {}, h_head = 1, h_tail = 0,
           bytes = 0 }
     self.sniffing:insert(key, s, SNIFFED_MAX)
@@ -4109,13 +4314,13 @@ function Analyzer:sniff(key, seg)
   for k, v in pairs(seg) do copy[k] = v end
   s.h_tail = s.h_tail + 1
   s.held[s.h_tail] = copy
-  s.bytes = s.bytes + #seg.payload + RULES.probation_segment_cost
+  s.bytes = s.bytes + seg.pay_len + RULES.probation_segment_cost
   while s.bytes > SNIFFED_BYTES_MAX and s.h_tail > s.h_head do
-    s.bytes = s.bytes - #s.held[s.h_head].payload - RULES.probation_segment_cost
+    s.bytes = s.bytes - s.held[s.h_head].pay_len - RULES.probation_segment_cost
     s.held[s.h_head] = nil
     s.h_head = s.h_head + 1
   end
-  local v = s.detector:feed(seg.src == s.side0 and 0 or 1, seg.payload)
+  local v = s.detector:feed(seg.src == s.side0 and 0 or 1, payload_of(seg))
   if v == "not_iscsi" then self:give_up(key) return end
   if v == "undecided" then return end
   self.detected[key] = s.detector.initiator_side == 0 and s.side1 or s.side0
@@ -4127,13 +4332,13 @@ function Analyzer:sniff(key, seg)
   end
 end
 
-local function looks_like_login(payload)
-  if #payload < 48 or payload:byte(1) ~= 0x43 then return false end
-  return plausible_bhs(parse_bhs(payload), true)
+local function looks_like_login(seg)
+  if seg.pay_len < 48 or seg.pkt:byte(seg.pay) ~= 0x43 then return false end
+  return plausible_bhs(parse_bhs(seg.pkt, seg.pay), true)
 end
 
 -- seg: frame, t (ns, any origin), src, dst (endpoint strings), sport, dport, seq, ack, flags,
--- window, mss, wscale, payload (captured bytes), wire_len; key, the connection's (made here when
+-- window, mss, wscale, pkt, pay, pay_len (the captured payload: payload_of), wire_len; key, the connection's (made here when
 -- absent: PacketDecoder caches it)
 function Analyzer:feed(seg)
   self.cur_frame = seg.frame
@@ -4172,12 +4377,12 @@ function Analyzer:feed(seg)
     local ini, tgt
     if opt.ports[seg.dport] then ini, tgt = seg.src, seg.dst
     elseif opt.ports[seg.sport] then ini, tgt = seg.dst, seg.src
-    elseif opt.detect_ports and not syn and looks_like_login(seg.payload) then ini, tgt = seg.src, seg.dst
+    elseif opt.detect_ports and not syn and looks_like_login(seg) then ini, tgt = seg.src, seg.dst
     elseif self.detected[key] then
       if seg.src == self.detected[key] then ini, tgt = seg.dst, seg.src else ini, tgt = seg.src, seg.dst end
     end
     if not ini then
-      if not known_port and opt.detect_ports and not syn and #seg.payload > 0 then return self:sniff(key, seg) end
+      if not known_port and opt.detect_ports and not syn and seg.pay_len > 0 then return self:sniff(key, seg) end
       return
     end
     self.detected[key] = nil
@@ -4220,7 +4425,7 @@ function Analyzer:feed(seg)
     local copy = {}
     for k, v in pairs(seg) do copy[k] = v end
     pr.held[#pr.held + 1] = { seg = copy, dir = dir }
-    local cost = #seg.payload + RULES.probation_segment_cost
+    local cost = seg.pay_len + RULES.probation_segment_cost
     pr.bytes = pr.bytes + cost
     self.probation_bytes = self.probation_bytes + cost
     if self:probation_over(pr, seg.t) then self:end_probation(key, c) end
@@ -4466,7 +4671,7 @@ end
 -- One segment table, refilled for every frame: the core keeps copies of a segment, never the
 -- table itself (less garbage per packet). The decoder sets every key but frame and t.
 local seg = { frame = 0, t = 0, src = "", dst = "", sport = 0, dport = 0, seq = 0, ack = 0, flags = 0,
-              window = 0, mss = 0, wscale = -1, options_len = 0, payload = "", wire_len = 0,
+              window = 0, mss = 0, wscale = -1, options_len = 0, pkt = "", pay = 1, pay_len = 0, wire_len = 0,
               sack_left = 0, sack_right = 0, has_ts = false, tsval = 0, tsecr = 0 }
 
 -- A frame's time in ns since the first frame. Wireshark gives a Lua plugin times as seconds in

@@ -143,7 +143,7 @@ function Analyzer:remember_handshake(key, seg, syn)
   end
   local copy = {}
   for k, v in pairs(seg) do copy[k] = v end
-  copy.payload = ""
+  copy.pay_len = 0
   p[#p + 1] = copy
 end
 
@@ -220,7 +220,7 @@ end
 function Analyzer:sniff(key, seg)
   local s = self.sniffing.entries[key]
   if not s then
-    if self.not_iscsi[key] or not StreamDetector.starts_with_header(seg.payload) then return end
+    if self.not_iscsi[key] or not StreamDetector.starts_with_header(payload_of(seg)) then return end
     s = { detector = StreamDetector.new(), side0 = seg.src, side1 = seg.dst, held = {}, h_head = 1, h_tail = 0,
           bytes = 0 }
     self.sniffing:insert(key, s, SNIFFED_MAX)
@@ -229,13 +229,13 @@ function Analyzer:sniff(key, seg)
   for k, v in pairs(seg) do copy[k] = v end
   s.h_tail = s.h_tail + 1
   s.held[s.h_tail] = copy
-  s.bytes = s.bytes + #seg.payload + RULES.probation_segment_cost
+  s.bytes = s.bytes + seg.pay_len + RULES.probation_segment_cost
   while s.bytes > SNIFFED_BYTES_MAX and s.h_tail > s.h_head do
-    s.bytes = s.bytes - #s.held[s.h_head].payload - RULES.probation_segment_cost
+    s.bytes = s.bytes - s.held[s.h_head].pay_len - RULES.probation_segment_cost
     s.held[s.h_head] = nil
     s.h_head = s.h_head + 1
   end
-  local v = s.detector:feed(seg.src == s.side0 and 0 or 1, seg.payload)
+  local v = s.detector:feed(seg.src == s.side0 and 0 or 1, payload_of(seg))
   if v == "not_iscsi" then self:give_up(key) return end
   if v == "undecided" then return end
   self.detected[key] = s.detector.initiator_side == 0 and s.side1 or s.side0
@@ -247,13 +247,13 @@ function Analyzer:sniff(key, seg)
   end
 end
 
-local function looks_like_login(payload)
-  if #payload < 48 or payload:byte(1) ~= 0x43 then return false end
-  return plausible_bhs(parse_bhs(payload), true)
+local function looks_like_login(seg)
+  if seg.pay_len < 48 or seg.pkt:byte(seg.pay) ~= 0x43 then return false end
+  return plausible_bhs(parse_bhs(seg.pkt, seg.pay), true)
 end
 
 -- seg: frame, t (ns, any origin), src, dst (endpoint strings), sport, dport, seq, ack, flags,
--- window, mss, wscale, payload (captured bytes), wire_len; key, the connection's (made here when
+-- window, mss, wscale, pkt, pay, pay_len (the captured payload: payload_of), wire_len; key, the connection's (made here when
 -- absent: PacketDecoder caches it)
 function Analyzer:feed(seg)
   self.cur_frame = seg.frame
@@ -292,12 +292,12 @@ function Analyzer:feed(seg)
     local ini, tgt
     if opt.ports[seg.dport] then ini, tgt = seg.src, seg.dst
     elseif opt.ports[seg.sport] then ini, tgt = seg.dst, seg.src
-    elseif opt.detect_ports and not syn and looks_like_login(seg.payload) then ini, tgt = seg.src, seg.dst
+    elseif opt.detect_ports and not syn and looks_like_login(seg) then ini, tgt = seg.src, seg.dst
     elseif self.detected[key] then
       if seg.src == self.detected[key] then ini, tgt = seg.dst, seg.src else ini, tgt = seg.src, seg.dst end
     end
     if not ini then
-      if not known_port and opt.detect_ports and not syn and #seg.payload > 0 then return self:sniff(key, seg) end
+      if not known_port and opt.detect_ports and not syn and seg.pay_len > 0 then return self:sniff(key, seg) end
       return
     end
     self.detected[key] = nil
@@ -340,7 +340,7 @@ function Analyzer:feed(seg)
     local copy = {}
     for k, v in pairs(seg) do copy[k] = v end
     pr.held[#pr.held + 1] = { seg = copy, dir = dir }
-    local cost = #seg.payload + RULES.probation_segment_cost
+    local cost = seg.pay_len + RULES.probation_segment_cost
     pr.bytes = pr.bytes + cost
     self.probation_bytes = self.probation_bytes + cost
     if self:probation_over(pr, seg.t) then self:end_probation(key, c) end

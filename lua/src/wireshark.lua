@@ -136,7 +136,7 @@ end
 -- One segment table, refilled for every frame: the core keeps copies of a segment, never the
 -- table itself (less garbage per packet). The decoder sets every key but frame and t.
 local seg = { frame = 0, t = 0, src = "", dst = "", sport = 0, dport = 0, seq = 0, ack = 0, flags = 0,
-              window = 0, mss = 0, wscale = -1, options_len = 0, payload = "", wire_len = 0,
+              window = 0, mss = 0, wscale = -1, options_len = 0, pkt = "", pay = 1, pay_len = 0, wire_len = 0,
               sack_left = 0, sack_right = 0, has_ts = false, tsval = 0, tsecr = 0 }
 
 -- A frame's time in ns since the first frame. Wireshark gives a Lua plugin times as seconds in

@@ -10,6 +10,12 @@
 -- length (TSO/GSO, jumbograms) means "as long as the frame", and fragments are not decoded.
 
 local PacketDecoder
+-- A segment's captured payload as a string (the decoder leaves it in the frame's string).
+local function payload_of(seg)
+  local n = seg.pay_len
+  if n == 0 then return "" end
+  return string.sub(seg.pkt, seg.pay, seg.pay + n - 1)
+end
 do
   local byte, sub, fmt, concat = string.byte, string.sub, string.format, table.concat
   local MAX_NESTING = 8  -- VLAN tags, MPLS labels, IPv6 extension headers
@@ -113,7 +119,9 @@ do
     seg.ack = ((a1 * 256 + a2) * 256 + a3) * 256 + a4
     seg.flags, seg.window = flags, w1 * 256 + w2
     seg.mss, seg.wscale, seg.options_len = mss, ws, hl - 20
-    seg.payload = cap_end > p + hl and sub(pkt, p + hl, cap_end - 1) or ""
+    -- The payload by position in the frame's string (pay: its first byte, pay_len: captured
+    -- bytes), not copied: payload_of cuts it out where a string is needed.
+    seg.pkt, seg.pay, seg.pay_len = pkt, p + hl, cap_end > p + hl and cap_end - p - hl or 0
     seg.wire_len = wire_len - hl
     seg.sack_left, seg.sack_right = sl, sr
     seg.has_ts, seg.tsval, seg.tsecr = ts, tv, te

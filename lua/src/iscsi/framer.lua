@@ -13,7 +13,8 @@ function Framer.new(from_initiator)
   local f = setmetatable({ from_initiator = from_initiator, hd = "unknown", dd = "unknown",
     next_abs = 0, chunk_base = 0, chunk_end = 0, carry = "", carry_abs = 0, candidate = false,
     login_possible = true, max_dl = MAX_DATA_SEGMENT, pdus = 0, resyncs = 0, digest_bad = false,
-    unconfirmed = false, strict_next = false, fresh = true, at_chunk_start = false, held = {} },
+    unconfirmed = false, strict_next = false, fresh = true, at_chunk_start = false, held = {},
+    bhs_free = {} },  -- headers whose PDU's end was read (PduStream), to refill
     Framer)
   f:reset_pdu()
   return f
@@ -60,35 +61,37 @@ function Framer:push_back(bytes, abs)
   self.pushback_abs = abs
 end
 
-function Framer:feed(chunk, sink)
+-- The chunk: s's n bytes from position i (a frame's string, read in place).
+function Framer:feed(s, i, n, sink)
   self.sink = sink
   self.chunk_base = self.next_abs
-  self.chunk_end = self.next_abs + #chunk
+  self.chunk_end = self.next_abs + n
   self.next_abs = self.chunk_end
-  self:run(chunk, self.chunk_base)
+  self:run(s, i, i + n - 1, self.chunk_base)
 end
 
-function Framer:run(s, base)
-  local i = 1
+-- s's bytes i..e, the first at stream offset base; each step reads up to e.
+function Framer:run(s, i, e, base)
+  local i0 = i
   while true do
     if self.pushback then
-      s = self.pushback .. s:sub(i)
+      s = self.pushback .. s:sub(i, e)
       base = self.pushback_abs
-      i = 1
+      i, i0, e = 1, 1, #s
       self.pushback = nil
     end
-    if i > #s then break end
-    i = i + self:step(s, i, base + i - 1)
+    if i > e then break end
+    i = i + self:step(s, i, e, base + i - i0)
   end
 end
 
-function Framer:step(s, i, abs)
+function Framer:step(s, i, e, abs)
   local st = self.state
-  if st == "scan" then return self:step_scan(s, i, abs)
-  elseif st == "header" then return self:step_header(s, i, abs)
-  elseif st == "data" then return self:step_data(s, i, abs)
-  elseif st == "data_digest" then return self:step_data_digest(s, i, abs)
-  else return self:step_probe(s, i, abs, false) end
+  if st == "scan" then return self:step_scan(s, i, e, abs)
+  elseif st == "header" then return self:step_header(s, i, e, abs)
+  elseif st == "data" then return self:step_data(s, i, e, abs)
+  elseif st == "data_digest" then return self:step_data_digest(s, i, e, abs)
+  else return self:step_probe(s, i, e, abs, false) end
 end
 
 function Framer:candidate_at(s, p)
@@ -108,8 +111,8 @@ function Framer:enter_candidate(at)
   self.at_chunk_start = at == self.chunk_base and at < self.chunk_end
 end
 
-function Framer:step_scan(s, i, abs)
-  local nin = #s - i + 1
+function Framer:step_scan(s, i, e, abs)
+  local nin = e - i + 1
   local carry = self.carry
   if #carry > 0 then
     local take = min(nin, CARRY)
@@ -130,7 +133,7 @@ function Framer:step_scan(s, i, abs)
       self.carry = ""
       return 0
     end
-    carry = carry .. s:sub(i)
+    carry = carry .. s:sub(i, e)
     if #carry > CARRY then
       local drop = #carry - CARRY
       carry = carry:sub(drop + 1)
@@ -140,7 +143,7 @@ function Framer:step_scan(s, i, abs)
     return nin
   end
   local p = i
-  local last = #s - 47
+  local last = e - 47
   while p <= last do
     if self:candidate_at(s, p) then
       self:enter_candidate(abs + (p - i))
@@ -149,22 +152,30 @@ function Framer:step_scan(s, i, abs)
     p = p + 1
   end
   local keep = min(nin, CARRY)
-  self.carry = s:sub(#s - keep + 1)
+  self.carry = s:sub(e - keep + 1, e)
   self.carry_abs = abs + (nin - keep)
   return nin
 end
 
-function Framer:step_header(s, i, abs)
+function Framer:step_header(s, i, e, abs)
   if #self.hdr == 0 then
     self.pdu_abs = abs
     if not self.candidate then self.at_chunk_start = abs == self.chunk_base and abs < self.chunk_end end
   end
-  local nin = #s - i + 1
+  local nin = e - i + 1
   local take = min(nin, self.hdr_need - #self.hdr)
   self.hdr = self.hdr .. s:sub(i, i + take - 1)
   if #self.hdr < self.hdr_need then return take end
   if not self.bhs then
-    local b = parse_bhs(self.hdr)
+    local free = self.bhs_free
+    local n = #free
+    local b
+    if n > 0 then
+      b = parse_bhs(self.hdr, 1, free[n])
+      free[n] = nil
+    else
+      b = parse_bhs(self.hdr)
+    end
     self.bhs = b
     -- A stream's first header, and the one after a PDU found by searching, pass the strict checks.
     local strict = self.candidate or self.fresh or self.strict_next
@@ -262,8 +273,8 @@ function Framer:begin_data()
   end
 end
 
-function Framer:step_data(s, i, abs)
-  local nin = #s - i + 1
+function Framer:step_data(s, i, e, abs)
+  local nin = e - i + 1
   -- (min written out here and in other per-segment paths: a Lua call costs more than the test)
   local take = self.data_left + self.pad_left
   take = nin < take and nin or take
@@ -289,8 +300,8 @@ function Framer:step_data(s, i, abs)
   return take
 end
 
-function Framer:step_data_digest(s, i, abs)
-  local take = min(#s - i + 1, 4 - #self.tail)
+function Framer:step_data_digest(s, i, e, abs)
+  local take = min(e - i + 1, 4 - #self.tail)
   self.tail = self.tail .. s:sub(i, i + take - 1)
   if #self.tail < 4 then return take end
   if self.crc_valid and not self.tail_lost and digest_from_wire(self.tail, 1) ~= crc32c_final(self.crc) then
@@ -305,10 +316,10 @@ function Framer:plausible_at(t, at)
   return plausible_bhs(parse_bhs(t, at + 1), self.from_initiator, self.max_dl)
 end
 
-function Framer:step_probe(s, i, abs, force)
+function Framer:step_probe(s, i, e, abs, force)
   local take = 0
   if s then
-    take = min(#s - i + 1, PROBE - #self.tail)
+    take = min(e - i + 1, PROBE - #self.tail)
     self.tail = self.tail .. s:sub(i, i + take - 1)
   end
   local t = self.tail
@@ -406,8 +417,8 @@ function Framer:gap(lost, sink)
       self.carry = ""
       return
     elseif st == "probe" then
-      self:step_probe(nil, 1, at, true)
-      self:run("", at)
+      self:step_probe(nil, 1, 0, at, true)
+      self:run("", 1, 0, at)
     elseif st == "header" then
       if self.candidate then
         self:reset_pdu()
@@ -466,8 +477,8 @@ function Framer:finish(sink)
   self.chunk_base = self.next_abs
   self.chunk_end = self.next_abs
   if self.state == "probe" then
-    self:step_probe(nil, 1, self.next_abs, true)
-    self:run("", self.next_abs)
+    self:step_probe(nil, 1, 0, self.next_abs, true)
+    self:run("", 1, 0, self.next_abs)
   end
   if self.started then
     self:end_pdu(self.next_abs == 0 and 0 or self.next_abs - 1, true)

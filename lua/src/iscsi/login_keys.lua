@@ -153,7 +153,7 @@ function Negotiation:add_pdu(b, data, truncated)
     self.pending_truncated[ini] = false
   end
   if op == OP.LoginResponse then
-    local sc = floor(b.w36 / 16777216)
+    local sc = floor(bhs_word(b, 36) / 16777216)
     if sc ~= 0 then self.result.failed = true end
     if sc == 0 and hasbit(b.flags, 0x80) and b.flags % 4 == 3 and not hasbit(b.flags, 0x40) then
       self.result.complete = true

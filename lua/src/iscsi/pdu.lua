@@ -18,21 +18,29 @@ local OP = {
 local function is_initiator_opcode(op) return op < 0x20 end
 local function pdu_carries_digests(op) return op ~= OP.LoginRequest and op ~= OP.LoginResponse end
 
--- The 48 bytes in one call and the table in one constructor (a header per PDU, and per byte
--- tried while searching for one).
-local function parse_bhs(s, p)
+-- The 32 bytes read on every PDU in one call and the table in one constructor (a header per
+-- PDU, and per byte tried while searching for one), of 16 fields at most: Lua sizes its hash at
+-- a power of two. The words at 32..47, read only by the checks and the login, are read from the
+-- source string s at p when asked (bhs_word); the CDB is cut out only for a SCSI Command.
+-- into: a header table to refill instead (the framer's, once its PDU was read).
+local function parse_bhs(s, p, into)
   p = p or 1
   local b0, fl, b2, b3, ahs, l1, l2, l3, u1, u2, u3, u4, u5, u6, u7, u8, i1, i2, i3, i4,
-        a1, a2, a3, a4, c1, c2, c3, c4, d1, d2, d3, d4, e1, e2, e3, e4, f1, f2, f3, f4,
-        g1, g2, g3, g4, h1, h2, h3, h4 = s:byte(p, p + 47)
-  return { byte0 = b0, opcode = b0 % 64, immediate = b0 % 128 >= 64, flags = fl, byte2 = b2, byte3 = b3,
-    ahs_words = ahs, data_length = (l1 * 256 + l2) * 256 + l3,
-    lun_hi = ((u1 * 256 + u2) * 256 + u3) * 256 + u4, lun_lo = ((u5 * 256 + u6) * 256 + u7) * 256 + u8,
-    itt = ((i1 * 256 + i2) * 256 + i3) * 256 + i4,
-    w20 = ((a1 * 256 + a2) * 256 + a3) * 256 + a4, w24 = ((c1 * 256 + c2) * 256 + c3) * 256 + c4,
-    w28 = ((d1 * 256 + d2) * 256 + d3) * 256 + d4, w32 = ((e1 * 256 + e2) * 256 + e3) * 256 + e4,
-    w36 = ((f1 * 256 + f2) * 256 + f3) * 256 + f4, w40 = ((g1 * 256 + g2) * 256 + g3) * 256 + g4,
-    w44 = ((h1 * 256 + h2) * 256 + h3) * 256 + h4,
-    cdb = b0 % 64 == 0x01 and s:sub(p + 32, p + 47) or nil }  -- only a SCSI Command's is read
+        a1, a2, a3, a4, c1, c2, c3, c4 = s:byte(p, p + 27)
+  local op, dl = b0 % 64, (l1 * 256 + l2) * 256 + l3
+  local lun_hi, lun_lo = ((u1 * 256 + u2) * 256 + u3) * 256 + u4, ((u5 * 256 + u6) * 256 + u7) * 256 + u8
+  local itt = ((i1 * 256 + i2) * 256 + i3) * 256 + i4
+  local w20, w24 = ((a1 * 256 + a2) * 256 + a3) * 256 + a4, ((c1 * 256 + c2) * 256 + c3) * 256 + c4
+  local cdb = op == 0x01 and s:sub(p + 32, p + 47) or nil  -- only a SCSI Command's is read
+  if not into then
+    return { byte0 = b0, opcode = op, flags = fl, byte2 = b2, byte3 = b3, ahs_words = ahs, data_length = dl,
+             lun_hi = lun_hi, lun_lo = lun_lo, itt = itt, w20 = w20, w24 = w24, s = s, p = p, cdb = cdb }
+  end
+  into.byte0, into.opcode, into.flags, into.byte2, into.byte3, into.ahs_words = b0, op, fl, b2, b3, ahs
+  into.data_length, into.lun_hi, into.lun_lo, into.itt, into.w20, into.w24 = dl, lun_hi, lun_lo, itt, w20, w24
+  into.s, into.p, into.cdb = s, p, cdb
+  return into
 end
+-- The header's 32-bit word at byte offset off (32, 36, 40 or 44).
+local function bhs_word(b, off) return be32(b.s, b.p + off) end
 local function header_length(b, hd) return 48 + 4 * b.ahs_words + (hd and 4 or 0) end

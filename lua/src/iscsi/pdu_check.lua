@@ -11,12 +11,12 @@ local function plausible_bhs(b, from_initiator, max_dl, strict)
   if b.ahs_words > 64 then return false end  -- an extended CDB (248 bytes) and a read length
   if strict == false then return true end
   local f = b.flags
-  if not from_initiator and b.immediate then return false end
+  if not from_initiator and b.byte0 % 128 >= 64 then return false end
   if b.ahs_words ~= 0 and op ~= OP.ScsiCommand then return false end
   local lun0 = b.lun_hi == 0 and b.lun_lo == 0
   if op == OP.NopOut then
     if f ~= 0x80 or b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
-    if b.w32 ~= 0 or b.w36 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if bhs_word(b, 32) ~= 0 or bhs_word(b, 36) ~= 0 or bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     if b.itt == RESERVED_TAG and b.w20 == RESERVED_TAG then return false end
     return true
   elseif op == OP.ScsiCommand then
@@ -40,10 +40,10 @@ local function plausible_bhs(b, from_initiator, max_dl, strict)
     local fn = f % 128
     if not hasbit(f, 0x80) or fn < 1 or fn > 12 then return false end
     if b.byte2 ~= 0 or b.byte3 ~= 0 or b.data_length ~= 0 then return false end
-    if b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     return true
   elseif op == OP.LoginRequest or op == OP.LoginResponse then
-    if op == OP.LoginRequest and not b.immediate then return false end
+    if op == OP.LoginRequest and b.byte0 % 128 < 64 then return false end
     if hasbit(f, 0x80) and hasbit(f, 0x40) then return false end
     if hasbit(f, 0x20) or hasbit(f, 0x10) then return false end
     local csg, nsg, t = floor(f / 4) % 4, f % 4, hasbit(f, 0x80)
@@ -51,13 +51,13 @@ local function plausible_bhs(b, from_initiator, max_dl, strict)
     -- An all-zero ISID is no real initiator's; ISID type 3 is reserved.
     if (b.lun_hi == 0 and floor(b.lun_lo / 65536) == 0) or b.lun_hi >= 0xc0000000 then return false end
     if b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
-    if b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     if op == OP.LoginRequest then
       if b.w20 % 65536 ~= 0 then return false end
-      if b.w32 ~= 0 or b.w36 ~= 0 then return false end
+      if bhs_word(b, 32) ~= 0 or bhs_word(b, 36) ~= 0 then return false end
     else
       if b.w20 ~= 0 then return false end
-      if floor(b.w36 / 16777216) > 3 or b.w36 % 65536 ~= 0 then return false end
+      if floor(bhs_word(b, 36) / 16777216) > 3 or bhs_word(b, 36) % 65536 ~= 0 then return false end
     end
     return true
   elseif op == OP.TextRequest or op == OP.TextResponse then
@@ -65,29 +65,29 @@ local function plausible_bhs(b, from_initiator, max_dl, strict)
     if f % 64 ~= 0 or (hasbit(f, 0x80) == hasbit(f, 0x40)) then return false end
     if b.itt == RESERVED_TAG then return false end
     if b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
-    if b.w36 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
-    if op == OP.TextRequest and b.w32 ~= 0 then return false end
+    if bhs_word(b, 36) ~= 0 or bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
+    if op == OP.TextRequest and bhs_word(b, 32) ~= 0 then return false end
     return true
   elseif op == OP.DataOut then
     if f % 128 ~= 0 then return false end
     if b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
-    if b.w24 ~= 0 or b.w32 ~= 0 or b.w44 ~= 0 then return false end
+    if b.w24 ~= 0 or bhs_word(b, 32) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     if b.data_length == 0 or b.itt == RESERVED_TAG then return false end
-    if b.w40 + b.data_length > 0xffffffff then return false end
+    if bhs_word(b, 40) + b.data_length > 0xffffffff then return false end
     return true
   elseif op == OP.LogoutRequest then
     if not hasbit(f, 0x80) or f % 128 > 2 then return false end
     if b.byte2 ~= 0 or b.byte3 ~= 0 or b.data_length ~= 0 then return false end
-    if b.w20 % 65536 ~= 0 or b.w32 ~= 0 or b.w36 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if b.w20 % 65536 ~= 0 or bhs_word(b, 32) ~= 0 or bhs_word(b, 36) ~= 0 or bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     return true
   elseif op == OP.SnackRequest then
     if floor(f / 16) ~= 8 or f % 16 > 3 then return false end
     if b.byte2 ~= 0 or b.byte3 ~= 0 or b.data_length ~= 0 then return false end
-    if b.w24 ~= 0 or b.w32 ~= 0 or b.w36 ~= 0 then return false end
+    if b.w24 ~= 0 or bhs_word(b, 32) ~= 0 or bhs_word(b, 36) ~= 0 then return false end
     return true
   elseif op == OP.NopIn then
     if f ~= 0x80 or b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
-    if b.w36 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if bhs_word(b, 36) ~= 0 or bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     return true
   elseif op == OP.ScsiResponse then
     if not hasbit(f, 0x80) or hasbit(f, 0x40) or hasbit(f, 0x20) or hasbit(f, 0x01) then return false end
@@ -98,7 +98,7 @@ local function plausible_bhs(b, from_initiator, max_dl, strict)
     return true
   elseif op == OP.TaskMgmtResponse then
     if f ~= 0x80 or (b.byte2 > 6 and b.byte2 ~= 255) or b.byte3 ~= 0 then return false end
-    if b.data_length ~= 0 or not lun0 or b.w20 ~= 0 or b.w36 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if b.data_length ~= 0 or not lun0 or b.w20 ~= 0 or bhs_word(b, 36) ~= 0 or bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     return true
   elseif op == OP.DataIn then
     if hasbit(f, 0x20) or hasbit(f, 0x10) or hasbit(f, 0x08) then return false end
@@ -112,27 +112,27 @@ local function plausible_bhs(b, from_initiator, max_dl, strict)
       return false
     end
     if b.itt == RESERVED_TAG then return false end
-    if b.w40 + b.data_length > 0xffffffff then return false end
+    if bhs_word(b, 40) + b.data_length > 0xffffffff then return false end
     return true
   elseif op == OP.LogoutResponse then
     if f ~= 0x80 or b.byte2 > 3 or b.byte3 ~= 0 then return false end
-    if b.data_length ~= 0 or not lun0 or b.w20 ~= 0 or b.w36 ~= 0 or b.w44 ~= 0 then return false end
+    if b.data_length ~= 0 or not lun0 or b.w20 ~= 0 or bhs_word(b, 36) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     return true
   elseif op == OP.R2T then
     if f ~= 0x80 or b.byte2 ~= 0 or b.byte3 ~= 0 or b.data_length ~= 0 then return false end
-    if b.w44 == 0 or b.w20 == RESERVED_TAG then return false end
-    if b.w40 + b.w44 > 0xffffffff then return false end
+    if bhs_word(b, 44) == 0 or b.w20 == RESERVED_TAG then return false end
+    if bhs_word(b, 40) + bhs_word(b, 44) > 0xffffffff then return false end
     return true
   elseif op == OP.AsyncMessage then
     if f ~= 0x80 or b.byte2 ~= 0 or b.byte3 ~= 0 then return false end
-    if b.itt ~= RESERVED_TAG or b.w20 ~= 0 or b.w44 ~= 0 then return false end
-    local ev = floor(b.w36 / 16777216)
+    if b.itt ~= RESERVED_TAG or b.w20 ~= 0 or bhs_word(b, 44) ~= 0 then return false end
+    local ev = floor(bhs_word(b, 36) / 16777216)
     if ev > 4 and ev ~= 255 then return false end
     return true
   elseif op == OP.Reject then
     if f ~= 0x80 or b.byte3 ~= 0 then return false end
     if b.byte2 < 1 or b.byte2 > 0x0c then return false end
-    if not lun0 or b.itt ~= RESERVED_TAG or b.w20 ~= 0 or b.w40 ~= 0 or b.w44 ~= 0 then return false end
+    if not lun0 or b.itt ~= RESERVED_TAG or b.w20 ~= 0 or bhs_word(b, 40) ~= 0 or bhs_word(b, 44) ~= 0 then return false end
     if b.data_length < 48 then return false end
     return true
   end

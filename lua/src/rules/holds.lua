@@ -8,9 +8,10 @@
 -- which: over the sender's flow, the round trips between the capture point and the sender and its
 -- peer, and whether the sender is the target. A free function over what it is given: it reads
 -- nothing else of the connection.
-local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_min_ms, seg, ready)
-  local v = { held = false, kind = "cwnd_limited", release_frame = 0, release_t = 0,
-              delayed_ack_ms = 0, acked_frame = 0, release_h = -1, release_cmd = 0, undecided = false }
+-- v: the verdict to fill (every field is set).
+local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_min_ms, seg, ready, v)
+  v.held, v.kind, v.release_frame, v.release_t, v.delayed_ack_ms = false, "cwnd_limited", 0, 0, 0
+  v.acked_frame, v.release_h, v.release_cmd, v.undecided = 0, -1, 0, false
   if not sender:known() then return v end
   local rtt_side, rtt_receiver = sender:ns(), receiver:ns()
   local full = rtt_side + rtt_receiver
@@ -130,7 +131,13 @@ end
 
 local Holds = {}
 Holds.__index = Holds
-function Holds.new() return setmetatable({}, Holds) end
+-- verdict_: a segment's own verdict, refilled per segment judged (it lives while the segment's
+-- path events are analysed; what is kept of it is copied out).
+function Holds.new()
+  return setmetatable({ verdict_ = { held = false, reported = false, kind = "cwnd_limited", release_frame = 0,
+    release_t = 0, delayed_ack_ms = 0, acked_frame = 0, release_h = -1, release_cmd = 0, undecided = false } },
+    Holds)
+end
 
 -- A verdict already given (read only): framing found late (a stream joined mid-session is framed
 -- once the next header confirms it) places a PDU carried by earlier segments at those segments,
@@ -146,10 +153,9 @@ local NOT_JUDGED = { held = false, reported = false }
 -- (the segment's own once judged).
 function Holds:on_wait(v, out, dir, seg, c, ready, rest, verdict)
   if not verdict.reported then
-    local judged = classify_hold(v.tcp:flow(dir), v.tcp:rtt(dir), v.tcp:rtt(1 - dir), dir == T2I,
-                                 v.options.delayed_ack_min_ms, seg, ready)
-    if verdict == NOT_JUDGED then verdict = { held = false, reported = false } end
-    for k, val in pairs(judged) do verdict[k] = val end
+    if verdict == NOT_JUDGED then verdict = self.verdict_ end
+    classify_hold(v.tcp:flow(dir), v.tcp:rtt(dir), v.tcp:rtt(1 - dir), dir == T2I,
+                  v.options.delayed_ack_min_ms, seg, ready, verdict)
     verdict.reported = true
     if verdict.held then self:report(out, dir, seg, c, verdict, ms(rest)) end
   end
@@ -219,7 +225,7 @@ end
 function Holds:release_half_trips(v, dir, seg, c, r)
   if r.h < 0 or r.cmd ~= c.first_frame then return end
   local tcp = v.tcp  -- (v:rtt_ns and v:tolerance_ns written out: per segment)
-  local full = tcp:full_rtt_ns()
+  local full = tcp.full_
   if r.t + tcp.rtt_[dir].min_ - release_tolerance_ns(full) > seg.t then return end
   local h = dir == I2T and c.h_initiator or c.h_target
   if r.h + 2 > h then

@@ -6,11 +6,10 @@ Connection.__index = Connection
 
 -- The first bytes of dir's stream are a Login PDU (engine: Connection::starts_with_login).
 local function starts_with_login(seg, dir)
-  local payload = seg.payload
-  if #payload < 48 then return false end
+  if seg.pay_len < 48 then return false end
   local want = dir == I2T and OP.LoginRequest or OP.LoginResponse
-  if payload:byte(1) % 64 ~= want then return false end
-  return plausible_bhs(parse_bhs(payload), dir == I2T)
+  if seg.pkt:byte(seg.pay) % 64 ~= want then return false end
+  return plausible_bhs(parse_bhs(seg.pkt, seg.pay), dir == I2T)
 end
 
 -- sink: on_command(c), on_finding(f) (the Analyzer, or a scout's that discards them); sessions:
@@ -105,16 +104,17 @@ function Connection:stream_without_syn(dir, seg)
 end
 
 -- Returns the tcp::DeliveryTag as five values (tcp/tracker.lua).
-function Connection:deliver(dir, bytes, wire_len, seg, filled_by)
+-- The new bytes are s's n bytes from position i (the frame's string: no copy per segment).
+function Connection:deliver(dir, s, i, n, wire_len, seg, filled_by)
   local outer = self.filling
   self.filling = filled_by
   self.seg_h, self.seg_cmd, self.seg_itt = -1, 0, 0
   local ps = self.pdus[dir]
   local began_mid = ps:mid_pdu()
   local mid_slot = began_mid and self.current_slot[dir] and self.current_slot[dir].slot or 0
-  local events = ps:feed(bytes, seg.frame, seg.t)
+  local events = ps:feed(s, i, n, seg.frame, seg.t)
   -- the capture's snaplen cut this packet: the bytes exist, we just cannot see them
-  if #bytes < wire_len then ps:gap(wire_len - #bytes) end
+  if n < wire_len then ps:gap(wire_len - n) end
   self:on_pdus(dir, seg, events, began_mid, mid_slot)
   self.filling = outer
   local owner = self.current_slot[dir]
@@ -170,7 +170,11 @@ function Connection:on_pdu_end(dir, seg, ev)
       if #o >= 32 then table.remove(o, 1) end
       local fr, t = seg.frame, seg.t
       if ev.last_frame and ev.last_frame ~= 0 then fr, t = ev.last_frame, ev.last_t end
-      o[#o + 1] = { ev = ev, frame = fr, t = t }
+      local copy, bhs = {}, {}  -- (the stream refills its event records and headers)
+      for k, v in pairs(ev) do copy[k] = v end
+      for k, v in pairs(ev.bhs) do bhs[k] = v end
+      copy.bhs = bhs
+      o[#o + 1] = { ev = copy, frame = fr, t = t }
     end
     return
   end
@@ -395,4 +399,12 @@ function Connection:finish()
   self.rules:finish(self, self.max_outstanding, self.first_command_frame)
   self:session_id()  -- the engine's connection facts name a session even without a command
   self.finished = true  -- its facts are final (the engine's on_connection)
+  -- Its per-segment records (and the tables kept to refill them) are read no more, only the
+  -- flows' facts (session/facts.lua): freed, as the engine frees a finished connection's.
+  for d = 0, 1 do
+    local f = self.tcp.flow_[d]
+    f.ts_firsts, f.tsf_head, f.tsf_tail = {}, 1, 0
+    f.unacked, f.ua_head, f.ua_tail, f.ua_free, f.ua_free_n = {}, 1, 0, {}, 0
+    f.acks, f.ak_head, f.ak_tail, f.ak_free, f.ak_free_n = {}, 1, 0, {}, 0
+  end
 end

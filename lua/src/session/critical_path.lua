@@ -171,7 +171,7 @@ function Connection:analyse_path_event(dir, seg, slot, role, response, verdict)
     if solicited or (reply and c.r2ts > 0) then bd.r2t = bd.r2t + ms(crossing)
     else bd.request = bd.request + ms(crossing) end
   end
-  local wait_min = wait_min_ns(self.tcp:full_rtt_ns())
+  local wait_min = wait_min_ns(self.tcp.full_)
   local rest_ms = rest / 1e6
   local loss = c.loss_pending_ms < rest_ms and c.loss_pending_ms or rest_ms
   if loss > 0 then

@@ -9,7 +9,8 @@ PduStream.__index = PduStream
 local RECENT = 64
 
 function PduStream.new(from_initiator)
-  return setmetatable({ framer = Framer.new(from_initiator), events = {}, open = false,
+  return setmetatable({ framer = Framer.new(from_initiator), events = {}, starts = {}, ends = {}, n_start = 0,
+                        n_end = 0, open = false,
                         r_abs = {}, r_frame = {}, r_t = {}, r_count = 0, abs = 0, cur_frame = 0, cur_t = 0 },
                       PduStream)
 end
@@ -49,12 +50,28 @@ function PduStream:locate(off)
   return 0, 0
 end
 
-function PduStream:feed(bytes, frame, t)
-  self.events = {}
+-- s's n bytes from position i
+-- The events of one feed, lose or finish: one list and its records, refilled by the next (the
+-- receiver reads them before; what it keeps, it copies). The headers of the PDUs that ended go
+-- back to the framer, to be refilled.
+local function clear_events(self)
+  local ev = self.events
+  for k = #ev, 1, -1 do ev[k] = nil end
+  local ends, free = self.ends, self.framer.bhs_free
+  for k = 1, self.n_end do
+    local e = ends[k]
+    free[#free + 1] = e.bhs
+    e.bhs = nil
+  end
+  self.n_start, self.n_end = 0, 0
+end
+
+function PduStream:feed(s, i, n, frame, t)
+  clear_events(self)
   self.cur_frame, self.cur_t = frame, t
   self:remember(self.abs, frame, t)
-  self.framer:feed(bytes, self)
-  self.abs = self.abs + #bytes
+  self.framer:feed(s, i, n, self)
+  self.abs = self.abs + n
   return self.events
 end
 
@@ -66,20 +83,30 @@ end
 
 -- Bytes lost between segments: the events this gap ends (a PDU whose last bytes were lost).
 function PduStream:lose(lost)
-  self.events = {}
+  clear_events(self)
   self:gap(lost)
   return self.events
 end
 
 function PduStream:finish()
-  self.events = {}
+  clear_events(self)
   self.framer:finish(self)
   return self.events
 end
 
 function PduStream:on_pdu_start(b, first_abs)
   local ff, ft = self:locate(first_abs)
-  self.events[#self.events + 1] = { type = "start", bhs = b, first_frame = ff, first_t = ft }
+  local k = self.n_start + 1
+  self.n_start = k
+  local e = self.starts[k]
+  if not e then
+    e = { type = "start", bhs = b, first_frame = ff, first_t = ft }
+    self.starts[k] = e
+  else
+    e.bhs, e.first_frame, e.first_t = b, ff, ft
+  end
+  local ev = self.events
+  ev[#ev + 1] = e
   self.open = true
 end
 
@@ -88,9 +115,21 @@ function PduStream:on_pdu_end(b, first_abs, last_abs, kept, kept_truncated, data
   local ff, ft = self:locate(first_abs)
   -- The segment with the PDU's last byte: the status frame of a SCSI Response.
   local lf, lt = self:locate(last_abs)
-  self.events[#self.events + 1] = { type = "end", bhs = b, data = kept, kept_truncated = kept_truncated,
-    data_incomplete = data_incomplete, truncated = truncated, digest_bad = digest_bad,
-    first_frame = ff, first_t = ft, last_frame = lf, last_t = lt }
+  local k = self.n_end + 1
+  self.n_end = k
+  local e = self.ends[k]
+  if not e then
+    e = { type = "end", bhs = b, data = kept, kept_truncated = kept_truncated,
+      data_incomplete = data_incomplete, truncated = truncated, digest_bad = digest_bad,
+      first_frame = ff, first_t = ft, last_frame = lf, last_t = lt }
+    self.ends[k] = e
+  else
+    e.bhs, e.data, e.kept_truncated, e.data_incomplete, e.truncated, e.digest_bad = b, kept, kept_truncated,
+      data_incomplete, truncated, digest_bad
+    e.first_frame, e.first_t, e.last_frame, e.last_t = ff, ft, lf, lt
+  end
+  local ev = self.events
+  ev[#ev + 1] = e
   self.open = false
 end
 

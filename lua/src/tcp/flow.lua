@@ -43,10 +43,10 @@ function Flow.new()
     peer_wscale_known = false, peer_wscale_min = 0, peer_window_raw = 0, wscale_offered = -1, mss = 0,
     mss_from_syn = false, largest_payload = 0, full_min = 0, full_count = 0, aggregates = 0, aggregates_whole = 0, data_options_len = 0, has_small = false, last_small = nil,
     last_data_t = 0, last_data_frame = 0, has_last_data = false,
-    unacked = {}, ua_head = 1, ua_tail = 0, out_of_order = {}, out_of_order_count = 0, out_of_order_bytes = 0,
+    unacked = {}, ua_head = 1, ua_tail = 0, ua_free = {}, ua_free_n = 0, out_of_order = {}, out_of_order_count = 0, out_of_order_bytes = 0,
     hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0, acked_data_t = 0,
     acked_data_frame = 0, unseen_upto = 0, unseen_t = 0, unseen_frame = 0,
-    acks = {}, ak_head = 1, ak_tail = 0,
+    acks = {}, ak_head = 1, ak_tail = 0, ak_free = {}, ak_free_n = 0,
     -- this side's recent timestamps at first sight; its latest data segment's echo (engine: Flow)
     ts_firsts = {}, tsf_head = 1, tsf_tail = 0, last_payload_t = -math.huge,
     data_echo = 0, data_echo_seen = false, echo_moved_frame = 0,
@@ -122,6 +122,22 @@ function Flow:acked(ack, t, frame)
   return true
 end
 
+-- A queue's records head..tail moved to 1.. once more were dropped than are kept (or none is):
+-- the keys stay small, in Lua's array part, instead of advancing through its hash (a rehash, a
+-- new node array, every few records). Returns the new head and tail; indexes are read only within
+-- a call.
+local function compact(a, head, tail)
+  if head > tail then return 1, 0 end
+  if head <= 32 or head <= tail - head + 1 then return head, tail end
+  local n = 0
+  for i = head, tail do
+    n = n + 1
+    a[n] = a[i]
+    a[i] = nil
+  end
+  return 1, n
+end
+
 -- Trims the unacked records una covers (also a segment captured after the ACK that covers it;
 -- t and frame: that ACK's).
 function Flow:trim_acked(t, frame)
@@ -133,7 +149,11 @@ function Flow:trim_acked(t, frame)
     self.acked_data_t, self.acked_data_frame = r.t, r.frame
     u[self.ua_head] = nil
     self.ua_head = self.ua_head + 1
+    local n = self.ua_free_n + 1  -- to be refilled (tcp/tracker.lua)
+    self.ua_free[n] = r
+    self.ua_free_n = n
   end
+  self.ua_head, self.ua_tail = compact(u, self.ua_head, self.ua_tail)
   local r = self.ua_head <= self.ua_tail and u[self.ua_head]
   if r and r.s < ack and r.h and r.h >= 0 then self.acked_h, self.acked_cmd = r.h, r.cmd end
   local s = self.last_small
@@ -185,16 +205,33 @@ end
 -- The link this side's data crosses: the host pair's shared meter, else its own.
 function Flow:link_meter() return self.path or self.link end
 
-function Flow:record_ack(r, horizon)
+-- Returns the new record, for the caller to fill: one dropped here is refilled (no table per ACK;
+-- no record is kept past the call that reads it).
+function Flow:record_ack(horizon)
   local a = self.acks
+  local free, n = self.ak_free, self.ak_free_n
   -- the newest record older than the horizon stays: the edge in force until the next one
   while self.ak_head <= self.ak_tail and ((self.ak_head < self.ak_tail and a[self.ak_head + 1].t < horizon) or
         self.ak_tail - self.ak_head + 1 >= MAX_ACK_RECORDS) do
+    n = n + 1
+    free[n] = a[self.ak_head]
     a[self.ak_head] = nil
     self.ak_head = self.ak_head + 1
   end
+  self.ak_head, self.ak_tail = compact(a, self.ak_head, self.ak_tail)
+  local r
+  if n > 0 then
+    r = free[n]
+    free[n] = nil
+    n = n - 1
+  else
+    r = { ack = 0, t = 0, frame = 0, window = 0, h = -1, cmd = 0, data_t = 0, data_frame = 0, raw = 0, tsval = 0,
+          has_ts = false }
+  end
+  self.ak_free_n = n
   self.ak_tail = self.ak_tail + 1
   a[self.ak_tail] = r
+  return r
 end
 
 -- Index of the first unacknowledged record whose end is beyond v, or nil.
@@ -225,7 +262,7 @@ RttEstimate.__index = RttEstimate
 
 function RttEstimate.new()
   return setmetatable({ min_ = 0, known_ = false, handshake_ = false, released_ = false, samples_ = 0,
-                        clean_samples_ = 0, ring_ = 0, recent_ = {}, sorted_ = {} }, RttEstimate)
+                        clean_samples_ = 0, ring_ = 0, recent_ = {}, sorted_ = {}, nan_ = false }, RttEstimate)
 end
 
 -- A copy (the engine copies the value: a scout's estimate seeds a connection's).
@@ -252,30 +289,57 @@ function RttEstimate:sample(ns, from_handshake, clean)
   self:remember(ns)
 end
 -- A sample into the ring of the latest jitter_window, and into sorted_, the same values in
--- order: the one it replaces taken out, the new one put in place (no sort per sample).
+-- order. Once the ring is full the value it replaces is found by binary search and the new one
+-- moved from there to its place (consecutive samples are close: few moves); no sort per sample.
+local JITTER_WINDOW = RULES.jitter_window
 function RttEstimate:remember(ns)
-  local w = RULES.jitter_window
-  local k = self.ring_ % w + 1
+  local w = JITTER_WINDOW
+  local ring = self.ring_
+  local k = ring % w + 1
   local s = self.sorted_
-  local n = #s
-  if self.ring_ >= w then
+  if ring >= w and not self.nan_ and ns == ns then
     local old = self.recent_[k]
-    local i = n
-    while i > 0 and s[i] ~= old do i = i - 1 end
-    if i > 0 then  -- (always, but for a NaN, which equals nothing)
-      for j = i, n - 1 do s[j] = s[j + 1] end
-      s[n] = nil
-      n = n - 1
+    local lo, hi = 1, w
+    while lo < hi do
+      local mid = floor((lo + hi) / 2)
+      if s[mid] < old then lo = mid + 1 else hi = mid end
     end
+    local i = lo
+    if ns > old then
+      while i < w and s[i + 1] < ns do
+        s[i] = s[i + 1]
+        i = i + 1
+      end
+    else
+      while i > 1 and s[i - 1] > ns do
+        s[i] = s[i - 1]
+        i = i - 1
+      end
+    end
+    s[i] = ns
+  else
+    -- (filling, or after a NaN, which equals nothing and breaks the order: a scan)
+    if ns ~= ns then self.nan_ = true end
+    local n = #s
+    if ring >= w then
+      local old = self.recent_[k]
+      local i = n
+      while i > 0 and s[i] ~= old do i = i - 1 end
+      if i > 0 then
+        for j = i, n - 1 do s[j] = s[j + 1] end
+        s[n] = nil
+        n = n - 1
+      end
+    end
+    local i = n
+    while i > 0 and s[i] > ns do
+      s[i + 1] = s[i]
+      i = i - 1
+    end
+    s[i + 1] = ns
   end
-  local i = n
-  while i > 0 and s[i] > ns do
-    s[i + 1] = s[i]
-    i = i - 1
-  end
-  s[i + 1] = ns
   self.recent_[k] = ns
-  self.ring_ = self.ring_ + 1
+  self.ring_ = ring + 1
 end
 function RttEstimate:known() return self.known_ end
 function RttEstimate:ns() return self.known_ and self.min_ or 0 end

@@ -8,8 +8,8 @@
 -- The Receiver interface (engine: tcp::Receiver), methods of the object given as `r`:
 --   r:stream_from_syn(dir)                 a SYN starts dir's stream (it begins with a login)
 --   r:stream_without_syn(dir, seg)         dir's first bytes come without a SYN
---   r:deliver(dir, bytes, wire_len, seg, filled_by)
---       new bytes in order (wire_len > #bytes: cut by the snaplen); filled_by: the segment that
+--   r:deliver(dir, s, i, n, wire_len, seg, filled_by)
+--       new bytes in order: s's n bytes from position i (wire_len > n: cut by the snaplen); filled_by: the segment that
 --       filled the hole they waited behind. Returns the DeliveryTag as five values: owner (the
 --       command's slot, 0: none), owner_cmd (its first frame), h (its half trips, -1: none), cmd,
 --       itt.
@@ -27,56 +27,72 @@ local MAX_UNACKED_RECORDS = 65536  -- Tracker::kMaxUnackedRecords
 local UNSEEN = "acknowledged by the receiver but missing from the capture"
 local REORDER_WAIT_NS = RULES.reorder_wait_ms * 1e6
 local ECHO_KEEP_NS = RULES.echo_keep_ms * 1e6
+local ECHO_MAX = RULES.echo_records_max
 
 function Tracker.new(max_out_of_order_bytes)
   return setmetatable({ max_out_of_order_bytes_ = max_out_of_order_bytes,
     flow_ = { [0] = Flow.new(), [1] = Flow.new() },
     rtt_ = { [0] = RttEstimate.new(), [1] = RttEstimate.new() },  -- capture point <-> initiator, target
-    saw_syn_ = false, saw_synack_ = false, closed_ = false, syn_t_ = 0, synack_t_ = 0,
+    saw_syn_ = false, saw_synack_ = false, closed_ = false, syn_t_ = 0, synack_t_ = 0, full_ = 0,
     filling_ = nil }, Tracker)  -- filling_: while draining, the segment that filled the hole
 end
 
 function Tracker:flow(dir) return self.flow_[dir] end
 function Tracker:share_link(dir, path) self.flow_[dir].path = path end
 function Tracker:rtt(side_dir) return self.rtt_[side_dir] end
-function Tracker:seed_rtt(side_dir, scout) self.rtt_[side_dir] = scout:copy() end
-function Tracker:rtt_ns(side_dir) return self.rtt_[side_dir]:ns() end  -- capture point <-> that side
-function Tracker:full_rtt_ns()  -- both sides' rtt_ns, written out (called per segment)
-  local a, b = self.rtt_[0], self.rtt_[1]
-  return (a.known_ and a.min_ or 0) + (b.known_ and b.min_ or 0)
+-- full_: both sides' rtt_ns, read several times per segment: kept, and computed again wherever a
+-- sample may change it.
+local function refresh_full(t)
+  local a, b = t.rtt_[0], t.rtt_[1]
+  t.full_ = (a.known_ and a.min_ or 0) + (b.known_ and b.min_ or 0)
 end
+function Tracker:seed_rtt(side_dir, scout)
+  self.rtt_[side_dir] = scout:copy()
+  refresh_full(self)
+end
+function Tracker:rtt_ns(side_dir) return self.rtt_[side_dir]:ns() end  -- capture point <-> that side
+function Tracker:full_rtt_ns() return self.full_ end  -- (hot paths read full_ itself)
 function Tracker:saw_syn() return self.saw_syn_ end
 function Tracker:closed() return self.closed_ end
 
+-- (Both flows, the segment's fields read more than once and the rules' constants held in locals:
+-- this runs for every segment.)
+local ACK_KEEP_RTTS, ACK_KEEP_NS = RULES.ack_record_keep_rtts, RULES.ack_record_keep_ms * 1e6
 function Tracker:on_segment(seg, dir, r)
-  for d = 0, 1 do
-    local f = self.flow_[d]
-    if f.unseen_upto > f.next and seg.t - f.unseen_t > REORDER_WAIT_NS then self:declare_unseen(d, r) end
-  end
+  local flows = self.flow_
+  local f, other = flows[dir], flows[1 - dir]
+  local t = seg.t
+  local f0, f1 = flows[0], flows[1]
+  if f0.unseen_upto > f0.next and t - f0.unseen_t > REORDER_WAIT_NS then self:declare_unseen(0, r) end
+  if f1.unseen_upto > f1.next and t - f1.unseen_t > REORDER_WAIT_NS then self:declare_unseen(1, r) end
   local fl = seg.flags  -- FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10 (tested inline: once per segment)
   local syn, rst = fl % 4 >= 2, fl % 8 >= 4
-  local una_before = self.flow_[1 - dir].una
+  local una_before = other.una
   if syn then self:handshake(seg, dir, r) end
   -- a release's sample is given after the segment is judged: it may not bound its own release
-  local released = seg.has_ts and self:echo(seg, dir) or -1
-  if seg.wire_len > 0 then self.flow_[dir].last_payload_t = seg.t end
+  local has_ts = seg.has_ts
+  local released = has_ts and self:echo(seg, dir) or -1
+  local wire_len = seg.wire_len
+  if wire_len > 0 then f.last_payload_t = t end
   if fl % 32 >= 16 then self:ack(seg, dir, r) end
-  if seg.wire_len > 0 and not syn then self:payload(seg, dir, r) end
-  if released >= 0 then self.rtt_[dir]:released(released) end
-  local f = self.flow_[dir]
+  if wire_len > 0 and not syn then self:payload(seg, dir, r) end
+  if released >= 0 then
+    self.rtt_[dir]:released(released)
+    refresh_full(self)
+  end
   if fl % 2 == 1 or rst then
     f.fin_seen = true
-    if rst or self.flow_[1 - dir].fin_seen then self.closed_ = true end
+    if rst or other.fin_seen then self.closed_ = true end
   end
   -- The window this side advertises limits what the other side may send. Its scale is known from
   -- both SYNs (0 when either lacks the option); else the least the data in flight proves.
-  local other = self.flow_[1 - dir]
   local raw = seg.window
   local win = raw
   local scale_known = f.syn_seen and other.syn_seen
   if not syn then
-    if scale_known and f.wscale_offered >= 0 and other.wscale_offered >= 0 then
-      win = raw * 2 ^ (f.wscale_offered < 14 and f.wscale_offered or 14)
+    local offered = f.wscale_offered
+    if scale_known and offered >= 0 and other.wscale_offered >= 0 then
+      win = raw * 2 ^ (offered < 14 and offered or 14)
     elseif not scale_known then
       win = raw * 2 ^ other.peer_wscale_min
     end
@@ -93,11 +109,11 @@ function Tracker:on_segment(seg, dir, r)
   other.peer_window_known = true
   if other.una_known and (other.una ~= una_before or window_changed or other.ak_tail < other.ak_head) then
     -- what a hold's release may be matched against (rules/holds.lua)
-    other:record_ack({ ack = other.una, t = seg.t, frame = seg.frame, window = win, h = other.acked_h,
-                       cmd = other.acked_cmd, data_t = other.acked_data_t,
-                       data_frame = other.acked_data_frame, raw = raw, tsval = seg.tsval or 0,
-                       has_ts = seg.has_ts or false },
-                     seg.t - RULES.ack_record_keep_rtts * self:full_rtt_ns() - RULES.ack_record_keep_ms * 1e6)
+    local rec = other:record_ack(t - ACK_KEEP_RTTS * self.full_ - ACK_KEEP_NS)
+    rec.ack, rec.t, rec.frame, rec.window, rec.h, rec.cmd = other.una, t, seg.frame, win, other.acked_h,
+                                                            other.acked_cmd
+    rec.data_t, rec.data_frame, rec.raw = other.acked_data_t, other.acked_data_frame, raw
+    rec.tsval, rec.has_ts = seg.tsval or 0, has_ts or false
   end
 end
 
@@ -120,6 +136,7 @@ function Tracker:handshake(seg, dir, r)
     self.saw_synack_ = true
     self.synack_t_ = seg.t
     self.rtt_[1]:sample(seg.t - self.syn_t_, true)
+    refresh_full(self)
   end
 end
 
@@ -128,14 +145,22 @@ end
 -- segment a pure ACK, a release: a round-trip sample (-1: none).
 function Tracker:echo(seg, dir)
   local f = self.flow_[dir]
-  if f.tsf_tail < f.tsf_head or f.ts_firsts[f.tsf_tail].val ~= seg.tsval then
-    while f.tsf_head <= f.tsf_tail and (f.tsf_tail - f.tsf_head + 1 >= RULES.echo_records_max or
-          f.ts_firsts[f.tsf_head].t < seg.t - ECHO_KEEP_NS) do
-      f.ts_firsts[f.tsf_head] = nil
+  -- (a ring of echo_records_max slots: record i at (i - 1) % ECHO_MAX + 1, its table refilled
+  -- when the slot comes round again; keys stay in Lua's array part, no rehash as they advance)
+  local ring = f.ts_firsts
+  if f.tsf_tail < f.tsf_head or ring[(f.tsf_tail - 1) % ECHO_MAX + 1].val ~= seg.tsval then
+    while f.tsf_head <= f.tsf_tail and (f.tsf_tail - f.tsf_head + 1 >= ECHO_MAX or
+          ring[(f.tsf_head - 1) % ECHO_MAX + 1].t < seg.t - ECHO_KEEP_NS) do
       f.tsf_head = f.tsf_head + 1
     end
     f.tsf_tail = f.tsf_tail + 1
-    f.ts_firsts[f.tsf_tail] = { val = seg.tsval, t = seg.t, pure = seg.wire_len == 0 }
+    local k = (f.tsf_tail - 1) % ECHO_MAX + 1
+    local rec = ring[k]
+    if rec then
+      rec.val, rec.t, rec.pure = seg.tsval, seg.t, seg.wire_len == 0
+    else
+      ring[k] = { val = seg.tsval, t = seg.t, pure = seg.wire_len == 0 }
+    end
   end
   if seg.wire_len == 0 or not hasbit(seg.flags, 0x10) then return -1 end
   if f.data_echo_seen then
@@ -146,7 +171,7 @@ function Tracker:echo(seg, dir)
   f.data_echo_seen, f.data_echo = true, seg.tsecr
   local peer = self.flow_[1 - dir]
   for i = peer.tsf_tail, peer.tsf_head, -1 do
-    local e = peer.ts_firsts[i]
+    local e = peer.ts_firsts[(i - 1) % ECHO_MAX + 1]
     if e.val == seg.tsecr then
       -- not when the peer sent data since: this may answer that data after a think time
       if e.pure and peer.last_payload_t < e.t then return seg.t - e.t end
@@ -161,8 +186,12 @@ function Tracker:ack(seg, dir, r)
   if not peer.started then return end
   if self.saw_synack_ and dir == 0 and not self.rtt_[0].handshake_ and not hasbit(seg.flags, 0x02) then
     self.rtt_[0]:sample(seg.t - self.synack_t_, true)
+    refresh_full(self)
   end
-  local ack = peer:unwrap(seg.ack)
+  local ref = peer.ref  -- (Flow:unwrap, written out: per segment)
+  local ack = (seg.ack - ref % TWO32) % TWO32
+  if ack >= 2147483648 then ack = ack - TWO32 end
+  ack = ref + ack
   if ack > peer.max_end + 1073741824 then return end  -- nonsense ack
   if peer.fin_seen and ack == peer.next + 1 then ack = peer.next end  -- the FIN's sequence number
   -- An ACK for the segment that ended exactly here: a round-trip sample for this side.
@@ -170,7 +199,10 @@ function Tracker:ack(seg, dir, r)
     -- Records end in increasing order (each carries new data): a binary search, not a scan.
     local k = peer:first_unacked_ending_after(ack - 1)
     local s = k and peer.unacked[k]
-    if s and s.e == ack then self.rtt_[dir]:sample(seg.t - s.t, false, seg.wire_len == 0) end
+    if s and s.e == ack then
+      self.rtt_[dir]:sample(seg.t - s.t, false, seg.wire_len == 0)
+      refresh_full(self)
+    end
   end
   if ack > peer.next and peer.started then
     -- The receiver has bytes the capture has not shown: missing at the capture point. Unless they
@@ -186,8 +218,8 @@ function Tracker:ack(seg, dir, r)
   end
   local before = peer.una_known and peer.una or ack
   if peer:acked(ack, seg.t, seg.frame) then
-    peer.link:advanced(ack - before, seg.t, self:full_rtt_ns())
-    if peer.path then peer.path:advanced(ack - before, seg.t, self:full_rtt_ns()) end
+    peer.link:advanced(ack - before, seg.t, self.full_)
+    if peer.path then peer.path:advanced(ack - before, seg.t, self.full_) end
   end
 end
 
@@ -206,7 +238,10 @@ function Tracker:payload(seg, dir, r)
   end
   f.largest_payload = f.largest_payload > len and f.largest_payload or len
   if seg.options_len and seg.options_len ~= 0 then f.data_options_len = seg.options_len end
-  local start = f:unwrap(seg.seq)
+  local ref = f.ref  -- (Flow:unwrap, written out: per segment)
+  local start = (seg.seq - ref % TWO32) % TWO32
+  if start >= 2147483648 then start = start - TWO32 end
+  start = ref + start
   local e = start + len
   -- Acknowledged bytes still unseen when the sender's next data comes past them: missing.
   if start > f.next and f.unseen_upto > f.next then self:declare_unseen(dir, r) end
@@ -225,9 +260,9 @@ function Tracker:payload(seg, dir, r)
       f.out_of_order[start] = held
       f.out_of_order_count = f.out_of_order_count + 1
     end
-    if #held.bytes < #seg.payload then
-      f.out_of_order_bytes = f.out_of_order_bytes + #seg.payload - #held.bytes
-      held.bytes, held.t, held.frame = seg.payload, seg.t, seg.frame
+    if #held.bytes < seg.pay_len then
+      f.out_of_order_bytes = f.out_of_order_bytes + seg.pay_len - #held.bytes
+      held.bytes, held.t, held.frame = payload_of(seg), seg.t, seg.frame
     end
     f.max_end = max(f.max_end, e)
     f:move_ref(e)
@@ -246,29 +281,46 @@ function Tracker:payload(seg, dir, r)
   end
   if f.out_of_order_count > 0 then r:hole_filled(dir, seg, f.hole_since) end
   -- Overlap with bytes already delivered is trimmed; the rest is new, in order.
+  -- (the new bytes by position in the frame's string: n from the payload's byte skip + 1)
   local skip = f.next - start
-  local bytes = seg.payload
+  local n = seg.pay_len
   local wire_rest = len - skip
-  if skip >= #bytes then bytes = "" elseif skip > 0 then bytes = bytes:sub(skip + 1) end
-  if #bytes < wire_rest then f.bytes_missing = f.bytes_missing + wire_rest - #bytes end  -- the snaplen
+  n = skip >= n and 0 or n - skip
+  if n < wire_rest then f.bytes_missing = f.bytes_missing + wire_rest - n end  -- the snaplen
   f.next = f.next + wire_rest  -- before delivery: a status delivered now is settled against this position
-  f:move_ref(f.next)
-  local owner, owner_cmd, h, cmd, itt = r:deliver(dir, bytes, wire_rest, seg, self.filling_)
+  f.ref = f.next  -- (Flow:move_ref)
+  local owner, owner_cmd, h, cmd, itt = r:deliver(dir, seg.pkt, seg.pay + skip, n, wire_rest, seg, self.filling_)
   -- owner_cmd: which command held the slot then (a slot is reused once its command is released).
-  -- (One constructor: the record's table is sized once; s and e: start and end, a Lua keyword.)
-  local rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = owner, owner_cmd = owner_cmd,
-                small = f:is_small(len), h = h, cmd = cmd, itt = itt }
+  -- (s and e: start and end, a Lua keyword.) Records acknowledged are taken again from the
+  -- flow's free list and refilled: no table per segment.
+  local small = f:is_small(len)
   if f.ua_tail - f.ua_head + 1 < MAX_UNACKED_RECORDS then
+    local n, rec = f.ua_free_n
+    if n > 0 then
+      rec = f.ua_free[n]
+      f.ua_free[n] = nil
+      f.ua_free_n = n - 1
+      rec.s, rec.e, rec.t, rec.frame, rec.owner, rec.owner_cmd = start, e, seg.t, seg.frame, owner, owner_cmd
+      rec.small, rec.h, rec.cmd, rec.itt = small, h, cmd, itt
+    else
+      rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = owner, owner_cmd = owner_cmd,
+              small = small, h = h, cmd = cmd, itt = itt }
+    end
     f.ua_tail = f.ua_tail + 1
     f.unacked[f.ua_tail] = rec
   else
     r:unacked_cap_hit(dir, seg.frame, MAX_UNACKED_RECORDS)
   end
   if f.una_known and f.una >= e then f:trim_acked(f.unseen_t, f.unseen_frame) end  -- its ACK came first
-  if rec.small then
+  if small then
+    -- (one record per flow, refilled: holds read it, none keeps it)
+    local ls = f.last_small
+    if not ls then
+      ls = {}
+      f.last_small = ls
+    end
+    ls.e, ls.t, ls.frame, ls.h, ls.cmd, ls.acked, ls.ack_t, ls.ack_frame = e, seg.t, seg.frame, h, cmd, false, 0, 0
     f.has_small = true
-    f.last_small = { e = e, t = seg.t, frame = seg.frame, h = rec.h, cmd = rec.cmd, acked = false,
-                     ack_t = 0, ack_frame = 0 }
   end
   f.max_end = f.max_end > e and f.max_end or e
   Tracker.infer_window_scale(f)
@@ -304,12 +356,12 @@ function Tracker:drain_out_of_order(dir, seg, r)
     local e = start + #held.bytes
     if e > f.next then
       local skip = f.next - start
-      local bytes = held.bytes:sub(skip + 1)
+      local n = #held.bytes - skip
       -- seq: where the delivered bytes start (holds compare it with an edge)
-      local s = { frame = held.frame, t = held.t, wire_len = #bytes, flags = seg.flags, seq = f.next % TWO32 }
-      f.next = f.next + #bytes
+      local s = { frame = held.frame, t = held.t, wire_len = n, flags = seg.flags, seq = f.next % TWO32 }
+      f.next = f.next + n
       f:move_ref(f.next)
-      r:deliver(dir, bytes, #bytes, s, self.filling_)
+      r:deliver(dir, held.bytes, skip + 1, n, n, s, self.filling_)
     end
   end
   self.filling_ = outer
@@ -343,7 +395,12 @@ function Tracker:resend(dir, seg, start, e, r)
   if k then
     for j = k, min(k + 7, f.ua_tail) do
       local s = f.unacked[j]
-      if s.s <= start then orig = s break end
+      if s.s <= start then
+        -- a copy: the record is refilled once acknowledged, the rules may keep this
+        orig = { s = s.s, e = s.e, t = s.t, frame = s.frame, owner = s.owner, owner_cmd = s.owner_cmd,
+                 small = s.small, h = s.h, cmd = s.cmd, itt = s.itt }
+        break
+      end
     end
   end
   if f.una_known and e <= f.una and not orig then return end  -- spurious, already acknowledged
