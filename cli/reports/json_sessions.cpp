@@ -43,8 +43,7 @@ public:
   explicit Obj(OutBuf& o) : o_(o) { o_ += '{'; }
   void close() { o_ += '}'; }
   OutBuf& key(std::string_view k) {
-    if (!first_) o_ += ',';
-    first_ = false;
+    next();
     o_ += '"';
     o_ += k;
     o_ += "\":";
@@ -52,8 +51,7 @@ public:
   }
   // A key from the capture (a negotiated key's name), escaped as a string is.
   OutBuf& any_key(std::string_view k) {
-    if (!first_) o_ += ',';
-    first_ = false;
+    next();
     write_dumped_string(o_, k);
     o_ += ':';
     return o_;
@@ -86,6 +84,10 @@ public:
   }
 
 private:
+  void next() {  // a comma before every member but the first
+    if (!first_) o_ += ',';
+    first_ = false;
+  }
   OutBuf& o_;
   bool first_ = true;
 };
@@ -177,7 +179,7 @@ void write_connection(OutBuf& o, const ConnectionInfo& c) {
 
 }  // namespace
 
-void write_sessions(OutBuf& out, const CaptureResult& r, const SessionsStyle& style, bool& first) {
+void write_sessions(OutBuf& out, const CaptureResult& r, const SessionsStyle& style) {
   // Sessions as the engine knows them, plus any connection whose session it did not list.
   std::vector<SessionInfo> sessions = r.sessions;
   const std::unordered_set<uint32_t> listed = connections_in_sessions(sessions);
@@ -206,8 +208,7 @@ void write_sessions(OutBuf& out, const CaptureResult& r, const SessionsStyle& st
       }
     const ConnectionInfo* lead = conns.empty() ? nullptr : conns.front();
 
-    if (!style.jsonl_path && !first) out += ',';
-    first = false;
+    if (!style.jsonl_path && out.size()) out += ',';
     Obj j(out);
     j.num("capture", r.index);
     {

@@ -17,9 +17,9 @@ struct SessionsStyle {
   const std::string* jsonl_path = nullptr;
 };
 
-// Each session as one object, with its `capture` (r.index); in JSON, a comma before each but the
-// first (`first` is set false after one is written).
-void write_sessions(OutBuf& out, const CaptureResult& r, const SessionsStyle& style, bool& first);
+// Each session as one object, with its `capture` (r.index), appended to `out`; in JSON, which
+// `out` holds the sessions of, a comma before each unless `out` is empty.
+void write_sessions(OutBuf& out, const CaptureResult& r, const SessionsStyle& style);
 
 // A string as nlohmann's dump writes it (error_handler_t::replace, no ASCII escapes).
 void write_dumped_string(OutBuf& out, std::string_view s);

@@ -260,7 +260,7 @@ public:
     captures_.push_back(std::move(c));
     examples_.add(r);
     if (r.summary) {
-      write_sessions(sessions_, r, {}, sessions_first_);
+      write_sessions(sessions_, r, {});
       size_t kept = 0;
       for (const Notice& n : r.summary->notices()) {
         if (kept++ == kNoticesKeptPerCapture) break;
@@ -318,7 +318,6 @@ private:
   ReportOptions opt_;
   nlohmann::json captures_ = nlohmann::json::array();
   OutBuf sessions_;  // the sessions' objects, comma-separated (json_sessions.hpp)
-  bool sessions_first_ = true;
   nlohmann::json notices_ = nlohmann::json::array();
   AdviceExamples examples_;
 };

@@ -108,8 +108,7 @@ public:
     };
     if (r.summary) {
       OutBuf text;
-      bool first = true;
-      write_sessions(text, r, {&r.path}, first);
+      write_sessions(text, r, {&r.path});
       std::fwrite(text.data(), 1, text.size(), out);
       for (const Notice& n : r.summary->notices()) {
         nlohmann::json j = record("notice");

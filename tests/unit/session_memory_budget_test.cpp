@@ -24,16 +24,22 @@ void answered_read(Wire& w, int64_t t0) {
   w.ack(true, t0 + 3 * kMs + 10'000);
 }
 
+// n 4 KiB READs one at a time, ITTs from `itt`, the k-th sent at from + k * every and answered
+// 1 ms later.
+void reads(Wire& w, uint32_t itt, uint32_t n, int64_t from, int64_t every) {
+  for (uint32_t k = 0; k < n; ++k) {
+    const int64_t t = from + k * every;
+    w.data(true, t, read10(itt + k, 4096));
+    w.data(false, t + 1 * kMs, data_in(itt + k, 4096, true));
+    w.ack(true, t + 1 * kMs + 10'000);
+  }
+}
+
 // Eight READs one at a time (serialized, docs/rules.md) from 2 ms, then the initiator's FIN at
 // 20 ms, acknowledged at 21 ms: half-closed.
 void serialized_then_half_closed(Wire& w) {
   w.handshake(0, 1 * kMs, 10'000);
-  for (uint32_t k = 0; k < 8; ++k) {
-    const int64_t t = (2 + 2 * k) * kMs;
-    w.data(true, t, read10(10 + k, 4096));
-    w.data(false, t + 1 * kMs, data_in(10 + k, 4096, true));
-    w.ack(true, t + 1 * kMs + 10'000);
-  }
+  reads(w, 10, 8, 2 * kMs, 2 * kMs);
   w.fin(true, 20 * kMs);
   w.ack(false, 21 * kMs);
 }
@@ -52,15 +58,31 @@ Options with_budget(size_t bytes) {
   return o;
 }
 
+// A scenario run on one connection without a budget and with a roomy one (64 MiB), each checked by
+// `run(budget, recorder, analyzer, wire)`: a budget that is not short must change nothing.
+template <typename Run>
+void without_and_with_a_budget(Run run) {
+  for (size_t budget : {size_t(0), size_t(64) << 20}) {
+    Recorder rec;
+    Analyzer an(with_budget(budget), rec);
+    Wire w(an);
+    run(budget, rec, an, w);
+  }
+}
+
+// answered_read from 0, then the target's FIN at 4 ms, acknowledged: half-closed.
+void answered_then_half_closed(Wire& w) {
+  answered_read(w, 0);
+  w.fin(false, 4 * kMs);
+  w.ack(true, 4 * kMs + 10'000);
+}
+
 }  // namespace
 
 // Closed with FIN both ways, each acknowledged, its command reported: finished on the final ACK,
 // not a second later; a FIN resent after that still counts in its frames, as it did before.
 TEST(SessionMemoryBudget, ClosedConnectionRetiredOnItsFinalAck) {
-  for (size_t budget : {size_t(0), size_t(64) << 20}) {
-    Recorder rec;
-    Analyzer an(with_budget(budget), rec);
-    Wire w(an);
+  without_and_with_a_budget([](size_t budget, Recorder& rec, Analyzer& an, Wire& w) {
     answered_then_closed(w);
     EXPECT_EQ(rec.connections.size(), budget ? 1u : 0u) << budget;  // without a budget: its linger (1 s)
     w.send(false, 300 * kMs, tcp_flag::fin | tcp_flag::ack, {});   // resent
@@ -71,7 +93,7 @@ TEST(SessionMemoryBudget, ClosedConnectionRetiredOnItsFinalAck) {
     ASSERT_EQ(conns.size(), 1u);
     EXPECT_EQ(conns[0].frames, 12u) << budget;  // 3 handshake, 4 the READ, 4 the close, 1 resent
     EXPECT_EQ(an.evictions().connections, 0u);
-  }
+  });
 }
 
 // Half-closed (the initiator's FIN acknowledged, the target's never seen): finished once 4 round
@@ -186,10 +208,7 @@ TEST(SessionMemoryBudget, HalfClosedVerdictSaidInTheOrderWithoutABudget) {
 // Closed both ways, then a SYN-ACK on its 4-tuple while it lingers (the SYN not captured): it
 // answers a new connection's SYN (RFC 9293 §3.5), whose command is a new connection's.
 TEST(SessionMemoryBudget, SynAckAfterTheCloseStartsANewConnection) {
-  for (size_t budget : {size_t(0), size_t(64) << 20}) {
-    Recorder rec;
-    Analyzer an(with_budget(budget), rec);
-    Wire w(an);
+  without_and_with_a_budget([](size_t budget, Recorder& rec, Analyzer& an, Wire& w) {
     answered_then_closed(w);
     w.isn(true, 0x40000001u);  // the new SYN's sequence number + 1: that SYN is not captured
     w.isn(false, 0x7000);
@@ -206,60 +225,37 @@ TEST(SessionMemoryBudget, SynAckAfterTheCloseStartsANewConnection) {
     EXPECT_TRUE(rec.commands[1].completed);
     EXPECT_NE(rec.commands[1].connection, rec.commands[0].connection);
     EXPECT_EQ(an.connections().size(), 2u);
-  }
+  });
 }
 
 // A FIN, then the conversation goes on (data both ways, each pause shorter than 4 round trips):
 // not retired while it does, so every command is reported, as without a budget.
 TEST(SessionMemoryBudget, HalfClosedNotRetiredWhileDataFlows) {
-  for (size_t budget : {size_t(0), size_t(64) << 20}) {
-    Recorder rec;
-    Analyzer an(with_budget(budget), rec);
-    Wire w(an);
-    answered_read(w, 0);
-    w.fin(false, 4 * kMs);
-    w.ack(true, 4 * kMs + 10'000);
-    for (uint32_t k = 0; k < 10; ++k) {  // 2 ms apart: the round trip is 1.01 ms
-      const int64_t t = (5 + 2 * k) * kMs;
-      w.data(true, t, read10(20 + k, 4096));
-      w.data(false, t + 1 * kMs, data_in(20 + k, 4096, true));
-      w.ack(true, t + 1 * kMs + 10'000);
-    }
+  without_and_with_a_budget([](size_t budget, Recorder& rec, Analyzer& an, Wire& w) {
+    answered_then_half_closed(w);
+    reads(w, 20, 10, 5 * kMs, 2 * kMs);  // 2 ms apart: the round trip is 1.01 ms
     an.finish();
     EXPECT_EQ(rec.commands.size(), 11u) << budget;
     ASSERT_EQ(an.connections().size(), 1u);
     EXPECT_EQ(an.connections()[0].commands, 11u) << budget;
-  }
+  });
 }
 
 // Data from a side after its own FIN (a damaged capture: no peer sends past its FIN, RFC 9293
 // §3.6): that FIN was not its end, so a pause of many round trips does not retire it.
 TEST(SessionMemoryBudget, DataAfterItsOwnFinKeepsItOpen) {
-  for (size_t budget : {size_t(0), size_t(64) << 20}) {
-    Recorder rec;
-    Analyzer an(with_budget(budget), rec);
-    Wire w(an);
-    answered_read(w, 0);
-    w.fin(false, 4 * kMs);
-    w.ack(true, 4 * kMs + 10'000);
-    for (uint32_t k = 0; k < 5; ++k) {  // 10 ms apart: 10 round trips
-      const int64_t t = (5 + 10 * k) * kMs;
-      w.data(true, t, read10(20 + k, 4096));
-      w.data(false, t + 1 * kMs, data_in(20 + k, 4096, true));
-      w.ack(true, t + 1 * kMs + 10'000);
-    }
+  without_and_with_a_budget([](size_t budget, Recorder& rec, Analyzer& an, Wire& w) {
+    answered_then_half_closed(w);
+    reads(w, 20, 5, 5 * kMs, 10 * kMs);  // 10 ms apart: 10 round trips
     an.finish();
     EXPECT_EQ(rec.commands.size(), 6u) << budget;
-  }
+  });
 }
 
 // After an RST, what the peer had in flight still reaches the capture point: a PDU that comes
 // after it is the connection's, with a budget as without one.
 TEST(SessionMemoryBudget, PeerDataInFlightAfterAnRst) {
-  for (size_t budget : {size_t(0), size_t(64) << 20}) {
-    Recorder rec;
-    Analyzer an(with_budget(budget), rec);
-    Wire w(an);
+  without_and_with_a_budget([](size_t budget, Recorder& rec, Analyzer& an, Wire& w) {
     answered_read(w, 0);
     w.send(true, 4 * kMs, tcp_flag::rst | tcp_flag::ack, {});
     iscsi::Bhs nop;  // NOP-In (RFC 7143 §11.19), sent before the RST reached the target
@@ -272,7 +268,7 @@ TEST(SessionMemoryBudget, PeerDataInFlightAfterAnRst) {
     ASSERT_EQ(an.connections().size(), 1u);
     EXPECT_EQ(an.connections()[0].pdus, 3u) << budget;  // the READ, its Data-In, the NOP-In
     EXPECT_EQ(an.connections()[0].frames, 10u) << budget;
-  }
+  });
 }
 
 // Half-closed and retired, then the other side's FIN: closed from then, so what it held is said
