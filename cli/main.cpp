@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
   const std::function<int()> subcommands[] = {add_ladder_command(app), add_diff_command(app),
                                              add_probe_command(app, report)};
   app.set_version_flag("--version", std::string("iscsi-doctor ") + ISCSI_DOCTOR_VERSION +
-                                        (wiretap_available() ? " (libwiretap " + wiretap_version() + ")" : ""));
+                                        (wiretap_built() ? " (libwiretap " + wiretap_version() + ")" : ""));
 
 
   if (const auto code = parse_command_line(app, argc, argv)) return *code;

@@ -34,19 +34,26 @@
 #include "options.hpp"
 #include "commands/analyse.hpp"
 #include "commands/report_command.hpp"
+#include "input/optional_module.hpp"
 
-// Last: libiscsi 1.20's scsi-lowlevel.h defines a static_assert macro (for C), which would break
-// every C++ header after it.
-extern "C" {
-#include <iscsi/iscsi.h>
-#include <iscsi/scsi-lowlevel.h>
-}
-#undef static_assert
+// Last: see libiscsi.hpp.
+#include "commands/libiscsi.hpp"
 
 namespace iscsi_doctor::cli {
+
+const Libiscsi* libiscsi(std::string& why) {
+  using Entry = const Libiscsi* (*)();
+  const auto entry = reinterpret_cast<Entry>(optional_module_symbol("libiscsi", ISCSI_DOCTOR_LIBISCSI_MODULE, why));
+  return entry ? entry() : nullptr;
+}
+
 namespace {
 
 constexpr const char* kDefaultInitiator = "iqn.2026-11.org.iscsi-doctor:probe";
+
+// libiscsi, loaded by run_probe before any call.
+const Libiscsi* g_libiscsi = nullptr;
+const Libiscsi& L() { return *g_libiscsi; }
 
 struct Step {
   bool write;
@@ -190,13 +197,13 @@ void completed(iscsi_context* iscsi, int status, void* command_data, void* priva
   auto* task = static_cast<scsi_task*>(command_data);
   --run->in_flight;
   if (status != SCSI_STATUS_GOOD && run->failed++ == 0) {
-    run->first_error = iscsi_get_error(iscsi);
+    run->first_error = L().iscsi_get_error(iscsi);
     if (task && task->status == SCSI_STATUS_CHECK_CONDITION)
       run->first_error = fmt::format("{}, {} ({})", scsi::status_name(SCSI_STATUS_CHECK_CONDITION),
                                      scsi::sense_key_name(uint8_t(task->sense.key)),
                                      scsi_asc_words(task->sense.ascq));
   }
-  if (task) scsi_free_scsi_task(task);
+  if (task) L().scsi_free_scsi_task(task);
 }
 
 // Ctrl-C or SIGTERM stops the battery and the report covers what ran; a second one ends the probe
@@ -216,11 +223,11 @@ constexpr const char* kInterrupted = "interrupted (Ctrl-C or SIGTERM)";
 std::string service_once(iscsi_context* iscsi, Capture& cap, std::chrono::steady_clock::time_point deadline,
                          std::chrono::seconds limit) {
   if (g_probe_signal) return kInterrupted;
-  pollfd pf[2] = {{iscsi_get_fd(iscsi), short(iscsi_which_events(iscsi)), 0}, {cap.fd(), POLLIN, 0}};
+  pollfd pf[2] = {{L().iscsi_get_fd(iscsi), short(L().iscsi_which_events(iscsi)), 0}, {cap.fd(), POLLIN, 0}};
   if (poll(pf, 2, 100) < 0 && errno != EINTR) return fmt::format("poll: {}", std::strerror(errno));
   if (pf[1].revents) cap.drain();
-  if (iscsi_service(iscsi, pf[0].revents) < 0)
-    return fmt::format("connection failed: {}", iscsi_get_error(iscsi));
+  if (L().iscsi_service(iscsi, pf[0].revents) < 0)
+    return fmt::format("connection failed: {}", L().iscsi_get_error(iscsi));
   if (std::chrono::steady_clock::now() > deadline) return fmt::format("no answer within {} s", limit.count());
   return {};
 }
@@ -246,7 +253,7 @@ struct Pending {
   Pending& operator=(const Pending&) = delete;
   ~Pending() { reset(); }
   void reset() {
-    if (task) scsi_free_scsi_task(task);
+    if (task) L().scsi_free_scsi_task(task);
     task = nullptr;
     done = false;
     status = 0;
@@ -264,20 +271,20 @@ struct Pending {
 // whose state is lost when a login is abandoned. Empty on success.
 std::string login(iscsi_context* iscsi, const std::string& portal, int lun, Capture& cap, Pending& p) {
   const auto wait = [&](int queued) {
-    if (queued != 0) return std::string(iscsi_get_error(iscsi));
+    if (queued != 0) return std::string(L().iscsi_get_error(iscsi));
     if (std::string e = serve(
             iscsi, cap, [&] { return p.done; }, std::chrono::seconds(60));
         !e.empty())
       return e;
-    return p.status == 0 || p.task ? std::string() : std::string(iscsi_get_error(iscsi));
+    return p.status == 0 || p.task ? std::string() : std::string(L().iscsi_get_error(iscsi));
   };
   p.reset();
-  if (std::string e = wait(iscsi_connect_async(iscsi, portal.c_str(), Pending::cb, &p)); !e.empty()) return e;
+  if (std::string e = wait(L().iscsi_connect_async(iscsi, portal.c_str(), Pending::cb, &p)); !e.empty()) return e;
   p.reset();
-  if (std::string e = wait(iscsi_login_async(iscsi, Pending::cb, &p)); !e.empty()) return e;
+  if (std::string e = wait(L().iscsi_login_async(iscsi, Pending::cb, &p)); !e.empty()) return e;
   for (int i = 0; i < 10; ++i) {
     p.reset();
-    if (!iscsi_testunitready_task(iscsi, lun, Pending::cb, &p)) return iscsi_get_error(iscsi);
+    if (!L().iscsi_testunitready_task(iscsi, lun, Pending::cb, &p)) return L().iscsi_get_error(iscsi);
     if (std::string e = wait(0); !e.empty()) return e;
     if (!(p.task && p.task->status == SCSI_STATUS_CHECK_CONDITION &&
           p.task->sense.key == SCSI_SENSE_UNIT_ATTENTION))
@@ -299,11 +306,11 @@ std::string run_step(Run& run, int lun, const Step& s, uint32_t block, uint64_t 
     while (run.in_flight < s.queue_depth && issued < s.commands) {
       if (cursor + blocks - 1 > last) cursor = first;
       scsi_task* t =
-          s.write ? iscsi_write16_task(run.iscsi, lun, cursor, const_cast<unsigned char*>(zeros.data()),
+          s.write ? L().iscsi_write16_task(run.iscsi, lun, cursor, const_cast<unsigned char*>(zeros.data()),
                                        s.bytes, int(block), 0, 0, 0, 0, 0, completed, &run)
-                  : iscsi_read16_task(run.iscsi, lun, cursor, s.bytes, int(block), 0, 0, 0, 0, 0, completed,
+                  : L().iscsi_read16_task(run.iscsi, lun, cursor, s.bytes, int(block), 0, 0, 0, 0, 0, completed,
                                       &run);
-      if (!t) return fmt::format("cannot queue a command: {}", iscsi_get_error(run.iscsi));
+      if (!t) return fmt::format("cannot queue a command: {}", L().iscsi_get_error(run.iscsi));
       cursor += blocks;
       ++run.in_flight;
       ++issued;
@@ -358,22 +365,25 @@ int run_probe(const ProbeArgs& args, ReportCommand& report) {
   if (allow_write && !have_range)
     return fail("--allow-write needs --lba-range: the blocks the writes may overwrite");
 
+  std::string no_libiscsi;
+  if (!(g_libiscsi = libiscsi(no_libiscsi))) return fail("libiscsi not available: " + no_libiscsi);
+
   Pending pending;  // declared before the context's closer: outlives any callback it makes
-  iscsi_context* iscsi = iscsi_create_context(initiator.c_str());
+  iscsi_context* iscsi = L().iscsi_create_context(initiator.c_str());
   if (!iscsi) return fail("libiscsi could not make a context");
   struct Closer {
     iscsi_context* c;
-    ~Closer() { iscsi_destroy_context(c); }
+    ~Closer() { L().iscsi_destroy_context(c); }
   } closer{iscsi};
-  iscsi_url* u = iscsi_parse_full_url(iscsi, url.c_str());
-  if (!u) return fail(fmt::format("{}: {}", url, iscsi_get_error(iscsi)));
+  iscsi_url* u = L().iscsi_parse_full_url(iscsi, url.c_str());
+  if (!u) return fail(fmt::format("{}: {}", url, L().iscsi_get_error(iscsi)));
   const std::string portal = u->portal, target = u->target;
   const int lun = u->lun;
-  iscsi_set_targetname(iscsi, target.c_str());
-  if (u->user[0]) iscsi_set_initiator_username_pwd(iscsi, u->user, u->passwd);
-  iscsi_destroy_url(u);
-  iscsi_set_session_type(iscsi, ISCSI_SESSION_NORMAL);
-  iscsi_set_timeout(iscsi, 60);
+  L().iscsi_set_targetname(iscsi, target.c_str());
+  if (u->user[0]) L().iscsi_set_initiator_username_pwd(iscsi, u->user, u->passwd);
+  L().iscsi_destroy_url(u);
+  L().iscsi_set_session_type(iscsi, ISCSI_SESSION_NORMAL);
+  L().iscsi_set_timeout(iscsi, 60);
 
   std::string host, port;
   if (!split_portal(portal, host, port)) return fail(fmt::format("cannot read the portal '{}'", portal));
@@ -415,7 +425,7 @@ int run_probe(const ProbeArgs& args, ReportCommand& report) {
     return fail(fmt::format("login to {} at {} failed: {}", target, portal, e));
   sockaddr_storage local{}, peer{};
   socklen_t ll = sizeof local, pl = sizeof peer;
-  const int sock = iscsi_get_fd(iscsi);
+  const int sock = L().iscsi_get_fd(iscsi);
   if (getsockname(sock, reinterpret_cast<sockaddr*>(&local), &ll) == 0 &&
       getpeername(sock, reinterpret_cast<sockaddr*>(&peer), &pl) == 0) {
     const auto* l = reinterpret_cast<const sockaddr*>(&local);
@@ -430,26 +440,26 @@ int run_probe(const ProbeArgs& args, ReportCommand& report) {
 
   uint32_t block = 0;
   uint64_t max_lba = 0;
-  if (scsi_task* t = iscsi_readcapacity16_sync(iscsi, lun); t && t->status == SCSI_STATUS_GOOD) {
-    if (auto* rc16 = static_cast<scsi_readcapacity16*>(scsi_datain_unmarshall(t))) {
+  if (scsi_task* t = L().iscsi_readcapacity16_sync(iscsi, lun); t && t->status == SCSI_STATUS_GOOD) {
+    if (auto* rc16 = static_cast<scsi_readcapacity16*>(L().scsi_datain_unmarshall(t))) {
       block = rc16->block_length;
       max_lba = rc16->returned_lba;
     }
-    scsi_free_scsi_task(t);
+    L().scsi_free_scsi_task(t);
   } else {
-    if (t) scsi_free_scsi_task(t);
-    if (scsi_task* t10 = iscsi_readcapacity10_sync(iscsi, lun, 0, 0);
+    if (t) L().scsi_free_scsi_task(t);
+    if (scsi_task* t10 = L().iscsi_readcapacity10_sync(iscsi, lun, 0, 0);
         t10 && t10->status == SCSI_STATUS_GOOD) {
-      if (auto* rc10 = static_cast<scsi_readcapacity10*>(scsi_datain_unmarshall(t10))) {
+      if (auto* rc10 = static_cast<scsi_readcapacity10*>(L().scsi_datain_unmarshall(t10))) {
         block = rc10->block_size;
         max_lba = rc10->lba;
       }
-      scsi_free_scsi_task(t10);
+      L().scsi_free_scsi_task(t10);
     } else if (t10) {
-      scsi_free_scsi_task(t10);
+      L().scsi_free_scsi_task(t10);
     }
   }
-  if (block == 0) return fail(fmt::format("LUN {}: READ CAPACITY failed: {}", lun, iscsi_get_error(iscsi)));
+  if (block == 0) return fail(fmt::format("LUN {}: READ CAPACITY failed: {}", lun, L().iscsi_get_error(iscsi)));
   if (!have_range) last = std::min<uint64_t>(max_lba, (64ull << 20) / block - 1);
   if (last > max_lba) return fail(fmt::format("--lba-range ends past the LUN's last block ({})", max_lba));
   say(fmt::format("LUN {}: {} blocks of {} bytes; the battery uses blocks {}-{}", lun, max_lba + 1, block,
@@ -482,8 +492,8 @@ int run_probe(const ProbeArgs& args, ReportCommand& report) {
         "{}: {} commands in {:.0f} ms", step_name(s), s.commands,
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()));
   }
-  if (stopped.empty()) iscsi_logout_sync(iscsi);
-  iscsi_disconnect(iscsi);
+  if (stopped.empty()) L().iscsi_logout_sync(iscsi);
+  L().iscsi_disconnect(iscsi);
   if (const unsigned dropped = cap.finish(300); dropped)
     say(fmt::format("warning: the capture dropped {} packets: the report may miss some", dropped));
   if (!keep.empty()) say(fmt::format("capture kept in {}", keep));

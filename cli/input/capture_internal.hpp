@@ -7,7 +7,6 @@
 
 #include <pcap/pcap.h>
 #include <signal.h>
-#include <tins/sniffer.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -57,10 +56,19 @@ struct StreamCookie {
   std::vector<uint8_t>* record = nullptr;     // while set: every byte handed on is appended here
 };
 
-// Owns the pcap_t (BaseSniffer's destructor closes it, and with it the FILE* and the decompressor).
-class OfflineHandle final : public Tins::BaseSniffer {
+// Owns the pcap_t: closing it closes the FILE* and the decompressor with it.
+class OfflineHandle {
 public:
-  explicit OfflineHandle(pcap_t* handle) { set_pcap_handle(handle); }
+  explicit OfflineHandle(pcap_t* handle) : handle_(handle) {}
+  ~OfflineHandle() {
+    if (handle_) pcap_close(handle_);
+  }
+  OfflineHandle(const OfflineHandle&) = delete;
+  OfflineHandle& operator=(const OfflineHandle&) = delete;
+  pcap_t* get_pcap_handle() const { return handle_; }
+
+private:
+  pcap_t* handle_;
 };
 
 // wiretap reads a file by name: a stream, or a file we decompress, reaches it through a pipe

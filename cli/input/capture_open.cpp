@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // libpcap reads the file (pcap and pcapng alike, timestamps scaled to nanoseconds); a compressed
 // file is decompressed behind a stdio FILE* (fopencookie, decompress.hpp) that libpcap reads like
-// any other. The pcap_t is owned by a libtins BaseSniffer, which closes it. Each packet goes to the
+// any other. The pcap_t is owned by an OfflineHandle, which closes it. Each packet goes to the
 // decoder chosen for the link type (packet_decoder.hpp) and, when it is TCP, to the caller as a
 // Segment.
 //
@@ -29,7 +29,6 @@
 #include <fmt/format.h>
 
 #include "input/capture_internal.hpp"
-#include <tins/sniffer.h>
 
 namespace iscsi_doctor::cli {
 
@@ -205,7 +204,7 @@ pcap_t* CaptureReader::Impl::open_stream(char* errbuf) {
   probe.format = format_of(head.data(), n);
   probe.is_capture = true;
   f = give_back(f, n);
-  if (probe.format == FileFormat::pcapng && wiretap_available()) {
+  if (probe.format == FileFormat::pcapng && wiretap_built()) {  // wiretap may be needed: loaded then
     recording = last;
     recording->record = &stream_record;
   }
@@ -295,7 +294,7 @@ const FileProbe& CaptureReader::probe() const { return impl_->probe; }
 
 int CaptureReader::link_type() const {
   const Impl& m = *impl_;
-  if (!m.wt) return m.handle->link_type();
+  if (!m.wt) return pcap_datalink(m.handle->get_pcap_handle());
   return m.wt->file_dlt();
 }
 

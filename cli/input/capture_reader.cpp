@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // libpcap reads the file (pcap and pcapng alike, timestamps scaled to nanoseconds); a compressed
 // file is decompressed behind a stdio FILE* (fopencookie, decompress.hpp) that libpcap reads like
-// any other. The pcap_t is owned by a libtins BaseSniffer, which closes it. Each packet goes to the
+// any other. The pcap_t is owned by an OfflineHandle, which closes it. Each packet goes to the
 // decoder chosen for the link type (packet_decoder.hpp) and, when it is TCP, to the caller as a
 // Segment.
 //

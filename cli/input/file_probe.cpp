@@ -66,6 +66,7 @@ bool wiretap_knows(const WiretapFile* wt, FileProbe& p) {
 
 #ifndef ISCSI_DOCTOR_WIRETAP
 // Built without libwiretap (wiretap_reader.cpp is then empty): what libpcap cannot read is refused.
+bool wiretap_built() { return false; }
 bool wiretap_available() { return false; }
 std::string wiretap_version() { return ""; }
 struct WiretapFile::Impl {};

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // The libtins decoder: a frame becomes a libtins PDU chain (link -> IP/IPv6 -> TCP -> RawPDU), and
-// the Segment is read from those objects. It serves two purposes:
+// the Segment is read from those objects. Built as the module iscsi-doctor-tins.so, which the
+// binary loads when a run first needs it (tins_decoder_loader.cpp); tests/fuzz links it directly.
+// It serves two purposes:
 //  - link types the fast decoder does not parse (802.11, radiotap, PPI, PKTAP) are still read;
 //  - `--decoder libtins` decodes every frame this way, so the tests can check that the fast
 //    decoder and libtins agree on every capture.
@@ -169,3 +171,8 @@ DecodeFn tins_decoder(int dlt) {
 }
 
 }  // namespace iscsi_doctor::cli
+
+// The module's entry point (the name carries the version of its interface: net::DecodeFn).
+extern "C" __attribute__((visibility("default"))) iscsi_doctor::net::DecodeFn iscsi_doctor_tins_decoder_v1(int dlt) {
+  return iscsi_doctor::cli::tins_decoder(dlt);
+}

@@ -1,27 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// libwiretap behind a small interface. The API moved between the Wireshark versions we build
-// against: 4.6 keeps a record's bytes in the wtap_rec (wtap_read without a Buffer, wtap_rec_init
-// with a size); 4.0 and 4.4 read into a Buffer of the caller's. Everything else used here is the
-// same in 4.0, 4.4 and 4.6. Without ISCSI_DOCTOR_WIRETAP this file is empty and file_probe.cpp
-// holds the stand-ins (so that what compiles the capture reading alone, as tests/fuzz does, links).
-#include "input/wiretap_reader.hpp"
+// libwiretap behind a small interface, built as the module iscsi-doctor-wiretap.so (loaded by
+// wiretap_file.cpp when a run first needs it: input/optional_module.hpp). The API moved between
+// the Wireshark versions we build against: 4.6 keeps a record's bytes in the wtap_rec (wtap_read
+// without a Buffer, wtap_rec_init with a size); 4.0 and 4.4 read into a Buffer of the caller's.
+// Everything else used here is the same in 4.0, 4.4 and 4.6.
+#include "input/wiretap_module.hpp"
 
 #include <fmt/format.h>
 
-#ifdef ISCSI_DOCTOR_WIRETAP
 #include "net/dlt.hpp"
 #include <ws_version.h>
 #include <wiretap/wtap.h>
 
 #include <algorithm>
+#include <memory>
 #include <mutex>
 
 #define ISCSI_DOCTOR_WTAP_REC_DATA (WIRESHARK_VERSION_MAJOR > 4 || WIRESHARK_VERSION_MINOR >= 6)
-#endif
 
 namespace iscsi_doctor::cli {
-
-#ifdef ISCSI_DOCTOR_WIRETAP
 
 namespace {
 
@@ -103,15 +100,7 @@ std::string wtap_error(int err, char* info) {
   return s;
 }
 
-}  // namespace
-
-bool wiretap_available() { return true; }
-
-std::string wiretap_version() {
-  return fmt::format("{}.{}.{}", WIRESHARK_VERSION_MAJOR, WIRESHARK_VERSION_MINOR, WIRESHARK_VERSION_MICRO);
-}
-
-struct WiretapFile::Impl {
+struct File {
   wtap* wth = nullptr;
   // What the open file said of itself, kept for after close().
   std::string type_name;
@@ -122,7 +111,7 @@ struct WiretapFile::Impl {
   Buffer buf{};
 #endif
 
-  Impl() {
+  File() {
 #if ISCSI_DOCTOR_WTAP_REC_DATA
     wtap_rec_init(&rec, 2048);
 #else
@@ -130,7 +119,7 @@ struct WiretapFile::Impl {
     ws_buffer_init(&buf, 2048);
 #endif
   }
-  ~Impl() {
+  ~File() {
     wtap_rec_cleanup(&rec);
 #if !ISCSI_DOCTOR_WTAP_REC_DATA
     ws_buffer_free(&buf);
@@ -145,12 +134,9 @@ struct WiretapFile::Impl {
   }
 };
 
-WiretapFile::WiretapFile(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-WiretapFile::~WiretapFile() = default;
-
-std::unique_ptr<WiretapFile> WiretapFile::open(const std::string& path, std::string& error) {
+void* open_file(const std::string& path, std::string& error) {
   init_once();
-  auto impl = std::make_unique<Impl>();
+  auto impl = std::make_unique<File>();
   int err = 0;
   char* info = nullptr;
   {
@@ -166,11 +152,11 @@ std::unique_ptr<WiretapFile> WiretapFile::open(const std::string& path, std::str
   const char* name = wtap_file_type_subtype_name(wtap_file_type_subtype(impl->wth));
   impl->type_name = name ? name : "unknown";
   impl->file_encap = wtap_file_encap(impl->wth);
-  return std::unique_ptr<WiretapFile>(new WiretapFile(std::move(impl)));
+  return impl.release();
 }
 
-int WiretapFile::next(WiretapRecord& out, std::string& error) {
-  Impl& m = *impl_;
+int next_record(void* file, WiretapRecord& out, std::string& error) {
+  File& m = *static_cast<File*>(file);
   if (!m.wth) return 0;
   int err = 0;
   char* info = nullptr;
@@ -218,36 +204,51 @@ int WiretapFile::next(WiretapRecord& out, std::string& error) {
   return 1;
 }
 
-void WiretapFile::close() { impl_->close(); }
+const File& of(const void* file) { return *static_cast<const File*>(file); }
 
-std::string WiretapFile::type_name() const { return impl_->type_name; }
-
-int WiretapFile::file_dlt() const { return dlt_of_encap(impl_->file_encap); }
-
-bool WiretapFile::decodable() const {
-  const int encap = impl_->file_encap;
+bool decodable(const void* file) {
+  const int encap = of(file).file_encap;
 #ifdef WTAP_ENCAP_NONE  // 4.2+: a pcapng whose interfaces are not known yet
   if (encap == WTAP_ENCAP_NONE) return true;
 #endif
   return encap == WTAP_ENCAP_PER_PACKET || encap == WTAP_ENCAP_ERF || dlt_of_encap(encap) >= 0;
 }
 
-uint64_t WiretapFile::bytes_read() const {
-  return impl_->wth ? uint64_t(std::max<gint64>(0, wtap_read_so_far(impl_->wth))) : impl_->bytes_read;
+uint64_t bytes_read(const void* file) {
+  const File& m = of(file);
+  return m.wth ? uint64_t(std::max<gint64>(0, wtap_read_so_far(m.wth))) : m.bytes_read;
 }
 
-std::string WiretapFile::encap_name(int encap) {
+std::string encap_name(int encap) {
   if (encap <= kErfBase) return fmt::format("ERF type {}", kErfBase - encap);
   const char* name = wtap_encap_name(encap);
   return name ? name : fmt::format("encapsulation {}", encap);
 }
 
-std::string WiretapFile::encap_description(int encap) {
+std::string encap_description(int encap) {
   if (encap <= kErfBase) return fmt::format("ERF record type {}", kErfBase - encap);
   const char* d = wtap_encap_description(encap);
   return d ? d : encap_name(encap);
 }
 
-#endif
+constexpr WiretapModule kModule{
+    open_file,
+    [](void* file) { delete static_cast<File*>(file); },
+    next_record,
+    [](void* file) { static_cast<File*>(file)->close(); },
+    [](const void* file) { return of(file).type_name; },
+    [](const void* file) { return dlt_of_encap(of(file).file_encap); },
+    decodable,
+    bytes_read,
+    encap_name,
+    encap_description,
+};
+
+}  // namespace
 
 }  // namespace iscsi_doctor::cli
+
+extern "C" __attribute__((visibility("default"))) const iscsi_doctor::cli::WiretapModule*
+iscsi_doctor_wiretap_module_v1() {
+  return &iscsi_doctor::cli::kModule;
+}

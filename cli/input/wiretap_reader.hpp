@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // Capture files through libwiretap, Wireshark's own capture-file library: what libpcap cannot read
 // (a pcapng whose interfaces differ in link type; snoop, ERF, Network Monitor, ...), record by
-// record, each packet with its own link type. Only this file and its .cpp see wiretap's and glib's
-// headers. Built when libwireshark-dev is installed (ISCSI_DOCTOR_WIRETAP); without it
-// wiretap_available() is false and open fails.
+// record, each packet with its own link type. The binary reaches wiretap through the module
+// iscsi-doctor-wiretap.so (wiretap_reader.cpp, the only file that sees wiretap's and glib's headers;
+// wiretap_file.cpp loads it when a run first needs it). Built when libwireshark-dev is installed
+// (ISCSI_DOCTOR_WIRETAP); without it, or without its module, wiretap_available() is false and open
+// fails.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +14,8 @@
 
 namespace iscsi_doctor::cli {
 
-bool wiretap_available();
+bool wiretap_built();      // built with wiretap (ISCSI_DOCTOR_WIRETAP): its module may be loaded
+bool wiretap_available();  // its module loaded (the first call loads it; a warning says if it cannot)
 std::string wiretap_version();  // "4.0.17" (the headers built against), "" without wiretap
 
 // One record as wiretap read it.
