@@ -1845,25 +1845,34 @@ function LinkMeter.new()
                         rate_bytes = 0 }, LinkMeter)
 end
 
+do
+-- (the rules' constants as upvalues: this runs for every ACK that advances)
+local TRAIN_DIV, RUN_MIN = RULES.link_train_gap_rtt_divisor, RULES.link_run_bytes_min
+local BUSY_RTTS, BUSY_DIV = RULES.link_busy_gap_rtts, RULES.link_busy_rate_divisor
 function LinkMeter:advanced(bytes, t, rtt)
-  local gap = self.last_t < 0 and -1 or t - self.last_t
+  local last = self.last_t
+  local gap = last < 0 and -1 or t - last
   self.last_t = t
   if gap < 0 then return end
-  if gap <= floor(rtt / RULES.link_train_gap_rtt_divisor) then
-    self.run_ns = self.run_ns + gap
-    self.run_bytes = self.run_bytes + bytes
-    if self.run_bytes >= RULES.link_run_bytes_min and self.run_ns > 0 then
-      local r = self.run_bytes * 1e9 / self.run_ns
-      if r > self.rate then self.rate, self.rate_bytes = r, self.run_bytes end
+  local rate = self.rate
+  if gap <= floor(rtt / TRAIN_DIV) then
+    local run_ns, run_bytes = self.run_ns + gap, self.run_bytes + bytes
+    self.run_ns, self.run_bytes = run_ns, run_bytes
+    if run_bytes >= RUN_MIN and run_ns > 0 then
+      local r = run_bytes * 1e9 / run_ns
+      if r > rate then
+        rate = r
+        self.rate, self.rate_bytes = r, run_bytes
+      end
     end
   else
     self.run_ns, self.run_bytes = 0, 0
   end
-  if self.rate > 0 and gap <= rtt * RULES.link_busy_gap_rtts and
-     bytes * 1e9 >= gap * self.rate / RULES.link_busy_rate_divisor then
+  if rate > 0 and gap <= rtt * BUSY_RTTS and bytes * 1e9 >= gap * rate / BUSY_DIV then
     self.busy_ns = self.busy_ns + gap
     self.busy_bytes = self.busy_bytes + bytes
   end
+end
 end
 
 local Flow = {}
@@ -1975,24 +1984,32 @@ end
 function Flow:trim_acked(t, frame)
   local ack = self.una
   local u = self.unacked
-  while self.ua_head <= self.ua_tail and u[self.ua_head].e <= ack do
-    local r = u[self.ua_head]
-    if r.h and r.h >= 0 then self.acked_h, self.acked_cmd = r.h, r.cmd end
-    self.acked_data_t, self.acked_data_frame = r.t, r.frame
-    u[self.ua_head] = nil
-    self.ua_head = self.ua_head + 1
-    local n = self.ua_free_n + 1  -- to be refilled (tcp/tracker.lua)
-    self.ua_free[n] = r
+  local head, tail = self.ua_head, self.ua_tail
+  if head <= tail and u[head].e <= ack then
+    local free, n = self.ua_free, self.ua_free_n  -- to be refilled (tcp/tracker.lua)
+    repeat
+      local r = u[head]
+      local h = r.h
+      if h and h >= 0 then self.acked_h, self.acked_cmd = h, r.cmd end
+      self.acked_data_t, self.acked_data_frame = r.t, r.frame
+      u[head] = nil
+      head = head + 1
+      n = n + 1
+      free[n] = r
+    until head > tail or u[head].e > ack
     self.ua_free_n = n
   end
-  self.ua_head, self.ua_tail = compact(u, self.ua_head, self.ua_tail)
-  local r = self.ua_head <= self.ua_tail and u[self.ua_head]
+  head, tail = compact(u, head, tail)
+  self.ua_head, self.ua_tail = head, tail
+  local r = head <= tail and u[head]
   if r and r.s < ack and r.h and r.h >= 0 then self.acked_h, self.acked_cmd = r.h, r.cmd end
-  local s = self.last_small
-  if self.has_small and not s.acked and ack >= s.e then
-    s.acked = true
-    s.ack_t = t
-    s.ack_frame = frame
+  if self.has_small then
+    local s = self.last_small
+    if not s.acked and ack >= s.e then
+      s.acked = true
+      s.ack_t = t
+      s.ack_frame = frame
+    end
   end
 end
 
@@ -2042,15 +2059,15 @@ function Flow:link_meter() return self.path or self.link end
 function Flow:record_ack(horizon)
   local a = self.acks
   local free, n = self.ak_free, self.ak_free_n
+  local head, tail = self.ak_head, self.ak_tail
   -- the newest record older than the horizon stays: the edge in force until the next one
-  while self.ak_head <= self.ak_tail and ((self.ak_head < self.ak_tail and a[self.ak_head + 1].t < horizon) or
-        self.ak_tail - self.ak_head + 1 >= MAX_ACK_RECORDS) do
+  while head <= tail and ((head < tail and a[head + 1].t < horizon) or tail - head + 1 >= MAX_ACK_RECORDS) do
     n = n + 1
-    free[n] = a[self.ak_head]
-    a[self.ak_head] = nil
-    self.ak_head = self.ak_head + 1
+    free[n] = a[head]
+    a[head] = nil
+    head = head + 1
   end
-  self.ak_head, self.ak_tail = compact(a, self.ak_head, self.ak_tail)
+  head, tail = compact(a, head, tail)
   local r
   if n > 0 then
     r = free[n]
@@ -2061,8 +2078,9 @@ function Flow:record_ack(horizon)
           has_ts = false }
   end
   self.ak_free_n = n
-  self.ak_tail = self.ak_tail + 1
-  a[self.ak_tail] = r
+  tail = tail + 1
+  self.ak_head, self.ak_tail = head, tail
+  a[tail] = r
   return r
 end
 
