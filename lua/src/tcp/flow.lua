@@ -294,29 +294,18 @@ function RttEstimate:copy()
 end
 
 local RTT_MAX_NS = RULES.rtt_max_ms * 1e6
--- clean: the ACK carried no data (a pure ACK or the handshake), so the sample holds no answer
--- time of the side's application (nil: true, as the engine's default argument).
-function RttEstimate:sample(ns, from_handshake, clean)
-  -- past TCP's longest retransmission timeout a gap is not a round trip
-  if ns < 0 or ns > RTT_MAX_NS then return end
-  if from_handshake then self.handshake_ = true end
-  if clean ~= false then self.clean_samples_ = self.clean_samples_ + 1 end
-  if not self.known_ or ns < self.min_ then self.min_ = ns end
-  self.known_ = true
-  self.samples_ = self.samples_ + 1
-  self:remember(ns)
-end
 -- A sample into the ring of the latest jitter_window, and into sorted_, the same values in
 -- order. Once the ring is full the value it replaces is found by binary search and the new one
 -- moved from there to its place (consecutive samples are close: few moves); no sort per sample.
+-- (A local function: sample and released call it per ACK.)
 local JITTER_WINDOW = RULES.jitter_window
-function RttEstimate:remember(ns)
+local function remember(self, ns)
   local w = JITTER_WINDOW
   local ring = self.ring_
   local k = ring % w + 1
-  local s = self.sorted_
+  local s, recent = self.sorted_, self.recent_
   if ring >= w and not self.nan_ and ns == ns then
-    local old = self.recent_[k]
+    local old = recent[k]
     local lo, hi = 1, w
     while lo < hi do
       local mid = floor((lo + hi) / 2)
@@ -324,13 +313,17 @@ function RttEstimate:remember(ns)
     end
     local i = lo
     if ns > old then
-      while i < w and s[i + 1] < ns do
-        s[i] = s[i + 1]
+      while i < w do
+        local nx = s[i + 1]
+        if nx >= ns then break end
+        s[i] = nx
         i = i + 1
       end
     else
-      while i > 1 and s[i - 1] > ns do
-        s[i] = s[i - 1]
+      while i > 1 do
+        local pv = s[i - 1]
+        if pv <= ns then break end
+        s[i] = pv
         i = i - 1
       end
     end
@@ -340,7 +333,7 @@ function RttEstimate:remember(ns)
     if ns ~= ns then self.nan_ = true end
     local n = #s
     if ring >= w then
-      local old = self.recent_[k]
+      local old = recent[k]
       local i = n
       while i > 0 and s[i] ~= old do i = i - 1 end
       if i > 0 then
@@ -356,8 +349,21 @@ function RttEstimate:remember(ns)
     end
     s[i + 1] = ns
   end
-  self.recent_[k] = ns
+  recent[k] = ns
   self.ring_ = ring + 1
+end
+RttEstimate.remember = remember
+-- clean: the ACK carried no data (a pure ACK or the handshake), so the sample holds no answer
+-- time of the side's application (nil: true, as the engine's default argument).
+function RttEstimate:sample(ns, from_handshake, clean)
+  -- past TCP's longest retransmission timeout a gap is not a round trip
+  if ns < 0 or ns > RTT_MAX_NS then return end
+  if from_handshake then self.handshake_ = true end
+  if clean ~= false then self.clean_samples_ = self.clean_samples_ + 1 end
+  if not self.known_ or ns < self.min_ then self.min_ = ns end
+  self.known_ = true
+  self.samples_ = self.samples_ + 1
+  remember(self, ns)
 end
 function RttEstimate:known() return self.known_ end
 function RttEstimate:ns() return self.known_ and self.min_ or 0 end
@@ -370,7 +376,7 @@ function RttEstimate:released(ns)
   if ns < 0 or ns > RTT_MAX_NS then return end
   if not self.known_ or ns <= self.min_ then self.min_, self.released_ = ns, true end
   self.known_ = true
-  self:remember(ns)
+  remember(self, ns)
 end
 -- Not only an upper bound that may hold the side's answer time.
 function RttEstimate:tight() return self.handshake_ or self.clean_samples_ > 0 or self.released_ end
