@@ -425,21 +425,18 @@ function Tracker:on_segment(seg, dir, r)
       win = raw * 2 ^ other.peer_wscale_min
     end
   end
-  local window_changed
-  if scale_known then
-    window_changed = other.peer_window_known and other.peer_window ~= win
-  else
-    window_changed = other.peer_window_known and other.peer_window_raw ~= raw
+  local window_changed = other.peer_window_known
+  if window_changed then
+    if scale_known then window_changed = other.peer_window ~= win else window_changed = other.peer_window_raw ~= raw end
   end
-  other.peer_window = win
-  other.peer_window_raw = raw
-  other.peer_wscale_known = scale_known
-  other.peer_window_known = true
-  if other.una_known and (other.una ~= una_before or window_changed or other.ak_tail < other.ak_head) then
+  other.peer_window, other.peer_window_raw, other.peer_wscale_known, other.peer_window_known = win, raw, scale_known,
+                                                                                             true
+  if not other.una_known then return end
+  local una = other.una
+  if una ~= una_before or window_changed or other.ak_tail < other.ak_head then
     -- what a hold's release may be matched against (rules/holds.lua)
     local rec = record_ack(other, t - ACK_KEEP_RTTS * self.full_ - ACK_KEEP_NS)
-    rec.ack, rec.t, rec.frame, rec.window, rec.h, rec.cmd = other.una, t, seg.frame, win, other.acked_h,
-                                                            other.acked_cmd
+    rec.ack, rec.t, rec.frame, rec.window, rec.h, rec.cmd = una, t, seg.frame, win, other.acked_h, other.acked_cmd
     rec.data_t, rec.data_frame, rec.raw = other.acked_data_t, other.acked_data_frame, raw
     rec.tsval, rec.has_ts = seg.tsval or 0, has_ts or false
   end
