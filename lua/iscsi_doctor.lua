@@ -1569,13 +1569,19 @@ local function clear_events(self)
   self.n_start, self.n_end = 0, 0
 end
 
+do
+local framer_feed = Framer.feed
 function PduStream:feed(s, i, n, frame, t)
   clear_events(self)
   self.cur_frame, self.cur_t = frame, t
-  self:remember(self.abs, frame, t)
-  self.framer:feed(s, i, n, self)
+  local c = self.r_count  -- (remember, written out: per segment)
+  local k = c % RECENT + 1
+  self.r_count = c + 1
+  self.r_abs[k], self.r_frame[k], self.r_t[k] = self.abs, frame, t
+  framer_feed(self.framer, s, i, n, self)
   self.abs = self.abs + n
   return self.events
+end
 end
 
 function PduStream:gap(lost)
@@ -1839,25 +1845,34 @@ function LinkMeter.new()
                         rate_bytes = 0 }, LinkMeter)
 end
 
+do
+-- (the rules' constants as upvalues: this runs for every ACK that advances)
+local TRAIN_DIV, RUN_MIN = RULES.link_train_gap_rtt_divisor, RULES.link_run_bytes_min
+local BUSY_RTTS, BUSY_DIV = RULES.link_busy_gap_rtts, RULES.link_busy_rate_divisor
 function LinkMeter:advanced(bytes, t, rtt)
-  local gap = self.last_t < 0 and -1 or t - self.last_t
+  local last = self.last_t
+  local gap = last < 0 and -1 or t - last
   self.last_t = t
   if gap < 0 then return end
-  if gap <= floor(rtt / RULES.link_train_gap_rtt_divisor) then
-    self.run_ns = self.run_ns + gap
-    self.run_bytes = self.run_bytes + bytes
-    if self.run_bytes >= RULES.link_run_bytes_min and self.run_ns > 0 then
-      local r = self.run_bytes * 1e9 / self.run_ns
-      if r > self.rate then self.rate, self.rate_bytes = r, self.run_bytes end
+  local rate = self.rate
+  if gap <= floor(rtt / TRAIN_DIV) then
+    local run_ns, run_bytes = self.run_ns + gap, self.run_bytes + bytes
+    self.run_ns, self.run_bytes = run_ns, run_bytes
+    if run_bytes >= RUN_MIN and run_ns > 0 then
+      local r = run_bytes * 1e9 / run_ns
+      if r > rate then
+        rate = r
+        self.rate, self.rate_bytes = r, run_bytes
+      end
     end
   else
     self.run_ns, self.run_bytes = 0, 0
   end
-  if self.rate > 0 and gap <= rtt * RULES.link_busy_gap_rtts and
-     bytes * 1e9 >= gap * self.rate / RULES.link_busy_rate_divisor then
+  if rate > 0 and gap <= rtt * BUSY_RTTS and bytes * 1e9 >= gap * rate / BUSY_DIV then
     self.busy_ns = self.busy_ns + gap
     self.busy_bytes = self.busy_bytes + bytes
   end
+end
 end
 
 local Flow = {}
@@ -1969,24 +1984,32 @@ end
 function Flow:trim_acked(t, frame)
   local ack = self.una
   local u = self.unacked
-  while self.ua_head <= self.ua_tail and u[self.ua_head].e <= ack do
-    local r = u[self.ua_head]
-    if r.h and r.h >= 0 then self.acked_h, self.acked_cmd = r.h, r.cmd end
-    self.acked_data_t, self.acked_data_frame = r.t, r.frame
-    u[self.ua_head] = nil
-    self.ua_head = self.ua_head + 1
-    local n = self.ua_free_n + 1  -- to be refilled (tcp/tracker.lua)
-    self.ua_free[n] = r
+  local head, tail = self.ua_head, self.ua_tail
+  if head <= tail and u[head].e <= ack then
+    local free, n = self.ua_free, self.ua_free_n  -- to be refilled (tcp/tracker.lua)
+    repeat
+      local r = u[head]
+      local h = r.h
+      if h and h >= 0 then self.acked_h, self.acked_cmd = h, r.cmd end
+      self.acked_data_t, self.acked_data_frame = r.t, r.frame
+      u[head] = nil
+      head = head + 1
+      n = n + 1
+      free[n] = r
+    until head > tail or u[head].e > ack
     self.ua_free_n = n
   end
-  self.ua_head, self.ua_tail = compact(u, self.ua_head, self.ua_tail)
-  local r = self.ua_head <= self.ua_tail and u[self.ua_head]
+  head, tail = compact(u, head, tail)
+  self.ua_head, self.ua_tail = head, tail
+  local r = head <= tail and u[head]
   if r and r.s < ack and r.h and r.h >= 0 then self.acked_h, self.acked_cmd = r.h, r.cmd end
-  local s = self.last_small
-  if self.has_small and not s.acked and ack >= s.e then
-    s.acked = true
-    s.ack_t = t
-    s.ack_frame = frame
+  if self.has_small then
+    local s = self.last_small
+    if not s.acked and ack >= s.e then
+      s.acked = true
+      s.ack_t = t
+      s.ack_frame = frame
+    end
   end
 end
 
@@ -2036,15 +2059,15 @@ function Flow:link_meter() return self.path or self.link end
 function Flow:record_ack(horizon)
   local a = self.acks
   local free, n = self.ak_free, self.ak_free_n
+  local head, tail = self.ak_head, self.ak_tail
   -- the newest record older than the horizon stays: the edge in force until the next one
-  while self.ak_head <= self.ak_tail and ((self.ak_head < self.ak_tail and a[self.ak_head + 1].t < horizon) or
-        self.ak_tail - self.ak_head + 1 >= MAX_ACK_RECORDS) do
+  while head <= tail and ((head < tail and a[head + 1].t < horizon) or tail - head + 1 >= MAX_ACK_RECORDS) do
     n = n + 1
-    free[n] = a[self.ak_head]
-    a[self.ak_head] = nil
-    self.ak_head = self.ak_head + 1
+    free[n] = a[head]
+    a[head] = nil
+    head = head + 1
   end
-  self.ak_head, self.ak_tail = compact(a, self.ak_head, self.ak_tail)
+  head, tail = compact(a, head, tail)
   local r
   if n > 0 then
     r = free[n]
@@ -2055,8 +2078,9 @@ function Flow:record_ack(horizon)
           has_ts = false }
   end
   self.ak_free_n = n
-  self.ak_tail = self.ak_tail + 1
-  a[self.ak_tail] = r
+  tail = tail + 1
+  self.ak_head, self.ak_tail = head, tail
+  a[tail] = r
   return r
 end
 
@@ -2102,29 +2126,18 @@ function RttEstimate:copy()
 end
 
 local RTT_MAX_NS = RULES.rtt_max_ms * 1e6
--- clean: the ACK carried no data (a pure ACK or the handshake), so the sample holds no answer
--- time of the side's application (nil: true, as the engine's default argument).
-function RttEstimate:sample(ns, from_handshake, clean)
-  -- past TCP's longest retransmission timeout a gap is not a round trip
-  if ns < 0 or ns > RTT_MAX_NS then return end
-  if from_handshake then self.handshake_ = true end
-  if clean ~= false then self.clean_samples_ = self.clean_samples_ + 1 end
-  if not self.known_ or ns < self.min_ then self.min_ = ns end
-  self.known_ = true
-  self.samples_ = self.samples_ + 1
-  self:remember(ns)
-end
 -- A sample into the ring of the latest jitter_window, and into sorted_, the same values in
 -- order. Once the ring is full the value it replaces is found by binary search and the new one
 -- moved from there to its place (consecutive samples are close: few moves); no sort per sample.
+-- (A local function: sample and released call it per ACK.)
 local JITTER_WINDOW = RULES.jitter_window
-function RttEstimate:remember(ns)
+local function remember(self, ns)
   local w = JITTER_WINDOW
   local ring = self.ring_
   local k = ring % w + 1
-  local s = self.sorted_
+  local s, recent = self.sorted_, self.recent_
   if ring >= w and not self.nan_ and ns == ns then
-    local old = self.recent_[k]
+    local old = recent[k]
     local lo, hi = 1, w
     while lo < hi do
       local mid = floor((lo + hi) / 2)
@@ -2132,13 +2145,17 @@ function RttEstimate:remember(ns)
     end
     local i = lo
     if ns > old then
-      while i < w and s[i + 1] < ns do
-        s[i] = s[i + 1]
+      while i < w do
+        local nx = s[i + 1]
+        if nx >= ns then break end
+        s[i] = nx
         i = i + 1
       end
     else
-      while i > 1 and s[i - 1] > ns do
-        s[i] = s[i - 1]
+      while i > 1 do
+        local pv = s[i - 1]
+        if pv <= ns then break end
+        s[i] = pv
         i = i - 1
       end
     end
@@ -2148,7 +2165,7 @@ function RttEstimate:remember(ns)
     if ns ~= ns then self.nan_ = true end
     local n = #s
     if ring >= w then
-      local old = self.recent_[k]
+      local old = recent[k]
       local i = n
       while i > 0 and s[i] ~= old do i = i - 1 end
       if i > 0 then
@@ -2164,8 +2181,21 @@ function RttEstimate:remember(ns)
     end
     s[i + 1] = ns
   end
-  self.recent_[k] = ns
+  recent[k] = ns
   self.ring_ = ring + 1
+end
+RttEstimate.remember = remember
+-- clean: the ACK carried no data (a pure ACK or the handshake), so the sample holds no answer
+-- time of the side's application (nil: true, as the engine's default argument).
+function RttEstimate:sample(ns, from_handshake, clean)
+  -- past TCP's longest retransmission timeout a gap is not a round trip
+  if ns < 0 or ns > RTT_MAX_NS then return end
+  if from_handshake then self.handshake_ = true end
+  if clean ~= false then self.clean_samples_ = self.clean_samples_ + 1 end
+  if not self.known_ or ns < self.min_ then self.min_ = ns end
+  self.known_ = true
+  self.samples_ = self.samples_ + 1
+  remember(self, ns)
 end
 function RttEstimate:known() return self.known_ end
 function RttEstimate:ns() return self.known_ and self.min_ or 0 end
@@ -2178,7 +2208,7 @@ function RttEstimate:released(ns)
   if ns < 0 or ns > RTT_MAX_NS then return end
   if not self.known_ or ns <= self.min_ then self.min_, self.released_ = ns, true end
   self.known_ = true
-  self:remember(ns)
+  remember(self, ns)
 end
 -- Not only an upper bound that may hold the side's answer time.
 function RttEstimate:tight() return self.handshake_ or self.clean_samples_ > 0 or self.released_ end
@@ -2260,67 +2290,6 @@ function Tracker:full_rtt_ns() return self.full_ end  -- (hot paths read full_ i
 function Tracker:saw_syn() return self.saw_syn_ end
 function Tracker:closed() return self.closed_ end
 
--- (Both flows, the segment's fields read more than once and the rules' constants held in locals:
--- this runs for every segment.)
-local ACK_KEEP_RTTS, ACK_KEEP_NS = RULES.ack_record_keep_rtts, RULES.ack_record_keep_ms * 1e6
-function Tracker:on_segment(seg, dir, r)
-  local flows = self.flow_
-  local f, other = flows[dir], flows[1 - dir]
-  local t = seg.t
-  local f0, f1 = flows[0], flows[1]
-  if f0.unseen_upto > f0.next and t - f0.unseen_t > REORDER_WAIT_NS then self:declare_unseen(0, r) end
-  if f1.unseen_upto > f1.next and t - f1.unseen_t > REORDER_WAIT_NS then self:declare_unseen(1, r) end
-  local fl = seg.flags  -- FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10 (tested inline: once per segment)
-  local syn, rst = fl % 4 >= 2, fl % 8 >= 4
-  local una_before = other.una
-  if syn then self:handshake(seg, dir, r) end
-  -- a release's sample is given after the segment is judged: it may not bound its own release
-  local has_ts = seg.has_ts
-  local released = has_ts and self:echo(seg, dir) or -1
-  local wire_len = seg.wire_len
-  if wire_len > 0 then f.last_payload_t = t end
-  if fl % 32 >= 16 then self:ack(seg, dir, r) end
-  if wire_len > 0 and not syn then self:payload(seg, dir, r) end
-  if released >= 0 then
-    self.rtt_[dir]:released(released)
-    refresh_full(self)
-  end
-  if fl % 2 == 1 or rst then
-    f.fin_seen = true
-    if rst or other.fin_seen then self.closed_ = true end
-  end
-  -- The window this side advertises limits what the other side may send. Its scale is known from
-  -- both SYNs (0 when either lacks the option); else the least the data in flight proves.
-  local raw = seg.window
-  local win = raw
-  local scale_known = f.syn_seen and other.syn_seen
-  if not syn then
-    local offered = f.wscale_offered
-    if scale_known and offered >= 0 and other.wscale_offered >= 0 then
-      win = raw * 2 ^ (offered < 14 and offered or 14)
-    elseif not scale_known then
-      win = raw * 2 ^ other.peer_wscale_min
-    end
-  end
-  local window_changed
-  if scale_known then
-    window_changed = other.peer_window_known and other.peer_window ~= win
-  else
-    window_changed = other.peer_window_known and other.peer_window_raw ~= raw
-  end
-  other.peer_window = win
-  other.peer_window_raw = raw
-  other.peer_wscale_known = scale_known
-  other.peer_window_known = true
-  if other.una_known and (other.una ~= una_before or window_changed or other.ak_tail < other.ak_head) then
-    -- what a hold's release may be matched against (rules/holds.lua)
-    local rec = other:record_ack(t - ACK_KEEP_RTTS * self.full_ - ACK_KEEP_NS)
-    rec.ack, rec.t, rec.frame, rec.window, rec.h, rec.cmd = other.una, t, seg.frame, win, other.acked_h,
-                                                            other.acked_cmd
-    rec.data_t, rec.data_frame, rec.raw = other.acked_data_t, other.acked_data_frame, raw
-    rec.tsval, rec.has_ts = seg.tsval or 0, has_ts or false
-  end
-end
 
 function Tracker:handshake(seg, dir, r)
   local f = self.flow_[dir]
@@ -2345,194 +2314,12 @@ function Tracker:handshake(seg, dir, r)
   end
 end
 
--- Timestamps (RFC 7323; docs/rules.md "Measures taken from TCP"): a data segment echoing a newer
--- TSval than the side's data before it left after that TSval's first segment arrived; with that
--- segment a pure ACK, a release: a round-trip sample (-1: none).
-function Tracker:echo(seg, dir)
-  local f = self.flow_[dir]
-  -- (a ring of echo_records_max slots: record i at (i - 1) % ECHO_MAX + 1, its table refilled
-  -- when the slot comes round again; keys stay in Lua's array part, no rehash as they advance)
-  local ring = f.ts_firsts
-  if f.tsf_tail < f.tsf_head or ring[(f.tsf_tail - 1) % ECHO_MAX + 1].val ~= seg.tsval then
-    while f.tsf_head <= f.tsf_tail and (f.tsf_tail - f.tsf_head + 1 >= ECHO_MAX or
-          ring[(f.tsf_head - 1) % ECHO_MAX + 1].t < seg.t - ECHO_KEEP_NS) do
-      f.tsf_head = f.tsf_head + 1
-    end
-    f.tsf_tail = f.tsf_tail + 1
-    local k = (f.tsf_tail - 1) % ECHO_MAX + 1
-    local rec = ring[k]
-    if rec then
-      rec.val, rec.t, rec.pure = seg.tsval, seg.t, seg.wire_len == 0
-    else
-      ring[k] = { val = seg.tsval, t = seg.t, pure = seg.wire_len == 0 }
-    end
-  end
-  if seg.wire_len == 0 or not hasbit(seg.flags, 0x10) then return -1 end
-  if f.data_echo_seen then
-    local d = (seg.tsecr - f.data_echo) % TWO32
-    if d == 0 or d >= 2147483648 then return -1 end  -- not newer
-    f.echo_moved_frame = seg.frame
-  end
-  f.data_echo_seen, f.data_echo = true, seg.tsecr
-  local peer = self.flow_[1 - dir]
-  for i = peer.tsf_tail, peer.tsf_head, -1 do
-    local e = peer.ts_firsts[(i - 1) % ECHO_MAX + 1]
-    if e.val == seg.tsecr then
-      -- not when the peer sent data since: this may answer that data after a think time
-      if e.pure and peer.last_payload_t < e.t then return seg.t - e.t end
-      return -1
-    end
-  end
-  return -1
-end
-
-function Tracker:ack(seg, dir, r)
-  local peer = self.flow_[1 - dir]  -- the direction whose data this segment acknowledges
-  if not peer.started then return end
-  if self.saw_synack_ and dir == 0 and not self.rtt_[0].handshake_ and not hasbit(seg.flags, 0x02) then
-    self.rtt_[0]:sample(seg.t - self.synack_t_, true)
-    refresh_full(self)
-  end
-  local ref = peer.ref  -- (Flow:unwrap, written out: per segment)
-  local ack = (seg.ack - ref % TWO32) % TWO32
-  if ack >= 2147483648 then ack = ack - TWO32 end
-  ack = ref + ack
-  if ack > peer.max_end + 1073741824 then return end  -- nonsense ack
-  if peer.fin_seen and ack == peer.next + 1 then ack = peer.next end  -- the FIN's sequence number
-  -- An ACK for the segment that ended exactly here: a round-trip sample for this side.
-  if peer.ua_head <= peer.ua_tail and (not peer.una_known or ack > peer.una) then
-    -- Records end in increasing order (each carries new data): a binary search, not a scan.
-    local k = peer:first_unacked_ending_after(ack - 1)
-    local s = k and peer.unacked[k]
-    if s and s.e == ack then
-      self.rtt_[dir]:sample(seg.t - s.t, false, seg.wire_len == 0)
-      refresh_full(self)
-    end
-  end
-  if ack > peer.next and peer.started then
-    -- The receiver has bytes the capture has not shown: missing at the capture point. Unless they
-    -- come soon after: a capture can show a segment just after the ACK that covers it. (Not when
-    -- later data is already held: the receiver acknowledged past a hole the capture skipped.)
-    local upto = min(ack, peer.max_end > peer.next and peer.max_end or ack)
-    if peer.out_of_order_count > 0 then
-      self:declare_gap(1 - dir, upto, seg.frame, UNSEEN, r)
-    else
-      if peer.unseen_upto <= peer.next then peer.unseen_t, peer.unseen_frame = seg.t, seg.frame end
-      peer.unseen_upto = max(peer.unseen_upto, upto)
-    end
-  end
-  local before = peer.una_known and peer.una or ack
-  if peer:acked(ack, seg.t, seg.frame) then
-    peer.link:advanced(ack - before, seg.t, self.full_)
-    if peer.path then peer.path:advanced(ack - before, seg.t, self.full_) end
-  end
-end
-
 -- The bytes an ACK covered never came.
 function Tracker:declare_unseen(dir, r)
   local f = self.flow_[dir]
   self:declare_gap(dir, f.unseen_upto, f.unseen_frame, UNSEEN, r)  -- then next >= unseen_upto: none pending
 end
 
-function Tracker:payload(seg, dir, r)
-  local f = self.flow_[dir]
-  local len = seg.wire_len
-  if not f.started then
-    f:anchor(seg.seq)
-    r:stream_without_syn(dir, seg)
-  end
-  f.largest_payload = f.largest_payload > len and f.largest_payload or len
-  if seg.options_len and seg.options_len ~= 0 then f.data_options_len = seg.options_len end
-  local ref = f.ref  -- (Flow:unwrap, written out: per segment)
-  local start = (seg.seq - ref % TWO32) % TWO32
-  if start >= 2147483648 then start = start - TWO32 end
-  start = ref + start
-  local e = start + len
-  -- Acknowledged bytes still unseen when the sender's next data comes past them: missing.
-  if start > f.next and f.unseen_upto > f.next then self:declare_unseen(dir, r) end
-  if e <= f.next then
-    local keepalive = len <= 1 and start + 1 >= f.next
-    if not keepalive then self:resend(dir, seg, start, e, r) end
-    return
-  end
-  if start > f.next then
-    -- Beyond a hole: kept until the hole fills, the receiver acknowledges past it, or the buffer
-    -- cap is hit (then the hole is declared lost).
-    if f.out_of_order_count == 0 then f.hole_since = seg.t end
-    local held = f.out_of_order[start]
-    if not held then
-      held = { bytes = "", t = 0, frame = 0 }
-      f.out_of_order[start] = held
-      f.out_of_order_count = f.out_of_order_count + 1
-    end
-    if #held.bytes < seg.pay_len then
-      f.out_of_order_bytes = f.out_of_order_bytes + seg.pay_len - #held.bytes
-      held.bytes, held.t, held.frame = payload_of(seg), seg.t, seg.frame
-    end
-    f.max_end = max(f.max_end, e)
-    f:move_ref(e)
-    if f.out_of_order_bytes > self.max_out_of_order_bytes_ then
-      local why = string.format("out-of-order buffer cap (%.0f bytes) hit; hole declared lost",
-                                self.max_out_of_order_bytes_)
-      self:declare_gap(dir, f:out_of_order_first(), seg.frame, why, r)
-    end
-    return
-  end
-  if seg.flags % 16 < 8 then f:saw_full(len) end  -- no PSH: more data was queued
-  local m = f:effective_mss()
-  if len > m then  -- TSO/GRO at the capture point; a whole multiple of the MSS proves it
-    f.aggregates = f.aggregates + 1
-    if len % m == 0 then f.aggregates_whole = f.aggregates_whole + 1 end
-  end
-  if f.out_of_order_count > 0 then r:hole_filled(dir, seg, f.hole_since) end
-  -- Overlap with bytes already delivered is trimmed; the rest is new, in order.
-  -- (the new bytes by position in the frame's string: n from the payload's byte skip + 1)
-  local skip = f.next - start
-  local n = seg.pay_len
-  local wire_rest = len - skip
-  n = skip >= n and 0 or n - skip
-  if n < wire_rest then f.bytes_missing = f.bytes_missing + wire_rest - n end  -- the snaplen
-  f.next = f.next + wire_rest  -- before delivery: a status delivered now is settled against this position
-  f.ref = f.next  -- (Flow:move_ref)
-  local owner, owner_cmd, h, cmd, itt = r:deliver(dir, seg.pkt, seg.pay + skip, n, wire_rest, seg, self.filling_)
-  -- owner_cmd: which command held the slot then (a slot is reused once its command is released).
-  -- (s and e: start and end, a Lua keyword.) Records acknowledged are taken again from the
-  -- flow's free list and refilled: no table per segment.
-  local small = f:is_small(len)
-  if f.ua_tail - f.ua_head + 1 < MAX_UNACKED_RECORDS then
-    local n, rec = f.ua_free_n
-    if n > 0 then
-      rec = f.ua_free[n]
-      f.ua_free[n] = nil
-      f.ua_free_n = n - 1
-      rec.s, rec.e, rec.t, rec.frame, rec.owner, rec.owner_cmd = start, e, seg.t, seg.frame, owner, owner_cmd
-      rec.small, rec.h, rec.cmd, rec.itt = small, h, cmd, itt
-    else
-      rec = { s = start, e = e, t = seg.t, frame = seg.frame, owner = owner, owner_cmd = owner_cmd,
-              small = small, h = h, cmd = cmd, itt = itt }
-    end
-    f.ua_tail = f.ua_tail + 1
-    f.unacked[f.ua_tail] = rec
-  else
-    r:unacked_cap_hit(dir, seg.frame, MAX_UNACKED_RECORDS)
-  end
-  if f.una_known and f.una >= e then f:trim_acked(f.unseen_t, f.unseen_frame) end  -- its ACK came first
-  if small then
-    -- (one record per flow, refilled: holds read it, none keeps it)
-    local ls = f.last_small
-    if not ls then
-      ls = {}
-      f.last_small = ls
-    end
-    ls.e, ls.t, ls.frame, ls.h, ls.cmd, ls.acked, ls.ack_t, ls.ack_frame = e, seg.t, seg.frame, h, cmd, false, 0, 0
-    f.has_small = true
-  end
-  f.max_end = f.max_end > e and f.max_end or e
-  Tracker.infer_window_scale(f)
-  f.last_data_t = seg.t
-  f.last_data_frame = seg.frame
-  self:drain_out_of_order(dir, seg, r)
-end
 
 -- Without both SYNs the peer's window scale is unknown: the data in flight must have fitted the
 -- window the peer last advertised, so the scale is at least what makes it fit.
@@ -2610,6 +2397,285 @@ function Tracker:resend(dir, seg, start, e, r)
   end
   if f.una_known and e <= f.una and not orig then return end  -- spurious, already acknowledged
   r:resent(dir, seg, orig)
+end
+
+-- The per-segment path (on_segment, echo, ack, payload) as local functions of one block: no
+-- method lookups (an instance miss, then the class), the flows' fields read once into locals.
+do
+local rtt_sample, rtt_released = RttEstimate.sample, RttEstimate.released
+local effective_mss, saw_full, trim_acked = Flow.effective_mss, Flow.saw_full, Flow.trim_acked
+local record_ack, link_advanced = Flow.record_ack, LinkMeter.advanced
+local infer_window_scale = Tracker.infer_window_scale
+local ACK_KEEP_RTTS, ACK_KEEP_NS = RULES.ack_record_keep_rtts, RULES.ack_record_keep_ms * 1e6
+
+-- Timestamps (RFC 7323; docs/rules.md "Measures taken from TCP"): a data segment echoing a newer
+-- TSval than the side's data before it left after that TSval's first segment arrived; with that
+-- segment a pure ACK, a release: a round-trip sample (-1: none). f: the segment's flow, peer: the
+-- other.
+local function echo(f, peer, seg, t)
+  -- (a ring of echo_records_max slots: record i at (i - 1) % ECHO_MAX + 1, its table refilled
+  -- when the slot comes round again; keys stay in Lua's array part, no rehash as they advance)
+  local ring = f.ts_firsts
+  local head, tail = f.tsf_head, f.tsf_tail
+  local tsval, pure = seg.tsval, seg.wire_len == 0
+  if tail < head or ring[(tail - 1) % ECHO_MAX + 1].val ~= tsval then
+    local keep = t - ECHO_KEEP_NS
+    while head <= tail and (tail - head + 1 >= ECHO_MAX or ring[(head - 1) % ECHO_MAX + 1].t < keep) do
+      head = head + 1
+    end
+    tail = tail + 1
+    f.tsf_head, f.tsf_tail = head, tail
+    local k = (tail - 1) % ECHO_MAX + 1
+    local rec = ring[k]
+    if rec then
+      rec.val, rec.t, rec.pure = tsval, t, pure
+    else
+      ring[k] = { val = tsval, t = t, pure = pure }
+    end
+  end
+  if pure or seg.flags % 32 < 16 then return -1 end
+  local tsecr = seg.tsecr
+  if f.data_echo_seen then
+    local d = (tsecr - f.data_echo) % TWO32
+    if d == 0 or d >= 2147483648 then return -1 end  -- not newer
+    f.echo_moved_frame = seg.frame
+  end
+  f.data_echo_seen, f.data_echo = true, tsecr
+  local pring = peer.ts_firsts
+  for i = peer.tsf_tail, peer.tsf_head, -1 do
+    local e = pring[(i - 1) % ECHO_MAX + 1]
+    if e.val == tsecr then
+      -- not when the peer sent data since: this may answer that data after a think time
+      if e.pure and peer.last_payload_t < e.t then return t - e.t end
+      return -1
+    end
+  end
+  return -1
+end
+
+-- peer: the direction whose data this segment acknowledges.
+local function ack(self, seg, dir, peer, r, t)
+  if not peer.started then return end
+  if self.saw_synack_ and dir == 0 and not self.rtt_[0].handshake_ and seg.flags % 4 < 2 then
+    rtt_sample(self.rtt_[0], t - self.synack_t_, true)
+    refresh_full(self)
+  end
+  local ref = peer.ref  -- (Flow:unwrap, written out)
+  local a = (seg.ack - ref % TWO32) % TWO32
+  if a >= 2147483648 then a = a - TWO32 end
+  a = ref + a
+  local max_end, nxt = peer.max_end, peer.next
+  if a > max_end + 1073741824 then return end  -- nonsense ack
+  if peer.fin_seen and a == nxt + 1 then a = nxt end  -- the FIN's sequence number
+  -- An ACK for the segment that ended exactly here: a round-trip sample for this side.
+  local tail = peer.ua_tail
+  if peer.ua_head <= tail and (not peer.una_known or a > peer.una) then
+    -- Records end in increasing order (each carries new data): a binary search, not a scan
+    -- (Flow:first_unacked_ending_after, written out).
+    local u, lo, hi, v = peer.unacked, peer.ua_head, tail + 1, a - 1
+    while lo < hi do
+      local mid = floor((lo + hi) / 2)
+      if u[mid].e <= v then lo = mid + 1 else hi = mid end
+    end
+    if lo <= tail then
+      local s = u[lo]
+      if s.e == a then
+        rtt_sample(self.rtt_[dir], t - s.t, false, seg.wire_len == 0)
+        refresh_full(self)
+      end
+    end
+  end
+  if a > nxt then
+    -- The receiver has bytes the capture has not shown: missing at the capture point. Unless they
+    -- come soon after: a capture can show a segment just after the ACK that covers it. (Not when
+    -- later data is already held: the receiver acknowledged past a hole the capture skipped.)
+    local upto = min(a, max_end > nxt and max_end or a)
+    if peer.out_of_order_count > 0 then
+      self:declare_gap(1 - dir, upto, seg.frame, UNSEEN, r)
+    else
+      if peer.unseen_upto <= nxt then peer.unseen_t, peer.unseen_frame = t, seg.frame end
+      peer.unseen_upto = max(peer.unseen_upto, upto)
+    end
+  end
+  -- (Flow:acked, written out)
+  local una_known, una = peer.una_known, peer.una
+  if una_known and a <= una then return end
+  local before = una_known and una or a
+  peer.una, peer.una_known = a, true
+  trim_acked(peer, t, seg.frame)
+  local full = self.full_
+  link_advanced(peer.link, a - before, t, full)
+  local path = peer.path
+  if path then link_advanced(path, a - before, t, full) end
+end
+
+local function payload(self, seg, dir, r, f, t, len)
+  if not f.started then
+    f:anchor(seg.seq)
+    r:stream_without_syn(dir, seg)
+  end
+  if f.largest_payload < len then f.largest_payload = len end
+  local options_len = seg.options_len
+  if options_len and options_len ~= 0 then f.data_options_len = options_len end
+  local ref = f.ref  -- (Flow:unwrap, written out)
+  local start = (seg.seq - ref % TWO32) % TWO32
+  if start >= 2147483648 then start = start - TWO32 end
+  start = ref + start
+  local e = start + len
+  local nxt = f.next
+  -- Acknowledged bytes still unseen when the sender's next data comes past them: missing.
+  if start > nxt and f.unseen_upto > nxt then
+    self:declare_unseen(dir, r)
+    nxt = f.next
+  end
+  if e <= nxt then
+    local keepalive = len <= 1 and start + 1 >= nxt
+    if not keepalive then self:resend(dir, seg, start, e, r) end
+    return
+  end
+  if start > nxt then
+    -- Beyond a hole: kept until the hole fills, the receiver acknowledges past it, or the buffer
+    -- cap is hit (then the hole is declared lost).
+    if f.out_of_order_count == 0 then f.hole_since = t end
+    local held = f.out_of_order[start]
+    if not held then
+      held = { bytes = "", t = 0, frame = 0 }
+      f.out_of_order[start] = held
+      f.out_of_order_count = f.out_of_order_count + 1
+    end
+    if #held.bytes < seg.pay_len then
+      f.out_of_order_bytes = f.out_of_order_bytes + seg.pay_len - #held.bytes
+      held.bytes, held.t, held.frame = payload_of(seg), t, seg.frame
+    end
+    f.max_end = max(f.max_end, e)
+    f.ref = e  -- (Flow:move_ref)
+    if f.out_of_order_bytes > self.max_out_of_order_bytes_ then
+      local why = string.format("out-of-order buffer cap (%.0f bytes) hit; hole declared lost",
+                                self.max_out_of_order_bytes_)
+      self:declare_gap(dir, f:out_of_order_first(), seg.frame, why, r)
+    end
+    return
+  end
+  if seg.flags % 16 < 8 then saw_full(f, len) end  -- no PSH: more data was queued
+  local m = effective_mss(f)
+  if len > m then  -- TSO/GRO at the capture point; a whole multiple of the MSS proves it
+    f.aggregates = f.aggregates + 1
+    if len % m == 0 then f.aggregates_whole = f.aggregates_whole + 1 end
+  end
+  if f.out_of_order_count > 0 then
+    r:hole_filled(dir, seg, f.hole_since)
+    nxt = f.next
+  end
+  -- Overlap with bytes already delivered is trimmed; the rest is new, in order.
+  -- (the new bytes by position in the frame's string: n from the payload's byte skip + 1)
+  local skip = nxt - start
+  local n = seg.pay_len
+  local wire_rest = len - skip
+  n = skip >= n and 0 or n - skip
+  if n < wire_rest then f.bytes_missing = f.bytes_missing + wire_rest - n end  -- the snaplen
+  nxt = nxt + wire_rest
+  f.next = nxt  -- before delivery: a status delivered now is settled against this position
+  f.ref = nxt  -- (Flow:move_ref)
+  local owner, owner_cmd, h, cmd, itt = r:deliver(dir, seg.pkt, seg.pay + skip, n, wire_rest, seg, self.filling_)
+  -- owner_cmd: which command held the slot then (a slot is reused once its command is released).
+  -- (s and e: start and end, a Lua keyword.) Records acknowledged are taken again from the
+  -- flow's free list and refilled: no table per segment.
+  m = effective_mss(f)  -- (Flow:is_small, written out)
+  local small = len < m or (len > m and len % m ~= 0)
+  local tail = f.ua_tail
+  if tail - f.ua_head + 1 < MAX_UNACKED_RECORDS then
+    local k, rec = f.ua_free_n
+    if k > 0 then
+      local free = f.ua_free
+      rec = free[k]
+      free[k] = nil
+      f.ua_free_n = k - 1
+      rec.s, rec.e, rec.t, rec.frame, rec.owner, rec.owner_cmd = start, e, t, seg.frame, owner, owner_cmd
+      rec.small, rec.h, rec.cmd, rec.itt = small, h, cmd, itt
+    else
+      rec = { s = start, e = e, t = t, frame = seg.frame, owner = owner, owner_cmd = owner_cmd,
+              small = small, h = h, cmd = cmd, itt = itt }
+    end
+    tail = tail + 1
+    f.ua_tail = tail
+    f.unacked[tail] = rec
+  else
+    r:unacked_cap_hit(dir, seg.frame, MAX_UNACKED_RECORDS)
+  end
+  local una_known = f.una_known
+  if una_known and f.una >= e then trim_acked(f, f.unseen_t, f.unseen_frame) end  -- its ACK came first
+  if small then
+    -- (one record per flow, refilled: holds read it, none keeps it)
+    local ls = f.last_small
+    if not ls then
+      ls = {}
+      f.last_small = ls
+    end
+    ls.e, ls.t, ls.frame, ls.h, ls.cmd, ls.acked, ls.ack_t, ls.ack_frame = e, t, seg.frame, h, cmd, false, 0, 0
+    f.has_small = true
+  end
+  if f.max_end < e then f.max_end = e end
+  if una_known and not f.peer_wscale_known then infer_window_scale(f) end
+  f.last_data_t = t
+  f.last_data_frame = seg.frame
+  if f.out_of_order_count > 0 then self:drain_out_of_order(dir, seg, r) end  -- (none held: nothing to drain)
+end
+
+function Tracker:on_segment(seg, dir, r)
+  local flows = self.flow_
+  local f, other = flows[dir], flows[1 - dir]
+  local t = seg.t
+  local f0, f1 = flows[0], flows[1]
+  if f0.unseen_upto > f0.next and t - f0.unseen_t > REORDER_WAIT_NS then self:declare_unseen(0, r) end
+  if f1.unseen_upto > f1.next and t - f1.unseen_t > REORDER_WAIT_NS then self:declare_unseen(1, r) end
+  local fl = seg.flags  -- FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10 (tested inline: once per segment)
+  local syn, rst = fl % 4 >= 2, fl % 8 >= 4
+  local una_before = other.una
+  if syn then self:handshake(seg, dir, r) end
+  -- a release's sample is given after the segment is judged: it may not bound its own release
+  local has_ts = seg.has_ts
+  local released = has_ts and echo(f, other, seg, t) or -1
+  local wire_len = seg.wire_len
+  if wire_len > 0 then f.last_payload_t = t end
+  if fl % 32 >= 16 then ack(self, seg, dir, other, r, t) end
+  if wire_len > 0 and not syn then payload(self, seg, dir, r, f, t, wire_len) end
+  if released >= 0 then
+    rtt_released(self.rtt_[dir], released)
+    refresh_full(self)
+  end
+  if fl % 2 == 1 or rst then
+    f.fin_seen = true
+    if rst or other.fin_seen then self.closed_ = true end
+  end
+  -- The window this side advertises limits what the other side may send. Its scale is known from
+  -- both SYNs (0 when either lacks the option); else the least the data in flight proves.
+  local raw = seg.window
+  local win = raw
+  local scale_known = f.syn_seen and other.syn_seen
+  if not syn then
+    local offered = f.wscale_offered
+    if scale_known and offered >= 0 and other.wscale_offered >= 0 then
+      win = raw * 2 ^ (offered < 14 and offered or 14)
+    elseif not scale_known then
+      win = raw * 2 ^ other.peer_wscale_min
+    end
+  end
+  local window_changed = other.peer_window_known
+  if window_changed then
+    if scale_known then window_changed = other.peer_window ~= win else window_changed = other.peer_window_raw ~= raw end
+  end
+  other.peer_window, other.peer_window_raw, other.peer_wscale_known, other.peer_window_known = win, raw, scale_known,
+                                                                                             true
+  if not other.una_known then return end
+  local una = other.una
+  if una ~= una_before or window_changed or other.ak_tail < other.ak_head then
+    -- what a hold's release may be matched against (rules/holds.lua)
+    local rec = record_ack(other, t - ACK_KEEP_RTTS * self.full_ - ACK_KEEP_NS)
+    rec.ack, rec.t, rec.frame, rec.window, rec.h, rec.cmd = una, t, seg.frame, win, other.acked_h, other.acked_cmd
+    rec.data_t, rec.data_frame, rec.raw = other.acked_data_t, other.acked_data_frame, raw
+    rec.tsval, rec.has_ts = seg.tsval or 0, has_ts or false
+  end
+end
 end
 
 -- End of capture: holes still open are declared lost.
@@ -2924,9 +2990,26 @@ end
 -- seg went on from c's flight without a wait of its own: the ACK that released it (a window's
 -- edge: window_edge_half_trips; an echoed timestamp: echo_half_trips) still counts its crossings
 -- (docs/rules.md "Round trips").
+do
+-- (per segment: the flow's searches and release_half_trips as upvalues, the tracker read once)
+local first_opening, first_with_ts, effective_mss = Flow.first_opening, Flow.first_with_ts, Flow.effective_mss
 function Holds:on_release(v, dir, seg, c)
-  self:window_edge_half_trips(v, dir, seg, c)
-  self:echo_half_trips(v, dir, seg, c)
+  local tcp = v.tcp
+  if not tcp.rtt_[dir].known_ then return end
+  local f = tcp.flow_[dir]
+  -- window_edge_half_trips, written out (Flow:first_wire_end and unwrap too)
+  local len, mss = seg.wire_len, effective_mss(f)
+  local ref = f.ref
+  local d = (seg.seq - ref % TWO32) % TWO32
+  if d >= 2147483648 then d = d - TWO32 end
+  local i = first_opening(f, ref + d + (len < mss and len or mss))
+  local release_half_trips = Holds.release_half_trips
+  if i <= f.ak_tail then release_half_trips(self, v, dir, seg, c, f.acks[i]) end  -- the first ACK that opened the window this far
+  -- echo_half_trips, written out
+  if not seg.has_ts or f.echo_moved_frame ~= seg.frame then return end
+  i = first_with_ts(f, seg.tsecr)
+  if i <= f.ak_tail then release_half_trips(self, v, dir, seg, c, f.acks[i]) end
+end
 end
 
 -- Window arithmetic: more of a flight past the edge the ACKs had offered could leave only once an
@@ -3418,13 +3501,19 @@ function Connection:full_rtt_ns() return self.tcp:full_rtt_ns() end
 
 -- TCP: the tracker (tcp/tracker.lua) tells what the streams carry; this is its receiver. -------
 
+-- (on_segment and deliver run per segment: the tracker's and the stream's functions called as
+-- upvalues, not looked up as methods)
+do
+local tracker_on_segment, pdu_feed = Tracker.on_segment, PduStream.feed
 function Connection:on_segment(seg, dir)
   self.frames = self.frames + 1
-  self.last_t = seg.t
+  local t = seg.t
+  self.last_t = t
   local resends = self.rules.retransmission
   if #resends.pending_ > 0 then resends:settle(self.view, self, self.slots, seg, dir) end  -- (pending(), per segment)
-  self.tcp:on_segment(seg, dir, self)
-  if self.settling.head <= self.settling.tail then self:settle(seg.t) end
+  tracker_on_segment(self.tcp, seg, dir, self)
+  local q = self.settling
+  if q.head <= q.tail then self:settle(t) end
 end
 
 function Connection:stream_from_syn(dir)
@@ -3453,16 +3542,19 @@ function Connection:deliver(dir, s, i, n, wire_len, seg, filled_by)
   self.filling = filled_by
   self.seg_h, self.seg_cmd, self.seg_itt = -1, 0, 0
   local ps = self.pdus[dir]
-  local began_mid = ps:mid_pdu()
-  local mid_slot = began_mid and self.current_slot[dir] and self.current_slot[dir].slot or 0
-  local events = ps:feed(s, i, n, seg.frame, seg.t)
+  local began_mid = ps.open  -- (mid_pdu)
+  local cur = self.current_slot
+  local mid = began_mid and cur[dir]
+  local mid_slot = mid and mid.slot or 0
+  local events = pdu_feed(ps, s, i, n, seg.frame, seg.t)
   -- the capture's snaplen cut this packet: the bytes exist, we just cannot see them
   if n < wire_len then ps:gap(wire_len - n) end
-  self:on_pdus(dir, seg, events, began_mid, mid_slot)
+  Connection.on_pdus(self, dir, seg, events, began_mid, mid_slot)
   self.filling = outer
-  local owner = self.current_slot[dir]
+  local owner = cur[dir]
   if owner then return owner.slot, owner.first_frame, self.seg_h, self.seg_cmd, self.seg_itt end
   return 0, 0, self.seg_h, self.seg_cmd, self.seg_itt
+end
 end
 
 function Connection:lost(dir, bytes, frame, why)
@@ -3865,6 +3957,12 @@ end
 -- The critical path (engine/src/session/critical_path.cpp; docs/rules.md "The critical path"):
 -- each segment carrying bytes of a command is a path event of it.
 
+-- (on_pdus, path_event_for_start and analyse_path_event run for every segment with iSCSI bytes:
+-- they call each other, on_pdu_end and the holds as upvalues, not as methods)
+do
+local analyse_path_event, path_event_for_start
+local on_pdu_end = Connection.on_pdu_end
+local holds_on_wait, holds_on_release = Holds.on_wait, Holds.on_release
 function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
   -- Path events (slot, role, response): the first in locals (the usual one), more in lists.
   local n, s1, r1, p1, t_slot, t_role, t_resp = 0, nil, nil, nil, nil, nil, nil
@@ -3874,7 +3972,7 @@ function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
   if began_mid and self.slots[mid_slot] then
     local e = events[1]
     if e and e.type == "end" and e.last_frame and e.last_frame ~= 0 and e.last_frame ~= seg.frame then
-      self:analyse_path_event(dir, { frame = e.last_frame, t = e.last_t }, mid_slot, "cont", nil, none)
+      analyse_path_event(self, dir, { frame = e.last_frame, t = e.last_t }, mid_slot, "cont", nil, none)
     else
       n, s1, r1 = 1, mid_slot, "cont"
     end
@@ -3882,14 +3980,14 @@ function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
   for k = 1, #events do  -- (a numeric loop: ipairs is a call per element)
     local ev = events[k]
     if ev.type == "start" then
-      local c, role = self:path_event_for_start(dir, ev, seg)
+      local c, role = path_event_for_start(self, dir, ev, seg)
       self.current_slot[dir] = c
       local response = ev.bhs.opcode == OP.ScsiResponse
       if c and role ~= "start" and ev.first_frame and ev.first_frame ~= 0 and ev.first_frame ~= seg.frame then
-        self:analyse_path_event(dir, { frame = ev.first_frame, t = ev.first_t }, c.slot, role, response, none)
+        analyse_path_event(self, dir, { frame = ev.first_frame, t = ev.first_t }, c.slot, role, response, none)
         local e = events[k + 1]
         if e and e.type == "end" and e.last_frame and e.last_frame ~= 0 and e.last_t > ev.first_t then
-          self:analyse_path_event(dir, { frame = e.last_frame, t = e.last_t }, c.slot, "cont", response, none)
+          analyse_path_event(self, dir, { frame = e.last_frame, t = e.last_t }, c.slot, "cont", response, none)
         end
       elseif c and n < 8 and role ~= "start" then
         local dup = n >= 1 and s1 == c.slot
@@ -3908,11 +4006,11 @@ function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
   end
   -- The first path event judging a hold gives the segment its verdict; the others share it.
   local verdict = NOT_JUDGED
-  if n >= 1 then verdict = self:analyse_path_event(dir, seg, s1, r1, p1, verdict) end
-  for i = 2, n do verdict = self:analyse_path_event(dir, seg, t_slot[i], t_role[i], t_resp[i], verdict) end
+  if n >= 1 then verdict = analyse_path_event(self, dir, seg, s1, r1, p1, verdict) end
+  for i = 2, n do verdict = analyse_path_event(self, dir, seg, t_slot[i], t_role[i], t_resp[i], verdict) end
   for k = 1, #events do
     local ev = events[k]
-    if ev.type == "end" then self:on_pdu_end(dir, seg, ev) end
+    if ev.type == "end" then on_pdu_end(self, dir, seg, ev) end
   end
 end
 
@@ -4002,16 +4100,19 @@ function Connection:path_event_for_start(dir, ev, seg)
   return c, role
 end
 
+path_event_for_start = Connection.path_event_for_start
+
 -- Returns the verdict, the segment's own once a hold was judged (see NOT_JUDGED).
 function Connection:analyse_path_event(dir, seg, slot, role, response, verdict)
   local c = self.slots[slot]
   if not c then return verdict end
+  local has_seg = c.has_seg
   local now = seg.t
   local r = self.tcp.rtt_[dir]  -- (rtt_ns and its accessors written out: this runs for every segment)
   local rtt_side = r.known_ and r.min_ or 0
   local ready
   if role == "cont" then
-    ready = c.has_seg[dir] and c.last_seg_t[dir] or c.last_event_t
+    ready = has_seg[dir] and c.last_seg_t[dir] or c.last_event_t
   elseif role == "solicited" then
     ready = c.last_r2t_t + rtt_side
   else
@@ -4043,17 +4144,17 @@ function Connection:analyse_path_event(dir, seg, slot, role, response, verdict)
     rest = rest - trunc(loss * 1e6)
   end
   if rest > wait_min then
-    rest, verdict = self.rules.holds:on_wait(self.view, self, dir, seg, c, ready, rest, verdict)
+    rest, verdict = holds_on_wait(self.rules.holds, self.view, self, dir, seg, c, ready, rest, verdict)
   end
-  if role == "cont" and c.has_seg[dir] and not verdict.reported then  -- no wait of its own judged
-    self.rules.holds:on_release(self.view, dir, seg, c)
+  if role == "cont" and has_seg[dir] and not verdict.reported then  -- no wait of its own judged
+    holds_on_release(self.rules.holds, self.view, dir, seg, c)
   end
   if rest > 0 then
     if dir == T2I and (reply or rest > wait_min) then bd.think = bd.think + ms(rest)
     elseif solicited then bd.r2t = bd.r2t + ms(rest)
     elseif response then bd.response = bd.response + ms(rest)
     elseif dir == I2T then bd.request = bd.request + ms(rest)
-    elseif c.has_seg[T2I] then bd.data = bd.data + rest / 1e6
+    elseif has_seg[T2I] then bd.data = bd.data + rest / 1e6
     else bd.request = bd.request + ms(rest) end
   end
   if reply and c.first_reply_frame == 0 then
@@ -4065,8 +4166,10 @@ function Connection:analyse_path_event(dir, seg, slot, role, response, verdict)
   self.seg_itt = c.itt
   c.last_event_t = c.last_event_t > now and c.last_event_t or now
   c.last_seg_t[dir] = now
-  c.has_seg[dir] = true
+  has_seg[dir] = true
   return verdict
+end
+analyse_path_event = Connection.analyse_path_event
 end
 
 -- The reply was framed before (or while) its command was: its time still counts on the critical

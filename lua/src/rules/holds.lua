@@ -194,9 +194,26 @@ end
 -- seg went on from c's flight without a wait of its own: the ACK that released it (a window's
 -- edge: window_edge_half_trips; an echoed timestamp: echo_half_trips) still counts its crossings
 -- (docs/rules.md "Round trips").
+do
+-- (per segment: the flow's searches and release_half_trips as upvalues, the tracker read once)
+local first_opening, first_with_ts, effective_mss = Flow.first_opening, Flow.first_with_ts, Flow.effective_mss
 function Holds:on_release(v, dir, seg, c)
-  self:window_edge_half_trips(v, dir, seg, c)
-  self:echo_half_trips(v, dir, seg, c)
+  local tcp = v.tcp
+  if not tcp.rtt_[dir].known_ then return end
+  local f = tcp.flow_[dir]
+  -- window_edge_half_trips, written out (Flow:first_wire_end and unwrap too)
+  local len, mss = seg.wire_len, effective_mss(f)
+  local ref = f.ref
+  local d = (seg.seq - ref % TWO32) % TWO32
+  if d >= 2147483648 then d = d - TWO32 end
+  local i = first_opening(f, ref + d + (len < mss and len or mss))
+  local release_half_trips = Holds.release_half_trips
+  if i <= f.ak_tail then release_half_trips(self, v, dir, seg, c, f.acks[i]) end  -- the first ACK that opened the window this far
+  -- echo_half_trips, written out
+  if not seg.has_ts or f.echo_moved_frame ~= seg.frame then return end
+  i = first_with_ts(f, seg.tsecr)
+  if i <= f.ak_tail then release_half_trips(self, v, dir, seg, c, f.acks[i]) end
+end
 end
 
 -- Window arithmetic: more of a flight past the edge the ACKs had offered could leave only once an

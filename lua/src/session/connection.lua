@@ -75,13 +75,19 @@ function Connection:full_rtt_ns() return self.tcp:full_rtt_ns() end
 
 -- TCP: the tracker (tcp/tracker.lua) tells what the streams carry; this is its receiver. -------
 
+-- (on_segment and deliver run per segment: the tracker's and the stream's functions called as
+-- upvalues, not looked up as methods)
+do
+local tracker_on_segment, pdu_feed = Tracker.on_segment, PduStream.feed
 function Connection:on_segment(seg, dir)
   self.frames = self.frames + 1
-  self.last_t = seg.t
+  local t = seg.t
+  self.last_t = t
   local resends = self.rules.retransmission
   if #resends.pending_ > 0 then resends:settle(self.view, self, self.slots, seg, dir) end  -- (pending(), per segment)
-  self.tcp:on_segment(seg, dir, self)
-  if self.settling.head <= self.settling.tail then self:settle(seg.t) end
+  tracker_on_segment(self.tcp, seg, dir, self)
+  local q = self.settling
+  if q.head <= q.tail then self:settle(t) end
 end
 
 function Connection:stream_from_syn(dir)
@@ -110,16 +116,19 @@ function Connection:deliver(dir, s, i, n, wire_len, seg, filled_by)
   self.filling = filled_by
   self.seg_h, self.seg_cmd, self.seg_itt = -1, 0, 0
   local ps = self.pdus[dir]
-  local began_mid = ps:mid_pdu()
-  local mid_slot = began_mid and self.current_slot[dir] and self.current_slot[dir].slot or 0
-  local events = ps:feed(s, i, n, seg.frame, seg.t)
+  local began_mid = ps.open  -- (mid_pdu)
+  local cur = self.current_slot
+  local mid = began_mid and cur[dir]
+  local mid_slot = mid and mid.slot or 0
+  local events = pdu_feed(ps, s, i, n, seg.frame, seg.t)
   -- the capture's snaplen cut this packet: the bytes exist, we just cannot see them
   if n < wire_len then ps:gap(wire_len - n) end
-  self:on_pdus(dir, seg, events, began_mid, mid_slot)
+  Connection.on_pdus(self, dir, seg, events, began_mid, mid_slot)
   self.filling = outer
-  local owner = self.current_slot[dir]
+  local owner = cur[dir]
   if owner then return owner.slot, owner.first_frame, self.seg_h, self.seg_cmd, self.seg_itt end
   return 0, 0, self.seg_h, self.seg_cmd, self.seg_itt
+end
 end
 
 function Connection:lost(dir, bytes, frame, why)

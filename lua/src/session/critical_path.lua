@@ -2,6 +2,12 @@
 -- The critical path (engine/src/session/critical_path.cpp; docs/rules.md "The critical path"):
 -- each segment carrying bytes of a command is a path event of it.
 
+-- (on_pdus, path_event_for_start and analyse_path_event run for every segment with iSCSI bytes:
+-- they call each other, on_pdu_end and the holds as upvalues, not as methods)
+do
+local analyse_path_event, path_event_for_start
+local on_pdu_end = Connection.on_pdu_end
+local holds_on_wait, holds_on_release = Holds.on_wait, Holds.on_release
 function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
   -- Path events (slot, role, response): the first in locals (the usual one), more in lists.
   local n, s1, r1, p1, t_slot, t_role, t_resp = 0, nil, nil, nil, nil, nil, nil
@@ -11,7 +17,7 @@ function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
   if began_mid and self.slots[mid_slot] then
     local e = events[1]
     if e and e.type == "end" and e.last_frame and e.last_frame ~= 0 and e.last_frame ~= seg.frame then
-      self:analyse_path_event(dir, { frame = e.last_frame, t = e.last_t }, mid_slot, "cont", nil, none)
+      analyse_path_event(self, dir, { frame = e.last_frame, t = e.last_t }, mid_slot, "cont", nil, none)
     else
       n, s1, r1 = 1, mid_slot, "cont"
     end
@@ -19,14 +25,14 @@ function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
   for k = 1, #events do  -- (a numeric loop: ipairs is a call per element)
     local ev = events[k]
     if ev.type == "start" then
-      local c, role = self:path_event_for_start(dir, ev, seg)
+      local c, role = path_event_for_start(self, dir, ev, seg)
       self.current_slot[dir] = c
       local response = ev.bhs.opcode == OP.ScsiResponse
       if c and role ~= "start" and ev.first_frame and ev.first_frame ~= 0 and ev.first_frame ~= seg.frame then
-        self:analyse_path_event(dir, { frame = ev.first_frame, t = ev.first_t }, c.slot, role, response, none)
+        analyse_path_event(self, dir, { frame = ev.first_frame, t = ev.first_t }, c.slot, role, response, none)
         local e = events[k + 1]
         if e and e.type == "end" and e.last_frame and e.last_frame ~= 0 and e.last_t > ev.first_t then
-          self:analyse_path_event(dir, { frame = e.last_frame, t = e.last_t }, c.slot, "cont", response, none)
+          analyse_path_event(self, dir, { frame = e.last_frame, t = e.last_t }, c.slot, "cont", response, none)
         end
       elseif c and n < 8 and role ~= "start" then
         local dup = n >= 1 and s1 == c.slot
@@ -45,11 +51,11 @@ function Connection:on_pdus(dir, seg, events, began_mid, mid_slot)
   end
   -- The first path event judging a hold gives the segment its verdict; the others share it.
   local verdict = NOT_JUDGED
-  if n >= 1 then verdict = self:analyse_path_event(dir, seg, s1, r1, p1, verdict) end
-  for i = 2, n do verdict = self:analyse_path_event(dir, seg, t_slot[i], t_role[i], t_resp[i], verdict) end
+  if n >= 1 then verdict = analyse_path_event(self, dir, seg, s1, r1, p1, verdict) end
+  for i = 2, n do verdict = analyse_path_event(self, dir, seg, t_slot[i], t_role[i], t_resp[i], verdict) end
   for k = 1, #events do
     local ev = events[k]
-    if ev.type == "end" then self:on_pdu_end(dir, seg, ev) end
+    if ev.type == "end" then on_pdu_end(self, dir, seg, ev) end
   end
 end
 
@@ -139,16 +145,19 @@ function Connection:path_event_for_start(dir, ev, seg)
   return c, role
 end
 
+path_event_for_start = Connection.path_event_for_start
+
 -- Returns the verdict, the segment's own once a hold was judged (see NOT_JUDGED).
 function Connection:analyse_path_event(dir, seg, slot, role, response, verdict)
   local c = self.slots[slot]
   if not c then return verdict end
+  local has_seg = c.has_seg
   local now = seg.t
   local r = self.tcp.rtt_[dir]  -- (rtt_ns and its accessors written out: this runs for every segment)
   local rtt_side = r.known_ and r.min_ or 0
   local ready
   if role == "cont" then
-    ready = c.has_seg[dir] and c.last_seg_t[dir] or c.last_event_t
+    ready = has_seg[dir] and c.last_seg_t[dir] or c.last_event_t
   elseif role == "solicited" then
     ready = c.last_r2t_t + rtt_side
   else
@@ -180,17 +189,17 @@ function Connection:analyse_path_event(dir, seg, slot, role, response, verdict)
     rest = rest - trunc(loss * 1e6)
   end
   if rest > wait_min then
-    rest, verdict = self.rules.holds:on_wait(self.view, self, dir, seg, c, ready, rest, verdict)
+    rest, verdict = holds_on_wait(self.rules.holds, self.view, self, dir, seg, c, ready, rest, verdict)
   end
-  if role == "cont" and c.has_seg[dir] and not verdict.reported then  -- no wait of its own judged
-    self.rules.holds:on_release(self.view, dir, seg, c)
+  if role == "cont" and has_seg[dir] and not verdict.reported then  -- no wait of its own judged
+    holds_on_release(self.rules.holds, self.view, dir, seg, c)
   end
   if rest > 0 then
     if dir == T2I and (reply or rest > wait_min) then bd.think = bd.think + ms(rest)
     elseif solicited then bd.r2t = bd.r2t + ms(rest)
     elseif response then bd.response = bd.response + ms(rest)
     elseif dir == I2T then bd.request = bd.request + ms(rest)
-    elseif c.has_seg[T2I] then bd.data = bd.data + rest / 1e6
+    elseif has_seg[T2I] then bd.data = bd.data + rest / 1e6
     else bd.request = bd.request + ms(rest) end
   end
   if reply and c.first_reply_frame == 0 then
@@ -202,8 +211,10 @@ function Connection:analyse_path_event(dir, seg, slot, role, response, verdict)
   self.seg_itt = c.itt
   c.last_event_t = c.last_event_t > now and c.last_event_t or now
   c.last_seg_t[dir] = now
-  c.has_seg[dir] = true
+  has_seg[dir] = true
   return verdict
+end
+analyse_path_event = Connection.analyse_path_event
 end
 
 -- The reply was framed before (or while) its command was: its time still counts on the critical

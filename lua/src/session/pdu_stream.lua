@@ -66,13 +66,19 @@ local function clear_events(self)
   self.n_start, self.n_end = 0, 0
 end
 
+do
+local framer_feed = Framer.feed
 function PduStream:feed(s, i, n, frame, t)
   clear_events(self)
   self.cur_frame, self.cur_t = frame, t
-  self:remember(self.abs, frame, t)
-  self.framer:feed(s, i, n, self)
+  local c = self.r_count  -- (remember, written out: per segment)
+  local k = c % RECENT + 1
+  self.r_count = c + 1
+  self.r_abs[k], self.r_frame[k], self.r_t[k] = self.abs, frame, t
+  framer_feed(self.framer, s, i, n, self)
   self.abs = self.abs + n
   return self.events
+end
 end
 
 function PduStream:gap(lost)

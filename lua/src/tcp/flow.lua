@@ -13,25 +13,34 @@ function LinkMeter.new()
                         rate_bytes = 0 }, LinkMeter)
 end
 
+do
+-- (the rules' constants as upvalues: this runs for every ACK that advances)
+local TRAIN_DIV, RUN_MIN = RULES.link_train_gap_rtt_divisor, RULES.link_run_bytes_min
+local BUSY_RTTS, BUSY_DIV = RULES.link_busy_gap_rtts, RULES.link_busy_rate_divisor
 function LinkMeter:advanced(bytes, t, rtt)
-  local gap = self.last_t < 0 and -1 or t - self.last_t
+  local last = self.last_t
+  local gap = last < 0 and -1 or t - last
   self.last_t = t
   if gap < 0 then return end
-  if gap <= floor(rtt / RULES.link_train_gap_rtt_divisor) then
-    self.run_ns = self.run_ns + gap
-    self.run_bytes = self.run_bytes + bytes
-    if self.run_bytes >= RULES.link_run_bytes_min and self.run_ns > 0 then
-      local r = self.run_bytes * 1e9 / self.run_ns
-      if r > self.rate then self.rate, self.rate_bytes = r, self.run_bytes end
+  local rate = self.rate
+  if gap <= floor(rtt / TRAIN_DIV) then
+    local run_ns, run_bytes = self.run_ns + gap, self.run_bytes + bytes
+    self.run_ns, self.run_bytes = run_ns, run_bytes
+    if run_bytes >= RUN_MIN and run_ns > 0 then
+      local r = run_bytes * 1e9 / run_ns
+      if r > rate then
+        rate = r
+        self.rate, self.rate_bytes = r, run_bytes
+      end
     end
   else
     self.run_ns, self.run_bytes = 0, 0
   end
-  if self.rate > 0 and gap <= rtt * RULES.link_busy_gap_rtts and
-     bytes * 1e9 >= gap * self.rate / RULES.link_busy_rate_divisor then
+  if rate > 0 and gap <= rtt * BUSY_RTTS and bytes * 1e9 >= gap * rate / BUSY_DIV then
     self.busy_ns = self.busy_ns + gap
     self.busy_bytes = self.busy_bytes + bytes
   end
+end
 end
 
 local Flow = {}
@@ -143,24 +152,32 @@ end
 function Flow:trim_acked(t, frame)
   local ack = self.una
   local u = self.unacked
-  while self.ua_head <= self.ua_tail and u[self.ua_head].e <= ack do
-    local r = u[self.ua_head]
-    if r.h and r.h >= 0 then self.acked_h, self.acked_cmd = r.h, r.cmd end
-    self.acked_data_t, self.acked_data_frame = r.t, r.frame
-    u[self.ua_head] = nil
-    self.ua_head = self.ua_head + 1
-    local n = self.ua_free_n + 1  -- to be refilled (tcp/tracker.lua)
-    self.ua_free[n] = r
+  local head, tail = self.ua_head, self.ua_tail
+  if head <= tail and u[head].e <= ack then
+    local free, n = self.ua_free, self.ua_free_n  -- to be refilled (tcp/tracker.lua)
+    repeat
+      local r = u[head]
+      local h = r.h
+      if h and h >= 0 then self.acked_h, self.acked_cmd = h, r.cmd end
+      self.acked_data_t, self.acked_data_frame = r.t, r.frame
+      u[head] = nil
+      head = head + 1
+      n = n + 1
+      free[n] = r
+    until head > tail or u[head].e > ack
     self.ua_free_n = n
   end
-  self.ua_head, self.ua_tail = compact(u, self.ua_head, self.ua_tail)
-  local r = self.ua_head <= self.ua_tail and u[self.ua_head]
+  head, tail = compact(u, head, tail)
+  self.ua_head, self.ua_tail = head, tail
+  local r = head <= tail and u[head]
   if r and r.s < ack and r.h and r.h >= 0 then self.acked_h, self.acked_cmd = r.h, r.cmd end
-  local s = self.last_small
-  if self.has_small and not s.acked and ack >= s.e then
-    s.acked = true
-    s.ack_t = t
-    s.ack_frame = frame
+  if self.has_small then
+    local s = self.last_small
+    if not s.acked and ack >= s.e then
+      s.acked = true
+      s.ack_t = t
+      s.ack_frame = frame
+    end
   end
 end
 
@@ -210,15 +227,15 @@ function Flow:link_meter() return self.path or self.link end
 function Flow:record_ack(horizon)
   local a = self.acks
   local free, n = self.ak_free, self.ak_free_n
+  local head, tail = self.ak_head, self.ak_tail
   -- the newest record older than the horizon stays: the edge in force until the next one
-  while self.ak_head <= self.ak_tail and ((self.ak_head < self.ak_tail and a[self.ak_head + 1].t < horizon) or
-        self.ak_tail - self.ak_head + 1 >= MAX_ACK_RECORDS) do
+  while head <= tail and ((head < tail and a[head + 1].t < horizon) or tail - head + 1 >= MAX_ACK_RECORDS) do
     n = n + 1
-    free[n] = a[self.ak_head]
-    a[self.ak_head] = nil
-    self.ak_head = self.ak_head + 1
+    free[n] = a[head]
+    a[head] = nil
+    head = head + 1
   end
-  self.ak_head, self.ak_tail = compact(a, self.ak_head, self.ak_tail)
+  head, tail = compact(a, head, tail)
   local r
   if n > 0 then
     r = free[n]
@@ -229,8 +246,9 @@ function Flow:record_ack(horizon)
           has_ts = false }
   end
   self.ak_free_n = n
-  self.ak_tail = self.ak_tail + 1
-  a[self.ak_tail] = r
+  tail = tail + 1
+  self.ak_head, self.ak_tail = head, tail
+  a[tail] = r
   return r
 end
 
@@ -276,29 +294,18 @@ function RttEstimate:copy()
 end
 
 local RTT_MAX_NS = RULES.rtt_max_ms * 1e6
--- clean: the ACK carried no data (a pure ACK or the handshake), so the sample holds no answer
--- time of the side's application (nil: true, as the engine's default argument).
-function RttEstimate:sample(ns, from_handshake, clean)
-  -- past TCP's longest retransmission timeout a gap is not a round trip
-  if ns < 0 or ns > RTT_MAX_NS then return end
-  if from_handshake then self.handshake_ = true end
-  if clean ~= false then self.clean_samples_ = self.clean_samples_ + 1 end
-  if not self.known_ or ns < self.min_ then self.min_ = ns end
-  self.known_ = true
-  self.samples_ = self.samples_ + 1
-  self:remember(ns)
-end
 -- A sample into the ring of the latest jitter_window, and into sorted_, the same values in
 -- order. Once the ring is full the value it replaces is found by binary search and the new one
 -- moved from there to its place (consecutive samples are close: few moves); no sort per sample.
+-- (A local function: sample and released call it per ACK.)
 local JITTER_WINDOW = RULES.jitter_window
-function RttEstimate:remember(ns)
+local function remember(self, ns)
   local w = JITTER_WINDOW
   local ring = self.ring_
   local k = ring % w + 1
-  local s = self.sorted_
+  local s, recent = self.sorted_, self.recent_
   if ring >= w and not self.nan_ and ns == ns then
-    local old = self.recent_[k]
+    local old = recent[k]
     local lo, hi = 1, w
     while lo < hi do
       local mid = floor((lo + hi) / 2)
@@ -306,13 +313,17 @@ function RttEstimate:remember(ns)
     end
     local i = lo
     if ns > old then
-      while i < w and s[i + 1] < ns do
-        s[i] = s[i + 1]
+      while i < w do
+        local nx = s[i + 1]
+        if nx >= ns then break end
+        s[i] = nx
         i = i + 1
       end
     else
-      while i > 1 and s[i - 1] > ns do
-        s[i] = s[i - 1]
+      while i > 1 do
+        local pv = s[i - 1]
+        if pv <= ns then break end
+        s[i] = pv
         i = i - 1
       end
     end
@@ -322,7 +333,7 @@ function RttEstimate:remember(ns)
     if ns ~= ns then self.nan_ = true end
     local n = #s
     if ring >= w then
-      local old = self.recent_[k]
+      local old = recent[k]
       local i = n
       while i > 0 and s[i] ~= old do i = i - 1 end
       if i > 0 then
@@ -338,8 +349,21 @@ function RttEstimate:remember(ns)
     end
     s[i + 1] = ns
   end
-  self.recent_[k] = ns
+  recent[k] = ns
   self.ring_ = ring + 1
+end
+RttEstimate.remember = remember
+-- clean: the ACK carried no data (a pure ACK or the handshake), so the sample holds no answer
+-- time of the side's application (nil: true, as the engine's default argument).
+function RttEstimate:sample(ns, from_handshake, clean)
+  -- past TCP's longest retransmission timeout a gap is not a round trip
+  if ns < 0 or ns > RTT_MAX_NS then return end
+  if from_handshake then self.handshake_ = true end
+  if clean ~= false then self.clean_samples_ = self.clean_samples_ + 1 end
+  if not self.known_ or ns < self.min_ then self.min_ = ns end
+  self.known_ = true
+  self.samples_ = self.samples_ + 1
+  remember(self, ns)
 end
 function RttEstimate:known() return self.known_ end
 function RttEstimate:ns() return self.known_ and self.min_ or 0 end
@@ -352,7 +376,7 @@ function RttEstimate:released(ns)
   if ns < 0 or ns > RTT_MAX_NS then return end
   if not self.known_ or ns <= self.min_ then self.min_, self.released_ = ns, true end
   self.known_ = true
-  self:remember(ns)
+  remember(self, ns)
 end
 -- Not only an upper bound that may hold the side's answer time.
 function RttEstimate:tight() return self.handshake_ or self.clean_samples_ > 0 or self.released_ end
