@@ -2,6 +2,8 @@
 #include "input/optional_module.hpp"
 
 #include <dlfcn.h>
+#include <limits.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -15,13 +17,17 @@ namespace iscsi_doctor::cli {
 
 namespace {
 
+// The binary's folder: /proc/self/exe, else the path it was started by (no /proc in a chroot);
+// empty when neither names one (never the working directory: a module is code).
 std::string exe_dir() {
   std::vector<char> buf(4096);
-  const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
-  if (n <= 0) return ".";
-  std::string path(buf.data(), size_t(n));
+  std::string path;
+  if (const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1); n > 0)
+    path.assign(buf.data(), size_t(n));
+  else if (const auto* fn = reinterpret_cast<const char*>(::getauxval(AT_EXECFN)); fn && ::realpath(fn, buf.data()))
+    path = buf.data();
   const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
+  return slash == std::string::npos ? std::string() : path.substr(0, slash);
 }
 
 struct Loaded {
@@ -33,9 +39,10 @@ Loaded load(const std::string& name) {
   const std::string file = "iscsi-doctor-" + name + ".so";
   std::vector<std::string> dirs;
   if (const char* d = std::getenv("ISCSI_DOCTOR_MODULE_DIR"); d && *d) dirs.push_back(d);
-  const std::string exe = exe_dir();
-  dirs.push_back(exe);
-  dirs.push_back(exe + "/" + ISCSI_DOCTOR_MODULE_RELDIR);
+  if (const std::string exe = exe_dir(); !exe.empty()) {
+    dirs.push_back(exe);
+    dirs.push_back(exe + "/" + ISCSI_DOCTOR_MODULE_RELDIR);
+  }
   Loaded l;
   for (const std::string& dir : dirs) {
     const std::string path = dir + "/" + file;

@@ -8,7 +8,8 @@ libtins) and libiscsi (`probe`), each behind a module next to the binary.
   libtins, `probe` libiscsi;
 - the binary alone, without its modules, still reads what libpcap reads, with the same report,
   and says which part is missing where one is needed (the snoop file, --decoder libtins, probe);
-- ISCSI_DOCTOR_MODULE_DIR, and the installed layout (bin/ and lib/iscsi-doctor/, DESTDIR), find them.
+- ISCSI_DOCTOR_MODULE_DIR, and the installed layout (bin/ and lib/iscsi-doctor/, DESTDIR), find them;
+- without /proc the binary still finds its own, and never loads one from the working directory.
 """
 import gzip
 import json
@@ -135,3 +136,17 @@ def test_the_module_dir_and_the_installed_layout_find_them(snoop, alone, tmp_pat
     assert modules == ["iscsi-doctor-libiscsi.so", "iscsi-doctor-tins.so", "iscsi-doctor-wiretap.so"]
     p = run(installed[0], "--format", "json", snoop)
     assert json_of(p)["captures"][0]["reader"] == "wiretap"
+
+
+def test_without_proc_the_binary_still_finds_its_own_and_never_the_working_directorys(pcap, alone, tmp_path):
+    # No /proc (a chroot without it): the path the binary was started by names its folder. A
+    # module in the working directory is never loaded (a module is code): here one that cannot load.
+    (tmp_path / "iscsi-doctor-tins.so").write_bytes(b"not a module")
+    script = 'mount -t tmpfs none /proc && exec "$@"'
+    for binary, decoder in ((BIN, "libtins"), (alone, "fast")):
+        p = subprocess.run(["unshare", "--mount", "sh", "-c", script, "sh", str(binary), "--format", "json",
+                            "--decoder", "libtins", str(pcap)], capture_output=True, text=True, timeout=120,
+                           cwd=tmp_path)
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert json.loads(p.stdout)["captures"][0]["decoder"] == decoder
+        assert str(tmp_path) not in p.stderr
