@@ -42,8 +42,7 @@
 namespace iscsi_doctor::cli {
 
 const Libiscsi* libiscsi(std::string& why) {
-  using Entry = const Libiscsi* (*)();
-  const auto entry = reinterpret_cast<Entry>(optional_module_symbol("libiscsi", ISCSI_DOCTOR_LIBISCSI_MODULE, why));
+  const auto entry = optional_module_entry<const Libiscsi* (*)()>("libiscsi", ISCSI_DOCTOR_LIBISCSI_MODULE, why);
   return entry ? entry() : nullptr;
 }
 

@@ -20,7 +20,7 @@ namespace {
 // The binary's folder: /proc/self/exe, else the path it was started by (no /proc in a chroot);
 // empty when neither names one (never the working directory: a module is code).
 std::string exe_dir() {
-  std::vector<char> buf(4096);
+  std::vector<char> buf(PATH_MAX);  // realpath's size
   std::string path;
   if (const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1); n > 0)
     path.assign(buf.data(), size_t(n));

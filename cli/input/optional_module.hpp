@@ -15,4 +15,10 @@ namespace iscsi_doctor::cli {
 // the symbol cannot be loaded, `why` then says why (the same text on every call).
 void* optional_module_symbol(const char* name, const char* symbol, std::string& why);
 
+// The same, as the entry point's own function type.
+template <typename Fn>
+Fn optional_module_entry(const char* name, const char* symbol, std::string& why) {
+  return reinterpret_cast<Fn>(optional_module_symbol(name, symbol, why));
+}
+
 }  // namespace iscsi_doctor::cli

@@ -17,3 +17,7 @@ using net::Frame;
 DecodeFn tins_decoder(int dlt);
 
 }  // namespace iscsi_doctor::cli
+
+// The entry point of iscsi-doctor-tins.so (tins_decoder.cpp): tins_decoder() itself; the name
+// carries the version of its interface (net::DecodeFn).
+#define ISCSI_DOCTOR_TINS_MODULE "iscsi_doctor_tins_decoder_v1"

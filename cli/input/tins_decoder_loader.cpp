@@ -12,7 +12,7 @@ DecodeFn tins_decoder(int dlt) {
   using Entry = DecodeFn (*)(int);
   static const Entry entry = [] {
     std::string why;
-    auto e = reinterpret_cast<Entry>(optional_module_symbol("tins", "iscsi_doctor_tins_decoder_v1", why));
+    const auto e = optional_module_entry<Entry>("tins", ISCSI_DOCTOR_TINS_MODULE, why);
     // Said once: the link types only libtins decodes are then not decoded (each is named).
     if (!e) std::fprintf(stderr, "iscsi-doctor: warning: libtins not available: %s\n", why.c_str());
     return e;

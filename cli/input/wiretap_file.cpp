@@ -16,8 +16,8 @@ namespace {
 const WiretapModule* module() {
   static const WiretapModule* m = [] {
     std::string why;
-    using Entry = const WiretapModule* (*)();
-    auto entry = reinterpret_cast<Entry>(optional_module_symbol("wiretap", ISCSI_DOCTOR_WIRETAP_MODULE, why));
+    const auto entry =
+        optional_module_entry<const WiretapModule* (*)()>("wiretap", ISCSI_DOCTOR_WIRETAP_MODULE, why);
     // Said once: the files libpcap cannot read are then refused as if built without wiretap.
     if (!entry) std::fprintf(stderr, "iscsi-doctor: warning: libwiretap not available: %s\n", why.c_str());
     return entry ? entry() : nullptr;
