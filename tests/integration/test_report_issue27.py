@@ -399,7 +399,7 @@ def test_man_page_after_install(tmp_path):
         pytest.skip("needs the build tree, pandoc and man")
     subprocess.run(["cmake", "--build", str(build), "--target", "iscsi-doctor-man"], check=True,
                    capture_output=True, timeout=600)
-    subprocess.run(["cmake", "--install", str(build), "--prefix", "/usr/local", "--component", "Unspecified"],
+    subprocess.run(["cmake", "--install", str(build), "--prefix", "/usr/local", "--component", "man"],
                    env={**os.environ, "DESTDIR": str(tmp_path)}, check=True, capture_output=True, timeout=300)
     page = subprocess.run(["man", "-P", "cat", "iscsi-doctor"], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "MANPATH": str(tmp_path / "usr/local/share/man"), "MANWIDTH": "100"})
