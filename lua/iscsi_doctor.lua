@@ -2988,8 +2988,8 @@ function Holds:on_wait(v, out, dir, seg, c, ready, rest, verdict)
 end
 
 -- seg went on from c's flight without a wait of its own: the ACK that released it (a window's
--- edge: window_edge_half_trips; an echoed timestamp: echo_half_trips) still counts its crossings
--- (docs/rules.md "Round trips").
+-- edge, an echoed timestamp: the engine's window_edge_half_trips and echo_half_trips, written out
+-- here) still counts its crossings (docs/rules.md "Round trips").
 do
 -- (per segment: the flow's searches and release_half_trips as upvalues, the tracker read once)
 local first_opening, first_with_ts, effective_mss = Flow.first_opening, Flow.first_with_ts, Flow.effective_mss
@@ -2997,7 +2997,8 @@ function Holds:on_release(v, dir, seg, c)
   local tcp = v.tcp
   if not tcp.rtt_[dir].known_ then return end
   local f = tcp.flow_[dir]
-  -- window_edge_half_trips, written out (Flow:first_wire_end and unwrap too)
+  -- Window arithmetic: more of a flight past the edge the ACKs had offered could leave only once
+  -- an ACK opening that far reached the sender (Flow:first_wire_end and unwrap written out).
   local len, mss = seg.wire_len, effective_mss(f)
   local ref = f.ref
   local d = (seg.seq - ref % TWO32) % TWO32
@@ -3005,32 +3006,12 @@ function Holds:on_release(v, dir, seg, c)
   local i = first_opening(f, ref + d + (len < mss and len or mss))
   local release_half_trips = Holds.release_half_trips
   if i <= f.ak_tail then release_half_trips(self, v, dir, seg, c, f.acks[i]) end  -- the first ACK that opened the window this far
-  -- echo_half_trips, written out
+  -- ACK causality by timestamps: a segment echoing a newer timestamp than the data before it was
+  -- released by an ACK in between (the first with that timestamp, at the least).
   if not seg.has_ts or f.echo_moved_frame ~= seg.frame then return end
   i = first_with_ts(f, seg.tsecr)
   if i <= f.ak_tail then release_half_trips(self, v, dir, seg, c, f.acks[i]) end
 end
-end
-
--- Window arithmetic: more of a flight past the edge the ACKs had offered could leave only once an
--- ACK opening that far reached the sender; without a wait of its own it still counts that ACK's
--- crossings.
-function Holds:window_edge_half_trips(v, dir, seg, c)
-  local f = v.tcp.flow_[dir]  -- (tcp:flow and tcp:rtt(dir):known() written out: per segment)
-  if not v.tcp.rtt_[dir].known_ then return end
-  local i = f:first_opening(f:first_wire_end(seg.seq, seg.wire_len))
-  if i > f.ak_tail then return end
-  self:release_half_trips(v, dir, seg, c, f.acks[i])  -- the first ACK that opened the window this far
-end
-
--- ACK causality by timestamps: a data segment echoing a newer timestamp than the data before it
--- was released by an ACK in between (the first with that timestamp, at the least): two crossings
--- after the data that ACK acknowledged.
-function Holds:echo_half_trips(v, dir, seg, c)
-  local f = v.tcp.flow_[dir]
-  if not seg.has_ts or f.echo_moved_frame ~= seg.frame or not v.tcp.rtt_[dir].known_ then return end
-  local i = f:first_with_ts(seg.tsecr)
-  if i <= f.ak_tail then self:release_half_trips(v, dir, seg, c, f.acks[i]) end
 end
 
 -- A segment released by ACK r without a wait of its own: two crossings after the data r

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // The parts of the CLI whose libraries are loaded only when a run needs them: libwiretap (files
-// libpcap cannot read) and libtins (link types the fast decoder does not know, --decoder libtins).
-// Linked into the binary, they and what they pull in (glib, gnutls, OpenSSL's libcrypto, ...)
-// took ~8 ms of every run's start, against ~3 ms for everything else. Each is a module of its own,
-// iscsi-doctor-NAME.so, found next to the binary (the build tree), in the install's
-// lib/iscsi-doctor, or in $ISCSI_DOCTOR_MODULE_DIR.
+// libpcap cannot read), libtins (link types the fast decoder does not know, --decoder libtins) and
+// libiscsi (`probe`). Linked into the binary, they and what they pull in (glib, gnutls, OpenSSL's
+// libcrypto, librdmacm, ...) took ~8 ms of every run's start, against ~3 ms for everything else.
+// Each is a module of its own, iscsi-doctor-NAME.so, looked for in $ISCSI_DOCTOR_MODULE_DIR, then
+// next to the binary (the build tree), then in the install's lib/iscsi-doctor.
 #pragma once
 
 #include <string>
