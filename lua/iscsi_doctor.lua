@@ -83,7 +83,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "f34f70ce5f9a0aeb23d67dca27e7e2ebcd8b48a46bc79988578994add929ff6d",
+  doc_sha256 = "d9224ba6f4625f0af4e66844f6c7358279c160551f38a68d27f9f64d5739872e",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -1882,7 +1882,7 @@ function Flow.new()
   return setmetatable({ started = false, syn_seen = false, fin_seen = false, next = 0, max_end = 0,
     una = 0, una_known = false, peer_window = 0, peer_window_known = false,
     peer_wscale_known = false, peer_wscale_min = 0, peer_window_raw = 0, wscale_offered = -1, mss = 0,
-    mss_from_syn = false, largest_payload = 0, full_min = 0, full_count = 0, aggregates = 0, aggregates_whole = 0, data_options_len = 0, has_small = false, last_small = nil,
+    mss_from_syn = false, largest_payload = 0, full_min = 0, full_count = 0, aggregates = 0, aggregates_whole = 0, data_options_len = 0, has_small = false, last_small = nil, nagle_off_frame = 0,
     last_data_t = 0, last_data_frame = 0, has_last_data = false,
     unacked = {}, ua_head = 1, ua_tail = 0, ua_free = {}, ua_free_n = 0, out_of_order = {}, out_of_order_count = 0, out_of_order_bytes = 0,
     hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0, acked_data_t = 0,
@@ -2607,6 +2607,12 @@ local function payload(self, seg, dir, r, f, t, len)
   if small then
     -- (one record per flow, refilled: holds read it, none keeps it)
     local ls = f.last_small
+    if f.nagle_off_frame == 0 and f.has_small and not ls.acked and seg.flags % 2 == 0 then
+      -- A partial segment sent while the previous one was unacknowledged, sooner than any ACK of
+      -- it could have come back: Nagle is off on this side (Flow.nagle_off_frame).
+      local a, b = self.rtt_[0], self.rtt_[1]
+      if a.known_ and b.known_ and 2 * (t - ls.t) < a.min_ + b.min_ then f.nagle_off_frame = seg.frame end
+    end
     if not ls then
       ls = {}
       f.last_small = ls
@@ -2845,7 +2851,7 @@ local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_
   -- have sent, so its wait is the window's. A segment longer than the MSS is such an aggregate once
   -- the flow has shown whole-multiple ones; before, it may be one jumbo frame, judged by its tail.
   local nagle_candidate = len < f:effective_mss() or (f.aggregates_whole == 0 and f:is_small(len))
-  if f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
+  if f.nagle_off_frame == 0 and f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
      released_within(small.ack_t, nagle_late) then
     v.held = true
     v.kind = "nagle_hold"
@@ -2885,7 +2891,7 @@ local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_
     -- still fits; the capture cannot tell think from a hold (the engine's undecided).
     local most = tol + bound
     if sender_is_target and most > max(late, nagle_late) then
-      if f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
+      if f.nagle_off_frame == 0 and f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
          released_within(small.ack_t, most) then
         v.undecided, v.release_frame = true, small.ack_frame
       elseif at_edge and released_within(a[at_edge_i].t, most) then

@@ -481,6 +481,43 @@ TEST(SessionRules, ThinkOrHoldWhenTheReleaseIsLaterThanThePathHasShown) {
   EXPECT_FALSE(think.count(FindingKind::think_or_hold));
 }
 
+// Nagle shown off by the stream (docs/rules.md "Holds"): the target sent its Response 50 us after
+// a short Data-In, before any ACK of it could have come back (round trip 8 ms), so nothing holds
+// its short segments. The study's read that follows, its Response one round trip after the
+// initiator's late ACK, is then a coincidence of timing, not a Nagle hold; the same read without
+// that first exchange is one.
+namespace {
+std::set<FindingKind> study_read_after_nagle_shown(bool shown) {
+  Recorder rec;
+  Analyzer an(Options{}, rec);
+  Wire w(an);
+  w.handshake(0, 8 * kMs, 50'000);
+  w.data(true, 10 * kMs, read10(1, 1024));
+  w.data(false, 18 * kMs + 100'000, data_in(1, 1024, false));
+  if (!shown) w.ack(true, 18 * kMs + 120'000);
+  w.data(false, shown ? 18 * kMs + 150'000 : 26 * kMs + 150'000, response(1));
+  w.ack(true, 26 * kMs + 200'000);
+  const int64_t t = 100 * kMs;
+  w.data(true, t, read10(2, 1024));
+  w.data(false, t + 8 * kMs + 100'000, data_in(2, 1024, false));
+  w.ack(true, t + 48 * kMs + 100'000);  // the initiator's 40 ms delayed ACK
+  w.data(false, t + 56 * kMs + 100'000, response(2));
+  w.ack(true, t + 56 * kMs + 150'000);
+  an.finish();
+  std::set<FindingKind> kinds;
+  for (const auto& f : rec.findings)
+    if (f.side == Side::target || f.kind == FindingKind::delayed_ack) kinds.insert(f.kind);
+  return kinds;
+}
+}  // namespace
+
+TEST(SessionRules, NagleShownOffByTheStreamHoldsNothing) {
+  const auto before = study_read_after_nagle_shown(false);
+  EXPECT_TRUE(before.count(FindingKind::nagle_hold) && before.count(FindingKind::delayed_ack));
+  const auto shown = study_read_after_nagle_shown(true);
+  EXPECT_FALSE(shown.count(FindingKind::nagle_hold));
+}
+
 // A reply can only be held by an ACK that reached the target after the reply was ready: the
 // command that carries the ACK of the previous reply released nothing, however late its own reply.
 TEST(SessionRules, ReplyLateOnAJitteryPathAfterTheCommandThatAckedIsNotAHold) {

@@ -64,7 +64,7 @@ HoldVerdict classify_hold(const tcp::Flow& f, const tcp::RttEstimate& sender, co
   // MSS is such an aggregate once the flow has shown whole-multiple ones; before, it may be one
   // jumbo frame of a larger MSS than the one inferred, and is judged by its tail.
   const bool nagle_candidate = len < f.effective_mss() || (f.aggregates_whole == 0 && f.is_small(len));
-  if (f.has_small && small.acked && small.frame != seg.frame && nagle_candidate &&
+  if (!f.nagle_off_frame && f.has_small && small.acked && small.frame != seg.frame && nagle_candidate &&
       released_within(small.ack_t, nagle_late)) {
     // Nagle (Minshall's variant, as in Linux): a partial segment waits while the previous
     // partial segment is unacknowledged.
@@ -111,7 +111,7 @@ HoldVerdict classify_hold(const tcp::Flow& f, const tcp::RttEstimate& sender, co
     // its host the ACK's arrival is seen.
     const int64_t most = tol + bound;
     if (sender_is_target && most > std::max(late, nagle_late)) {
-      if (f.has_small && small.acked && small.frame != seg.frame && nagle_candidate &&
+      if (!f.nagle_off_frame && f.has_small && small.acked && small.frame != seg.frame && nagle_candidate &&
           released_within(small.ack_t, most)) {
         v.undecided = true;
         v.release_frame = small.ack_frame;

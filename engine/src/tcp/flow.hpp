@@ -138,6 +138,9 @@ public:
 
   bool has_small = false;
   SmallSegment last_small;
+  // The first partial segment this side sent while its previous partial one was unacknowledged,
+  // sooner after it than any ACK of that one could have come back: Nagle is off (0: not seen).
+  uint64_t nagle_off_frame = 0;
 
   int64_t last_data_t = 0;  // previous new-data segment from this side
   uint64_t last_data_frame = 0;

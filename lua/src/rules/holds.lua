@@ -49,7 +49,7 @@ local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_
   -- have sent, so its wait is the window's. A segment longer than the MSS is such an aggregate once
   -- the flow has shown whole-multiple ones; before, it may be one jumbo frame, judged by its tail.
   local nagle_candidate = len < f:effective_mss() or (f.aggregates_whole == 0 and f:is_small(len))
-  if f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
+  if f.nagle_off_frame == 0 and f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
      released_within(small.ack_t, nagle_late) then
     v.held = true
     v.kind = "nagle_hold"
@@ -89,7 +89,7 @@ local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_
     -- still fits; the capture cannot tell think from a hold (the engine's undecided).
     local most = tol + bound
     if sender_is_target and most > max(late, nagle_late) then
-      if f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
+      if f.nagle_off_frame == 0 and f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
          released_within(small.ack_t, most) then
         v.undecided, v.release_frame = true, small.ack_frame
       elseif at_edge and released_within(a[at_edge_i].t, most) then
