@@ -94,7 +94,8 @@ inline int hf_reported = -1, hf_reported_frame = -1, hf_reported_finding = -1, h
 inline int hf_notice = -1;
 // The command's connection: what the capture showed of it, and what was inferred (results.hpp).
 inline int hf_conn = -1, hf_conn_rtt_ms = -1, hf_conn_vantage = -1, hf_conn_joined = -1, hf_conn_mss = -1,
-    hf_conn_window_scale = -1, hf_conn_keys = -1, hf_conn_offload = -1, hf_conn_rtt_source = -1;
+    hf_conn_window_scale = -1, hf_conn_keys = -1, hf_conn_offload = -1, hf_conn_rtt_source = -1,
+    hf_conn_nagle = -1;
 
 inline int ett_iscsi_doctor = -1, ett_command = -1, ett_breakdown = -1, ett_finding = -1, ett_reported = -1,
     ett_conn = -1;

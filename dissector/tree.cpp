@@ -76,6 +76,7 @@ void add_command(proto_tree* tree, tvbuff_t* tvb, const CommandResult& c, uint64
   gen(proto_tree_add_string(kt, hf_conn_keys, tvb, 0, 0, keys_words(k).c_str()));
   gen(proto_tree_add_uint(kt, hf_conn_offload, tvb, 0, 0, static_cast<guint32>(k.offload_segments)));
   gen(proto_tree_add_string(kt, hf_conn_rtt_source, tvb, 0, 0, rtt_source_words(k).c_str()));
+  if (const std::string n = nagle_words(k); !n.empty()) gen(proto_tree_add_string(kt, hf_conn_nagle, tvb, 0, 0, n.c_str()));
 }
 
 expert_field* notice_ei(Notice::Level l) {

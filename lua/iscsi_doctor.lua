@@ -83,7 +83,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "d9224ba6f4625f0af4e66844f6c7358279c160551f38a68d27f9f64d5739872e",
+  doc_sha256 = "bde55016c9dae4e3d8d4e1e6f8acf2a274d6a6bfee5b28056ddba2531ee76e5e",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -3857,6 +3857,7 @@ function Connection:info()
   f.wscale_target = fi:peer_wscale(ft.wscale_offered, fi.wscale_offered)
   f.wscale_inferred = not (fi.peer_wscale_known and ft.peer_wscale_known)
   f.offload_segments = fi.aggregates + ft.aggregates
+  f.nagle_off_frame_initiator, f.nagle_off_frame_target = fi.nagle_off_frame, ft.nagle_off_frame
   local k = self.keys
   local function yn(v) return v and "Yes" or "No" end
   local function num(v) return string.format("%.0f", v) end
@@ -3910,6 +3911,16 @@ local function rtt_source_words(f)
     return src
   end
   return "initiator " .. side(f.rtt_source_initiator) .. ", target " .. side(f.rtt_source_target)
+end
+
+local function nagle_words(f)
+  local i, t = f.nagle_off_frame_initiator, f.nagle_off_frame_target
+  if i == 0 and t == 0 then return "" end
+  local s = "Nagle off on the "
+  if i ~= 0 then s = s .. string.format("initiator (frame %d)", i) end
+  if i ~= 0 and t ~= 0 then s = s .. " and the " end
+  if t ~= 0 then s = s .. string.format("target (frame %d)", t) end
+  return s .. ": a short segment sent while the previous one was unacknowledged"
 end
 
 local function keys_words(f)
@@ -4676,6 +4687,7 @@ local pf = {
   conn_window_scale = ProtoField.string("iscsi_doctor_lua.connection.window_scale", "Window scale"),
   conn_keys = ProtoField.string("iscsi_doctor_lua.connection.keys", "Keys"),
   conn_offload = ProtoField.uint32("iscsi_doctor_lua.connection.offload_segments", "Offload segments"),
+  conn_nagle = ProtoField.string("iscsi_doctor_lua.connection.nagle", "Nagle"),
   conn_rtt_source = ProtoField.string("iscsi_doctor_lua.connection.rtt_source", "RTT from"),
   notice = ProtoField.string("iscsi_doctor_lua.notice", "Notice", "What the engine could not analyse, and why"),
 }
@@ -4868,6 +4880,8 @@ local function add_command(root, c)
     kt:add(pf.conn_keys, keys_words(k))
     kt:add(pf.conn_offload, k.offload_segments)
     kt:add(pf.conn_rtt_source, rtt_source_words(k))
+    local nagle = nagle_words(k)
+    if nagle ~= "" then kt:add(pf.conn_nagle, nagle) end
   end
   if #c.findings > 0 then t:append_text(" [" .. table.concat(c.findings, ", ") .. "]") end
   if c.round_trips > c.ideal_round_trips then

@@ -145,6 +145,12 @@ void write_connection(OutBuf& o, const ConnectionInfo& c) {
   write_keys(j.key("keys"), c);
   j.boolean("mid_session_start", c.mid_session_start);
   write_mss(j.key("mss"), c);
+  {
+    Obj n(j.key("nagle_off_frame"));
+    n.num("initiator", c.nagle_off_frame_initiator);
+    n.num("target", c.nagle_off_frame_target);
+    n.close();
+  }
   j.num("offload_segments", c.offload_segments);
   {
     Obj r(j.key("path_rate_mbit_s"));

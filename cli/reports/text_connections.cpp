@@ -4,6 +4,7 @@
 #include "reports/text_connections.hpp"
 
 #include <unordered_set>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -62,6 +63,7 @@ void write_sessions(std::string& o, const CaptureResult& r, bool verbose) {
         if (keys.empty()) keys.emplace_back("no negotiated keys seen (login not captured)");
         if (c.wscale_inferred) keys.push_back("window scale " + window_scale_words(c));
         if (c.offload_segments) keys.push_back(offload_words(c));
+        if (std::string n = nagle_words(c); !n.empty()) keys.push_back(std::move(n));
         if (c.rtt_source_initiator != "handshake" || c.rtt_source_target != "handshake")
           keys.push_back("round trips from " + rtt_source_words(c));
         if (c.rate_to_target_mbit_s > 0 || c.rate_to_initiator_mbit_s > 0) {

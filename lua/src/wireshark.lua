@@ -51,6 +51,7 @@ local pf = {
   conn_window_scale = ProtoField.string("iscsi_doctor_lua.connection.window_scale", "Window scale"),
   conn_keys = ProtoField.string("iscsi_doctor_lua.connection.keys", "Keys"),
   conn_offload = ProtoField.uint32("iscsi_doctor_lua.connection.offload_segments", "Offload segments"),
+  conn_nagle = ProtoField.string("iscsi_doctor_lua.connection.nagle", "Nagle"),
   conn_rtt_source = ProtoField.string("iscsi_doctor_lua.connection.rtt_source", "RTT from"),
   notice = ProtoField.string("iscsi_doctor_lua.notice", "Notice", "What the engine could not analyse, and why"),
 }
@@ -243,6 +244,8 @@ local function add_command(root, c)
     kt:add(pf.conn_keys, keys_words(k))
     kt:add(pf.conn_offload, k.offload_segments)
     kt:add(pf.conn_rtt_source, rtt_source_words(k))
+    local nagle = nagle_words(k)
+    if nagle ~= "" then kt:add(pf.conn_nagle, nagle) end
   end
   if #c.findings > 0 then t:append_text(" [" .. table.concat(c.findings, ", ") .. "]") end
   if c.round_trips > c.ideal_round_trips then

@@ -12,8 +12,8 @@ own retransmission flags and ACK round trips), on every capture of captures/MANI
 margins the engine's own test does not need: "short" is under 536 bytes (below any MSS), and the
 gap under a quarter of the larger side's smallest ACK round trip (half of it, halved again). Only
 iscsi-doctor's `nagle_hold` findings are compared: none may be on a segment of such a side after
-its proof (tshark runs on the captures with such findings, and on `iscsi-tapel`). The wiki's `iscsi-tapel` (IET: a 48-byte header and its 20-byte data 0.4 ms apart at a
-44 ms round trip, frames 427 and 428) must be among the captures with a proof, so the test can
+its proof (tshark runs on the captures with such findings, and on `iscsi-tapel`). The wiki's `iscsi-tapel` (IET: a 48-byte header and its 56-byte data 0.3 ms apart at a
+44 ms round trip, frames 42 and 43) must be among the captures with a proof, so the test can
 fail.
 """
 import functools

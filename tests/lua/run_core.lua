@@ -174,6 +174,7 @@ for _, c in ipairs(conns) do
     "window_scale", obj({ "initiator", jnum(f.wscale_initiator), "target", jnum(f.wscale_target),
                           "inferred", jbool(f.wscale_inferred) }),
     "offload_segments", jnum(f.offload_segments),
+    "nagle_off_frame", obj({ "initiator", jnum(f.nagle_off_frame_initiator), "target", jnum(f.nagle_off_frame_target) }),
     "keys", obj(keys),
     "header_digest", jbool(f.header_digest),
     "data_digest", jbool(f.data_digest),

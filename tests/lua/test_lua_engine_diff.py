@@ -200,7 +200,7 @@ def finding_diffs(cli, lua):
 
 
 def connection_diffs(cli, lua):
-    d = [k for k in ("connection", "session", "vantage", "mss", "window_scale", "offload_segments", "keys",
+    d = [k for k in ("connection", "session", "vantage", "mss", "window_scale", "offload_segments", "nagle_off_frame", "keys",
                      "header_digest", "data_digest",
                      "saw_handshake", "saw_login", "mid_session_start", "counts")
          if cli.get(k) != lua.get(k)]

@@ -121,6 +121,9 @@ struct ConnectionInfo {
   int wscale_initiator = -1, wscale_target = -1;
   bool wscale_inferred = false;
   uint64_t offload_segments = 0;  // segments longer than the MSS: TSO/GRO aggregates at the capture point
+  // The segment that showed each side's Nagle off (docs/rules.md "Holds"): a short one sent while
+  // its previous short one was unacknowledged, sooner than an ACK of it could come back; 0: none.
+  uint64_t nagle_off_frame_initiator = 0, nagle_off_frame_target = 0;
   double rtt_ms = -1;             // full path round trip
   double rtt_initiator_ms = -1;   // capture point <-> initiator and back
   double rtt_target_ms = -1;      // capture point <-> target and back
@@ -148,6 +151,7 @@ std::string window_scale_words(
     const ConnectionInfo&);  // "initiator 7, target 7 (handshake)" / "not in the capture: ..."
 std::string keys_words(const ConnectionInfo&);     // "ImmediateData=Yes ... source=default"
 std::string offload_words(const ConnectionInfo&);  // "" or "N segments longer than the MSS: TSO/GRO ..."
+std::string nagle_words(const ConnectionInfo&);    // "" or "Nagle off on the target (frame N: ...)"
 std::string rtt_source_words(const ConnectionInfo&);  // "initiator pure ACKs, target ACKs on data only: ..."
 
 // Connections folded into counts (beyond a listing cap).

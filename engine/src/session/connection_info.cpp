@@ -44,6 +44,8 @@ ConnectionInfo Connection::info() const {
   i.wscale_target = fi.peer_wscale(ft.wscale_offered, fi.wscale_offered);
   i.wscale_inferred = !fi.peer_wscale_known || !ft.peer_wscale_known;
   i.offload_segments = fi.aggregates + ft.aggregates;
+  i.nagle_off_frame_initiator = fi.nagle_off_frame;
+  i.nagle_off_frame_target = ft.nagle_off_frame;
   if (tcp_.rtt(kI2T).known()) i.rtt_initiator_ms = ms(tcp_.rtt(kI2T).ns());
   if (tcp_.rtt(kT2I).known()) i.rtt_target_ms = ms(tcp_.rtt(kT2I).ns());
   i.rtt_source_initiator = tcp_.rtt(kI2T).source();

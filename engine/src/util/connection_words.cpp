@@ -38,6 +38,16 @@ std::string offload_words(const ConnectionInfo& c) {
   return std::to_string(c.offload_segments) + " segments longer than the MSS: TSO/GRO at the capture point";
 }
 
+std::string nagle_words(const ConnectionInfo& c) {
+  const uint64_t i = c.nagle_off_frame_initiator, t = c.nagle_off_frame_target;
+  if (!i && !t) return {};
+  std::string s = "Nagle off on the ";
+  if (i) s += "initiator (frame " + std::to_string(i) + ")";
+  if (i && t) s += " and the ";
+  if (t) s += "target (frame " + std::to_string(t) + ")";
+  return s + ": a short segment sent while the previous one was unacknowledged";
+}
+
 std::string rtt_source_words(const ConnectionInfo& c) {
   const auto side = [](const std::string& src) {
     if (src.empty()) return std::string("not measured");

@@ -24,6 +24,7 @@ function Connection:info()
   f.wscale_target = fi:peer_wscale(ft.wscale_offered, fi.wscale_offered)
   f.wscale_inferred = not (fi.peer_wscale_known and ft.peer_wscale_known)
   f.offload_segments = fi.aggregates + ft.aggregates
+  f.nagle_off_frame_initiator, f.nagle_off_frame_target = fi.nagle_off_frame, ft.nagle_off_frame
   local k = self.keys
   local function yn(v) return v and "Yes" or "No" end
   local function num(v) return string.format("%.0f", v) end
@@ -77,6 +78,16 @@ local function rtt_source_words(f)
     return src
   end
   return "initiator " .. side(f.rtt_source_initiator) .. ", target " .. side(f.rtt_source_target)
+end
+
+local function nagle_words(f)
+  local i, t = f.nagle_off_frame_initiator, f.nagle_off_frame_target
+  if i == 0 and t == 0 then return "" end
+  local s = "Nagle off on the "
+  if i ~= 0 then s = s .. string.format("initiator (frame %d)", i) end
+  if i ~= 0 and t ~= 0 then s = s .. " and the " end
+  if t ~= 0 then s = s .. string.format("target (frame %d)", t) end
+  return s .. ": a short segment sent while the previous one was unacknowledged"
 end
 
 local function keys_words(f)
