@@ -83,7 +83,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "bde55016c9dae4e3d8d4e1e6f8acf2a274d6a6bfee5b28056ddba2531ee76e5e",
+  doc_sha256 = "170ee5efd7f3a35cc8b99de547b04c2efc88b8e9098a43d0ddf80c0756149eec",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -2611,7 +2611,9 @@ local function payload(self, seg, dir, r, f, t, len)
       -- A partial segment sent while the previous one was unacknowledged, sooner than any ACK of
       -- it could have come back: Nagle is off on this side (Flow.nagle_off_frame).
       local a, b = self.rtt_[0], self.rtt_[1]
-      if a.known_ and b.known_ and 2 * (t - ls.t) < a.min_ + b.min_ then f.nagle_off_frame = seg.frame end
+      if a.known_ and b.known_ and a:tight() and b:tight() and 2 * (t - ls.t) < a.min_ + b.min_ then
+        f.nagle_off_frame = seg.frame
+      end
     end
     if not ls then
       ls = {}

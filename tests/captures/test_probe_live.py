@@ -81,6 +81,13 @@ def test_stock_tgtd_passes(tmp_path):
     conn = rep["sessions"][0]["connections"][0]
     assert conn["saw_handshake"] and conn["keys"]["source"] == "login", conn
     assert "dropped" not in err
+    # TCP_NODELAY: the QD 2 and 8 steps' replies leave back to back, before any ACK (docs/rules.md
+    # "Holds": Nagle shown off), which is what keeps a think time's coincidence from being a hold.
+    assert conn["nagle_off_frame"]["target"] > 0, conn["nagle_off_frame"]
+
+
+def nagle_off_target(rep):
+    return [c["nagle_off_frame"]["target"] for s in rep["sessions"] for c in s["connections"]]
 
 
 def test_tgtd_with_nagle_fails_with_nagle_hold(tmp_path):
@@ -88,6 +95,7 @@ def test_tgtd_with_nagle_fails_with_nagle_hold(tmp_path):
     assert rc == 1, err
     assert ("nagle_hold", "target") in kinds(rep)
     assert "gate tripped: nagle_hold" in err
+    assert nagle_off_target(rep) == [0]  # a real kernel with Nagle on never shows it off
     assert scsi_ops(pcap).get(0x88) == BATTERY
 
 
@@ -95,6 +103,7 @@ def test_scripted_target_fails_with_nagle_hold_and_delayed_ack(tmp_path):
     rc, rep, pcap, err = probe("scripted-nagle", tmp_path, *GATE)
     assert rc == 1, err
     assert {("nagle_hold", "target"), ("delayed_ack", "initiator")} <= kinds(rep), kinds(rep)
+    assert nagle_off_target(rep) == [0]
     assert scsi_ops(pcap).get(0x88) == BATTERY
 
 

@@ -94,6 +94,7 @@ def nagle_off_proofs(rows):
     return proofs
 
 
+@functools.lru_cache(maxsize=None)
 def doctor(path):
     out = subprocess.run([BINARY, "--format", "json", "-q", str(path)], capture_output=True, text=True, timeout=600)
     assert out.returncode in (0, 1), out.stderr[-2000:]
@@ -123,3 +124,30 @@ def test_no_nagle_hold_after_the_stream_shows_nagle_off():
                 wrong.append(f"{e['file']}: nagle_hold at frame {frame} after Nagle shown off at {proof}")
     assert TAPEL in proven, proven
     assert not wrong, "\n".join(wrong[:20])
+
+
+@pytest.mark.skipif(not ENTRIES, reason="no captures/MANIFEST.json")
+def test_a_side_with_nagle_on_is_never_shown_off():
+    """The lab's fixtures say how each side was configured (`made.nagle`): real kernels, with jitter,
+    loss, offload and joined variants. A side with Nagle on can never send a short segment while an
+    earlier short one is unacknowledged, so its `nagle_off_frame` is 0 on every connection; sides
+    with Nagle off are shown off where their stream has back-to-back short segments (the QD > 1
+    and split-PDU workloads), on at least one capture."""
+    assert Path(BINARY).exists(), f"iscsi-doctor not found at {BINARY} (set ISCSI_DOCTOR)"
+    on, wrong, shown = 0, [], 0
+    for e in ENTRIES:
+        nagle = e["made"].get("nagle")
+        if not nagle:
+            continue
+        for s in doctor(ROOT / "captures" / e["file"])["sessions"]:
+            for c in s["connections"]:
+                for side in ("initiator", "target"):
+                    frame = c["nagle_off_frame"][side]
+                    if nagle[side]:
+                        on += 1
+                        if frame:
+                            wrong.append(f"{e['file']}: {side} has Nagle on, shown off at frame {frame}")
+                    else:
+                        shown += frame > 0
+    assert on > 0 and shown > 0, (on, shown)
+    assert not wrong, "\n".join(wrong)

@@ -139,7 +139,8 @@ public:
   bool has_small = false;
   SmallSegment last_small;
   // The first partial segment this side sent while its previous partial one was unacknowledged,
-  // sooner after it than any ACK of that one could have come back: Nagle is off (0: not seen).
+  // sooner after it than any ACK of that one could have come back (round trips not only from ACKs
+  // on data, which may hold answer time): Nagle is off (0: not seen).
   uint64_t nagle_off_frame = 0;
 
   int64_t last_data_t = 0;  // previous new-data segment from this side

@@ -233,7 +233,7 @@ void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
   if (f.una_known && f.una >= end) f.trim_acked(f.unseen_t, f.unseen_frame);  // its ACK came first
   if (rec.small) {
     if (f.has_small && !f.last_small.acked && !f.nagle_off_frame && !(seg.flags & tcp_flag::fin) &&
-        rtt_[0].known() && rtt_[1].known() && 2 * (seg.time_ns - f.last_small.t) < rtt_[0].ns() + rtt_[1].ns())
+        rtt_[0].tight() && rtt_[1].tight() && 2 * (seg.time_ns - f.last_small.t) < rtt_[0].ns() + rtt_[1].ns())
       f.nagle_off_frame = seg.frame;
     f.has_small = true;
     f.last_small = {end, seg.time_ns, seg.frame, rec.progress, false, 0, 0};

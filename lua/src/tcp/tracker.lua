@@ -376,7 +376,9 @@ local function payload(self, seg, dir, r, f, t, len)
       -- A partial segment sent while the previous one was unacknowledged, sooner than any ACK of
       -- it could have come back: Nagle is off on this side (Flow.nagle_off_frame).
       local a, b = self.rtt_[0], self.rtt_[1]
-      if a.known_ and b.known_ and 2 * (t - ls.t) < a.min_ + b.min_ then f.nagle_off_frame = seg.frame end
+      if a.known_ and b.known_ and a:tight() and b:tight() and 2 * (t - ls.t) < a.min_ + b.min_ then
+        f.nagle_off_frame = seg.frame
+      end
     end
     if not ls then
       ls = {}
