@@ -83,7 +83,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "170ee5efd7f3a35cc8b99de547b04c2efc88b8e9098a43d0ddf80c0756149eec",
+  doc_sha256 = "eafe7d6ec2b294c01a0a776afbee3f458487fd70f4602f19d937135e767ca426",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -2607,11 +2607,12 @@ local function payload(self, seg, dir, r, f, t, len)
   if small then
     -- (one record per flow, refilled: holds read it, none keeps it)
     local ls = f.last_small
-    if f.nagle_off_frame == 0 and f.has_small and not ls.acked and seg.flags % 2 == 0 then
-      -- A partial segment sent while the previous one was unacknowledged, sooner than any ACK of
-      -- it could have come back: Nagle is off on this side (Flow.nagle_off_frame).
-      local a, b = self.rtt_[0], self.rtt_[1]
-      if a.known_ and b.known_ and a:tight() and b:tight() and 2 * (t - ls.t) < a.min_ + b.min_ then
+    if f.nagle_off_frame == 0 and f.has_small and seg.flags % 2 == 0 then
+      -- A short segment sent while the previous one was unacknowledged at its sender, sooner than
+      -- any ACK of it could have come back: Nagle is off on this side (Tracker::shows_nagle_off).
+      local sr, pr = self.rtt_[dir], self.rtt_[1 - dir]
+      if sr.known_ and pr.known_ and sr:tight() and pr:tight() and 2 * (t - ls.t) < sr.min_ + pr.min_ and
+         (not ls.acked or 2 * (t - ls.ack_t) < sr.min_) then
         f.nagle_off_frame = seg.frame
       end
     end

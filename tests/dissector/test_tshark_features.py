@@ -231,10 +231,12 @@ TAPEL = ROOT / "captures" / "wireshark-wiki" / "iscsi-tapel.pcap.gz"
 
 @pytest.mark.skipif(not TAPEL.exists(), reason=f"{TAPEL} missing")
 def test_both_plugins_say_where_nagle_was_shown_off(tshark):
-    """The wiki's tape capture (IET) shows the target's Nagle off (a 48-byte header and its data
-    sent 0.3 ms apart at a 44 ms round trip, before any ACK: frames 42 and 43). Each command's
-    connection facts say so in both plugins, in the CLI's words, with the frame the CLI's JSON gives;
-    the Nagle fixture (its target's Nagle on) shows no such field."""
+    """The wiki's tape capture (IET) shows the target's Nagle off: a 48-byte PDU and a 36-byte one
+    0.4 ms apart at a 44 ms round trip (frames 36 and 38); the initiator's ACK of the first (frame 37)
+    passed the capture point 0.3 ms before the second, far too late to reach the target and the
+    second come back. Each command's connection facts say so in both plugins, in the CLI's words,
+    with the frame the CLI's JSON gives; the Nagle fixture (its target's Nagle on) shows no such
+    field."""
     lua = ROOT / "lua" / "iscsi_doctor.lua"
 
     def values(path, prefix):
@@ -245,8 +247,8 @@ def test_both_plugins_say_where_nagle_was_shown_off(tshark):
     c, lu = values(TAPEL, "iscsi_doctor"), values(TAPEL, "iscsi_doctor_lua")
     assert c and c == lu
     frame = cli_report(TAPEL)["sessions"][0]["connections"][0]["nagle_off_frame"]
-    assert frame["initiator"] == 0 and frame["target"] == 43, frame
-    words = ("Nagle off on the target (frame 43): a short segment sent while the previous one was "
+    assert frame["initiator"] == 0 and frame["target"] == 38, frame
+    words = ("Nagle off on the target (frame 38): a short segment sent while the previous one was "
              "unacknowledged")
     assert set(c) == {words} and words in cli_text(TAPEL)
     for prefix in ("iscsi_doctor", "iscsi_doctor_lua"):

@@ -232,8 +232,7 @@ void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
     r.unacked_cap_hit(dir, seg.frame, kMaxUnackedRecords);
   if (f.una_known && f.una >= end) f.trim_acked(f.unseen_t, f.unseen_frame);  // its ACK came first
   if (rec.small) {
-    if (f.has_small && !f.last_small.acked && !f.nagle_off_frame && !(seg.flags & tcp_flag::fin) &&
-        rtt_[0].tight() && rtt_[1].tight() && 2 * (seg.time_ns - f.last_small.t) < rtt_[0].ns() + rtt_[1].ns())
+    if (!f.nagle_off_frame && f.has_small && !(seg.flags & tcp_flag::fin) && shows_nagle_off(f, dir, seg.time_ns))
       f.nagle_off_frame = seg.frame;
     f.has_small = true;
     f.last_small = {end, seg.time_ns, seg.frame, rec.progress, false, 0, 0};
@@ -243,6 +242,17 @@ void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
   f.last_data_t = seg.time_ns;
   f.last_data_frame = seg.frame;
   drain_out_of_order(dir, seg, r);
+}
+
+// A short segment at t, the previous short one unacknowledged when it left its sender: no ACK
+// covering that one had passed the capture point, or one had but could not have reached the sender
+// by then (rtt(S)); and sooner after that one than any ACK of it could have come back, however the
+// capture missed ACKs. Nagle in either form would have held it (docs/rules.md "Holds"). Round trips
+// taken only from ACKs on data may hold answer time: not enough to prove.
+bool Tracker::shows_nagle_off(const Flow& f, int dir, int64_t t) const {
+  const RttEstimate &s = rtt_[dir], &peer = rtt_[dir ^ 1];
+  if (!s.tight() || !peer.tight() || 2 * (t - f.last_small.t) >= s.ns() + peer.ns()) return false;
+  return !f.last_small.acked || 2 * (t - f.last_small.ack_t) < s.ns();
 }
 
 // Without both SYNs the peer's window scale is unknown: the data in flight must have fitted the

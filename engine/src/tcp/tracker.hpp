@@ -71,6 +71,7 @@ private:
   void payload(const Segment& seg, int dir, Receiver& r);
   void drain_out_of_order(int dir, const Segment& seg, Receiver& r);
   static void infer_window_scale(Flow& f);
+  bool shows_nagle_off(const Flow& f, int dir, int64_t t) const;  // docs/rules.md "Holds"
   void declare_gap(int dir, uint64_t upto, uint64_t frame, const char* why, Receiver& r);
   void declare_unseen(int dir, Receiver& r);  // the bytes an ACK covered never came
   void resend(int dir, const Segment& seg, uint64_t start, uint64_t end, Receiver& r);

@@ -372,11 +372,12 @@ local function payload(self, seg, dir, r, f, t, len)
   if small then
     -- (one record per flow, refilled: holds read it, none keeps it)
     local ls = f.last_small
-    if f.nagle_off_frame == 0 and f.has_small and not ls.acked and seg.flags % 2 == 0 then
-      -- A partial segment sent while the previous one was unacknowledged, sooner than any ACK of
-      -- it could have come back: Nagle is off on this side (Flow.nagle_off_frame).
-      local a, b = self.rtt_[0], self.rtt_[1]
-      if a.known_ and b.known_ and a:tight() and b:tight() and 2 * (t - ls.t) < a.min_ + b.min_ then
+    if f.nagle_off_frame == 0 and f.has_small and seg.flags % 2 == 0 then
+      -- A short segment sent while the previous one was unacknowledged at its sender, sooner than
+      -- any ACK of it could have come back: Nagle is off on this side (Tracker::shows_nagle_off).
+      local sr, pr = self.rtt_[dir], self.rtt_[1 - dir]
+      if sr.known_ and pr.known_ and sr:tight() and pr:tight() and 2 * (t - ls.t) < sr.min_ + pr.min_ and
+         (not ls.acked or 2 * (t - ls.ack_t) < sr.min_) then
         f.nagle_off_frame = seg.frame
       end
     end
