@@ -83,7 +83,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "eafe7d6ec2b294c01a0a776afbee3f458487fd70f4602f19d937135e767ca426",
+  doc_sha256 = "d358f26d7825ea992b17c085d2dfe66abc95098e43f6f099e37e5c88faffc747",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -106,6 +106,8 @@ local RULES = {
   ack_record_keep_ms = 10,
   reorder_wait_ms = 2,
   rwnd_edge_window_divisor = 4,
+  cwnd_recovery_ms = 1000,
+  cwnd_recovery_rtts = 4,
   near_initiator_rtt_factor = 5,
   settle_max_ms = 1000,
   closed_linger_ms = 1000,
@@ -1882,7 +1884,7 @@ function Flow.new()
   return setmetatable({ started = false, syn_seen = false, fin_seen = false, next = 0, max_end = 0,
     una = 0, una_known = false, peer_window = 0, peer_window_known = false,
     peer_wscale_known = false, peer_wscale_min = 0, peer_window_raw = 0, wscale_offered = -1, mss = 0,
-    mss_from_syn = false, largest_payload = 0, full_min = 0, full_count = 0, aggregates = 0, aggregates_whole = 0, data_options_len = 0, has_small = false, last_small = nil, nagle_off_frame = 0,
+    mss_from_syn = false, largest_payload = 0, full_min = 0, full_count = 0, aggregates = 0, aggregates_whole = 0, data_options_len = 0, has_small = false, last_small = nil, nagle_off_frame = 0, data_segments = 0, last_resend_t = nil,
     last_data_t = 0, last_data_frame = 0, has_last_data = false,
     unacked = {}, ua_head = 1, ua_tail = 0, ua_free = {}, ua_free_n = 0, out_of_order = {}, out_of_order_count = 0, out_of_order_bytes = 0,
     hole_since = 0, bytes_missing = 0, ref = 0, acked_h = -1, acked_cmd = 0, acked_data_t = 0,
@@ -2075,7 +2077,7 @@ function Flow:record_ack(horizon)
     n = n - 1
   else
     r = { ack = 0, t = 0, frame = 0, window = 0, h = -1, cmd = 0, data_t = 0, data_frame = 0, raw = 0, tsval = 0,
-          has_ts = false }
+          has_ts = false, flight = 0, sent = 0 }
   end
   self.ak_free_n = n
   tail = tail + 1
@@ -2380,6 +2382,7 @@ end
 
 function Tracker:resend(dir, seg, start, e, r)
   local f = self.flow_[dir]
+  f.last_resend_t = seg.t
   -- The first record ending past the resent byte (binary search), or one of the next few that
   -- starts before it (an overlap resend): bounded work per segment.
   local orig
@@ -2536,6 +2539,7 @@ local function payload(self, seg, dir, r, f, t, len)
   if start > nxt then
     -- Beyond a hole: kept until the hole fills, the receiver acknowledges past it, or the buffer
     -- cap is hit (then the hole is declared lost).
+    f.last_resend_t = t  -- a loss before the capture point: the sender recovers from it
     if f.out_of_order_count == 0 then f.hole_since = t end
     local held = f.out_of_order[start]
     if not held then
@@ -2563,6 +2567,7 @@ local function payload(self, seg, dir, r, f, t, len)
     if len % m == 0 then f.aggregates_whole = f.aggregates_whole + 1 end
   end
   if f.out_of_order_count > 0 then
+    f.last_resend_t = t  -- the hole's fill: most often the lost segment sent again
     r:hole_filled(dir, seg, f.hole_since)
     nxt = f.next
   end
@@ -2583,6 +2588,7 @@ local function payload(self, seg, dir, r, f, t, len)
   m = effective_mss(f)  -- (Flow:is_small, written out)
   local small = len < m or (len > m and len % m ~= 0)
   local tail = f.ua_tail
+  f.data_segments = f.data_segments + 1
   if tail - f.ua_head + 1 < MAX_UNACKED_RECORDS then
     local k, rec = f.ua_free_n
     if k > 0 then
@@ -2640,6 +2646,7 @@ function Tracker:on_segment(seg, dir, r)
   local fl = seg.flags  -- FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10 (tested inline: once per segment)
   local syn, rst = fl % 4 >= 2, fl % 8 >= 4
   local una_before = other.una
+  local flight_before = other.ua_tail - other.ua_head + 1 + other.out_of_order_count
   if syn then self:handshake(seg, dir, r) end
   -- a release's sample is given after the segment is judged: it may not bound its own release
   local has_ts = seg.has_ts
@@ -2683,6 +2690,7 @@ function Tracker:on_segment(seg, dir, r)
     rec.ack, rec.t, rec.frame, rec.window, rec.h, rec.cmd = una, t, seg.frame, win, other.acked_h, other.acked_cmd
     rec.data_t, rec.data_frame, rec.raw = other.acked_data_t, other.acked_data_frame, raw
     rec.tsval, rec.has_ts = seg.tsval or 0, has_ts or false
+    rec.flight, rec.sent = flight_before, other.data_segments
   end
 end
 end
@@ -2813,6 +2821,16 @@ end
 -- which: over the sender's flow, the round trips between the capture point and the sender and its
 -- peer, and whether the sender is the target. A free function over what it is given: it reads
 -- nothing else of the connection.
+-- A congestion window is at least two segments, one only after a retransmission timeout or in a
+-- loss's recovery (the engine's cwnd_could_hold): with at most one segment in flight when the
+-- release reached the sender, outside recovery, no window of the sender held the segment.
+local function cwnd_could_hold(f, rel, now, full)
+  if f.aggregates > 0 then return true end
+  local lost = f.last_resend_t
+  if lost and now - lost < RULES.cwnd_recovery_ms * 1e6 + RULES.cwnd_recovery_rtts * full then return true end
+  return rel.flight + (f.data_segments - rel.sent) >= 2
+end
+
 -- v: the verdict to fill (every field is set).
 local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_min_ms, seg, ready, v)
   v.held, v.kind, v.release_frame, v.release_t, v.delayed_ack_ms = false, "cwnd_limited", 0, 0, 0
@@ -2927,8 +2945,11 @@ local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_
   -- (Data sent past that edge before this segment proves it was not in force.)
   if before and f:unwrap(seg.seq) <= before.ack + window and f.max_end + max(f:effective_mss(), floor(window / RULES.rwnd_edge_window_divisor)) > before.ack + window then
     v.kind = "rwnd_limited"
-  else
+  elseif cwnd_could_hold(f, rel, seg.t, full) then
     v.kind = "cwnd_limited"
+  else  -- nothing in flight to hold it: a coincidence of timing (S's own time)
+    v.held, v.kind, v.release_frame, v.release_t, v.delayed_ack_ms = false, "cwnd_limited", 0, 0, 0
+    v.acked_frame, v.release_h, v.release_cmd, v.undecided = 0, -1, 0, false
   end
   return v
 end

@@ -213,11 +213,11 @@ TEST(SessionRules, FullSegmentAfterPauseIsNotNagle) {
   EXPECT_FALSE(rec.has(FindingKind::nagle_hold, Side::target));
 }
 
-// Slow start against a delayed ACK: the initiator ACKs the first nine segments of a flight at
-// once but holds the ACK of the tenth (the odd one) for 40 ms; the target's next flight leaves
-// only when that ACK arrives. A cwnd hold of the target, released by a delayed ACK.
-TEST(SessionRules, WindowHoldReleasedByDelayedAck) {
-  Recorder rec;
+// Slow start against a delayed ACK: the initiator holds its ACK of the target's whole first flight
+// (ten segments) for 40 ms; the target's next flight leaves only when that ACK arrives. A cwnd hold
+// of the target (ten segments in flight), released by a delayed ACK.
+namespace {
+void flight_then_delayed_ack(Recorder& rec, bool nine_acked_at_once, uint64_t& tenth, uint64_t& late_ack) {
   Analyzer an(Options{}, rec);
   Wire w(an);
   w.handshake(0, 8 * kMs, 50'000);  // near the initiator
@@ -225,13 +225,19 @@ TEST(SessionRules, WindowHoldReleasedByDelayedAck) {
   std::vector<uint8_t> pdu = data_in(3, 32768, true);
   const size_t flight = 10 * 1448;
   w.data(false, 18 * kMs + 100'000, std::vector<uint8_t>(pdu.begin(), pdu.begin() + long(flight)));
-  uint64_t tenth = w.frame();
-  w.ack_to(true, 18 * kMs + 150'000, w.next_seq(false) - 1448);  // nine segments, at once
-  w.ack(true, 58 * kMs + 150'000);                               // the tenth, 40 ms late
-  uint64_t late_ack = w.frame();
+  tenth = w.frame();
+  if (nine_acked_at_once) w.ack_to(true, 18 * kMs + 150'000, w.next_seq(false) - 1448);
+  w.ack(true, 58 * kMs + 150'000);  // (the tenth,) 40 ms late
+  late_ack = w.frame();
   w.data(false, 66 * kMs + 150'000, std::vector<uint8_t>(pdu.begin() + long(flight), pdu.end()));
   an.finish();
+}
+}  // namespace
 
+TEST(SessionRules, WindowHoldReleasedByDelayedAck) {
+  Recorder rec;
+  uint64_t tenth = 0, late_ack = 0;
+  flight_then_delayed_ack(rec, false, tenth, late_ack);
   ASSERT_EQ(rec.commands.size(), 1u);
   const auto& c = rec.commands[0];
   EXPECT_EQ(c.round_trips, 2);
@@ -250,6 +256,19 @@ TEST(SessionRules, WindowHoldReleasedByDelayedAck) {
                c.breakdown.delayed_ack_ms + c.breakdown.r2t_ms + c.breakdown.window_ms + c.breakdown.loss_ms +
                c.breakdown.response_ms;
   EXPECT_NEAR(sum, c.latency_ms, 0.01);
+}
+
+// The same flight with nine segments acknowledged at once and only the odd tenth's ACK delayed: one
+// segment in flight, which no congestion window (at least two segments) holds back, and no loss.
+// The target's wait ending one round trip after that ACK is its own time (docs/rules.md
+// "cwnd_limited"), not a window hold, and the late ACK cost the target nothing.
+TEST(SessionRules, OneSegmentInFlightHoldsNoCongestionWindow) {
+  Recorder rec;
+  uint64_t tenth = 0, late_ack = 0;
+  flight_then_delayed_ack(rec, true, tenth, late_ack);
+  ASSERT_EQ(rec.commands.size(), 1u);
+  EXPECT_FALSE(rec.has(FindingKind::cwnd_limited, Side::target));
+  EXPECT_FALSE(rec.has(FindingKind::delayed_ack, Side::initiator));
 }
 
 // The receiver's window, not the congestion window: the initiator advertises 8 segments
@@ -484,8 +503,8 @@ TEST(SessionRules, ThinkOrHoldWhenTheReleaseIsLaterThanThePathHasShown) {
 // Nagle shown off by the stream (docs/rules.md "Holds"): the target sent its Response 50 us after
 // a short Data-In, before any ACK of it could have come back (round trip 8 ms), so nothing holds
 // its short segments. The study's read that follows, its Response one round trip after the
-// initiator's late ACK, is then a coincidence of timing, not a Nagle hold; the same read without
-// that first exchange is one.
+// initiator's late ACK, is then a coincidence of timing, not a hold; the same read without that
+// first exchange is a Nagle hold.
 namespace {
 std::set<FindingKind> study_read_after_nagle_shown(bool shown) {
   Recorder rec;
@@ -516,6 +535,10 @@ TEST(SessionRules, NagleShownOffByTheStreamHoldsNothing) {
   EXPECT_TRUE(before.count(FindingKind::nagle_hold) && before.count(FindingKind::delayed_ack));
   const auto shown = study_read_after_nagle_shown(true);
   EXPECT_FALSE(shown.count(FindingKind::nagle_hold));
+  // Nor a window's: one segment in flight (the Data-In) when the ACK reached the target, no loss;
+  // a congestion window is at least two segments (docs/rules.md "cwnd_limited").
+  EXPECT_FALSE(shown.count(FindingKind::cwnd_limited));
+  EXPECT_FALSE(shown.count(FindingKind::delayed_ack));
 }
 
 // A reply can only be held by an ACK that reached the target after the reply was ready: the

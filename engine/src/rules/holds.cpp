@@ -16,6 +16,19 @@
 
 namespace iscsi_doctor::rules {
 
+// A congestion window is at least two segments (RFC 5681; Linux after idle keeps the smaller of
+// its window and the initial one), one only after a retransmission timeout or in a loss's
+// recovery: with at most one segment in flight when the release reached the sender (the ones the
+// capture point saw unacknowledged before it, and any it saw after it from the sender before this
+// one), outside recovery, no window of the sender held this segment. Aggregates (TSO/GRO) hold
+// several segments each: not counted here.
+bool cwnd_could_hold(const tcp::Flow& f, const tcp::AckRecord& rel, int64_t now, int64_t full_rtt) {
+  if (f.aggregates) return true;
+  if (f.last_resend_t != INT64_MIN && now - f.last_resend_t < to_ns(cwnd_recovery_ms) + cwnd_recovery_rtts * full_rtt)
+    return true;
+  return rel.flight + (f.data_segments - rel.sent) >= 2;
+}
+
 HoldVerdict classify_hold(const tcp::Flow& f, const tcp::RttEstimate& sender, const tcp::RttEstimate& receiver,
                           bool sender_is_target, double delayed_ack_min_ms, const Segment& seg, int64_t ready) {
   // A segment that was ready earlier and shows up one capture-to-sender round trip after an
@@ -148,8 +161,10 @@ HoldVerdict classify_hold(const tcp::Flow& f, const tcp::RttEstimate& sender, co
       f.max_end + std::max<uint64_t>(f.effective_mss(), window / rwnd_edge_window_divisor) >
           before->ack + window)
     v.kind = FindingKind::rwnd_limited;
-  else
+  else if (cwnd_could_hold(f, rel, seg.time_ns, full_rtt))
     v.kind = FindingKind::cwnd_limited;
+  else
+    v = HoldVerdict{};  // nothing in flight to hold it: a coincidence of timing (S's own time)
   return v;
 }
 

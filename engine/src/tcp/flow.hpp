@@ -43,6 +43,10 @@ struct AckRecord {
   uint64_t data_frame = 0;
   uint32_t tsval = 0;       // its timestamp (RFC 7323), when has_ts
   bool has_ts = false;
+  // The sender's segments unacknowledged at the capture point just before it, and the sender's
+  // data segments so far (Flow::data_segments): what may have been in flight when it arrived.
+  uint32_t flight = 0;
+  uint64_t sent = 0;
   uint64_t edge() const { return ack + window; }
 };
 
@@ -142,6 +146,8 @@ public:
   // sooner after it than any ACK of that one could have come back (round trips not only from ACKs
   // on data, which may hold answer time): Nagle is off (0: not seen).
   uint64_t nagle_off_frame = 0;
+  uint64_t data_segments = 0;       // new-data segments seen
+  int64_t last_resend_t = INT64_MIN;  // the latest loss: a segment sent again, a hole or its fill
 
   int64_t last_data_t = 0;  // previous new-data segment from this side
   uint64_t last_data_frame = 0;

@@ -20,6 +20,7 @@ SegmentStatus Tracker::on_segment(const Segment& seg, int dir, Receiver& r) {
       declare_unseen(d, r);
   }
   uint64_t una_before = flow_[dir ^ 1].una;
+  const uint32_t flight_before = uint32_t(flow_[dir ^ 1].unacked.size() + flow_[dir ^ 1].out_of_order.size());
   if (seg.flags & tcp_flag::syn) {
     status_ = SegmentStatus::syn;
     handshake(seg, dir, r);
@@ -64,7 +65,7 @@ SegmentStatus Tracker::on_segment(const Segment& seg, int dir, Receiver& r) {
   if (other.una_known && (other.una != una_before || window_changed || other.acks.empty()))
     other.record_ack(
         {other.una, seg.time_ns, seg.frame, win, raw, other.acked_progress, other.acked_data_t,
-         other.acked_data_frame, seg.tsval, seg.has_timestamps},
+         other.acked_data_frame, seg.tsval, seg.has_timestamps, flight_before, other.data_segments},
         // what a hold's release may be matched against (rules/holds.cpp)
         seg.time_ns - tcp::ack_record_keep_rtts * full_rtt_ns() - to_ns(tcp::ack_record_keep_ms));
   if (status_ == SegmentStatus::pure_ack && window_changed && flow_[dir ^ 1].una == una_before)
@@ -192,6 +193,7 @@ void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
     // Beyond a hole: keep it until the hole fills, the receiver acknowledges past it, or the
     // buffer cap is hit (then the hole is declared lost).
     status_ = SegmentStatus::out_of_order;
+    f.last_resend_t = seg.time_ns;  // a loss before the capture point: the sender recovers from it
     if (f.out_of_order.empty()) f.hole_since = seg.time_ns;
     auto& held = f.out_of_order[start];
     if (held.bytes.size() < seg.payload.size()) {
@@ -215,7 +217,10 @@ void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
     ++f.aggregates;
     if (len % m == 0) ++f.aggregates_whole;
   }
-  if (!f.out_of_order.empty()) r.hole_filled(dir, seg, f.hole_since);
+  if (!f.out_of_order.empty()) {
+    f.last_resend_t = seg.time_ns;  // the hole's fill: most often the lost segment sent again
+    r.hole_filled(dir, seg, f.hole_since);
+  }
   // Overlap with bytes already delivered is trimmed; the rest is new, in order.
   size_t skip = size_t(f.next - start);
   std::span<const uint8_t> bytes = seg.payload;
@@ -226,6 +231,7 @@ void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
   f.move_ref(f.next);
   const Delivery d = r.deliver(dir, bytes, wire_rest, seg, filling_);
   SentSegment rec{start, end, seg.time_ns, seg.frame, d.owner, d.progress, f.is_small(len)};
+  ++f.data_segments;
   if (f.unacked.size() < kMaxUnackedRecords)
     f.unacked.push_back(rec);
   else
@@ -315,6 +321,7 @@ void Tracker::declare_gap(int dir, uint64_t upto, uint64_t frame, const char* wh
 
 void Tracker::resend(int dir, const Segment& seg, uint64_t start, uint64_t end, Receiver& r) {
   Flow& f = flow_[dir];
+  f.last_resend_t = seg.time_ns;
   // The first record holding the resent byte: records end in increasing order, so a binary search
   // finds the first that ends past it; one that starts later is an overlap resend, looked for a
   // few records on (a bounded walk: the work per segment stays bounded).

@@ -2,7 +2,7 @@
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "eafe7d6ec2b294c01a0a776afbee3f458487fd70f4602f19d937135e767ca426",
+  doc_sha256 = "d358f26d7825ea992b17c085d2dfe66abc95098e43f6f099e37e5c88faffc747",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -25,6 +25,8 @@ local RULES = {
   ack_record_keep_ms = 10,
   reorder_wait_ms = 2,
   rwnd_edge_window_divisor = 4,
+  cwnd_recovery_ms = 1000,
+  cwnd_recovery_rtts = 4,
   near_initiator_rtt_factor = 5,
   settle_max_ms = 1000,
   closed_linger_ms = 1000,

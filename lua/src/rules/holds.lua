@@ -8,6 +8,16 @@
 -- which: over the sender's flow, the round trips between the capture point and the sender and its
 -- peer, and whether the sender is the target. A free function over what it is given: it reads
 -- nothing else of the connection.
+-- A congestion window is at least two segments, one only after a retransmission timeout or in a
+-- loss's recovery (the engine's cwnd_could_hold): with at most one segment in flight when the
+-- release reached the sender, outside recovery, no window of the sender held the segment.
+local function cwnd_could_hold(f, rel, now, full)
+  if f.aggregates > 0 then return true end
+  local lost = f.last_resend_t
+  if lost and now - lost < RULES.cwnd_recovery_ms * 1e6 + RULES.cwnd_recovery_rtts * full then return true end
+  return rel.flight + (f.data_segments - rel.sent) >= 2
+end
+
 -- v: the verdict to fill (every field is set).
 local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_min_ms, seg, ready, v)
   v.held, v.kind, v.release_frame, v.release_t, v.delayed_ack_ms = false, "cwnd_limited", 0, 0, 0
@@ -122,8 +132,11 @@ local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_
   -- (Data sent past that edge before this segment proves it was not in force.)
   if before and f:unwrap(seg.seq) <= before.ack + window and f.max_end + max(f:effective_mss(), floor(window / RULES.rwnd_edge_window_divisor)) > before.ack + window then
     v.kind = "rwnd_limited"
-  else
+  elseif cwnd_could_hold(f, rel, seg.t, full) then
     v.kind = "cwnd_limited"
+  else  -- nothing in flight to hold it: a coincidence of timing (S's own time)
+    v.held, v.kind, v.release_frame, v.release_t, v.delayed_ack_ms = false, "cwnd_limited", 0, 0, 0
+    v.acked_frame, v.release_h, v.release_cmd, v.undecided = 0, -1, 0, false
   end
   return v
 end

@@ -145,6 +145,7 @@ end
 
 function Tracker:resend(dir, seg, start, e, r)
   local f = self.flow_[dir]
+  f.last_resend_t = seg.t
   -- The first record ending past the resent byte (binary search), or one of the next few that
   -- starts before it (an overlap resend): bounded work per segment.
   local orig
@@ -301,6 +302,7 @@ local function payload(self, seg, dir, r, f, t, len)
   if start > nxt then
     -- Beyond a hole: kept until the hole fills, the receiver acknowledges past it, or the buffer
     -- cap is hit (then the hole is declared lost).
+    f.last_resend_t = t  -- a loss before the capture point: the sender recovers from it
     if f.out_of_order_count == 0 then f.hole_since = t end
     local held = f.out_of_order[start]
     if not held then
@@ -328,6 +330,7 @@ local function payload(self, seg, dir, r, f, t, len)
     if len % m == 0 then f.aggregates_whole = f.aggregates_whole + 1 end
   end
   if f.out_of_order_count > 0 then
+    f.last_resend_t = t  -- the hole's fill: most often the lost segment sent again
     r:hole_filled(dir, seg, f.hole_since)
     nxt = f.next
   end
@@ -348,6 +351,7 @@ local function payload(self, seg, dir, r, f, t, len)
   m = effective_mss(f)  -- (Flow:is_small, written out)
   local small = len < m or (len > m and len % m ~= 0)
   local tail = f.ua_tail
+  f.data_segments = f.data_segments + 1
   if tail - f.ua_head + 1 < MAX_UNACKED_RECORDS then
     local k, rec = f.ua_free_n
     if k > 0 then
@@ -405,6 +409,7 @@ function Tracker:on_segment(seg, dir, r)
   local fl = seg.flags  -- FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10 (tested inline: once per segment)
   local syn, rst = fl % 4 >= 2, fl % 8 >= 4
   local una_before = other.una
+  local flight_before = other.ua_tail - other.ua_head + 1 + other.out_of_order_count
   if syn then self:handshake(seg, dir, r) end
   -- a release's sample is given after the segment is judged: it may not bound its own release
   local has_ts = seg.has_ts
@@ -448,6 +453,7 @@ function Tracker:on_segment(seg, dir, r)
     rec.ack, rec.t, rec.frame, rec.window, rec.h, rec.cmd = una, t, seg.frame, win, other.acked_h, other.acked_cmd
     rec.data_t, rec.data_frame, rec.raw = other.acked_data_t, other.acked_data_frame, raw
     rec.tsval, rec.has_ts = seg.tsval or 0, has_ts or false
+    rec.flight, rec.sent = flight_before, other.data_segments
   end
 end
 end
