@@ -257,8 +257,8 @@ void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
 // taken only from ACKs on data may hold answer time: not enough to prove.
 bool Tracker::shows_nagle_off(const Flow& f, int dir, int64_t t) const {
   const RttEstimate &s = rtt_[dir], &peer = rtt_[dir ^ 1];
-  if (!s.tight() || !peer.tight() || 2 * (t - f.last_small.t) >= s.ns() + peer.ns()) return false;
-  return !f.last_small.acked || 2 * (t - f.last_small.ack_t) < s.ns();
+  if (f.last_small.acked && 2 * (t - f.last_small.ack_t) >= s.ns()) return false;  // most often
+  return s.tight() && peer.tight() && 2 * (t - f.last_small.t) < s.ns() + peer.ns();
 }
 
 // Without both SYNs the peer's window scale is unknown: the data in flight must have fitted the

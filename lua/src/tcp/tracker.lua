@@ -380,8 +380,8 @@ local function payload(self, seg, dir, r, f, t, len)
       -- A short segment sent while the previous one was unacknowledged at its sender, sooner than
       -- any ACK of it could have come back: Nagle is off on this side (Tracker::shows_nagle_off).
       local sr, pr = self.rtt_[dir], self.rtt_[1 - dir]
-      if sr.known_ and pr.known_ and sr:tight() and pr:tight() and 2 * (t - ls.t) < sr.min_ + pr.min_ and
-         (not ls.acked or 2 * (t - ls.ack_t) < sr.min_) then
+      if (not ls.acked or 2 * (t - ls.ack_t) < sr.min_) and sr.known_ and pr.known_ and sr:tight() and
+         pr:tight() and 2 * (t - ls.t) < sr.min_ + pr.min_ then
         f.nagle_off_frame = seg.frame
       end
     end
