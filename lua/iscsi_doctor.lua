@@ -83,7 +83,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "d358f26d7825ea992b17c085d2dfe66abc95098e43f6f099e37e5c88faffc747",
+  doc_sha256 = "e97ae041275d89ccc49351fccdf91163e56f2a4748e82003b810911fbbdb378d",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -132,6 +132,7 @@ local RULES = {
   link_shared_rate_share = 0.7,
   echo_keep_ms = 1000,
   echo_records_max = 256,
+  nagle_off_short_bytes = 536,
 }
 
 -- Options (engine/include/iscsi_doctor/analyzer.hpp)
@@ -2265,6 +2266,7 @@ local UNSEEN = "acknowledged by the receiver but missing from the capture"
 local REORDER_WAIT_NS = RULES.reorder_wait_ms * 1e6
 local ECHO_KEEP_NS = RULES.echo_keep_ms * 1e6
 local ECHO_MAX = RULES.echo_records_max
+local NAGLE_OFF_SHORT = RULES.nagle_off_short_bytes
 
 function Tracker.new(max_out_of_order_bytes)
   return setmetatable({ max_out_of_order_bytes_ = max_out_of_order_bytes,
@@ -2613,7 +2615,8 @@ local function payload(self, seg, dir, r, f, t, len)
   if small then
     -- (one record per flow, refilled: holds read it, none keeps it)
     local ls = f.last_small
-    if f.nagle_off_frame == 0 and f.has_small and seg.flags % 2 == 0 then
+    local partial = f.mss_from_syn and m or NAGLE_OFF_SHORT  -- the handshake's MSS, else below any
+    if f.nagle_off_frame == 0 and f.has_small and len < partial and ls.len < partial and seg.flags % 2 == 0 then
       -- A short segment sent while the previous one was unacknowledged at its sender, sooner than
       -- any ACK of it could have come back: Nagle is off on this side (Tracker::shows_nagle_off).
       local sr, pr = self.rtt_[dir], self.rtt_[1 - dir]
@@ -2627,6 +2630,7 @@ local function payload(self, seg, dir, r, f, t, len)
       f.last_small = ls
     end
     ls.e, ls.t, ls.frame, ls.h, ls.cmd, ls.acked, ls.ack_t, ls.ack_frame = e, t, seg.frame, h, cmd, false, 0, 0
+    ls.len = len
     f.has_small = true
   end
   if f.max_end < e then f.max_end = e end

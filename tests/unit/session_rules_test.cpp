@@ -501,7 +501,7 @@ TEST(SessionRules, ThinkOrHoldWhenTheReleaseIsLaterThanThePathHasShown) {
 }
 
 // Nagle shown off by the stream (docs/rules.md "Holds"): the target sent its Response 50 us after
-// a short Data-In, before any ACK of it could have come back (round trip 8 ms), so nothing holds
+// a 256-byte Data-In, before any ACK of it could have come back (round trip 8 ms), so nothing holds
 // its short segments. The study's read that follows, its Response one round trip after the
 // initiator's late ACK, is then a coincidence of timing, not a hold; the same read without that
 // first exchange is a Nagle hold.
@@ -511,8 +511,8 @@ std::set<FindingKind> study_read_after_nagle_shown(bool shown) {
   Analyzer an(Options{}, rec);
   Wire w(an);
   w.handshake(0, 8 * kMs, 50'000);
-  w.data(true, 10 * kMs, read10(1, 1024));
-  w.data(false, 18 * kMs + 100'000, data_in(1, 1024, false));
+  w.data(true, 10 * kMs, read10(1, 256));
+  w.data(false, 18 * kMs + 100'000, data_in(1, 256, false));
   if (!shown) w.ack(true, 18 * kMs + 120'000);
   w.data(false, shown ? 18 * kMs + 150'000 : 26 * kMs + 150'000, response(1));
   w.ack(true, 26 * kMs + 200'000);

@@ -27,5 +27,6 @@ inline constexpr int64_t link_busy_gap_rtts = 2;
 inline constexpr double link_busy_rate_divisor = 4;
 inline constexpr double echo_keep_ms = 1000;
 inline constexpr size_t echo_records_max = 256;
+inline constexpr uint32_t nagle_off_short_bytes = 536;
 
 }  // namespace iscsi_doctor::tcp

@@ -99,6 +99,7 @@ struct TsFirst {
 
 struct SmallSegment {
   uint64_t end = 0;
+  uint32_t len = 0;
   int64_t t = 0;
   uint64_t frame = 0;
   Cookie progress;  // its delivery's

@@ -238,10 +238,14 @@ void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
     r.unacked_cap_hit(dir, seg.frame, kMaxUnackedRecords);
   if (f.una_known && f.una >= end) f.trim_acked(f.unseen_t, f.unseen_frame);  // its ACK came first
   if (rec.small) {
-    if (!f.nagle_off_frame && f.has_small && !(seg.flags & tcp_flag::fin) && shows_nagle_off(f, dir, seg.time_ns))
-      f.nagle_off_frame = seg.frame;
+    if (!f.nagle_off_frame && f.has_small && !(seg.flags & tcp_flag::fin)) {
+      // Partial whatever the MSS: the handshake's, or (inferred) below the least a host may send.
+      const uint32_t partial = f.mss_from_syn ? f.effective_mss() : tcp::nagle_off_short_bytes;
+      if (len < partial && f.last_small.len < partial && shows_nagle_off(f, dir, seg.time_ns))
+        f.nagle_off_frame = seg.frame;
+    }
     f.has_small = true;
-    f.last_small = {end, seg.time_ns, seg.frame, rec.progress, false, 0, 0};
+    f.last_small = {end, len, seg.time_ns, seg.frame, rec.progress, false, 0, 0};
   }
   f.max_end = std::max(f.max_end, end);
   infer_window_scale(f);

@@ -28,6 +28,7 @@ local UNSEEN = "acknowledged by the receiver but missing from the capture"
 local REORDER_WAIT_NS = RULES.reorder_wait_ms * 1e6
 local ECHO_KEEP_NS = RULES.echo_keep_ms * 1e6
 local ECHO_MAX = RULES.echo_records_max
+local NAGLE_OFF_SHORT = RULES.nagle_off_short_bytes
 
 function Tracker.new(max_out_of_order_bytes)
   return setmetatable({ max_out_of_order_bytes_ = max_out_of_order_bytes,
@@ -376,7 +377,8 @@ local function payload(self, seg, dir, r, f, t, len)
   if small then
     -- (one record per flow, refilled: holds read it, none keeps it)
     local ls = f.last_small
-    if f.nagle_off_frame == 0 and f.has_small and seg.flags % 2 == 0 then
+    local partial = f.mss_from_syn and m or NAGLE_OFF_SHORT  -- the handshake's MSS, else below any
+    if f.nagle_off_frame == 0 and f.has_small and len < partial and ls.len < partial and seg.flags % 2 == 0 then
       -- A short segment sent while the previous one was unacknowledged at its sender, sooner than
       -- any ACK of it could have come back: Nagle is off on this side (Tracker::shows_nagle_off).
       local sr, pr = self.rtt_[dir], self.rtt_[1 - dir]
@@ -390,6 +392,7 @@ local function payload(self, seg, dir, r, f, t, len)
       f.last_small = ls
     end
     ls.e, ls.t, ls.frame, ls.h, ls.cmd, ls.acked, ls.ack_t, ls.ack_frame = e, t, seg.frame, h, cmd, false, 0, 0
+    ls.len = len
     f.has_small = true
   end
   if f.max_end < e then f.max_end = e end
