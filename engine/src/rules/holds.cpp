@@ -16,6 +16,7 @@
 
 namespace iscsi_doctor::rules {
 
+namespace {
 // A congestion window is at least two segments (RFC 5681; Linux after idle keeps the smaller of
 // its window and the initial one), one only after a retransmission timeout or in a loss's
 // recovery: with at most one segment in flight when the release reached the sender (the ones the
@@ -28,6 +29,7 @@ bool cwnd_could_hold(const tcp::Flow& f, const tcp::AckRecord& rel, int64_t now,
     return true;
   return rel.flight + (f.data_segments - rel.sent) >= 2;
 }
+}  // namespace
 
 HoldVerdict classify_hold(const tcp::Flow& f, const tcp::RttEstimate& sender, const tcp::RttEstimate& receiver,
                           bool sender_is_target, double delayed_ack_min_ms, const Segment& seg, int64_t ready) {

@@ -143,9 +143,9 @@ public:
 
   bool has_small = false;
   SmallSegment last_small;
-  // The first partial segment this side sent while its previous partial one was unacknowledged,
-  // sooner after it than any ACK of that one could have come back (round trips not only from ACKs
-  // on data, which may hold answer time): Nagle is off (0: not seen).
+  // The first short segment this side sent while its previous short one was unacknowledged,
+  // sooner after it than any ACK of that one could have come back (Tracker::shows_nagle_off):
+  // Nagle is off (0: not seen).
   uint64_t nagle_off_frame = 0;
   uint64_t data_segments = 0;       // new-data segments seen
   int64_t last_resend_t = INT64_MIN;  // the latest loss: a segment sent again, a hole or its fill
