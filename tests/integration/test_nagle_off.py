@@ -134,7 +134,7 @@ def test_a_side_with_nagle_on_is_never_shown_off():
     with Nagle off are shown off where their stream has back-to-back short segments (the QD > 1
     and split-PDU workloads), on at least one capture."""
     assert Path(BINARY).exists(), f"iscsi-doctor not found at {BINARY} (set ISCSI_DOCTOR)"
-    on, wrong, shown = 0, [], 0
+    on, wrong, shown, off = 0, [], 0, 0
     for e in ENTRIES:
         nagle = e["made"].get("nagle")
         if not nagle:
@@ -148,6 +148,8 @@ def test_a_side_with_nagle_on_is_never_shown_off():
                         if frame:
                             wrong.append(f"{e['file']}: {side} has Nagle on, shown off at frame {frame}")
                     else:
+                        off += 1
                         shown += frame > 0
+    print(f"sides with Nagle on: {on}, shown off: {len(wrong)}; with Nagle off: {off}, shown off: {shown}")
     assert on > 0 and shown > 0, (on, shown)
     assert not wrong, "\n".join(wrong)
