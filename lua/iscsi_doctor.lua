@@ -2078,7 +2078,7 @@ function Flow:record_ack(horizon)
     n = n - 1
   else
     r = { ack = 0, t = 0, frame = 0, window = 0, h = -1, cmd = 0, data_t = 0, data_frame = 0, raw = 0, tsval = 0,
-          has_ts = false, flight = 0, sent = 0 }
+          has_ts = false, out_of_flight = 0 }
   end
   self.ak_free_n = n
   tail = tail + 1
@@ -2650,6 +2650,7 @@ function Tracker:on_segment(seg, dir, r)
   local fl = seg.flags  -- FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10 (tested inline: once per segment)
   local syn, rst = fl % 4 >= 2, fl % 8 >= 4
   local una_before = other.una
+  -- the other side's segments in flight before this ACK trims them (an ACK record's out_of_flight)
   local flight_before = other.ua_tail - other.ua_head + 1 + other.out_of_order_count
   if syn then self:handshake(seg, dir, r) end
   -- a release's sample is given after the segment is judged: it may not bound its own release
@@ -2694,7 +2695,7 @@ function Tracker:on_segment(seg, dir, r)
     rec.ack, rec.t, rec.frame, rec.window, rec.h, rec.cmd = una, t, seg.frame, win, other.acked_h, other.acked_cmd
     rec.data_t, rec.data_frame, rec.raw = other.acked_data_t, other.acked_data_frame, raw
     rec.tsval, rec.has_ts = seg.tsval or 0, has_ts or false
-    rec.flight, rec.sent = flight_before, other.data_segments
+    rec.out_of_flight = other.data_segments - flight_before
   end
 end
 end
@@ -2832,13 +2833,19 @@ local function cwnd_could_hold(f, rel, now, full)
   if f.aggregates > 0 then return true end
   local lost = f.last_resend_t
   if lost and now - lost < RULES.cwnd_recovery_ms * 1e6 + RULES.cwnd_recovery_rtts * full then return true end
-  return rel.flight + (f.data_segments - rel.sent) >= 2
+  return f.data_segments - rel.out_of_flight >= 2
+end
+
+-- No hold: every field of the verdict v as the engine's HoldVerdict{} leaves it.
+local function no_hold(v)
+  v.held, v.kind, v.release_frame, v.release_t, v.delayed_ack_ms = false, "cwnd_limited", 0, 0, 0
+  v.acked_frame, v.release_h, v.release_cmd, v.undecided = 0, -1, 0, false
+  return v
 end
 
 -- v: the verdict to fill (every field is set).
 local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_min_ms, seg, ready, v)
-  v.held, v.kind, v.release_frame, v.release_t, v.delayed_ack_ms = false, "cwnd_limited", 0, 0, 0
-  v.acked_frame, v.release_h, v.release_cmd, v.undecided = 0, -1, 0, false
+  no_hold(v)
   if not sender:known() then return v end
   local rtt_side, rtt_receiver = sender:ns(), receiver:ns()
   local full = rtt_side + rtt_receiver
@@ -2951,9 +2958,8 @@ local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_
     v.kind = "rwnd_limited"
   elseif cwnd_could_hold(f, rel, seg.t, full) then
     v.kind = "cwnd_limited"
-  else  -- nothing in flight to hold it: a coincidence of timing (S's own time)
-    v.held, v.kind, v.release_frame, v.release_t, v.delayed_ack_ms = false, "cwnd_limited", 0, 0, 0
-    v.acked_frame, v.release_h, v.release_cmd, v.undecided = 0, -1, 0, false
+  else
+    no_hold(v)  -- nothing in flight to hold it: a coincidence of timing (S's own time)
   end
   return v
 end

@@ -27,7 +27,7 @@ bool cwnd_could_hold(const tcp::Flow& f, const tcp::AckRecord& rel, int64_t now,
   if (f.aggregates) return true;
   if (f.last_resend_t != INT64_MIN && now - f.last_resend_t < to_ns(cwnd_recovery_ms) + cwnd_recovery_rtts * full_rtt)
     return true;
-  return rel.flight + (f.data_segments - rel.sent) >= 2;
+  return f.data_segments - rel.out_of_flight >= 2;
 }
 }  // namespace
 

@@ -43,10 +43,10 @@ struct AckRecord {
   uint64_t data_frame = 0;
   uint32_t tsval = 0;       // its timestamp (RFC 7323), when has_ts
   bool has_ts = false;
-  // The sender's segments unacknowledged at the capture point just before it, and the sender's
-  // data segments so far (Flow::data_segments): what may have been in flight when it arrived.
-  uint32_t flight = 0;
-  uint64_t sent = 0;
+  // The sender's data segments (Flow::data_segments) out of flight just before it: sent by then,
+  // less those unacknowledged at the capture point or held past a hole. The rest of those it has
+  // sent since may have been in flight when it arrived (rules/holds.cpp).
+  uint64_t out_of_flight = 0;
   uint64_t edge() const { return ack + window; }
 };
 

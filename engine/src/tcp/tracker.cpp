@@ -20,7 +20,8 @@ SegmentStatus Tracker::on_segment(const Segment& seg, int dir, Receiver& r) {
       declare_unseen(d, r);
   }
   uint64_t una_before = flow_[dir ^ 1].una;
-  const uint32_t flight_before = uint32_t(flow_[dir ^ 1].unacked.size() + flow_[dir ^ 1].out_of_order.size());
+  // The other side's segments in flight before this ACK trims them (an ACK record's out_of_flight).
+  const size_t flight_before = flow_[dir ^ 1].unacked.size() + flow_[dir ^ 1].out_of_order.size();
   if (seg.flags & tcp_flag::syn) {
     status_ = SegmentStatus::syn;
     handshake(seg, dir, r);
@@ -65,7 +66,7 @@ SegmentStatus Tracker::on_segment(const Segment& seg, int dir, Receiver& r) {
   if (other.una_known && (other.una != una_before || window_changed || other.acks.empty()))
     other.record_ack(
         {other.una, seg.time_ns, seg.frame, win, raw, other.acked_progress, other.acked_data_t,
-         other.acked_data_frame, seg.tsval, seg.has_timestamps, flight_before, other.data_segments},
+         other.acked_data_frame, seg.tsval, seg.has_timestamps, other.data_segments - flight_before},
         // what a hold's release may be matched against (rules/holds.cpp)
         seg.time_ns - tcp::ack_record_keep_rtts * full_rtt_ns() - to_ns(tcp::ack_record_keep_ms));
   if (status_ == SegmentStatus::pure_ack && window_changed && flow_[dir ^ 1].una == una_before)

@@ -15,13 +15,19 @@ local function cwnd_could_hold(f, rel, now, full)
   if f.aggregates > 0 then return true end
   local lost = f.last_resend_t
   if lost and now - lost < RULES.cwnd_recovery_ms * 1e6 + RULES.cwnd_recovery_rtts * full then return true end
-  return rel.flight + (f.data_segments - rel.sent) >= 2
+  return f.data_segments - rel.out_of_flight >= 2
+end
+
+-- No hold: every field of the verdict v as the engine's HoldVerdict{} leaves it.
+local function no_hold(v)
+  v.held, v.kind, v.release_frame, v.release_t, v.delayed_ack_ms = false, "cwnd_limited", 0, 0, 0
+  v.acked_frame, v.release_h, v.release_cmd, v.undecided = 0, -1, 0, false
+  return v
 end
 
 -- v: the verdict to fill (every field is set).
 local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_min_ms, seg, ready, v)
-  v.held, v.kind, v.release_frame, v.release_t, v.delayed_ack_ms = false, "cwnd_limited", 0, 0, 0
-  v.acked_frame, v.release_h, v.release_cmd, v.undecided = 0, -1, 0, false
+  no_hold(v)
   if not sender:known() then return v end
   local rtt_side, rtt_receiver = sender:ns(), receiver:ns()
   local full = rtt_side + rtt_receiver
@@ -134,9 +140,8 @@ local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_
     v.kind = "rwnd_limited"
   elseif cwnd_could_hold(f, rel, seg.t, full) then
     v.kind = "cwnd_limited"
-  else  -- nothing in flight to hold it: a coincidence of timing (S's own time)
-    v.held, v.kind, v.release_frame, v.release_t, v.delayed_ack_ms = false, "cwnd_limited", 0, 0, 0
-    v.acked_frame, v.release_h, v.release_cmd, v.undecided = 0, -1, 0, false
+  else
+    no_hold(v)  -- nothing in flight to hold it: a coincidence of timing (S's own time)
   end
   return v
 end

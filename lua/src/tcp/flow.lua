@@ -243,7 +243,7 @@ function Flow:record_ack(horizon)
     n = n - 1
   else
     r = { ack = 0, t = 0, frame = 0, window = 0, h = -1, cmd = 0, data_t = 0, data_frame = 0, raw = 0, tsval = 0,
-          has_ts = false, flight = 0, sent = 0 }
+          has_ts = false, out_of_flight = 0 }
   end
   self.ak_free_n = n
   tail = tail + 1

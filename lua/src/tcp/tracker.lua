@@ -412,6 +412,7 @@ function Tracker:on_segment(seg, dir, r)
   local fl = seg.flags  -- FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10 (tested inline: once per segment)
   local syn, rst = fl % 4 >= 2, fl % 8 >= 4
   local una_before = other.una
+  -- the other side's segments in flight before this ACK trims them (an ACK record's out_of_flight)
   local flight_before = other.ua_tail - other.ua_head + 1 + other.out_of_order_count
   if syn then self:handshake(seg, dir, r) end
   -- a release's sample is given after the segment is judged: it may not bound its own release
@@ -456,7 +457,7 @@ function Tracker:on_segment(seg, dir, r)
     rec.ack, rec.t, rec.frame, rec.window, rec.h, rec.cmd = una, t, seg.frame, win, other.acked_h, other.acked_cmd
     rec.data_t, rec.data_frame, rec.raw = other.acked_data_t, other.acked_data_frame, raw
     rec.tsval, rec.has_ts = seg.tsval or 0, has_ts or false
-    rec.flight, rec.sent = flight_before, other.data_segments
+    rec.out_of_flight = other.data_segments - flight_before
   end
 end
 end
