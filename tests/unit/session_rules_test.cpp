@@ -541,6 +541,50 @@ TEST(SessionRules, NagleShownOffByTheStreamHoldsNothing) {
   EXPECT_FALSE(shown.count(FindingKind::delayed_ack));
 }
 
+// Joined on a path whose capture host merges the target's 1398-byte segments in pairs (GRO): the
+// MSS inferred from those frames is 2796, so a full wire segment looks short. A full segment and
+// its tail sent at once prove nothing (Nagle, in Linux's form, holds a short segment only behind an
+// unacknowledged short one); without the handshake only segments under 536 bytes prove Nagle off
+// (docs/rules.md "Holds", `nagle_off_short_bytes`). Each Response here leaves one round trip after
+// the initiator's ACK: all four are Nagle holds.
+TEST(SessionRules, FullSegmentsBelowAnInferredMssProveNoNagleOff) {
+  Recorder rec;
+  Analyzer an(Options{}, rec);
+  Wire w(an);
+  const auto cut = [&](int64_t t, const std::vector<uint8_t>& bytes, size_t first, size_t second) {
+    const auto at = [&](size_t from, size_t n) { return std::vector<uint8_t>(bytes.begin() + long(from), bytes.begin() + long(from + n)); };
+    w.send(false, t, tcp_flag::ack, at(0, first));  // no PSH: more data queued behind it
+    size_t off = first;
+    if (second) {
+      w.send(false, t, tcp_flag::ack, at(off, second));
+      off += second;
+    }
+    w.send(false, t + 10'000, tcp_flag::ack | tcp_flag::psh, at(off, bytes.size() - off));
+  };
+  for (uint32_t i = 0; i < 4; ++i) {
+    const int64_t t = (10 + 100 * int64_t(i)) * kMs;
+    const bool merged = i < 2;  // 8 KiB reads seen as two 2796-byte frames and a tail; then 2 KiB
+    w.data(true, t, read10(i + 1, merged ? 8192 : 2048));
+    w.ack(false, t + 8 * kMs);  // the target's pure ACK: its round trip free of think time
+    const auto bytes = data_in(i + 1, merged ? 8192 : 2048, false);
+    if (merged)
+      cut(t + 8 * kMs + 100'000, bytes, 2796, 2796);
+    else
+      cut(t + 8 * kMs + 100'000, bytes, 1398, 0);  // a full wire segment, then the tail at once
+    w.ack(true, t + 8 * kMs + 200'000);
+    w.data(false, t + 16 * kMs + 200'000, response(i + 1));  // released by that ACK
+    w.ack(true, t + 16 * kMs + 300'000);
+  }
+  an.finish();
+  ASSERT_EQ(rec.connections.size(), 1u);
+  EXPECT_EQ(rec.connections[0].nagle_off_frame_target, 0u);
+  ASSERT_EQ(rec.commands.size(), 4u);
+  for (const auto& c : rec.commands) {
+    std::set<FindingKind> kinds(c.findings.begin(), c.findings.end());
+    EXPECT_TRUE(kinds.count(FindingKind::nagle_hold)) << c.first_frame;
+  }
+}
+
 // A reply can only be held by an ACK that reached the target after the reply was ready: the
 // command that carries the ACK of the previous reply released nothing, however late its own reply.
 TEST(SessionRules, ReplyLateOnAJitteryPathAfterTheCommandThatAckedIsNotAHold) {

@@ -13,6 +13,13 @@ uint32_t be32(std::span<const uint8_t> b, size_t i) {
 }  // namespace
 
 void read_tcp_options(std::span<const uint8_t> opts, Segment& s) {
+  // Nearly every segment carries NOP, NOP, timestamps (RFC 7323 Appendix A): read it at once.
+  if (opts.size() == 12 && opts[0] == 1 && opts[1] == 1 && opts[2] == 8 && opts[3] == 10) {
+    s.has_timestamps = true;
+    s.tsval = be32(opts, 4);
+    s.tsecr = be32(opts, 8);
+    return;
+  }
   size_t i = 0;
   while (i < opts.size()) {
     const uint8_t kind = opts[i];
