@@ -10,6 +10,7 @@ packages=(
   libpcap-dev libtins-dev zlib1g-dev nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
   liblzma-dev libzstd-dev liblz4-dev libbz2-dev  # xz, zstd, lz4 and bzip2 captures (cli/input/decompress.cpp)
   libiscsi-dev  # probe: the initiator it logs in and runs its battery with
+  libmimalloc-dev  # the CLI's malloc (cli/CMakeLists.txt; docs/performance.md "The allocator")
   # Wireshark plugin and the oracle for tests
   tshark libwireshark-dev libglib2.0-dev  # wireshark.pc requires glib-2.0, which libwireshark-dev does not pull in
   wireshark-qt xvfb xauth xdotool imagemagick  # GUI test and screenshots (tests/dissector)
