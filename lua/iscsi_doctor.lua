@@ -2354,7 +2354,10 @@ function Tracker:drain_out_of_order(dir, seg, r)
       local skip = f.next - start
       local n = #held.bytes - skip
       -- seq: where the delivered bytes start (holds compare it with an edge)
-      local s = { frame = held.frame, t = held.t, wire_len = n, flags = seg.flags, seq = f.next % TWO32 }
+      -- The filling segment's fields, as the engine's copy of it (Segment s = seg)
+      local s = { frame = held.frame, t = held.t, wire_len = n, flags = seg.flags, seq = f.next % TWO32,
+                  ack = seg.ack, has_ts = seg.has_ts, tsval = seg.tsval, tsecr = seg.tsecr,
+                  sack_left = seg.sack_left, sack_right = seg.sack_right }
       f.next = f.next + n
       f:move_ref(f.next)
       r:deliver(dir, held.bytes, skip + 1, n, n, s, self.filling_)
@@ -2377,7 +2380,9 @@ function Tracker:declare_gap(dir, upto, frame, why, r)
     end
     if f.out_of_order_count == 0 then break end
     local first = f.out_of_order[f:out_of_order_first()]
-    self:drain_out_of_order(dir, { frame = first.frame, t = first.t, flags = 0 }, r)
+    -- The engine's Segment{}: every field the rules read, zero
+    self:drain_out_of_order(dir, { frame = first.frame, t = first.t, wire_len = 0, seq = 0, ack = 0, flags = 0,
+                                   has_ts = false, tsval = 0, tsecr = 0, sack_left = 0, sack_right = 0 }, r)
     if f.out_of_order_count == 0 or f.next >= upto then break end
   end
 end
@@ -3586,7 +3591,9 @@ function Connection:lost(dir, bytes, frame, why)
   -- command, timed at the header's segment (docs/rules.md "Commands").
   if #events > 0 then
     local f = self.tcp:flow(dir)
-    self:on_pdus(dir, { frame = f.last_data_frame, t = f.last_data_t, wire_len = 0 }, events, false, nil)
+    -- The engine's Segment{} at that frame and time: every field the rules read, zero
+    self:on_pdus(dir, { frame = f.last_data_frame, t = f.last_data_t, wire_len = 0, seq = 0, ack = 0, flags = 0,
+                        has_ts = false, tsval = 0, tsecr = 0, sack_left = 0, sack_right = 0 }, events, false, nil)
   end
 end
 
@@ -3685,7 +3692,8 @@ function Connection:replay_orphans(itt)
   self.replaying = true
   for i = 1, #mine do
     local x = mine[i]
-    self:on_pdu_end(T2I, { frame = x.frame, t = x.t, wire_len = 0 }, x.ev)
+    self:on_pdu_end(T2I, { frame = x.frame, t = x.t, wire_len = 0, seq = 0, ack = 0, flags = 0, has_ts = false,
+                           tsval = 0, tsecr = 0, sack_left = 0, sack_right = 0 }, x.ev)
   end
   self.replaying = outer
 end
@@ -3840,7 +3848,8 @@ function Connection:finish()
   if resends:pending() then resends:settle(self.view, self, self.slots, nil, 0, true) end
   self.tcp:finish(self)
   for d = 0, 1 do
-    local s = { frame = self.tcp:flow(d).last_data_frame, t = self.tcp:flow(d).last_data_t, wire_len = 0 }
+    local s = { frame = self.tcp:flow(d).last_data_frame, t = self.tcp:flow(d).last_data_t, wire_len = 0,
+                seq = 0, ack = 0, flags = 0, has_ts = false, tsval = 0, tsecr = 0, sack_left = 0, sack_right = 0 }
     local events = self.pdus[d]:finish()
     self:on_pdus(d, s, events, false, nil)
   end

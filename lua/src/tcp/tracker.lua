@@ -116,7 +116,10 @@ function Tracker:drain_out_of_order(dir, seg, r)
       local skip = f.next - start
       local n = #held.bytes - skip
       -- seq: where the delivered bytes start (holds compare it with an edge)
-      local s = { frame = held.frame, t = held.t, wire_len = n, flags = seg.flags, seq = f.next % TWO32 }
+      -- The filling segment's fields, as the engine's copy of it (Segment s = seg)
+      local s = { frame = held.frame, t = held.t, wire_len = n, flags = seg.flags, seq = f.next % TWO32,
+                  ack = seg.ack, has_ts = seg.has_ts, tsval = seg.tsval, tsecr = seg.tsecr,
+                  sack_left = seg.sack_left, sack_right = seg.sack_right }
       f.next = f.next + n
       f:move_ref(f.next)
       r:deliver(dir, held.bytes, skip + 1, n, n, s, self.filling_)
@@ -139,7 +142,9 @@ function Tracker:declare_gap(dir, upto, frame, why, r)
     end
     if f.out_of_order_count == 0 then break end
     local first = f.out_of_order[f:out_of_order_first()]
-    self:drain_out_of_order(dir, { frame = first.frame, t = first.t, flags = 0 }, r)
+    -- The engine's Segment{}: every field the rules read, zero
+    self:drain_out_of_order(dir, { frame = first.frame, t = first.t, wire_len = 0, seq = 0, ack = 0, flags = 0,
+                                   has_ts = false, tsval = 0, tsecr = 0, sack_left = 0, sack_right = 0 }, r)
     if f.out_of_order_count == 0 or f.next >= upto then break end
   end
 end
