@@ -552,7 +552,9 @@ TEST(SessionRules, FullSegmentsBelowAnInferredMssProveNoNagleOff) {
   Analyzer an(Options{}, rec);
   Wire w(an);
   const auto cut = [&](int64_t t, const std::vector<uint8_t>& bytes, size_t first, size_t second) {
-    const auto at = [&](size_t from, size_t n) { return std::vector<uint8_t>(bytes.begin() + long(from), bytes.begin() + long(from + n)); };
+    const auto at = [&](size_t from, size_t n) {
+      return std::vector<uint8_t>(bytes.begin() + long(from), bytes.begin() + long(from + n));
+    };
     w.send(false, t, tcp_flag::ack, at(0, first));  // no PSH: more data queued behind it
     size_t off = first;
     if (second) {
