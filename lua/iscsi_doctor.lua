@@ -83,7 +83,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "e97ae041275d89ccc49351fccdf91163e56f2a4748e82003b810911fbbdb378d",
+  doc_sha256 = "198b6409d6969db18d81957e728a6ec814b595a704e839b1ab7da9c2526ec568",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -2621,7 +2621,9 @@ local function payload(self, seg, dir, r, f, t, len)
     -- (one record per flow, refilled: holds read it, none keeps it)
     local ls = f.last_small
     local partial = f.mss_from_syn and m or NAGLE_OFF_SHORT  -- the handshake's MSS, else below any
-    if f.nagle_off_frame == 0 and f.has_small and len < partial and ls.len < partial and seg.flags % 2 == 0 then
+    -- (right after the previous short one: sent alone, not the tail of a TSO send Nagle does not hold)
+    if f.nagle_off_frame == 0 and f.has_small and len < partial and ls.len < partial and ls.e == start and
+       seg.flags % 2 == 0 then
       -- A short segment sent while the previous one was unacknowledged at its sender, sooner than
       -- any ACK of it could have come back: Nagle is off on this side (Tracker::shows_nagle_off).
       local sr, pr = self.rtt_[dir], self.rtt_[1 - dir]

@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """A side whose stream shows Nagle off has no `nagle_hold` after that (docs/rules.md "Holds").
 
-Nagle, in either form, never lets a partial segment leave while an earlier partial segment is
-unacknowledged. So when a side sends a second short segment (new data, no FIN) before any ACK
-covering its previous short one has passed the capture point, and sooner after it than half the
+Nagle, in either form, never lets a partial send leave while an earlier partial segment is
+unacknowledged; a send longer than the MSS is not held, and TSO cuts it into full segments and a
+short tail. So when a side sends a second short segment (new data, no FIN) right after its previous
+short one in the byte stream (so sent alone, not a longer send's tail) before any ACK covering that
+one has passed the capture point, and sooner after it than half the
 connection's smallest round trip, nothing held the second one: Nagle is off on that side, and a
 later wait that ends one round trip after an ACK is the timing's coincidence, not a hold.
 
@@ -87,7 +89,8 @@ def nagle_off_proofs(rows):
             continue
         peer_ack = max((acks.get((r["stream"], e), 0) for e in ends[r["stream"]] if e != r["src"]), default=0)
         prev = last_short.get(k)
-        if prev and k not in proofs and peer_ack < prev[0] and len(sides.get(r["stream"], [])) == 2:
+        if prev and k not in proofs and prev[0] == r["seq"] and peer_ack < prev[0] and \
+                len(sides.get(r["stream"], [])) == 2:
             if 4 * (r["t"] - prev[1]) < max(sides[r["stream"]]):
                 proofs[k] = r["frame"]
         last_short[k] = (r["seq"] + r["len"], r["t"])

@@ -541,6 +541,34 @@ TEST(SessionRules, NagleShownOffByTheStreamHoldsNothing) {
   EXPECT_FALSE(shown.count(FindingKind::delayed_ack));
 }
 
+// Nagle holds a send shorter than the MSS, not the short tail of a longer one (TSO). Two reads at
+// once: the first answered by a short Data-In with status, the second by 8 KiB sent at once behind
+// it, its tail short. The tail left while the short Data-In was unacknowledged, but behind full
+// segments, so it proves nothing (tgtd with Nagle on showed this in tests/captures/test_probe_live.py);
+// a short segment right after the previous short one does (NagleShownOffByTheStreamHoldsNothing).
+TEST(SessionRules, ShortTailOfALongerSendProvesNoNagleOff) {
+  for (const bool tail_alone : {false, true}) {
+    Recorder rec;
+    Analyzer an(Options{}, rec);
+    Wire w(an);
+    w.handshake(0, 8 * kMs, 50'000);
+    w.data(true, 10 * kMs, read10(1, 1024));
+    w.data(true, 10 * kMs, read10(2, 8192));
+    w.data(false, 18 * kMs + 100'000, data_in(1, 1024, true));  // 1072 bytes: short
+    const auto second = data_in(2, 8192, true);                   // 5 x 1448 + 1000
+    if (tail_alone) {  // the same bytes, the short one first: right after the previous short one
+      w.data(false, 18 * kMs + 120'000, std::vector<uint8_t>(second.begin(), second.begin() + 1000));
+      w.data(false, 18 * kMs + 120'000, std::vector<uint8_t>(second.begin() + 1000, second.end()));
+    } else {
+      w.data(false, 18 * kMs + 120'000, second);
+    }
+    w.ack(true, 18 * kMs + 200'000);
+    an.finish();
+    ASSERT_EQ(rec.connections.size(), 1u);
+    EXPECT_EQ(rec.connections[0].nagle_off_frame_target != 0, tail_alone) << tail_alone;
+  }
+}
+
 // Joined on a path whose capture host merges the target's 1398-byte segments in pairs (GRO): the
 // MSS inferred from those frames is 2796, so a full wire segment looks short. A full segment and
 // its tail sent at once prove nothing (Nagle, in Linux's form, holds a short segment only behind an

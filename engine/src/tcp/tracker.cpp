@@ -241,8 +241,11 @@ void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
   if (rec.small) {
     if (!f.nagle_off_frame && f.has_small && !(seg.flags & tcp_flag::fin)) {
       // Partial whatever the MSS: the handshake's, or (inferred) below the least a host may send.
+      // And right after the previous short one: then it was sent alone. After full segments it may
+      // be the tail of one TSO send longer than the MSS, which Nagle does not hold.
       const uint32_t partial = f.mss_from_syn ? f.effective_mss() : tcp::nagle_off_short_bytes;
-      if (len < partial && f.last_small.len < partial && shows_nagle_off(f, dir, seg.time_ns))
+      if (len < partial && f.last_small.len < partial && f.last_small.end == start &&
+          shows_nagle_off(f, dir, seg.time_ns))
         f.nagle_off_frame = seg.frame;
     }
     f.has_small = true;

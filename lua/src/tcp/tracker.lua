@@ -383,7 +383,9 @@ local function payload(self, seg, dir, r, f, t, len)
     -- (one record per flow, refilled: holds read it, none keeps it)
     local ls = f.last_small
     local partial = f.mss_from_syn and m or NAGLE_OFF_SHORT  -- the handshake's MSS, else below any
-    if f.nagle_off_frame == 0 and f.has_small and len < partial and ls.len < partial and seg.flags % 2 == 0 then
+    -- (right after the previous short one: sent alone, not the tail of a TSO send Nagle does not hold)
+    if f.nagle_off_frame == 0 and f.has_small and len < partial and ls.len < partial and ls.e == start and
+       seg.flags % 2 == 0 then
       -- A short segment sent while the previous one was unacknowledged at its sender, sooner than
       -- any ACK of it could have come back: Nagle is off on this side (Tracker::shows_nagle_off).
       local sr, pr = self.rtt_[dir], self.rtt_[1 - dir]
