@@ -2268,6 +2268,13 @@ local ECHO_KEEP_NS = RULES.echo_keep_ms * 1e6
 local ECHO_MAX = RULES.echo_records_max
 local NAGLE_OFF_SHORT = RULES.nagle_off_short_bytes
 
+
+-- The engine's Segment{} at a frame and time: every field the rules read, zero.
+local function blank_segment(frame, t)
+  return { frame = frame, t = t, wire_len = 0, seq = 0, ack = 0, flags = 0, has_ts = false, tsval = 0, tsecr = 0,
+           sack_left = 0, sack_right = 0 }
+end
+
 function Tracker.new(max_out_of_order_bytes)
   return setmetatable({ max_out_of_order_bytes_ = max_out_of_order_bytes,
     flow_ = { [0] = Flow.new(), [1] = Flow.new() },
@@ -2380,9 +2387,7 @@ function Tracker:declare_gap(dir, upto, frame, why, r)
     end
     if f.out_of_order_count == 0 then break end
     local first = f.out_of_order[f:out_of_order_first()]
-    -- The engine's Segment{}: every field the rules read, zero
-    self:drain_out_of_order(dir, { frame = first.frame, t = first.t, wire_len = 0, seq = 0, ack = 0, flags = 0,
-                                   has_ts = false, tsval = 0, tsecr = 0, sack_left = 0, sack_right = 0 }, r)
+    self:drain_out_of_order(dir, blank_segment(first.frame, first.t), r)
     if f.out_of_order_count == 0 or f.next >= upto then break end
   end
 end
@@ -3593,9 +3598,7 @@ function Connection:lost(dir, bytes, frame, why)
   -- command, timed at the header's segment (docs/rules.md "Commands").
   if #events > 0 then
     local f = self.tcp:flow(dir)
-    -- The engine's Segment{} at that frame and time: every field the rules read, zero
-    self:on_pdus(dir, { frame = f.last_data_frame, t = f.last_data_t, wire_len = 0, seq = 0, ack = 0, flags = 0,
-                        has_ts = false, tsval = 0, tsecr = 0, sack_left = 0, sack_right = 0 }, events, false, nil)
+    self:on_pdus(dir, blank_segment(f.last_data_frame, f.last_data_t), events, false, nil)
   end
 end
 
@@ -3694,8 +3697,7 @@ function Connection:replay_orphans(itt)
   self.replaying = true
   for i = 1, #mine do
     local x = mine[i]
-    self:on_pdu_end(T2I, { frame = x.frame, t = x.t, wire_len = 0, seq = 0, ack = 0, flags = 0, has_ts = false,
-                           tsval = 0, tsecr = 0, sack_left = 0, sack_right = 0 }, x.ev)
+    self:on_pdu_end(T2I, blank_segment(x.frame, x.t), x.ev)
   end
   self.replaying = outer
 end
@@ -3850,8 +3852,7 @@ function Connection:finish()
   if resends:pending() then resends:settle(self.view, self, self.slots, nil, 0, true) end
   self.tcp:finish(self)
   for d = 0, 1 do
-    local s = { frame = self.tcp:flow(d).last_data_frame, t = self.tcp:flow(d).last_data_t, wire_len = 0,
-                seq = 0, ack = 0, flags = 0, has_ts = false, tsval = 0, tsecr = 0, sack_left = 0, sack_right = 0 }
+    local s = blank_segment(self.tcp:flow(d).last_data_frame, self.tcp:flow(d).last_data_t)
     local events = self.pdus[d]:finish()
     self:on_pdus(d, s, events, false, nil)
   end

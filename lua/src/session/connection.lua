@@ -139,9 +139,7 @@ function Connection:lost(dir, bytes, frame, why)
   -- command, timed at the header's segment (docs/rules.md "Commands").
   if #events > 0 then
     local f = self.tcp:flow(dir)
-    -- The engine's Segment{} at that frame and time: every field the rules read, zero
-    self:on_pdus(dir, { frame = f.last_data_frame, t = f.last_data_t, wire_len = 0, seq = 0, ack = 0, flags = 0,
-                        has_ts = false, tsval = 0, tsecr = 0, sack_left = 0, sack_right = 0 }, events, false, nil)
+    self:on_pdus(dir, blank_segment(f.last_data_frame, f.last_data_t), events, false, nil)
   end
 end
 
@@ -240,8 +238,7 @@ function Connection:replay_orphans(itt)
   self.replaying = true
   for i = 1, #mine do
     local x = mine[i]
-    self:on_pdu_end(T2I, { frame = x.frame, t = x.t, wire_len = 0, seq = 0, ack = 0, flags = 0, has_ts = false,
-                           tsval = 0, tsecr = 0, sack_left = 0, sack_right = 0 }, x.ev)
+    self:on_pdu_end(T2I, blank_segment(x.frame, x.t), x.ev)
   end
   self.replaying = outer
 end
@@ -396,8 +393,7 @@ function Connection:finish()
   if resends:pending() then resends:settle(self.view, self, self.slots, nil, 0, true) end
   self.tcp:finish(self)
   for d = 0, 1 do
-    local s = { frame = self.tcp:flow(d).last_data_frame, t = self.tcp:flow(d).last_data_t, wire_len = 0,
-                seq = 0, ack = 0, flags = 0, has_ts = false, tsval = 0, tsecr = 0, sack_left = 0, sack_right = 0 }
+    local s = blank_segment(self.tcp:flow(d).last_data_frame, self.tcp:flow(d).last_data_t)
     local events = self.pdus[d]:finish()
     self:on_pdus(d, s, events, false, nil)
   end

@@ -30,6 +30,13 @@ local ECHO_KEEP_NS = RULES.echo_keep_ms * 1e6
 local ECHO_MAX = RULES.echo_records_max
 local NAGLE_OFF_SHORT = RULES.nagle_off_short_bytes
 
+
+-- The engine's Segment{} at a frame and time: every field the rules read, zero.
+local function blank_segment(frame, t)
+  return { frame = frame, t = t, wire_len = 0, seq = 0, ack = 0, flags = 0, has_ts = false, tsval = 0, tsecr = 0,
+           sack_left = 0, sack_right = 0 }
+end
+
 function Tracker.new(max_out_of_order_bytes)
   return setmetatable({ max_out_of_order_bytes_ = max_out_of_order_bytes,
     flow_ = { [0] = Flow.new(), [1] = Flow.new() },
@@ -142,9 +149,7 @@ function Tracker:declare_gap(dir, upto, frame, why, r)
     end
     if f.out_of_order_count == 0 then break end
     local first = f.out_of_order[f:out_of_order_first()]
-    -- The engine's Segment{}: every field the rules read, zero
-    self:drain_out_of_order(dir, { frame = first.frame, t = first.t, wire_len = 0, seq = 0, ack = 0, flags = 0,
-                                   has_ts = false, tsval = 0, tsecr = 0, sack_left = 0, sack_right = 0 }, r)
+    self:drain_out_of_order(dir, blank_segment(first.frame, first.t), r)
     if f.out_of_order_count == 0 or f.next >= upto then break end
   end
 end
