@@ -113,7 +113,7 @@ extern "C" void proto_register_iscsi_doctor(void) {
         HFILL}},
       {&hf_conn_rtt_source,
        {"RTT from", "iscsi_doctor.connection.rtt_source", FT_STRING, BASE_NONE, NULL, 0x0,
-        "Each side's round trip evidence: handshake, echoed timestamps, pure ACKs, or ACKs on data only (an upper bound)",
+        "Each side's round trip evidence: handshake, echoed timestamps, pure ACKs, Nagle releases, pure ACKs that may be delayed or ACKs on data only (the last two upper bounds)",
         HFILL}},
       {&hf_bd[bd_request],
        {"Request (ms)", "iscsi_doctor.breakdown.request_ms", FT_DOUBLE, BASE_NONE, NULL, 0x0, NULL, HFILL}},

@@ -83,7 +83,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "198b6409d6969db18d81957e728a6ec814b595a704e839b1ab7da9c2526ec568",
+  doc_sha256 = "ad2c69f60e6554810be1678e693ec4d80ecc614aefea95122d008cace4add64e",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -133,6 +133,11 @@ local RULES = {
   echo_keep_ms = 1000,
   echo_records_max = 256,
   nagle_off_short_bytes = 536,
+  nagle_release_window = 16,
+  nagle_release_samples_min = 3,
+  nagle_release_band_ms = 0.3,
+  nagle_release_band_divisor = 10,
+  nagle_release_spread_ms = 10,
 }
 
 -- Options (engine/include/iscsi_doctor/analyzer.hpp)
@@ -2115,16 +2120,18 @@ RttEstimate.__index = RttEstimate
 
 function RttEstimate.new()
   return setmetatable({ min_ = 0, known_ = false, handshake_ = false, released_ = false, samples_ = 0,
-                        clean_samples_ = 0, ring_ = 0, recent_ = {}, sorted_ = {}, nan_ = false }, RttEstimate)
+                        clean_samples_ = 0, ring_ = 0, recent_ = {}, sorted_ = {}, nan_ = false,
+                        nagle_bound_ = false, prompt_samples_ = 0, nagle_ = {}, nagle_count_ = 0 }, RttEstimate)
 end
 
 -- A copy (the engine copies the value: a scout's estimate seeds a connection's).
 function RttEstimate:copy()
   local r = setmetatable({}, RttEstimate)
   for k, v in pairs(self) do r[k] = v end
-  r.recent_, r.sorted_ = {}, {}
+  r.recent_, r.sorted_, r.nagle_ = {}, {}, {}
   for k, v in pairs(self.recent_) do r.recent_[k] = v end
   for k, v in pairs(self.sorted_) do r.sorted_[k] = v end
+  for k, v in pairs(self.nagle_) do r.nagle_[k] = { v[1], v[2] } end
   return r
 end
 
@@ -2189,13 +2196,17 @@ local function remember(self, ns)
 end
 RttEstimate.remember = remember
 -- clean: the ACK carried no data (a pure ACK or the handshake), so the sample holds no answer
--- time of the side's application (nil: true, as the engine's default argument).
-function RttEstimate:sample(ns, from_handshake, clean)
+-- time of the side's application; prompt: nor a delayed-ACK timer's or a late read's wait (a
+-- handshake, or a pure ACK of more than one full segment). nil: true, as the engine's defaults.
+function RttEstimate:sample(ns, from_handshake, clean, prompt)
   -- past TCP's longest retransmission timeout a gap is not a round trip
   if ns < 0 or ns > RTT_MAX_NS then return end
   if from_handshake then self.handshake_ = true end
-  if clean ~= false then self.clean_samples_ = self.clean_samples_ + 1 end
-  if not self.known_ or ns < self.min_ then self.min_ = ns end
+  if clean ~= false then
+    self.clean_samples_ = self.clean_samples_ + 1
+    if prompt ~= false then self.prompt_samples_ = self.prompt_samples_ + 1 end
+  end
+  if not self.known_ or ns < self.min_ then self.min_, self.nagle_bound_ = ns, false end
   self.known_ = true
   self.samples_ = self.samples_ + 1
   remember(self, ns)
@@ -2213,13 +2224,55 @@ function RttEstimate:released(ns)
   self.known_ = true
   remember(self, ns)
 end
--- Not only an upper bound that may hold the side's answer time.
-function RttEstimate:tight() return self.handshake_ or self.clean_samples_ > 0 or self.released_ end
+-- A short segment that followed the side's previous short one and left `after` the pure ACK of
+-- that one, `since` after it (engine: RttEstimate::nagle_release, docs/rules.md "Nagle releases"):
+-- the least delay after the ACK that enough releases share, within a band, while the time since the
+-- previous short segment varied between them by more than the path could, bounds rtt(S).
+local NR_WINDOW, NR_MIN = RULES.nagle_release_window, RULES.nagle_release_samples_min
+local NR_BAND = floor(RULES.nagle_release_band_ms * 1e6 + 0.5)
+local NR_DIV = RULES.nagle_release_band_divisor
+local NR_SPREAD = floor(RULES.nagle_release_spread_ms * 1e6 + 0.5)
+function RttEstimate:nagle_release(after, since)
+  if after < 0 or after > RTT_MAX_NS then return false end
+  local c = self.nagle_count_
+  self.nagle_[c % NR_WINDOW + 1] = { after, since }
+  c = c + 1
+  self.nagle_count_ = c
+  local n = min(c, NR_WINDOW)
+  if n < NR_MIN then return false end
+  local v = {}
+  for i = 1, n do v[i] = self.nagle_[i] end
+  table.sort(v, function(a, b) return a[1] < b[1] end)  -- by `after`: ties leave the result alone
+  for i = 1, n - NR_MIN + 1 do
+    local d = v[i][1]
+    local top = d + NR_BAND + floor(d / NR_DIV)
+    local lo, hi = v[i][2], v[i][2]
+    local k, j = 0, i
+    while j <= n and v[j][1] <= top do
+      local g = v[j][2]
+      if g < lo then lo = g end
+      if g > hi then hi = g end
+      j, k = j + 1, k + 1
+    end
+    if k >= NR_MIN and hi - lo > NR_SPREAD then
+      if self.known_ and d >= self.min_ then return false end
+      self.min_, self.known_, self.nagle_bound_ = d, true, true
+      return true
+    end
+  end
+  return false
+end
+-- Not only an upper bound that may hold the side's answer time or a delayed ACK.
+function RttEstimate:tight() return self.handshake_ or self.prompt_samples_ > 0 or self.released_ end
+-- From the releases of a Nagle the stream never showed off: enough to time holds, not to prove.
+function RttEstimate:from_nagle_releases() return self.nagle_bound_ end
 -- Where the estimate comes from (docs/rules.md "Joined connections").
 function RttEstimate:source()
   if self.handshake_ then return "handshake" end
   if self.released_ then return "echoed timestamps" end
-  if self.clean_samples_ > 0 then return "pure ACKs" end
+  if self.prompt_samples_ > 0 then return "pure ACKs" end
+  if self.nagle_bound_ then return "Nagle releases" end
+  if self.clean_samples_ > 0 then return "pure ACKs that may be delayed" end
   if self.samples_ > 0 then return "ACKs on data" end
   return ""
 end
@@ -2495,7 +2548,11 @@ local function ack(self, seg, dir, peer, r, t)
     if lo <= tail then
       local s = u[lo]
       if s.e == a then
-        rtt_sample(self.rtt_[dir], t - s.t, false, seg.wire_len == 0)
+        -- a receiver ACKs more than one full segment at once; one or less it may hold (delayed
+        -- ACK, or its application's read)
+        local pure = seg.wire_len == 0
+        local prompt = pure and peer.una_known and lo > peer.ua_head and a - peer.una > peer:effective_mss()
+        rtt_sample(self.rtt_[dir], t - s.t, false, pure, prompt)
         refresh_full(self)
       end
     end
@@ -2518,6 +2575,8 @@ local function ack(self, seg, dir, peer, r, t)
   local before = una_known and una or a
   peer.una, peer.una_known = a, true
   trim_acked(peer, t, seg.frame)
+  local ls = peer.last_small
+  if ls and ls.ack_frame == seg.frame then ls.ack_pure = seg.wire_len == 0 end
   local full = self.full_
   link_advanced(peer.link, a - before, t, full)
   local path = peer.path
@@ -2637,11 +2696,18 @@ local function payload(self, seg, dir, r, f, t, len)
         f.nagle_off_frame = seg.frame
       end
     end
+    -- Right after the previous short one and after the pure ACK of it, the peer silent since that
+    -- one: were Nagle on, that ACK released it (docs/rules.md "Nagle releases").
+    if f.nagle_off_frame == 0 and f.has_small and ls.e == start and ls.acked and ls.ack_pure and t > ls.ack_t and
+       self.flow_[1 - dir].last_payload_t < ls.t and seg.flags % 2 == 0 and not self.rtt_[dir]:tight() then
+      if self.rtt_[dir]:nagle_release(t - ls.ack_t, t - ls.t) then refresh_full(self) end
+    end
     if not ls then
       ls = {}
       f.last_small = ls
     end
     ls.e, ls.t, ls.frame, ls.h, ls.cmd, ls.acked, ls.ack_t, ls.ack_frame = e, t, seg.frame, h, cmd, false, 0, 0
+    ls.ack_pure = false
     ls.len = len
     f.has_small = true
   end
@@ -3954,6 +4020,13 @@ local function rtt_source_words(f)
   local function side(src)
     if src == "" then return "not measured" end
     if src == "ACKs on data" then return "ACKs on data only (an upper bound: may hold its answer time)" end
+    if src == "pure ACKs that may be delayed" then
+      return "pure ACKs of one segment or less only (an upper bound: each may have waited for a delayed-ACK timer)"
+    end
+    if src == "Nagle releases" then
+      return "Nagle releases (short segments that left a fixed time after the ACK of the one before, however " ..
+             "late it came: a round trip if Nagle is on)"
+    end
     return src
   end
   return "initiator " .. side(f.rtt_source_initiator) .. ", target " .. side(f.rtt_source_target)
@@ -4299,7 +4372,8 @@ local DISCARD = { on_command = noop, on_finding = noop }  -- a scout's sink
 function Analyzer:probation_over(pr, now)
   local function enough(d)
     local r = pr.scout:rtt(d)
-    return r:samples() >= RULES.probation_rtt_samples and r:clean_samples() > 0
+    return r:samples() >= RULES.probation_rtt_samples and r:clean_samples() > 0 and
+           (r:tight() or r:from_nagle_releases())
   end
   return (enough(0) and enough(1)) or #pr.held >= RULES.probation_segments_max or
          pr.bytes >= RULES.probation_bytes_max or now - pr.held[1].seg.t >= RULES.probation_ms * 1e6 or

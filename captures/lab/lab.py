@@ -123,7 +123,9 @@ def scenario(name, register=True, **kw):
     kw.setdefault("loss", None)              # delayfwd drops: {"from": "target", "every": N, "first": K, "min_payload": M}
     kw.setdefault("initiator_rcvbuf", None)  # SO_RCVBUF on the initiator's socket (shim, before connect)
     kw.setdefault("think_ms", None)          # scripted target: {transfer length: ms} of think time before READ replies
+    kw.setdefault("think_before_read", False)  # scripted target: think before reading the command (a busy target)
     kw.setdefault("require_sysctls", {})     # checked in both peer namespaces, never changed
+    kw.setdefault("sysctls", {})             # set in both peer namespaces (the lab's own, never the host's)
     # cc_at_listen: the target sets the congestion control on its listening socket, so its connections
     # never run the namespace default's (bbr's) init, which turns TCP's internal pacing on for good.
     # The scenarios before these causes were made without it (their target sockets are paced).
@@ -516,6 +518,34 @@ link("link-100m-1ms-shared", 100, 1.0, ([w[0][0] for w in _SHARED], "two session
      "while both transfer, each gets about half of it.", sessions=2)
 
 
+# 14. no TCP timestamps (set "nots"): Windows and ESXi hosts send none by default, so a capture joined
+#     mid-session has no echoed timestamps to time a side's round trip by. A target whose back end takes
+#     longer than its delayed-ACK timer acknowledges every command with a delayed pure ACK, never at once.
+_NOTS = ("net.ipv4.tcp_timestamps=0 in both peers' namespaces: no TCP timestamps, as Windows and ESXi hosts "
+         "send by default.")
+scenario("scripted-nagle-slow-read-nots", set="nots", cc_at_listen=True,
+         doc="Scripted target, Nagle on, Data-In and SCSI Response written separately, and a busy back end: it "
+             "spends 60 ms on each READ before reading the command from its socket, so its kernel acknowledges "
+             "the command only when the delayed-ACK timer fires (40 ms, then longer) or that read empties the "
+             "receive queue: a pure ACK of every command, never at once. The Response waits for the initiator's "
+             "ACK of the Data-In tail (Nagle), which the initiator delays when the Data-In is one sub-MSS "
+             "segment. " + _NOTS,
+         target="scripted", target_nagle=True, think_ms={1024: 60, 8192: 60}, think_before_read=True,
+         sysctls={"net.ipv4.tcp_timestamps": "0"},
+         workload=[("qemu-io", qio_seq("read", 1 * KIB, 30) + qio_seq("read", 8 * KIB, 20, 1 * MIB))],
+         workload_text="30 x READ 1 KiB, 20 x READ 8 KiB, sequential; target think time 60 ms per READ, before "
+                       "reading the command; no TCP timestamps")
+# After an idle longer than its RTO, or at the start, Linux acknowledges 16 segments at once (quick ACKs):
+# a capture joined after an idle would time the target by those. Cut from the 20th READ on, every
+# command it holds is acknowledged late.
+variant("scripted-nagle-slow-read-nots", "midsession",
+        "The capture starts in the middle of the session (no SYN, no login: everything before the 20th READ "
+        "was cut with editcap), after the target's kernel has spent its quick ACKs: every command the capture "
+        "holds is acknowledged by a delayed pure ACK (~50 ms) or by the read that ends the think time.",
+        starts_mid_session=True, set="nots",
+        workload_text=SCENARIOS["scripted-nagle-slow-read-nots"]["workload_text"] + " (the capture holds the last 31)")
+
+
 # --------------------------------------------------------------------------------------------
 # The lab
 # --------------------------------------------------------------------------------------------
@@ -589,6 +619,9 @@ class Lab:
         if "midpath" in sc["vantages"]:
             sh(["ip", "-n", self.ns_m, "link", "set", "lab0", "address", MAC_M])
             sh(["ip", "-n", self.ns_m, "link", "set", "lab0", "up"])
+        for k, v in sc["sysctls"].items():
+            for ns in (self.ns_i, self.ns_t):
+                sh(self.nsexec(ns) + ["sysctl", "-qw", "%s=%s" % (k, v)])
         for k, want in sc["require_sysctls"].items():
             for ns in (self.ns_i, self.ns_t):
                 got = sh(self.nsexec(ns) + ["sysctl", "-n", k]).stdout.strip()
@@ -660,6 +693,8 @@ class Lab:
             cmd += ["--cc-at-listen"]
         if sc["think_ms"]:
             cmd += ["--think-ms", ",".join("%d:%g" % kv for kv in sorted(sc["think_ms"].items()))]
+        if sc["think_before_read"]:
+            cmd += ["--think-before-read"]
         self.popen("scripted_target", cmd)
         self.wait_listen()
 
@@ -900,7 +935,8 @@ def made_block(sc, vantage, vers):
         "initiator": initiator,
         "one_way_delay_ms": sc["delay_ms"],
         "mtu": sc["mtu"],
-        "mss": sc["mtu"] - 52,   # IPv4 and TCP headers with timestamps
+        # IPv4 and TCP headers, with timestamps unless the scenario turns them off
+        "mss": sc["mtu"] - (40 if sc["sysctls"].get("net.ipv4.tcp_timestamps") == "0" else 52),
         "link_mbit_s": sc["link_mbit"],
         "congestion_control": sc["cc"],
         "nagle": {"initiator": sc["initiator_nagle"], "target": sc["target_nagle"] if sc["target"] == "scripted"
@@ -927,12 +963,14 @@ def made_block(sc, vantage, vers):
     cause = {}
     if sc["cc_at_listen"]:
         cause["target_congestion_control_set"] = "on the listening socket (no bbr init, so no TCP internal pacing)"
-    if sc["require_sysctls"]:
-        cause["sysctls_both_peers"] = dict(sc["require_sysctls"])
+    if sc["require_sysctls"] or sc["sysctls"]:
+        cause["sysctls_both_peers"] = dict(sc["require_sysctls"], **sc["sysctls"])
     if sc["initiator_rcvbuf"]:
         cause["initiator_so_rcvbuf"] = sc["initiator_rcvbuf"]
     if sc["think_ms"]:
         cause["target_think_ms_by_read_bytes"] = {str(k): v for k, v in sorted(sc["think_ms"].items())}
+    if sc["think_before_read"]:
+        cause["target_think_before_reading_the_command"] = True
     if sc["loss"]:
         l = sc["loss"]
         cause["wire_loss"] = {"from": l["from"], "every": l["every"], "first": l["first"],

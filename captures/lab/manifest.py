@@ -240,6 +240,27 @@ EXPECT["stock-loss-read"] = {
     "session": {"findings": ["serialized"]}}
 
 
+# No TCP timestamps (lab.py section 14, set "nots"): a busy target, Nagle on, Data-In and Response apart.
+_SLOW_ABSENT = ["r2t_round_trip", "retransmission", "cwnd_limited", "rwnd_limited"]
+EXPECT["scripted-nagle-slow-read-nots"] = {
+    "commands": [
+        {"select": {"op": "read", "bytes": 1024}, "min_fraction": 0.9, "round_trips": 2, "ideal_round_trips": 1,
+         "findings": {"nagle_hold": "target", "delayed_ack": "initiator"},
+         "absent": list(_SLOW_ABSENT),
+         "why": "the 1072-byte Data-In is one sub-MSS segment, the initiator delays its ACK (~40 ms) and the 48-byte "
+                "SCSI Response waits for it (Nagle): 2 round trips. The target's 60 ms before it reads each command "
+                "is about half the latency (60 of 112-124 ms as the delayed ACK varies): target_think neither "
+                "required nor excluded (docs/rules.md: at least half)"},
+        {"select": {"op": "read", "bytes": 8192}, "min_fraction": 0.9, "round_trips": 2, "ideal_round_trips": 1,
+         "findings": {"nagle_hold": "target", "target_think": "target"},
+         "absent": ["delayed_ack"] + _SLOW_ABSENT,
+         "why": "60 ms of think time, then the Data-In (5 full segments and a 940-byte tail: the initiator ACKs it at "
+                "once, having two segments to acknowledge) and the Response, held by Nagle until that ACK: 2 round "
+                "trips. Without timestamps and with every command acknowledged late, the target's round trip shows "
+                "only in these releases (docs/rules.md \"Nagle releases\")"}],
+    "session": {}}
+
+
 # Field-condition variants (lab.py section 11) expect what their base scenario does, unless stated here:
 # joining a running session, jitter, a longer delay or TSO/GRO change no round trip; a larger MTU can.
 EXPECT["scripted-nagle-read-8k-jumbo"] = {
@@ -1260,8 +1281,8 @@ def main():
                     "findings (kind -> side)/absent; measured_otherwise: commands tshark timed otherwise at the initiator, "
                     "each judged as given there or, when null, not judged), 'session' what the session-level report must say, 'tshark' what "
                     "Wireshark's iSCSI dissector sees (default preferences); 'set' groups later lab fixtures (noisy: "
-                    "late-start captures on a jittered wire; link: transfers bound by the link's rate), the others "
-                    "having none.",
+                    "late-start captures on a jittered wire; link: transfers bound by the link's rate; nots: no TCP "
+                    "timestamps, a busy target), the others having none.",
            "captures": allc}
     with open(mpath, "w") as f:
         json.dump(doc, f, indent=1)

@@ -18,6 +18,9 @@ Send policies (--status):
 Nagle: --nagle (default: the kernel default, Nagle on) or --nodelay (TCP_NODELAY).
 Think time: --think-ms MS delays the reply to every READ by MS milliseconds (a slow
 back end); --think-ms BYTES:MS,BYTES:MS... only READs of those transfer lengths.
+--think-before-read spends it before the command is read from the socket (a busy
+target): the kernel then ACKs the command only when its delayed-ACK timer fires or
+the read empties the receive queue, never at once.
 
 Storage: an in-memory, zero-filled disk (like the study's memory-mode target);
 writes are accepted and kept in a sparse dict of blocks.
@@ -113,7 +116,19 @@ class Conn:
             buf += chunk
         return bytes(buf)
 
+    def think_ms(self, bhs):
+        """The configured think time of a SCSI READ command's BHS, else 0."""
+        if bhs[0] & 0x3F != OP_SCSI_CMD or bhs[32] not in (0x08, 0x28, 0xA8, 0x88):
+            return 0.0
+        edtl = struct.unpack(">I", bhs[20:24])[0]
+        return self.args.think.get(edtl, self.args.think.get(None, 0.0))
+
     def recv_pdu(self):
+        if self.args.think_before_read:
+            # Peeked, the command stays queued: the read that would ACK it waits for the think time.
+            peek = self.s.recv(48, socket.MSG_PEEK | socket.MSG_WAITALL)
+            if len(peek) == 48 and self.think_ms(peek) > 0:
+                time.sleep(self.think_ms(peek) / 1000.0)
         bhs = self.recv_exact(48)
         ahs_len = bhs[4] * 4
         dlen = int.from_bytes(bhs[5:8], "big")
@@ -380,7 +395,7 @@ class Conn:
             self.start_write(itt, lun, edtl, cdb, data)
             return
         payload, sense = self.scsi_in(cdb)
-        think = self.args.think.get(edtl, self.args.think.get(None, 0.0)) if op in (0x08, 0x28, 0xA8, 0x88) else 0.0
+        think = 0.0 if self.args.think_before_read else self.think_ms(bhs)
         if think > 0:
             time.sleep(think / 1000.0)     # the back end's time before the first reply byte
         if sense is not None:
@@ -578,6 +593,8 @@ def main():
                          "internal pacing on after the switch)")
     ap.add_argument("--think-ms", default="", metavar="MS | BYTES:MS,...",
                     help="delay the reply to READs by MS ms (all READs, or those of the given transfer lengths)")
+    ap.add_argument("--think-before-read", action="store_true",
+                    help="spend the think time before reading the command from the socket (a busy target)")
     ap.add_argument("--pidfile")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()

@@ -62,7 +62,9 @@ struct Analyzer::Impl {
 
   bool probation_over(const Probation& p, int64_t now) const {
     const auto enough = [&](int d) {
-      return p.scout->rtt(d).samples() >= session::probation_rtt_samples && p.scout->rtt(d).clean_samples() > 0;
+      const auto& r = p.scout->rtt(d);
+      return r.samples() >= session::probation_rtt_samples && r.clean_samples() > 0 &&
+             (r.tight() || r.from_nagle_releases());
     };
     return (enough(0) && enough(1)) || p.held.size() >= session::probation_segments_max ||
            p.bytes >= session::probation_bytes_max ||

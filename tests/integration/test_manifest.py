@@ -70,7 +70,8 @@ ENTRIES = [e for e in manifest_entries() if e.get("expect")]
 # judged and printed, their misses an expected failure, until the engine handles them: then add them.
 #   noisy: late-start captures on a jittered wire at every vantage (issue 26)
 #   link:  transfers bound by the link's rate, link_limited (issue 32; enforced)
-ENFORCED_SETS = {"lab", "link", "noisy"}
+#   nots:  no TCP timestamps, a target whose every ACK of a command is late (enforced)
+ENFORCED_SETS = {"lab", "link", "noisy", "nots"}
 
 
 def fixture_set(entry):

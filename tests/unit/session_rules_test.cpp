@@ -682,14 +682,72 @@ ConnectionInfo think_reads_at_target(bool pure_ack, std::vector<CommandResult>& 
 TEST(SessionRules, JoinedAtTheTargetThinkTimeIsNotTakenForTheNetwork) {
   std::vector<CommandResult> commands;
   const ConnectionInfo c = think_reads_at_target(true, commands);
-  EXPECT_EQ(c.rtt_source_target, "pure ACKs");
-  EXPECT_EQ(c.rtt_source_initiator, "pure ACKs");
+  // Each a pure ACK of one segment: free of think time, but one a receiver may delay.
+  EXPECT_EQ(c.rtt_source_target, "pure ACKs that may be delayed");
+  EXPECT_EQ(c.rtt_source_initiator, "pure ACKs that may be delayed");
   ASSERT_EQ(commands.size(), 9u);
   for (const auto& cmd : commands)
     EXPECT_NE(std::find(cmd.findings.begin(), cmd.findings.end(), FindingKind::target_think), cmd.findings.end())
         << cmd.first_frame;
   // Without the pure ACK the target's round trip is an upper bound, and the report says so.
   EXPECT_EQ(think_reads_at_target(false, commands).rtt_source_target, "ACKs on data");
+}
+
+// Joined, no timestamps, at the initiator 8 ms from the target (docs/rules.md "Nagle releases"): a busy
+// target (60 ms a read) whose only pure ACKs are its delayed ACKs of the commands, 48 ms after each;
+// Nagle on, the Data-In and the Response sent apart. 1 KiB reads: the initiator delays its ACK of the
+// Data-In 40 ms; 3 KiB reads: it ACKs the 224-byte tail at once. The Response leaves 8 ms after
+// that ACK either way. The delayed ACKs are no round trip to prove Nagle off by (48 ms: the Response
+// 8 ms after the tail looked too soon for any ACK); the Response following the ACK however late it
+// came shows the round trip.
+namespace {
+ConnectionInfo busy_nagle_target(bool with_1k, std::vector<CommandResult>& commands) {
+  Recorder rec;
+  Analyzer an(Options{}, rec);
+  Wire w(an);
+  int64_t t = 10 * kMs;
+  for (uint32_t i = 0; i < 12; ++i, t += 200 * kMs) {
+    const bool one_k = with_1k && i % 2 == 0;
+    const uint32_t n = one_k ? 1024 : 3072;
+    w.data(true, t, read10(i + 1, n));
+    w.ack(false, t + 48 * kMs);  // the target's delayed ACK of the command
+    const auto bytes = data_in(i + 1, n, false);
+    size_t off = 0;
+    for (; bytes.size() - off > 1448; off += 1448)  // full segments, no PSH: more queued
+      w.send(false, t + 68 * kMs, tcp_flag::ack,
+             std::vector<uint8_t>(bytes.begin() + long(off), bytes.begin() + long(off + 1448)));
+    w.send(false, t + 68 * kMs + 10'000, tcp_flag::ack | tcp_flag::psh,
+           std::vector<uint8_t>(bytes.begin() + long(off), bytes.end()));
+    const int64_t a = t + 68 * kMs + (one_k ? 40 * kMs : 100'000);
+    w.ack(true, a);
+    w.data(false, a + 8 * kMs, response(i + 1));  // Nagle: released by that ACK
+    w.ack(true, a + 8 * kMs + 100'000);
+  }
+  an.finish();
+  commands = rec.commands;
+  return rec.connections.at(0);
+}
+}  // namespace
+
+TEST(SessionRules, DelayedPureAcksProveNoNagleOffNagleReleasesTimeTheTarget) {
+  std::vector<CommandResult> commands;
+  ConnectionInfo c = busy_nagle_target(false, commands);
+  EXPECT_EQ(c.nagle_off_frame_target, 0u);
+  EXPECT_EQ(c.rtt_source_target, "pure ACKs that may be delayed");
+  EXPECT_EQ(c.rtt_source_initiator, "pure ACKs");  // of the 3 KiB Data-In: more than one segment
+  // With 1 KiB reads between: the Response follows the ACK, 8 ms, whether it came at once or 40 ms
+  // late, while the time since the Data-In varies by 40 ms.
+  c = busy_nagle_target(true, commands);
+  EXPECT_EQ(c.nagle_off_frame_target, 0u);
+  EXPECT_EQ(c.rtt_source_target, "Nagle releases");
+  EXPECT_NEAR(c.rtt_target_ms, 8.0, 0.01);
+  ASSERT_EQ(commands.size(), 12u);
+  for (const auto& cmd : commands) {
+    std::set<FindingKind> kinds(cmd.findings.begin(), cmd.findings.end());
+    EXPECT_TRUE(kinds.count(FindingKind::nagle_hold)) << cmd.first_frame;
+    EXPECT_TRUE(kinds.count(FindingKind::target_think)) << cmd.first_frame;
+    EXPECT_EQ(kinds.count(FindingKind::delayed_ack), cmd.bytes == 1024 ? 1u : 0u) << cmd.first_frame;
+  }
 }
 
 // ACK causality by timestamps (docs/rules.md "Round trips"), at the initiator 8 ms from the target:

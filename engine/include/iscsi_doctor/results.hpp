@@ -127,8 +127,10 @@ struct ConnectionInfo {
   double rtt_ms = -1;             // full path round trip
   double rtt_initiator_ms = -1;   // capture point <-> initiator and back
   double rtt_target_ms = -1;      // capture point <-> target and back
-  // Each round trip's evidence: "handshake", "echoed timestamps", "pure ACKs", "ACKs on data" (an
-  // upper bound: the side's answer time may be in every sample), "" (none).
+  // Each round trip's evidence: "handshake", "echoed timestamps", "pure ACKs" (of more than one
+  // full segment), "Nagle releases" (a round trip if that side's Nagle is on), "pure ACKs that may
+  // be delayed" and "ACKs on data" (upper bounds: a delayed ACK or the side's answer time may be in
+  // every sample), "" (none).
   std::string rtt_source_initiator, rtt_source_target;
   // The path's rate each way as the receiver's ACKs show it (docs/rules.md "The link"): the
   // fastest busy run of at least link_run_bytes_min; a lower bound where the data never filled it.

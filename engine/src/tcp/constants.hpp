@@ -28,5 +28,10 @@ inline constexpr double link_busy_rate_divisor = 4;
 inline constexpr double echo_keep_ms = 1000;
 inline constexpr size_t echo_records_max = 256;
 inline constexpr uint32_t nagle_off_short_bytes = 536;
+inline constexpr size_t nagle_release_window = 16;
+inline constexpr size_t nagle_release_samples_min = 3;
+inline constexpr double nagle_release_band_ms = 0.3;
+inline constexpr int64_t nagle_release_band_divisor = 10;
+inline constexpr double nagle_release_spread_ms = 10;
 
 }  // namespace iscsi_doctor::tcp

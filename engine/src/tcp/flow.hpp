@@ -106,6 +106,7 @@ struct SmallSegment {
   bool acked = false;
   int64_t ack_t = 0;
   uint64_t ack_frame = 0;
+  bool ack_pure = false;  // that ACK carried no data (the capture saw it before this segment's successor)
 };
 
 class Flow {
@@ -294,13 +295,19 @@ class RttEstimate {
 public:
   // `clean`: the ACK carried no data (a pure ACK or the handshake), so the sample holds no
   // answer time of the side's application (a reply's ACK rides on it after the think time).
-  void sample(int64_t ns, bool from_handshake = false, bool clean = true) {
+  // `prompt`: nor a delayed-ACK timer's or a late read's wait: a handshake, or a pure ACK of more
+  // than one full segment, which a receiver sends at once.
+  void sample(int64_t ns, bool from_handshake = false, bool clean = true, bool prompt = true) {
     // Past TCP's longest retransmission timeout a gap is not a round trip (timestamps are input:
     // bounding the estimate keeps every product of it in range).
     if (ns < 0 || ns > to_ns(tcp::rtt_max_ms)) return;
     if (from_handshake) handshake_ = true;
     if (clean) ++clean_samples_;
-    if (!known_ || ns < min_) min_ = ns;
+    if (clean && prompt) ++prompt_samples_;
+    if (!known_ || ns < min_) {
+      min_ = ns;
+      nagle_bound_ = false;
+    }
     known_ = true;
     ++samples_;
     recent_[ring_++ % tcp::jitter_window] = ns;
@@ -322,13 +329,28 @@ public:
     known_ = true;
     recent_[ring_++ % tcp::jitter_window] = ns;
   }
-  // The minimum came from such releases, a handshake or pure ACKs: not only an upper bound that
-  // may hold the side's answer time.
-  bool tight() const { return handshake_ || clean_samples_ || released_; }
+  // A short segment that followed the side's previous short one in its stream and left `after`
+  // the pure ACK covering that one, `since` after it (Tracker::payload): were Nagle on, the ACK
+  // released it, and `after` bounds rtt(S). Taken once the releases show it (docs/rules.md
+  // "Nagle releases"): returns true when that lowered the estimate.
+  bool nagle_release(int64_t after, int64_t since);
+  // The minimum came from such releases, a handshake or pure ACKs that were not delayed: not only
+  // an upper bound that may hold the side's answer time or a delayed ACK.
+  bool tight() const { return handshake_ || prompt_samples_ || released_; }
+  // The minimum came from the releases of a Nagle that the stream never showed off: an upper bound
+  // under that (Nagle on) alone, enough to time holds, never to prove Nagle off.
+  bool from_nagle_releases() const { return nagle_bound_; }
   // Where the estimate comes from (docs/rules.md "Joined connections"): only ACKs that rode on
-  // data make it an upper bound, which may hold the side's answer time.
+  // data, or pure ACKs of a segment or less (delayed-ACK timer), make it an upper bound, which may
+  // hold the side's answer time.
   const char* source() const {
-    return handshake_ ? "handshake" : released_ ? "echoed timestamps" : clean_samples_ ? "pure ACKs" : samples_ ? "ACKs on data" : "";
+    return handshake_             ? "handshake"
+           : released_            ? "echoed timestamps"
+           : prompt_samples_      ? "pure ACKs"
+           : nagle_bound_         ? "Nagle releases"
+           : clean_samples_       ? "pure ACKs that may be delayed"
+           : samples_             ? "ACKs on data"
+                                  : "";
   }
   // The jitter percentile of the latest samples' excess over the minimum, counting only excesses
   // below jitter_excess_max_ms (beyond are delayed ACKs, not the path); 0 with too few such
@@ -370,9 +392,12 @@ public:
 
 private:
   int64_t min_ = 0;
-  bool known_ = false, handshake_ = false, released_ = false;
-  uint64_t samples_ = 0, clean_samples_ = 0, ring_ = 0;
+  bool known_ = false, handshake_ = false, released_ = false, nagle_bound_ = false;
+  uint64_t samples_ = 0, clean_samples_ = 0, prompt_samples_ = 0, ring_ = 0;
   std::array<int64_t, tcp::jitter_window> recent_{};
+  // The latest Nagle releases (after, since), oldest first overwritten.
+  std::array<std::pair<int64_t, int64_t>, tcp::nagle_release_window> nagle_{};
+  size_t nagle_count_ = 0;
 };
 
 }  // namespace iscsi_doctor::tcp

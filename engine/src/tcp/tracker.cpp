@@ -141,8 +141,14 @@ void Tracker::ack(const Segment& seg, int dir, Receiver& r) {
     // Records end in increasing order (each carries new data): a binary search, not a scan.
     auto it = std::lower_bound(peer.unacked.begin(), peer.unacked.end(), ack,
                                [](const SentSegment& s, uint64_t v) { return s.end < v; });
-    if (it != peer.unacked.end() && it->end == ack)
-      rtt_[dir].sample(seg.time_ns - it->t, false, seg.payload_wire_len == 0);
+    if (it != peer.unacked.end() && it->end == ack) {
+      // A receiver ACKs more than one full segment at once (Linux, Windows and BSD alike); one
+      // segment or less it may hold for its delayed-ACK timer or its application's read.
+      const bool pure = seg.payload_wire_len == 0;
+      const bool prompt =
+        pure && peer.una_known && it != peer.unacked.begin() && ack - peer.una > peer.effective_mss();
+      rtt_[dir].sample(seg.time_ns - it->t, false, pure, prompt);
+    }
   }
   if (ack > peer.next && peer.started) {
     // The receiver has bytes the capture has not shown: missing at the capture point. Unless they
@@ -163,6 +169,7 @@ void Tracker::ack(const Segment& seg, int dir, Receiver& r) {
   if (peer.acked(ack, seg.time_ns, seg.frame)) {
     peer.link.advanced(ack - before, seg.time_ns, full_rtt_ns());
     if (peer.path) peer.path->advanced(ack - before, seg.time_ns, full_rtt_ns());
+    if (peer.last_small.ack_frame == seg.frame) peer.last_small.ack_pure = seg.payload_wire_len == 0;
   }
 }
 
@@ -248,8 +255,14 @@ void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
           shows_nagle_off(f, dir, seg.time_ns))
         f.nagle_off_frame = seg.frame;
     }
+    // Right after the previous short one and after the pure ACK of it, the peer silent since that
+    // one (nothing to answer): were Nagle on, that ACK released it (docs/rules.md "Nagle releases").
+    const SmallSegment& p = f.last_small;
+    if (!f.nagle_off_frame && f.has_small && p.end == start && p.acked && p.ack_pure && seg.time_ns > p.ack_t &&
+        flow_[dir ^ 1].last_payload_t < p.t && !(seg.flags & tcp_flag::fin) && !rtt_[dir].tight())
+      rtt_[dir].nagle_release(seg.time_ns - p.ack_t, seg.time_ns - p.t);
     f.has_small = true;
-    f.last_small = {end, len, seg.time_ns, seg.frame, rec.progress, false, 0, 0};
+    f.last_small = {end, len, seg.time_ns, seg.frame, rec.progress, false, 0, 0, false};
   }
   f.max_end = std::max(f.max_end, end);
   infer_window_scale(f);
@@ -262,7 +275,8 @@ void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
 // covering that one had passed the capture point, or one had but could not have reached the sender
 // by then (rtt(S)); and sooner after that one than any ACK of it could have come back, however the
 // capture missed ACKs. Nagle in either form would have held it (docs/rules.md "Holds"). Round trips
-// taken only from ACKs on data may hold answer time: not enough to prove.
+// taken only from ACKs on data or ACKs that may be delayed may hold answer time, and Nagle releases
+// assume Nagle on: not enough to prove.
 bool Tracker::shows_nagle_off(const Flow& f, int dir, int64_t t) const {
   const RttEstimate &s = rtt_[dir], &peer = rtt_[dir ^ 1];
   if (f.last_small.acked && 2 * (t - f.last_small.ack_t) >= s.ns()) return false;  // most often

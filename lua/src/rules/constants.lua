@@ -2,7 +2,7 @@
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "198b6409d6969db18d81957e728a6ec814b595a704e839b1ab7da9c2526ec568",
+  doc_sha256 = "ad2c69f60e6554810be1678e693ec4d80ecc614aefea95122d008cace4add64e",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -52,6 +52,11 @@ local RULES = {
   echo_keep_ms = 1000,
   echo_records_max = 256,
   nagle_off_short_bytes = 536,
+  nagle_release_window = 16,
+  nagle_release_samples_min = 3,
+  nagle_release_band_ms = 0.3,
+  nagle_release_band_divisor = 10,
+  nagle_release_spread_ms = 10,
 }
 
 -- Options (engine/include/iscsi_doctor/analyzer.hpp)

@@ -75,6 +75,13 @@ local function rtt_source_words(f)
   local function side(src)
     if src == "" then return "not measured" end
     if src == "ACKs on data" then return "ACKs on data only (an upper bound: may hold its answer time)" end
+    if src == "pure ACKs that may be delayed" then
+      return "pure ACKs of one segment or less only (an upper bound: each may have waited for a delayed-ACK timer)"
+    end
+    if src == "Nagle releases" then
+      return "Nagle releases (short segments that left a fixed time after the ACK of the one before, however " ..
+             "late it came: a round trip if Nagle is on)"
+    end
     return src
   end
   return "initiator " .. side(f.rtt_source_initiator) .. ", target " .. side(f.rtt_source_target)

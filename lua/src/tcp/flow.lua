@@ -280,16 +280,18 @@ RttEstimate.__index = RttEstimate
 
 function RttEstimate.new()
   return setmetatable({ min_ = 0, known_ = false, handshake_ = false, released_ = false, samples_ = 0,
-                        clean_samples_ = 0, ring_ = 0, recent_ = {}, sorted_ = {}, nan_ = false }, RttEstimate)
+                        clean_samples_ = 0, ring_ = 0, recent_ = {}, sorted_ = {}, nan_ = false,
+                        nagle_bound_ = false, prompt_samples_ = 0, nagle_ = {}, nagle_count_ = 0 }, RttEstimate)
 end
 
 -- A copy (the engine copies the value: a scout's estimate seeds a connection's).
 function RttEstimate:copy()
   local r = setmetatable({}, RttEstimate)
   for k, v in pairs(self) do r[k] = v end
-  r.recent_, r.sorted_ = {}, {}
+  r.recent_, r.sorted_, r.nagle_ = {}, {}, {}
   for k, v in pairs(self.recent_) do r.recent_[k] = v end
   for k, v in pairs(self.sorted_) do r.sorted_[k] = v end
+  for k, v in pairs(self.nagle_) do r.nagle_[k] = { v[1], v[2] } end
   return r
 end
 
@@ -354,13 +356,17 @@ local function remember(self, ns)
 end
 RttEstimate.remember = remember
 -- clean: the ACK carried no data (a pure ACK or the handshake), so the sample holds no answer
--- time of the side's application (nil: true, as the engine's default argument).
-function RttEstimate:sample(ns, from_handshake, clean)
+-- time of the side's application; prompt: nor a delayed-ACK timer's or a late read's wait (a
+-- handshake, or a pure ACK of more than one full segment). nil: true, as the engine's defaults.
+function RttEstimate:sample(ns, from_handshake, clean, prompt)
   -- past TCP's longest retransmission timeout a gap is not a round trip
   if ns < 0 or ns > RTT_MAX_NS then return end
   if from_handshake then self.handshake_ = true end
-  if clean ~= false then self.clean_samples_ = self.clean_samples_ + 1 end
-  if not self.known_ or ns < self.min_ then self.min_ = ns end
+  if clean ~= false then
+    self.clean_samples_ = self.clean_samples_ + 1
+    if prompt ~= false then self.prompt_samples_ = self.prompt_samples_ + 1 end
+  end
+  if not self.known_ or ns < self.min_ then self.min_, self.nagle_bound_ = ns, false end
   self.known_ = true
   self.samples_ = self.samples_ + 1
   remember(self, ns)
@@ -378,13 +384,55 @@ function RttEstimate:released(ns)
   self.known_ = true
   remember(self, ns)
 end
--- Not only an upper bound that may hold the side's answer time.
-function RttEstimate:tight() return self.handshake_ or self.clean_samples_ > 0 or self.released_ end
+-- A short segment that followed the side's previous short one and left `after` the pure ACK of
+-- that one, `since` after it (engine: RttEstimate::nagle_release, docs/rules.md "Nagle releases"):
+-- the least delay after the ACK that enough releases share, within a band, while the time since the
+-- previous short segment varied between them by more than the path could, bounds rtt(S).
+local NR_WINDOW, NR_MIN = RULES.nagle_release_window, RULES.nagle_release_samples_min
+local NR_BAND = floor(RULES.nagle_release_band_ms * 1e6 + 0.5)
+local NR_DIV = RULES.nagle_release_band_divisor
+local NR_SPREAD = floor(RULES.nagle_release_spread_ms * 1e6 + 0.5)
+function RttEstimate:nagle_release(after, since)
+  if after < 0 or after > RTT_MAX_NS then return false end
+  local c = self.nagle_count_
+  self.nagle_[c % NR_WINDOW + 1] = { after, since }
+  c = c + 1
+  self.nagle_count_ = c
+  local n = min(c, NR_WINDOW)
+  if n < NR_MIN then return false end
+  local v = {}
+  for i = 1, n do v[i] = self.nagle_[i] end
+  table.sort(v, function(a, b) return a[1] < b[1] end)  -- by `after`: ties leave the result alone
+  for i = 1, n - NR_MIN + 1 do
+    local d = v[i][1]
+    local top = d + NR_BAND + floor(d / NR_DIV)
+    local lo, hi = v[i][2], v[i][2]
+    local k, j = 0, i
+    while j <= n and v[j][1] <= top do
+      local g = v[j][2]
+      if g < lo then lo = g end
+      if g > hi then hi = g end
+      j, k = j + 1, k + 1
+    end
+    if k >= NR_MIN and hi - lo > NR_SPREAD then
+      if self.known_ and d >= self.min_ then return false end
+      self.min_, self.known_, self.nagle_bound_ = d, true, true
+      return true
+    end
+  end
+  return false
+end
+-- Not only an upper bound that may hold the side's answer time or a delayed ACK.
+function RttEstimate:tight() return self.handshake_ or self.prompt_samples_ > 0 or self.released_ end
+-- From the releases of a Nagle the stream never showed off: enough to time holds, not to prove.
+function RttEstimate:from_nagle_releases() return self.nagle_bound_ end
 -- Where the estimate comes from (docs/rules.md "Joined connections").
 function RttEstimate:source()
   if self.handshake_ then return "handshake" end
   if self.released_ then return "echoed timestamps" end
-  if self.clean_samples_ > 0 then return "pure ACKs" end
+  if self.prompt_samples_ > 0 then return "pure ACKs" end
+  if self.nagle_bound_ then return "Nagle releases" end
+  if self.clean_samples_ > 0 then return "pure ACKs that may be delayed" end
   if self.samples_ > 0 then return "ACKs on data" end
   return ""
 end

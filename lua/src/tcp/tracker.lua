@@ -257,7 +257,11 @@ local function ack(self, seg, dir, peer, r, t)
     if lo <= tail then
       local s = u[lo]
       if s.e == a then
-        rtt_sample(self.rtt_[dir], t - s.t, false, seg.wire_len == 0)
+        -- a receiver ACKs more than one full segment at once; one or less it may hold (delayed
+        -- ACK, or its application's read)
+        local pure = seg.wire_len == 0
+        local prompt = pure and peer.una_known and lo > peer.ua_head and a - peer.una > peer:effective_mss()
+        rtt_sample(self.rtt_[dir], t - s.t, false, pure, prompt)
         refresh_full(self)
       end
     end
@@ -280,6 +284,8 @@ local function ack(self, seg, dir, peer, r, t)
   local before = una_known and una or a
   peer.una, peer.una_known = a, true
   trim_acked(peer, t, seg.frame)
+  local ls = peer.last_small
+  if ls and ls.ack_frame == seg.frame then ls.ack_pure = seg.wire_len == 0 end
   local full = self.full_
   link_advanced(peer.link, a - before, t, full)
   local path = peer.path
@@ -399,11 +405,18 @@ local function payload(self, seg, dir, r, f, t, len)
         f.nagle_off_frame = seg.frame
       end
     end
+    -- Right after the previous short one and after the pure ACK of it, the peer silent since that
+    -- one: were Nagle on, that ACK released it (docs/rules.md "Nagle releases").
+    if f.nagle_off_frame == 0 and f.has_small and ls.e == start and ls.acked and ls.ack_pure and t > ls.ack_t and
+       self.flow_[1 - dir].last_payload_t < ls.t and seg.flags % 2 == 0 and not self.rtt_[dir]:tight() then
+      if self.rtt_[dir]:nagle_release(t - ls.ack_t, t - ls.t) then refresh_full(self) end
+    end
     if not ls then
       ls = {}
       f.last_small = ls
     end
     ls.e, ls.t, ls.frame, ls.h, ls.cmd, ls.acked, ls.ack_t, ls.ack_frame = e, t, seg.frame, h, cmd, false, 0, 0
+    ls.ack_pure = false
     ls.len = len
     f.has_small = true
   end
