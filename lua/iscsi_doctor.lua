@@ -69,9 +69,9 @@ local function fix_for(kind, side)
     return "keep more commands outstanding (queue depth > 1: more I/O threads, async I/O, a " ..
            "larger nr_requests/queue depth) or larger transfers, so round trips overlap"
   elseif kind == "think_or_hold" then
-    return "capture at the target (or on its host) to tell its own time from a reply held until the " ..
-           "initiator's ACK reached it; if held, set TCP_NODELAY on the target's socket or send the " ..
-           "final Data-In and the SCSI Response in one write"
+    return "capture at the target (or on its host), from the connection's start or with TCP timestamps " ..
+           "on, to tell its own time from a reply held until the initiator's ACK reached it; if held, set " ..
+           "TCP_NODELAY on the target's socket or send the final Data-In and the SCSI Response in one write"
   elseif kind == "link_limited" then
     return "the transfer is bound by the link's rate: a faster link or path, or fewer bytes; larger " ..
            "blocks, TCP tuning and the target do not help"
@@ -83,7 +83,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "ad2c69f60e6554810be1678e693ec4d80ecc614aefea95122d008cace4add64e",
+  doc_sha256 = "de11b7de3294614caebd51b2c5eb6f656dc40725ad7afc2e7eed064be11e39bc",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -2999,12 +2999,19 @@ local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_
   if i > f.ak_tail then
     -- Beyond what the path has shown, within the most it may add: an ACK this wait had to follow
     -- still fits; the capture cannot tell think from a hold (the engine's undecided).
+    -- rtt(S) only an upper bound (its ACKs delayed or on its replies): the release may come as soon
+    -- as just after the ACK (the engine's may_follow).
     local most = tol + bound
-    if sender_is_target and most > max(late, nagle_late) then
+    local upper_bound = not sender:tight() and not sender:from_nagle_releases()
+    local function may_follow(ack_t)
+      if upper_bound then return seg.t > ack_t and seg.t - (ack_t + rtt_side) <= most and ack_t + tol > ready end
+      return released_within(ack_t, most)
+    end
+    if sender_is_target and (most > max(late, nagle_late) or upper_bound) then
       if f.nagle_off_frame == 0 and f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
-         released_within(small.ack_t, most) then
+         may_follow(small.ack_t) then
         v.undecided, v.release_frame = true, small.ack_frame
-      elseif at_edge and released_within(a[at_edge_i].t, most) then
+      elseif at_edge and may_follow(a[at_edge_i].t) then
         v.undecided, v.release_frame = true, a[at_edge_i].frame
       end
     end
@@ -3438,7 +3445,8 @@ function TargetThink:judge(v, out, c)
     f.related[2] = { "may_be_released_by", c.undecided_ack_frame }
     f.detail = "the target took " .. whole_ms(think) .. " ms to answer, or " .. whole_ms(c.undecided_ms) ..
                " ms of it was a reply held until the ACK in frame " .. string.format("%d", c.undecided_ack_frame) ..
-               " reached the target: the path's delay varies more than this capture can tell apart"
+               " reached the target: this capture cannot tell them apart (the path's delay varies more than it " ..
+               "has shown, or the target's round trip is known only as an upper bound)"
   else
     f.detail = "the target took " .. whole_ms(think) .. " ms to answer: the target, not the network"
   end
@@ -3955,9 +3963,13 @@ function Connection:info()
     local full = ri:ns() + rt:ns()
     f.rtt_ms = full / 1e6
     local share = full > 0 and ri:ns() / full or 0.5
-    if full < floor(RULES.vantage_min_rtt_ms * 1e6 + 0.5) then f.vantage = "unknown"
-    elseif share < RULES.vantage_initiator_share then f.vantage = "initiator"
-    elseif share > RULES.vantage_target_share then f.vantage = "target"
+    -- a round trip known only as an upper bound may be any shorter (the engine's vantage_now)
+    local tiny = floor(RULES.vantage_min_rtt_ms * 1e6 + 0.5)
+    local bi = ri:tight() or ri:from_nagle_releases()
+    local bt = rt:tight() or rt:from_nagle_releases()
+    if full < tiny then f.vantage = "unknown"
+    elseif share < RULES.vantage_initiator_share then f.vantage = (bt or ri:ns() < tiny) and "initiator" or "unknown"
+    elseif share > RULES.vantage_target_share then f.vantage = (bi or rt:ns() < tiny) and "target" or "unknown"
     else f.vantage = "midpath" end
   end
   local fi, ft = self.tcp:flow(I2T), self.tcp:flow(T2I)

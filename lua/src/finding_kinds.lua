@@ -51,9 +51,9 @@ local function fix_for(kind, side)
     return "keep more commands outstanding (queue depth > 1: more I/O threads, async I/O, a " ..
            "larger nr_requests/queue depth) or larger transfers, so round trips overlap"
   elseif kind == "think_or_hold" then
-    return "capture at the target (or on its host) to tell its own time from a reply held until the " ..
-           "initiator's ACK reached it; if held, set TCP_NODELAY on the target's socket or send the " ..
-           "final Data-In and the SCSI Response in one write"
+    return "capture at the target (or on its host), from the connection's start or with TCP timestamps " ..
+           "on, to tell its own time from a reply held until the initiator's ACK reached it; if held, set " ..
+           "TCP_NODELAY on the target's socket or send the final Data-In and the SCSI Response in one write"
   elseif kind == "link_limited" then
     return "the transfer is bound by the link's rate: a faster link or path, or fewer bytes; larger " ..
            "blocks, TCP tuning and the target do not help"

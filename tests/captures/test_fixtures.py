@@ -20,7 +20,7 @@ VANTAGES = {"initiator", "target", "midpath"}
 KINDS = {"nagle_hold", "delayed_ack", "r2t_round_trip", "cwnd_limited", "rwnd_limited", "retransmission",
          "target_think", "serialized", "link_limited"}
 SIDES = {"initiator", "target", "network"}
-SETS = {"noisy", "link"}     # an entry without "set" belongs to the first lab fixtures
+SETS = {"noisy", "link", "nots"}     # an entry without "set" belongs to the first lab fixtures
 
 needs_tshark = pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed")
 

@@ -699,15 +699,17 @@ TEST(SessionRules, JoinedAtTheTargetThinkTimeIsNotTakenForTheNetwork) {
 // Data-In 40 ms; 3 KiB reads: it ACKs the 224-byte tail at once. The Response leaves 8 ms after
 // that ACK either way. The delayed ACKs are no round trip to prove Nagle off by (48 ms: the Response
 // 8 ms after the tail looked too soon for any ACK); the Response following the ACK however late it
-// came shows the round trip.
+// came shows the round trip. With 1 KiB reads alone (every ACK 40 ms late) nothing shows it: the
+// capture cannot tell the Response's wait from the target's think, and says so.
 namespace {
-ConnectionInfo busy_nagle_target(bool with_1k, std::vector<CommandResult>& commands) {
+enum class Reads { three_k, mixed, one_k };
+ConnectionInfo busy_nagle_target(Reads reads, std::vector<CommandResult>& commands) {
   Recorder rec;
   Analyzer an(Options{}, rec);
   Wire w(an);
   int64_t t = 10 * kMs;
   for (uint32_t i = 0; i < 12; ++i, t += 200 * kMs) {
-    const bool one_k = with_1k && i % 2 == 0;
+    const bool one_k = reads == Reads::one_k || (reads == Reads::mixed && i % 2 == 0);
     const uint32_t n = one_k ? 1024 : 3072;
     w.data(true, t, read10(i + 1, n));
     w.ack(false, t + 48 * kMs);  // the target's delayed ACK of the command
@@ -731,13 +733,13 @@ ConnectionInfo busy_nagle_target(bool with_1k, std::vector<CommandResult>& comma
 
 TEST(SessionRules, DelayedPureAcksProveNoNagleOffNagleReleasesTimeTheTarget) {
   std::vector<CommandResult> commands;
-  ConnectionInfo c = busy_nagle_target(false, commands);
+  ConnectionInfo c = busy_nagle_target(Reads::three_k, commands);
   EXPECT_EQ(c.nagle_off_frame_target, 0u);
   EXPECT_EQ(c.rtt_source_target, "pure ACKs that may be delayed");
   EXPECT_EQ(c.rtt_source_initiator, "pure ACKs");  // of the 3 KiB Data-In: more than one segment
   // With 1 KiB reads between: the Response follows the ACK, 8 ms, whether it came at once or 40 ms
   // late, while the time since the Data-In varies by 40 ms.
-  c = busy_nagle_target(true, commands);
+  c = busy_nagle_target(Reads::mixed, commands);
   EXPECT_EQ(c.nagle_off_frame_target, 0u);
   EXPECT_EQ(c.rtt_source_target, "Nagle releases");
   EXPECT_NEAR(c.rtt_target_ms, 8.0, 0.01);
@@ -748,6 +750,40 @@ TEST(SessionRules, DelayedPureAcksProveNoNagleOffNagleReleasesTimeTheTarget) {
     EXPECT_TRUE(kinds.count(FindingKind::target_think)) << cmd.first_frame;
     EXPECT_EQ(kinds.count(FindingKind::delayed_ack), cmd.bytes == 1024 ? 1u : 0u) << cmd.first_frame;
   }
+  // 1 KiB reads alone: the target's round trip only an upper bound (48 ms), the Response 8 ms after
+  // the initiator's delayed ACK may be its release: think or hold, never the disks' advice.
+  c = busy_nagle_target(Reads::one_k, commands);
+  EXPECT_EQ(c.nagle_off_frame_target, 0u);
+  EXPECT_EQ(c.rtt_source_target, "pure ACKs that may be delayed");
+  ASSERT_EQ(commands.size(), 12u);
+  for (const auto& cmd : commands) {
+    std::set<FindingKind> kinds(cmd.findings.begin(), cmd.findings.end());
+    EXPECT_TRUE(kinds.count(FindingKind::think_or_hold)) << cmd.first_frame;
+    EXPECT_FALSE(kinds.count(FindingKind::target_think)) << cmd.first_frame;
+  }
+}
+
+// The same busy target with 1 KiB reads, captured at the target: its own delayed ACKs, 40 ms after
+// each command, make rtt(target) 40 ms, and the initiator's 8 ms looks a small share of the path, as
+// if the capture were near the initiator. An upper bound may be any shorter: the place is not known.
+TEST(SessionRules, VantageIsNotClaimedFromARoundTripThatIsOnlyAnUpperBound) {
+  Recorder rec;
+  Analyzer an(Options{}, rec);
+  Wire w(an);
+  int64_t t = 10 * kMs;
+  for (uint32_t i = 0; i < 8; ++i, t += 200 * kMs) {
+    w.data(true, t, read10(i + 1, 1024));
+    w.ack(false, t + 40 * kMs);                             // the target's delayed ACK
+    w.data(false, t + 60 * kMs, data_in(i + 1, 1024, false));
+    w.ack(true, t + 108 * kMs);                             // the initiator's, 40 ms late, 8 ms away
+    w.data(false, t + 108 * kMs + 30'000, response(i + 1));  // Nagle: released by it
+    w.ack(true, t + 116 * kMs + 100'000);
+  }
+  an.finish();
+  ASSERT_EQ(rec.connections.size(), 1u);
+  EXPECT_EQ(rec.connections[0].rtt_source_target, "pure ACKs that may be delayed");
+  EXPECT_EQ(rec.connections[0].vantage, Vantage::unknown);
+  EXPECT_EQ(rec.connections[0].nagle_off_frame_target, 0u);
 }
 
 // ACK causality by timestamps (docs/rules.md "Round trips"), at the initiator 8 ms from the target:

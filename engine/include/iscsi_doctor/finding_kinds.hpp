@@ -84,9 +84,9 @@ inline constexpr std::array<FindingKindInfo, finding_kind_count> kFindingKinds{{
     {FindingKind::think_or_hold, "think_or_hold", "think or hold?",
      "The target was slow, or its reply waited for an ACK: the capture cannot tell", Severity::note,
      &Breakdown::think_ms, nullptr,
-     "capture at the target (or on its host) to tell its own time from a reply held until the initiator's "
-     "ACK reached it; if held, set TCP_NODELAY on the target's socket or send the final Data-In and the SCSI "
-     "Response in one write",
+     "capture at the target (or on its host), from the connection's start or with TCP timestamps on, to tell "
+     "its own time from a reply held until the initiator's ACK reached it; if held, set TCP_NODELAY on the "
+     "target's socket or send the final Data-In and the SCSI Response in one write",
      ""},
 }};
 

@@ -123,14 +123,21 @@ HoldVerdict classify_hold(const tcp::Flow& f, const tcp::RttEstimate& sender, co
   if (i == f.acks.size()) {
     // Beyond what the path has shown, within the most it may add (the bound): an ACK this wait had
     // to follow (the Nagle invariant, a window's edge) still fits. Away from the target only: at
-    // its host the ACK's arrival is seen.
+    // its host the ACK's arrival is seen. When rtt(S) is only an upper bound (its ACKs may have
+    // been delayed or ridden on its replies), the round trip may be any shorter, and so may the
+    // release: down to just after the ACK.
     const int64_t most = tol + bound;
-    if (sender_is_target && most > std::max(late, nagle_late)) {
+    const bool upper_bound = !sender.tight() && !sender.from_nagle_releases();
+    auto may_follow = [&](int64_t ack_t) {
+      return upper_bound ? seg.time_ns > ack_t && seg.time_ns - (ack_t + rtt_side) <= most && ack_t + tol > ready
+                         : released_within(ack_t, most);
+    };
+    if (sender_is_target && (most > std::max(late, nagle_late) || upper_bound)) {
       if (!f.nagle_off_frame && f.has_small && small.acked && small.frame != seg.frame && nagle_candidate &&
-          released_within(small.ack_t, most)) {
+          may_follow(small.ack_t)) {
         v.undecided = true;
         v.release_frame = small.ack_frame;
-      } else if (at_edge && released_within(f.acks[at_edge_i].t, most)) {
+      } else if (at_edge && may_follow(f.acks[at_edge_i].t)) {
         v.undecided = true;
         v.release_frame = f.acks[at_edge_i].frame;
       }

@@ -27,7 +27,8 @@ void TargetThink::judge(const ConnectionView& v, FindingOut& out, OpenCommand& c
     f.related.emplace_back("may_be_released_by", c.undecided_ack_frame);
     f.detail = "the target took " + whole_ms(think) + " ms to answer, or " + whole_ms(c.undecided_ms) +
                " ms of it was a reply held until the ACK in frame " + std::to_string(c.undecided_ack_frame) +
-               " reached the target: the path's delay varies more than this capture can tell apart";
+               " reached the target: this capture cannot tell them apart (the path's delay varies more than it "
+               "has shown, or the target's round trip is known only as an upper bound)";
   } else {
     f.detail = "the target took " + whole_ms(think) + " ms to answer: the target, not the network";
   }

@@ -11,11 +11,19 @@
 namespace iscsi_doctor::session {
 
 Vantage Connection::vantage_now() const {
-  if (!tcp_.rtt(kI2T).known() || !tcp_.rtt(kT2I).known()) return Vantage::unknown;
-  const double share = full_rtt_ns() > 0 ? double(tcp_.rtt(kI2T).ns()) / double(full_rtt_ns()) : 0.5;
+  const tcp::RttEstimate &ri = tcp_.rtt(kI2T), &rt = tcp_.rtt(kT2I);
+  if (!ri.known() || !rt.known()) return Vantage::unknown;
+  const double share = full_rtt_ns() > 0 ? double(ri.ns()) / double(full_rtt_ns()) : 0.5;
   if (full_rtt_ns() < to_ns(session::vantage_min_rtt_ms)) return Vantage::unknown;  // too close to call
-  if (share < session::vantage_initiator_share) return Vantage::initiator;
-  if (share > session::vantage_target_share) return Vantage::target;
+  // A round trip known only as an upper bound may be any shorter (docs/rules.md "Measures taken
+  // from TCP"): the capture point is near the other side only if that side's own round trip is too
+  // short to matter (mid-path says no more than that it lies between).
+  const auto bounded = [](const tcp::RttEstimate& r) { return r.tight() || r.from_nagle_releases(); };
+  const int64_t tiny = to_ns(session::vantage_min_rtt_ms);
+  if (share < session::vantage_initiator_share)
+    return bounded(rt) || ri.ns() < tiny ? Vantage::initiator : Vantage::unknown;
+  if (share > session::vantage_target_share)
+    return bounded(ri) || rt.ns() < tiny ? Vantage::target : Vantage::unknown;
   return Vantage::midpath;
 }
 

@@ -44,7 +44,8 @@ bool RttEstimate::nagle_release(int64_t after, int64_t since) {
   auto v = nagle_;
   std::sort(v.begin(), v.begin() + ptrdiff_t(n));
   for (size_t i = 0; i + tcp::nagle_release_samples_min <= n; ++i) {
-    const int64_t top = v[i].first + to_ns(tcp::nagle_release_band_ms) + v[i].first / tcp::nagle_release_band_divisor;
+    const int64_t top =
+      v[i].first + to_ns(tcp::nagle_release_band_ms) + v[i].first / tcp::nagle_release_band_divisor;
     int64_t lo = v[i].second, hi = lo;
     size_t k = 0;
     for (size_t j = i; j < n && v[j].first <= top; ++j, ++k) {

@@ -106,7 +106,7 @@ struct SmallSegment {
   bool acked = false;
   int64_t ack_t = 0;
   uint64_t ack_frame = 0;
-  bool ack_pure = false;  // that ACK carried no data (the capture saw it before this segment's successor)
+  bool ack_pure = false;  // that ACK carried no data
 };
 
 class Flow {

@@ -258,8 +258,9 @@ void Tracker::payload(const Segment& seg, int dir, Receiver& r) {
     // Right after the previous short one and after the pure ACK of it, the peer silent since that
     // one (nothing to answer): were Nagle on, that ACK released it (docs/rules.md "Nagle releases").
     const SmallSegment& p = f.last_small;
-    if (!f.nagle_off_frame && f.has_small && p.end == start && p.acked && p.ack_pure && seg.time_ns > p.ack_t &&
-        flow_[dir ^ 1].last_payload_t < p.t && !(seg.flags & tcp_flag::fin) && !rtt_[dir].tight())
+    if (!f.nagle_off_frame && f.has_small && p.end == start && p.acked && p.ack_pure &&
+        seg.time_ns > p.ack_t && flow_[dir ^ 1].last_payload_t < p.t && !(seg.flags & tcp_flag::fin) &&
+        !rtt_[dir].tight())
       rtt_[dir].nagle_release(seg.time_ns - p.ack_t, seg.time_ns - p.t);
     f.has_small = true;
     f.last_small = {end, len, seg.time_ns, seg.frame, rec.progress, false, 0, 0, false};

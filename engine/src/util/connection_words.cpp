@@ -56,8 +56,8 @@ std::string rtt_source_words(const ConnectionInfo& c) {
       return std::string("pure ACKs of one segment or less only (an upper bound: each may have waited for a "
                          "delayed-ACK timer)");
     if (src == "Nagle releases")
-      return std::string("Nagle releases (short segments that left a fixed time after the ACK of the one before, "
-                         "however late it came: a round trip if Nagle is on)");
+      return std::string("Nagle releases (short segments that left a fixed time after the ACK of the one "
+                         "before, however late it came: a round trip if Nagle is on)");
     return src;
   };
   return "initiator " + side(c.rtt_source_initiator) + ", target " + side(c.rtt_source_target);

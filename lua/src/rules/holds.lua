@@ -103,12 +103,19 @@ local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_
   if i > f.ak_tail then
     -- Beyond what the path has shown, within the most it may add: an ACK this wait had to follow
     -- still fits; the capture cannot tell think from a hold (the engine's undecided).
+    -- rtt(S) only an upper bound (its ACKs delayed or on its replies): the release may come as soon
+    -- as just after the ACK (the engine's may_follow).
     local most = tol + bound
-    if sender_is_target and most > max(late, nagle_late) then
+    local upper_bound = not sender:tight() and not sender:from_nagle_releases()
+    local function may_follow(ack_t)
+      if upper_bound then return seg.t > ack_t and seg.t - (ack_t + rtt_side) <= most and ack_t + tol > ready end
+      return released_within(ack_t, most)
+    end
+    if sender_is_target and (most > max(late, nagle_late) or upper_bound) then
       if f.nagle_off_frame == 0 and f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
-         released_within(small.ack_t, most) then
+         may_follow(small.ack_t) then
         v.undecided, v.release_frame = true, small.ack_frame
-      elseif at_edge and released_within(a[at_edge_i].t, most) then
+      elseif at_edge and may_follow(a[at_edge_i].t) then
         v.undecided, v.release_frame = true, a[at_edge_i].frame
       end
     end

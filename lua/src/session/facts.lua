@@ -10,9 +10,13 @@ function Connection:info()
     local full = ri:ns() + rt:ns()
     f.rtt_ms = full / 1e6
     local share = full > 0 and ri:ns() / full or 0.5
-    if full < floor(RULES.vantage_min_rtt_ms * 1e6 + 0.5) then f.vantage = "unknown"
-    elseif share < RULES.vantage_initiator_share then f.vantage = "initiator"
-    elseif share > RULES.vantage_target_share then f.vantage = "target"
+    -- a round trip known only as an upper bound may be any shorter (the engine's vantage_now)
+    local tiny = floor(RULES.vantage_min_rtt_ms * 1e6 + 0.5)
+    local bi = ri:tight() or ri:from_nagle_releases()
+    local bt = rt:tight() or rt:from_nagle_releases()
+    if full < tiny then f.vantage = "unknown"
+    elseif share < RULES.vantage_initiator_share then f.vantage = (bt or ri:ns() < tiny) and "initiator" or "unknown"
+    elseif share > RULES.vantage_target_share then f.vantage = (bi or rt:ns() < tiny) and "target" or "unknown"
     else f.vantage = "midpath" end
   end
   local fi, ft = self.tcp:flow(I2T), self.tcp:flow(T2I)
