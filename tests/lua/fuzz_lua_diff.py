@@ -30,10 +30,13 @@ SEEDS = [  # little-endian microsecond pcaps of a few hundred frames
     "fixtures/target-nagle-read-batch2--initiator", "fixtures/scripted-nodelay-read-1k--target",
     "fixtures/test-cu--initiator", "fixtures/target-nagle-write-batch2--target",
     "fixtures/stock-header-digest--initiator", "fixtures/initiator-nagle-write-8k--initiator",
-    "fixtures/scripted-think-read--target", "wireshark-wiki/scsi-osd-example-001",
+    "fixtures/scripted-think-read--target",
+    # no TCP timestamps: pure ACKs that may be delayed, Nagle releases
+    "fixtures/scripted-nagle-slow-read-nots--initiator", "fixtures/scripted-nagle-slow-read-nots--target",
+    "wireshark-wiki/scsi-osd-example-001",
     "wireshark-wiki/iscsi-tapel", "wireshark-wiki/iscsi-scsi-data-cdrom",
 ]
-MERGEABLE = 9  # the lab fixtures (initiator 10.77.0.1)
+MERGEABLE = 11  # the lab fixtures (initiator 10.77.0.1)
 
 
 def records(name, limit):
