@@ -535,6 +535,15 @@ scenario("scripted-nagle-slow-read-nots", set="nots", cc_at_listen=True,
          workload=[("qemu-io", qio_seq("read", 1 * KIB, 30) + qio_seq("read", 8 * KIB, 20, 1 * MIB))],
          workload_text="30 x READ 1 KiB, 20 x READ 8 KiB, sequential; target think time 60 ms per READ, before "
                        "reading the command; no TCP timestamps")
+scenario("scripted-nodelay-slow-read-nots", set="nots", cc_at_listen=True,
+         doc="As scripted-nagle-slow-read-nots, but the scripted target sets TCP_NODELAY: the Response leaves "
+             "right behind the Data-In, nothing waits for the initiator's ACK; the 60 ms before each command is "
+             "read is the target's think. " + _NOTS,
+         target="scripted", target_nagle=False, think_ms={1024: 60, 8192: 60}, think_before_read=True,
+         sysctls={"net.ipv4.tcp_timestamps": "0"},
+         workload=[("qemu-io", qio_seq("read", 1 * KIB, 30) + qio_seq("read", 8 * KIB, 20, 1 * MIB))],
+         workload_text="30 x READ 1 KiB, 20 x READ 8 KiB, sequential; target think time 60 ms per READ, before "
+                       "reading the command; no TCP timestamps")
 # After an idle longer than its RTO, or at the start, Linux acknowledges 16 segments at once (quick ACKs):
 # a capture joined after an idle would time the target by those. Cut from the 20th READ on, every
 # command it holds is acknowledged late.
@@ -544,6 +553,11 @@ variant("scripted-nagle-slow-read-nots", "midsession",
         "holds is acknowledged by a delayed pure ACK (~50 ms) or by the read that ends the think time.",
         starts_mid_session=True, set="nots",
         workload_text=SCENARIOS["scripted-nagle-slow-read-nots"]["workload_text"] + " (the capture holds the last 31)")
+variant("scripted-nodelay-slow-read-nots", "midsession",
+        "The capture starts in the middle of the session (no SYN, no login: everything before the 20th READ "
+        "was cut with editcap), after the target's kernel has spent its quick ACKs.",
+        starts_mid_session=True, set="nots",
+        workload_text=SCENARIOS["scripted-nodelay-slow-read-nots"]["workload_text"] + " (the capture holds the last 31)")
 
 
 # --------------------------------------------------------------------------------------------

@@ -259,6 +259,15 @@ EXPECT["scripted-nagle-slow-read-nots"] = {
                 "trips. Without timestamps and with every command acknowledged late, the target's round trip shows "
                 "only in these releases (docs/rules.md \"Nagle releases\")"}],
     "session": {}}
+EXPECT["scripted-nodelay-slow-read-nots"] = {
+    "commands": [
+        {"select": {"op": "read", "bytes": nbytes}, "min_fraction": 0.9, "round_trips": 1, "ideal_round_trips": 1,
+         "findings": {"target_think": "target"}, "absent": ["nagle_hold", "delayed_ack"] + _SLOW_ABSENT,
+         "why": "TCP_NODELAY: the Response leaves right behind the Data-In; the target's 60 ms before it reads the "
+                "command is most of the latency (%s): 1 round trip, target_think. Its late pure ACKs of the commands "
+                "are no round trip (docs/rules.md \"Measures taken from TCP\")" % what}
+        for nbytes, what in ((1024, "60 of ~69 ms"), (8192, "60 of ~69 ms"))],
+    "session": {}}
 
 
 # Field-condition variants (lab.py section 11) expect what their base scenario does, unless stated here:
