@@ -2264,8 +2264,8 @@ function RttEstimate:nagle_release(after, since)
 end
 -- Not only an upper bound that may hold the side's answer time or a delayed ACK.
 function RttEstimate:tight() return self.handshake_ or self.prompt_samples_ > 0 or self.released_ end
--- From the releases of a Nagle the stream never showed off: enough to time holds, not to prove.
-function RttEstimate:from_nagle_releases() return self.nagle_bound_ end
+-- Only an upper bound: neither tight nor from Nagle releases (those time holds, never prove).
+function RttEstimate:upper_bound_only() return not self:tight() and not self.nagle_bound_ end
 -- Where the estimate comes from (docs/rules.md "Joined connections").
 function RttEstimate:source()
   if self.handshake_ then return "handshake" end
@@ -2945,9 +2945,10 @@ local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_
   if not sender:tight() and rtt_side * RULES.wait_min_rtt_divisor < full then
     early = max(tol, rtt_side)
   end
-  local function released_within(ack_t, upto)
+  local function released_within(ack_t, upto, soonest)
+    local e = soonest or early  -- how much sooner than rtt(S) after the ACK
     local d = seg.t - (ack_t + rtt_side)
-    return d >= -early and d <= upto and ack_t + rtt_side - early + tol > ready
+    return d >= -e and d <= upto and ack_t + rtt_side - e + tol > ready
   end
   -- ACK causality by timestamps (engine: echoes): a segment echoing the ACK's timestamp or a later
   -- one left after that ACK reached its sender; only the earliest the release can be seen is timing's.
@@ -3002,11 +3003,8 @@ local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_
     -- rtt(S) only an upper bound (its ACKs delayed or on its replies): the release may come as soon
     -- as just after the ACK (the engine's may_follow).
     local most = tol + bound
-    local upper_bound = not sender:tight() and not sender:from_nagle_releases()
-    local function may_follow(ack_t)
-      if upper_bound then return seg.t > ack_t and seg.t - (ack_t + rtt_side) <= most and ack_t + tol > ready end
-      return released_within(ack_t, most)
-    end
+    local upper_bound = sender:upper_bound_only()
+    local function may_follow(ack_t) return released_within(ack_t, most, upper_bound and rtt_side or nil) end
     if sender_is_target and (most > max(late, nagle_late) or upper_bound) then
       if f.nagle_off_frame == 0 and f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
          may_follow(small.ack_t) then
@@ -3965,8 +3963,7 @@ function Connection:info()
     local share = full > 0 and ri:ns() / full or 0.5
     -- a round trip known only as an upper bound may be any shorter (the engine's vantage_now)
     local tiny = floor(RULES.vantage_min_rtt_ms * 1e6 + 0.5)
-    local bi = ri:tight() or ri:from_nagle_releases()
-    local bt = rt:tight() or rt:from_nagle_releases()
+    local bi, bt = not ri:upper_bound_only(), not rt:upper_bound_only()
     if full < tiny then f.vantage = "unknown"
     elseif share < RULES.vantage_initiator_share then f.vantage = (bt or ri:ns() < tiny) and "initiator" or "unknown"
     elseif share > RULES.vantage_target_share then f.vantage = (bi or rt:ns() < tiny) and "target" or "unknown"
@@ -4384,8 +4381,7 @@ local DISCARD = { on_command = noop, on_finding = noop }  -- a scout's sink
 function Analyzer:probation_over(pr, now)
   local function enough(d)
     local r = pr.scout:rtt(d)
-    return r:samples() >= RULES.probation_rtt_samples and r:clean_samples() > 0 and
-           (r:tight() or r:from_nagle_releases())
+    return r:samples() >= RULES.probation_rtt_samples and r:clean_samples() > 0 and not r:upper_bound_only()
   end
   return (enough(0) and enough(1)) or #pr.held >= RULES.probation_segments_max or
          pr.bytes >= RULES.probation_bytes_max or now - pr.held[1].seg.t >= RULES.probation_ms * 1e6 or

@@ -523,42 +523,39 @@ link("link-100m-1ms-shared", 100, 1.0, ([w[0][0] for w in _SHARED], "two session
 #     longer than its delayed-ACK timer acknowledges every command with a delayed pure ACK, never at once.
 _NOTS = ("net.ipv4.tcp_timestamps=0 in both peers' namespaces: no TCP timestamps, as Windows and ESXi hosts "
          "send by default.")
-scenario("scripted-nagle-slow-read-nots", set="nots", cc_at_listen=True,
-         doc="Scripted target, Nagle on, Data-In and SCSI Response written separately, and a busy back end: it "
-             "spends 60 ms on each READ before reading the command from its socket, so its kernel acknowledges "
-             "the command only when the delayed-ACK timer fires (40 ms, then longer) or that read empties the "
-             "receive queue: a pure ACK of every command, never at once. The Response waits for the initiator's "
-             "ACK of the Data-In tail (Nagle), which the initiator delays when the Data-In is one sub-MSS "
-             "segment. " + _NOTS,
-         target="scripted", target_nagle=True, think_ms={1024: 60, 8192: 60}, think_before_read=True,
-         sysctls={"net.ipv4.tcp_timestamps": "0"},
-         workload=[("qemu-io", qio_seq("read", 1 * KIB, 30) + qio_seq("read", 8 * KIB, 20, 1 * MIB))],
-         workload_text="30 x READ 1 KiB, 20 x READ 8 KiB, sequential; target think time 60 ms per READ, before "
-                       "reading the command; no TCP timestamps")
-scenario("scripted-nodelay-slow-read-nots", set="nots", cc_at_listen=True,
-         doc="As scripted-nagle-slow-read-nots, but the scripted target sets TCP_NODELAY: the Response leaves "
-             "right behind the Data-In, nothing waits for the initiator's ACK; the 60 ms before each command is "
-             "read is the target's think. " + _NOTS,
-         target="scripted", target_nagle=False, think_ms={1024: 60, 8192: 60}, think_before_read=True,
-         sysctls={"net.ipv4.tcp_timestamps": "0"},
-         workload=[("qemu-io", qio_seq("read", 1 * KIB, 30) + qio_seq("read", 8 * KIB, 20, 1 * MIB))],
-         workload_text="30 x READ 1 KiB, 20 x READ 8 KiB, sequential; target think time 60 ms per READ, before "
-                       "reading the command; no TCP timestamps")
+
+def slow_nots(name, nagle, doc, quick_acks_doc):
+    """A busy scripted target without TCP timestamps (60 ms per READ before reading the command), and
+    its mid-session cut (past the kernel's quick ACKs)."""
+    scenario(name, set="nots", cc_at_listen=True, doc=doc + " " + _NOTS,
+             target="scripted", target_nagle=nagle, think_ms={1024: 60, 8192: 60}, think_before_read=True,
+             sysctls={"net.ipv4.tcp_timestamps": "0"},
+             workload=[("qemu-io", qio_seq("read", 1 * KIB, 30) + qio_seq("read", 8 * KIB, 20, 1 * MIB))],
+             workload_text="30 x READ 1 KiB, 20 x READ 8 KiB, sequential; target think time 60 ms per READ, "
+                           "before reading the command; no TCP timestamps")
+    variant(name, "midsession",
+            "The capture starts in the middle of the session (no SYN, no login: everything before the 20th READ "
+            "was cut with editcap), after the target's kernel has spent its quick ACKs" + quick_acks_doc,
+            starts_mid_session=True, set="nots",
+            workload_text=SCENARIOS[name]["workload_text"] + " (the capture holds the last 31)")
+
+
 # After an idle longer than its RTO, or at the start, Linux acknowledges 16 segments at once (quick ACKs):
 # a capture joined after an idle would time the target by those. Cut from the 20th READ on, every
 # command it holds is acknowledged late.
-variant("scripted-nagle-slow-read-nots", "midsession",
-        "The capture starts in the middle of the session (no SYN, no login: everything before the 20th READ "
-        "was cut with editcap), after the target's kernel has spent its quick ACKs: every command the capture "
-        "holds is acknowledged by a delayed pure ACK (~50 ms) or by the read that ends the think time.",
-        starts_mid_session=True, set="nots",
-        workload_text=SCENARIOS["scripted-nagle-slow-read-nots"]["workload_text"] + " (the capture holds the last 31)")
-variant("scripted-nodelay-slow-read-nots", "midsession",
-        "The capture starts in the middle of the session (no SYN, no login: everything before the 20th READ "
-        "was cut with editcap), after the target's kernel has spent its quick ACKs.",
-        starts_mid_session=True, set="nots",
-        workload_text=SCENARIOS["scripted-nodelay-slow-read-nots"]["workload_text"] + " (the capture holds the last 31)")
-
+slow_nots("scripted-nagle-slow-read-nots", True,
+          "Scripted target, Nagle on, Data-In and SCSI Response written separately, and a busy back end: it "
+          "spends 60 ms on each READ before reading the command from its socket, so its kernel acknowledges "
+          "the command only when the delayed-ACK timer fires (40 ms, then longer) or that read empties the "
+          "receive queue: a pure ACK of every command, never at once. The Response waits for the initiator's "
+          "ACK of the Data-In tail (Nagle), which the initiator delays when the Data-In is one sub-MSS "
+          "segment.",
+          ": every command the capture holds is acknowledged by a delayed pure ACK (~50 ms) or by the read "
+          "that ends the think time.")
+slow_nots("scripted-nodelay-slow-read-nots", False,
+          "As scripted-nagle-slow-read-nots, but the scripted target sets TCP_NODELAY: the Response leaves "
+          "right behind the Data-In, nothing waits for the initiator's ACK; the 60 ms before each command is "
+          "read is the target's think.", ".")
 
 # --------------------------------------------------------------------------------------------
 # The lab

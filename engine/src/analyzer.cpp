@@ -63,8 +63,7 @@ struct Analyzer::Impl {
   bool probation_over(const Probation& p, int64_t now) const {
     const auto enough = [&](int d) {
       const auto& r = p.scout->rtt(d);
-      return r.samples() >= session::probation_rtt_samples && r.clean_samples() > 0 &&
-             (r.tight() || r.from_nagle_releases());
+      return r.samples() >= session::probation_rtt_samples && r.clean_samples() > 0 && !r.upper_bound_only();
     };
     return (enough(0) && enough(1)) || p.held.size() >= session::probation_segments_max ||
            p.bytes >= session::probation_bytes_max ||

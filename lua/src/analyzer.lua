@@ -67,8 +67,7 @@ local DISCARD = { on_command = noop, on_finding = noop }  -- a scout's sink
 function Analyzer:probation_over(pr, now)
   local function enough(d)
     local r = pr.scout:rtt(d)
-    return r:samples() >= RULES.probation_rtt_samples and r:clean_samples() > 0 and
-           (r:tight() or r:from_nagle_releases())
+    return r:samples() >= RULES.probation_rtt_samples and r:clean_samples() > 0 and not r:upper_bound_only()
   end
   return (enough(0) and enough(1)) or #pr.held >= RULES.probation_segments_max or
          pr.bytes >= RULES.probation_bytes_max or now - pr.held[1].seg.t >= RULES.probation_ms * 1e6 or

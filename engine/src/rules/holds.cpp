@@ -61,9 +61,10 @@ HoldVerdict classify_hold(const tcp::Flow& f, const tcp::RttEstimate& sender, co
                                 rtt_side * session::wait_min_rtt_divisor < full_rtt
                             ? std::max(tol, rtt_side)
                             : tol;
-  auto released_within = [&](int64_t ack_t, int64_t upto) {
+  auto released_within = [&](int64_t ack_t, int64_t upto, int64_t soonest = -1) {
+    const int64_t e = soonest < 0 ? early : soonest;  // how much sooner than rtt(S) after the ACK
     const int64_t d = seg.time_ns - (ack_t + rtt_side);
-    return d >= -early && d <= upto && ack_t + rtt_side - early + tol > ready;
+    return d >= -e && d <= upto && ack_t + rtt_side - e + tol > ready;
   };
   // ACK causality by timestamps (RFC 7323): a segment echoing the ACK's timestamp or a later one
   // left after that ACK reached its sender, however late the path brought it; only the earliest
@@ -127,10 +128,9 @@ HoldVerdict classify_hold(const tcp::Flow& f, const tcp::RttEstimate& sender, co
     // been delayed or ridden on its replies), the round trip may be any shorter, and so may the
     // release: down to just after the ACK.
     const int64_t most = tol + bound;
-    const bool upper_bound = !sender.tight() && !sender.from_nagle_releases();
+    const bool upper_bound = sender.upper_bound_only();
     auto may_follow = [&](int64_t ack_t) {
-      return upper_bound ? seg.time_ns > ack_t && seg.time_ns - (ack_t + rtt_side) <= most && ack_t + tol > ready
-                         : released_within(ack_t, most);
+      return released_within(ack_t, most, upper_bound ? rtt_side : -1);
     };
     if (sender_is_target && (most > std::max(late, nagle_late) || upper_bound)) {
       if (!f.nagle_off_frame && f.has_small && small.acked && small.frame != seg.frame && nagle_candidate &&

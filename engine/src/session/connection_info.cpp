@@ -18,12 +18,11 @@ Vantage Connection::vantage_now() const {
   // A round trip known only as an upper bound may be any shorter (docs/rules.md "Measures taken
   // from TCP"): the capture point is near the other side only if that side's own round trip is too
   // short to matter (mid-path says no more than that it lies between).
-  const auto bounded = [](const tcp::RttEstimate& r) { return r.tight() || r.from_nagle_releases(); };
   const int64_t tiny = to_ns(session::vantage_min_rtt_ms);
   if (share < session::vantage_initiator_share)
-    return bounded(rt) || ri.ns() < tiny ? Vantage::initiator : Vantage::unknown;
+    return !rt.upper_bound_only() || ri.ns() < tiny ? Vantage::initiator : Vantage::unknown;
   if (share > session::vantage_target_share)
-    return bounded(ri) || rt.ns() < tiny ? Vantage::target : Vantage::unknown;
+    return !ri.upper_bound_only() || rt.ns() < tiny ? Vantage::target : Vantage::unknown;
   return Vantage::midpath;
 }
 

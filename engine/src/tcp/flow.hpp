@@ -337,9 +337,9 @@ public:
   // The minimum came from such releases, a handshake or pure ACKs that were not delayed: not only
   // an upper bound that may hold the side's answer time or a delayed ACK.
   bool tight() const { return handshake_ || prompt_samples_ || released_; }
-  // The minimum came from the releases of a Nagle that the stream never showed off: an upper bound
-  // under that (Nagle on) alone, enough to time holds, never to prove Nagle off.
-  bool from_nagle_releases() const { return nagle_bound_; }
+  // Only an upper bound, which may hold a delayed ACK or the side's answer time: neither tight nor
+  // from the releases of a Nagle the stream never showed off (those time holds, never prove Nagle off).
+  bool upper_bound_only() const { return !tight() && !nagle_bound_; }
   // Where the estimate comes from (docs/rules.md "Joined connections"): only ACKs that rode on
   // data, or pure ACKs of a segment or less (delayed-ACK timer), make it an upper bound, which may
   // hold the side's answer time.

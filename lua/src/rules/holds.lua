@@ -49,9 +49,10 @@ local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_
   if not sender:tight() and rtt_side * RULES.wait_min_rtt_divisor < full then
     early = max(tol, rtt_side)
   end
-  local function released_within(ack_t, upto)
+  local function released_within(ack_t, upto, soonest)
+    local e = soonest or early  -- how much sooner than rtt(S) after the ACK
     local d = seg.t - (ack_t + rtt_side)
-    return d >= -early and d <= upto and ack_t + rtt_side - early + tol > ready
+    return d >= -e and d <= upto and ack_t + rtt_side - e + tol > ready
   end
   -- ACK causality by timestamps (engine: echoes): a segment echoing the ACK's timestamp or a later
   -- one left after that ACK reached its sender; only the earliest the release can be seen is timing's.
@@ -106,11 +107,8 @@ local function classify_hold(f, sender, receiver, sender_is_target, delayed_ack_
     -- rtt(S) only an upper bound (its ACKs delayed or on its replies): the release may come as soon
     -- as just after the ACK (the engine's may_follow).
     local most = tol + bound
-    local upper_bound = not sender:tight() and not sender:from_nagle_releases()
-    local function may_follow(ack_t)
-      if upper_bound then return seg.t > ack_t and seg.t - (ack_t + rtt_side) <= most and ack_t + tol > ready end
-      return released_within(ack_t, most)
-    end
+    local upper_bound = sender:upper_bound_only()
+    local function may_follow(ack_t) return released_within(ack_t, most, upper_bound and rtt_side or nil) end
     if sender_is_target and (most > max(late, nagle_late) or upper_bound) then
       if f.nagle_off_frame == 0 and f.has_small and small.acked and small.frame ~= seg.frame and nagle_candidate and
          may_follow(small.ack_t) then

@@ -12,8 +12,7 @@ function Connection:info()
     local share = full > 0 and ri:ns() / full or 0.5
     -- a round trip known only as an upper bound may be any shorter (the engine's vantage_now)
     local tiny = floor(RULES.vantage_min_rtt_ms * 1e6 + 0.5)
-    local bi = ri:tight() or ri:from_nagle_releases()
-    local bt = rt:tight() or rt:from_nagle_releases()
+    local bi, bt = not ri:upper_bound_only(), not rt:upper_bound_only()
     if full < tiny then f.vantage = "unknown"
     elseif share < RULES.vantage_initiator_share then f.vantage = (bt or ri:ns() < tiny) and "initiator" or "unknown"
     elseif share > RULES.vantage_target_share then f.vantage = (bi or rt:ns() < tiny) and "target" or "unknown"

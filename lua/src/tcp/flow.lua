@@ -424,8 +424,8 @@ function RttEstimate:nagle_release(after, since)
 end
 -- Not only an upper bound that may hold the side's answer time or a delayed ACK.
 function RttEstimate:tight() return self.handshake_ or self.prompt_samples_ > 0 or self.released_ end
--- From the releases of a Nagle the stream never showed off: enough to time holds, not to prove.
-function RttEstimate:from_nagle_releases() return self.nagle_bound_ end
+-- Only an upper bound: neither tight nor from Nagle releases (those time holds, never prove).
+function RttEstimate:upper_bound_only() return not self:tight() and not self.nagle_bound_ end
 -- Where the estimate comes from (docs/rules.md "Joined connections").
 function RttEstimate:source()
   if self.handshake_ then return "handshake" end
