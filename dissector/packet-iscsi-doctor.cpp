@@ -144,7 +144,8 @@ extern "C" void proto_register_iscsi_doctor(void) {
       {&hf_finding,
        {"Finding", "iscsi_doctor.finding", FT_STRING, BASE_NONE, NULL, 0x0,
         "Finding kind (nagle_hold, delayed_ack, r2t_round_trip, cwnd_limited, rwnd_limited, "
-        "retransmission, target_think, serialized, link_limited, think_or_hold)",
+        "retransmission, target_think, serialized, link_limited, think_or_hold, "
+        "think_or_network)",
         HFILL}},
       {&hf_side,
        {"Side", "iscsi_doctor.side", FT_STRING, BASE_NONE, NULL, 0x0, "Side at fault (initiator, target, or network: the path)",

@@ -22,12 +22,14 @@ local VERSION = "0.1.0"
 local FINDING_KINDS = {
   "nagle_hold", "delayed_ack", "r2t_round_trip", "cwnd_limited", "rwnd_limited",
   "retransmission", "target_think", "serialized", "link_limited", "think_or_hold",
+  "think_or_network",
 }
 -- The breakdown part that is each kind's own (finding_kinds.hpp exclusive_ms): over all kinds a
 -- command's parts add up to at most its latency, where the findings' lost_ms overlap.
 local OWN_PART = { nagle_hold = "nagle", delayed_ack = "delayed_ack", r2t_round_trip = "r2t",
                    cwnd_limited = "cwnd", rwnd_limited = "rwnd", retransmission = "loss",
-                   target_think = "think", link_limited = "link", think_or_hold = "think" }
+                   target_think = "think", link_limited = "link", think_or_hold = "think",
+                   think_or_network = "think" }
 
 -- Finding kinds of docs/rules.md this plugin does not implement (none; see lua/README.md).
 local UNSUPPORTED_KINDS = {}
@@ -72,6 +74,10 @@ local function fix_for(kind, side)
     return "capture at the target (or on its host), from the connection's start or with TCP timestamps " ..
            "on, to tell its own time from a reply held until the initiator's ACK reached it; if held, set " ..
            "TCP_NODELAY on the target's socket or send the final Data-In and the SCSI Response in one write"
+  elseif kind == "think_or_network" then
+    return "capture from the connection's start, with TCP timestamps on, or at the target (or on its host), " ..
+           "to tell the target's own time from the round trip; or compare the target's own latency statistics " ..
+           "with the command's"
   elseif kind == "link_limited" then
     return "the transfer is bound by the link's rate: a faster link or path, or fewer bytes; larger " ..
            "blocks, TCP tuning and the target do not help"
@@ -83,7 +89,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "523132113234bbaa3325ab6b5bfe1216d66afbf390d58f5bb90455ea9636fb33",
+  doc_sha256 = "9dbd445e51b849553027f0c3f8c907a88d7a72a256ce342acd1e9ea17f500f88",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -2121,7 +2127,8 @@ RttEstimate.__index = RttEstimate
 function RttEstimate.new()
   return setmetatable({ min_ = 0, known_ = false, handshake_ = false, released_ = false, samples_ = 0,
                         clean_samples_ = 0, ring_ = 0, recent_ = {}, sorted_ = {}, nan_ = false,
-                        nagle_bound_ = false, prompt_samples_ = 0, nagle_ = {}, nagle_count_ = 0 }, RttEstimate)
+                        nagle_bound_ = false, prompt_samples_ = 0, nagle_ = {}, nagle_count_ = 0,
+                        min_clean_ = false }, RttEstimate)
 end
 
 -- A copy (the engine copies the value: a scout's estimate seeds a connection's).
@@ -2206,7 +2213,7 @@ function RttEstimate:sample(ns, from_handshake, clean, prompt)
     self.clean_samples_ = self.clean_samples_ + 1
     if prompt ~= false then self.prompt_samples_ = self.prompt_samples_ + 1 end
   end
-  if not self.known_ or ns < self.min_ then self.min_, self.nagle_bound_ = ns, false end
+  if not self.known_ or ns < self.min_ then self.min_, self.nagle_bound_, self.min_clean_ = ns, false, clean ~= false end
   self.known_ = true
   self.samples_ = self.samples_ + 1
   remember(self, ns)
@@ -2266,6 +2273,8 @@ end
 function RttEstimate:tight() return self.handshake_ or self.prompt_samples_ > 0 or self.released_ end
 -- Only an upper bound: neither tight nor from Nagle releases (those time holds, never prove).
 function RttEstimate:upper_bound_only() return not self:tight() and not self.nagle_bound_ end
+-- Only an upper bound whose least sample was a pure ACK: it may hold a delayed-ACK timer's wait.
+function RttEstimate:bound_by_pure_acks() return self:upper_bound_only() and self.min_clean_ end
 -- Where the estimate comes from (docs/rules.md "Joined connections").
 function RttEstimate:source()
   if self.handshake_ then return "handshake" end
@@ -3421,7 +3430,7 @@ function R2tRoundTrip:judge(out, c)
 end
 
 ---------------------------------------------------------------------------------------------
--- target_think and think_or_hold (engine/src/rules/target_think.cpp, docs/rules.md "Other
+-- target_think, think_or_hold and think_or_network (engine/src/rules/target_think.cpp, docs/rules.md "Other
 -- findings").
 
 local TargetThink = {}
@@ -3434,7 +3443,22 @@ function TargetThink.new() return setmetatable({}, TargetThink) end
 function TargetThink:judge(v, out, c)
   local think = c.breakdown.think
   local function enough(t) return t >= v.options.think_min_ms and t >= RULES.think_share * c.latency_ms end
-  if not enough(think) then return end
+  if not enough(think) then
+    -- The crossing before the reply, timed by a round trip known only as an upper bound, may be
+    -- any part the target's own time: say so when that decides it, never the disks' advice.
+    if c.unsure_ms > 0 and think >= v.options.think_min_ms and enough(think + c.unsure_ms) then
+      local f = out:finding("think_or_network", "target",
+                            c.first_reply_frame ~= 0 and c.first_reply_frame or c.status_frame, think, c)
+      f.related = { { "command", c.first_frame } }
+      f.detail = "the target took between " .. whole_ms(think) .. " and " .. whole_ms(think + c.unsure_ms) ..
+                 " ms to answer: " .. whole_ms(c.unsure_ms) ..
+                  " ms of it was the network's round trip or the target's own time (its round trip is known " ..
+                 "only as an upper bound: its pure ACKs may have waited for a delayed-ACK timer)"
+      add_finding_kind(c, "think_or_network")
+      out:emit_finding(f)
+    end
+    return
+  end
   local undecided = c.undecided_ms > 0 and not enough(think - c.undecided_ms)
   local kind = undecided and "think_or_hold" or "target_think"
   local f = out:finding(kind, "target", c.first_reply_frame ~= 0 and c.first_reply_frame or c.status_frame, think, c)
@@ -3459,7 +3483,7 @@ end
 local Serialized = {}
 Serialized.__index = Serialized
 function Serialized.new()
-  return setmetatable({ commands_ = 0, wait_ms_ = 0, cycle_ms_ = 0, crossing_ms_ = 0 }, Serialized)
+  return setmetatable({ commands_ = 0, wait_ms_ = 0, cycle_ms_ = 0, crossing_ms_ = 0, unsure_ms_ = 0 }, Serialized)
 end
 
 -- A completed command reported while no other was ever in flight with it; latest_status_t: the
@@ -3476,6 +3500,12 @@ function Serialized:count(v, c, latest_status_t)
   self.commands_ = self.commands_ + 1
   self.cycle_ms_ = self.cycle_ms_ + c.latency_ms + back
   local crossings = b.request + b.r2t + b.response + back
+  -- Where think_or_network said a crossing may be the target's own time, it is not the network's.
+  if c.findings_set.think_or_network then
+    local unsure = min(c.unsure_ms, crossings)
+    crossings = crossings - unsure
+    self.unsure_ms_ = self.unsure_ms_ + unsure
+  end
   self.wait_ms_ = self.wait_ms_ + crossings + b.nagle + b.delayed_ack + b.window
   -- Holds are claimed (and ranked) by their own findings; only the crossings are this one's.
   self.crossing_ms_ = self.crossing_ms_ + crossings
@@ -3491,6 +3521,10 @@ function Serialized:judge(out, max_outstanding, first_command_frame)
   local f = out:finding("serialized", "initiator", first_command_frame, self.crossing_ms_, nil)
   f.detail = self.commands_ .. " commands issued one at a time; the link sat idle waiting on round trips for " ..
              whole_ms(self.wait_ms_) .. " ms (" .. whole_ms(self.crossing_ms_) .. " ms of it crossing the network)"
+  if self.unsure_ms_ > 0 then
+    f.detail = f.detail .. "; " .. whole_ms(self.unsure_ms_) ..
+               " ms more may have been the network or the target (think_or_network), not counted"
+  end
   out:emit_finding(f)
 end
 
@@ -4185,7 +4219,7 @@ function Connection:path_event_for_start(dir, ev, seg)
     local df = self.tcp:flow(w and I2T or T2I)
     c.link_busy0, c.link_bytes0, c.link_busy_reply = df:link_meter().busy_ns, df.link.busy_bytes, -1
     c.held_h, c.held_findings = 0, {}
-    c.undecided_ms, c.undecided_ack_frame = 0, 0
+    c.undecided_ms, c.undecided_ack_frame, c.unsure_ms = 0, 0, 0
     c.last_event_t = c.first_t
     self.slots[slot] = c
     self.by_itt[b.itt] = c
@@ -4258,6 +4292,10 @@ function Connection:analyse_path_event(dir, seg, slot, role, response, verdict)
   if reply then c.h_target = max(c.h_target, c.h_initiator + 1) end
   if solicited then c.h_initiator = max(c.h_initiator, c.h_at_r2t + 1) end
   if crossing > 0 then
+    -- Timed by pure ACKs as late as a delayed ACK: any part of it may be the target's own time.
+    if reply and r:bound_by_pure_acks() and ms(rtt_side) >= self.view.options.delayed_ack_min_ms then
+      c.unsure_ms = c.unsure_ms + ms(crossing)
+    end
     if solicited or (reply and c.r2ts > 0) then bd.r2t = bd.r2t + ms(crossing)
     else bd.request = bd.request + ms(crossing) end
   end
@@ -4842,7 +4880,7 @@ proto.fields = all_fields
 -- One expert field per finding kind, as the C plugin's: Warning for the network holds and losses,
 -- Note for what is a protocol or target choice.
 local NOTE_KINDS = { r2t_round_trip = true, target_think = true, serialized = true, link_limited = true,
-                     think_or_hold = true }
+                     think_or_hold = true, think_or_network = true }
 local ef = {
   slow = ProtoExpert.new("iscsi_doctor_lua.expert.excess_round_trips",
                          "Command needed more round trips than ideal", expert.group.SEQUENCE, expert.severity.NOTE),

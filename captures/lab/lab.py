@@ -104,6 +104,7 @@ def scenario(name, register=True, **kw):
     kw.setdefault("scripted_status", "separate")
     kw.setdefault("header_digest", False)
     kw.setdefault("starts_mid_session", False)
+    kw.setdefault("ends_open", False)        # the capture ends before the logout: the connection outlives it
     # capture_joins: tcpdump starts once the session is logged in and running (no SYN, no login in
     # the capture), as a field capture does; the workload waits JOIN_PAUSE_MS first.
     kw.setdefault("capture_joins", False)
@@ -524,9 +525,9 @@ link("link-100m-1ms-shared", 100, 1.0, ([w[0][0] for w in _SHARED], "two session
 _NOTS = ("net.ipv4.tcp_timestamps=0 in both peers' namespaces: no TCP timestamps, as Windows and ESXi hosts "
          "send by default.")
 
-def slow_nots(name, nagle, doc, quick_acks_doc):
+def slow_nots(name, nagle, doc, quick_acks_doc, open_cut=False):
     """A busy scripted target without TCP timestamps (60 ms per READ before reading the command), and
-    its mid-session cut (past the kernel's quick ACKs)."""
+    its mid-session cut (past the kernel's quick ACKs); open_cut: also that cut ended before the logout."""
     scenario(name, set="nots", cc_at_listen=True, doc=doc + " " + _NOTS,
              target="scripted", target_nagle=nagle, think_ms={1024: 60, 8192: 60}, think_before_read=True,
              sysctls={"net.ipv4.tcp_timestamps": "0"},
@@ -538,6 +539,14 @@ def slow_nots(name, nagle, doc, quick_acks_doc):
             "was cut with editcap), after the target's kernel has spent its quick ACKs" + quick_acks_doc,
             starts_mid_session=True, set="nots",
             workload_text=SCENARIOS[name]["workload_text"] + " (the capture holds the last 31)")
+    if open_cut:
+        variant(name, "open",
+                "The capture starts as the midsession cut does and ends before the logout (cut with editcap): "
+                "the connection outlives it, as a field capture's does, so the target sends nothing that answers "
+                "at once and no segment of the capture times its round trip.",
+                starts_mid_session=True, ends_open=True, set="nots",
+                workload_text=SCENARIOS[name]["workload_text"] + " (the capture holds the last 31 and ends before "
+                                                                 "the logout)")
 
 
 # After an idle longer than its RTO, or at the start, Linux acknowledges 16 segments at once (quick ACKs):
@@ -555,7 +564,7 @@ slow_nots("scripted-nagle-slow-read-nots", True,
 slow_nots("scripted-nodelay-slow-read-nots", False,
           "As scripted-nagle-slow-read-nots, but the scripted target sets TCP_NODELAY: the Response leaves "
           "right behind the Data-In, nothing waits for the initiator's ACK; the 60 ms before each command is "
-          "read is the target's think.", ".")
+          "read is the target's think.", ".", open_cut=True)
 
 # --------------------------------------------------------------------------------------------
 # The lab
@@ -958,6 +967,7 @@ def made_block(sc, vantage, vers):
         "digests": {"header": sc["header_digest"], "data": False},
         "starts_mid_session": sc["starts_mid_session"],
         "capture_joins": sc["capture_joins"],
+        **({"ends_open": True} if sc["ends_open"] else {}),
         "offload": sc["offload"],
         "jitter": dict(sc["jitter"]) if sc["jitter"] else None,
         "base_scenario": sc["base"],
@@ -1008,6 +1018,17 @@ def cut_login(path, work):
     shutil.move(tmp, path)
 
 
+def cut_logout(path, work):
+    """End the capture before the first Logout Request: the connection outlives the capture."""
+    r = sh(["tshark", "-r", path, "-Y", "iscsi.opcode == 0x06", "-T", "fields", "-e", "frame.number"])
+    frames = [int(x) for x in r.stdout.split()]
+    if not frames:
+        raise RuntimeError("no logout to cut")
+    tmp = os.path.join(work, "cut.pcap")
+    sh(["editcap", "-r", path, tmp, "1-%d" % (frames[0] - 1)])
+    shutil.move(tmp, path)
+
+
 def run_scenario(name, outdir, build, workroot=None):
     """Run one scenario; write OUTDIR/<name>--<vantage>.pcap; return [(vantage, path)]."""
     sc = SCENARIOS[name]
@@ -1054,6 +1075,8 @@ def run_scenario(name, outdir, build, workroot=None):
             continue
         if sc["starts_mid_session"] and not sc["capture_joins"]:
             cut_login(path, work)
+        if sc["ends_open"]:
+            cut_logout(path, work)
         out.append((v, path))
     if not os.environ.get("ISD_LAB_KEEP"):
         shutil.rmtree(work, ignore_errors=True)

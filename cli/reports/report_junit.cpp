@@ -149,9 +149,10 @@ bool write_junit(const std::string& file, const std::vector<JunitCapture>& captu
                                        ms_text(a.lost_ms));
           // With --fail-on, the kinds it names fail their case; without, every kind but serialized
           // and link_limited (the workload's queue depth, the link's rate: neither peer's code can
-          // change them) and think_or_hold (the capture cannot tell whose it is).
+          // change them) and the open questions, think_or_hold and think_or_network (the capture
+          // cannot tell whose time it is).
           bool gated = gate.fail_on.empty() && a.kind != FindingKind::serialized &&
-                       a.kind != FindingKind::link_limited && a.kind != FindingKind::think_or_hold;
+                       a.kind != FindingKind::link_limited && !finding_kind(a.kind).open_question;
           for (const std::string& g : gate.fail_on)
             gated = gated || g == finding_name(a.kind);
           if (gated) {

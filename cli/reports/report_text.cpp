@@ -203,10 +203,15 @@ void write_headline(std::string& o, const Summary& s, const std::vector<RootCaus
       continue;
     }
     const RootFix& best = r.fixes.front();
+    // An open question names no side to change: the capture cannot tell whose time it is.
+    const std::string side(side_name(best.side));
+    const std::string who = finding_kind(r.kind).open_question
+                                ? "whether the " + side + " should change the capture cannot tell"
+                                : "the " + side + " should change";
     wrap_words(o, fmt::format("  {}.", rank),
-               fmt::format("{}: {} over {}; the {} should change (median {} -> {})", cause_words(r, advice),
-                           ms_text(r.time_lost_ms), plural(r.commands, "command", "commands"),
-                           side_name(best.side), ms_text(r.median_latency_ms), ms_text(best.median_after_ms)),
+               fmt::format("{}: {} over {}; {} (median {} -> {})", cause_words(r, advice),
+                           ms_text(r.time_lost_ms), plural(r.commands, "command", "commands"), who,
+                           ms_text(r.median_latency_ms), ms_text(best.median_after_ms)),
                "     ");
   }
 }

@@ -4,12 +4,14 @@
 local FINDING_KINDS = {
   "nagle_hold", "delayed_ack", "r2t_round_trip", "cwnd_limited", "rwnd_limited",
   "retransmission", "target_think", "serialized", "link_limited", "think_or_hold",
+  "think_or_network",
 }
 -- The breakdown part that is each kind's own (finding_kinds.hpp exclusive_ms): over all kinds a
 -- command's parts add up to at most its latency, where the findings' lost_ms overlap.
 local OWN_PART = { nagle_hold = "nagle", delayed_ack = "delayed_ack", r2t_round_trip = "r2t",
                    cwnd_limited = "cwnd", rwnd_limited = "rwnd", retransmission = "loss",
-                   target_think = "think", link_limited = "link", think_or_hold = "think" }
+                   target_think = "think", link_limited = "link", think_or_hold = "think",
+                   think_or_network = "think" }
 
 -- Finding kinds of docs/rules.md this plugin does not implement (none; see lua/README.md).
 local UNSUPPORTED_KINDS = {}
@@ -54,6 +56,10 @@ local function fix_for(kind, side)
     return "capture at the target (or on its host), from the connection's start or with TCP timestamps " ..
            "on, to tell its own time from a reply held until the initiator's ACK reached it; if held, set " ..
            "TCP_NODELAY on the target's socket or send the final Data-In and the SCSI Response in one write"
+  elseif kind == "think_or_network" then
+    return "capture from the connection's start, with TCP timestamps on, or at the target (or on its host), " ..
+           "to tell the target's own time from the round trip; or compare the target's own latency statistics " ..
+           "with the command's"
   elseif kind == "link_limited" then
     return "the transfer is bound by the link's rate: a faster link or path, or fewer bytes; larger " ..
            "blocks, TCP tuning and the target do not help"

@@ -78,7 +78,7 @@ proto.fields = all_fields
 -- One expert field per finding kind, as the C plugin's: Warning for the network holds and losses,
 -- Note for what is a protocol or target choice.
 local NOTE_KINDS = { r2t_round_trip = true, target_think = true, serialized = true, link_limited = true,
-                     think_or_hold = true }
+                     think_or_hold = true, think_or_network = true }
 local ef = {
   slow = ProtoExpert.new("iscsi_doctor_lua.expert.excess_round_trips",
                          "Command needed more round trips than ideal", expert.group.SEQUENCE, expert.severity.NOTE),

@@ -56,7 +56,8 @@ def capture_bytes(name):
 
 
 FINDING_KINDS = {"nagle_hold", "delayed_ack", "r2t_round_trip", "cwnd_limited", "rwnd_limited",
-                 "retransmission", "target_think", "serialized", "link_limited", "think_or_hold"}
+                 "retransmission", "target_think", "serialized", "link_limited", "think_or_hold",
+                 "think_or_network"}
 BREAKDOWN = {"request", "think", "data", "nagle", "delayed_ack", "r2t", "window", "loss", "response", "link"}
 COMMAND_KEYS = {"capture", "session", "connection", "itt", "cmdsn", "op", "kind", "lba", "bytes", "first_frame",
                 "status_frame", "latency_ms", "round_trips", "ideal_round_trips", "findings", "breakdown_ms",
@@ -265,7 +266,7 @@ def test_json_document_shape(name):
 # share `window`, so a command carrying both is left out of their check.
 OWN_PART = {"nagle_hold": "nagle", "delayed_ack": "delayed_ack", "r2t_round_trip": "r2t",
             "retransmission": "loss", "target_think": "think", "link_limited": "link",
-            "think_or_hold": "think"}
+            "think_or_hold": "think", "think_or_network": "think"}
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "captures" / "fixtures").glob("*.pcap*")) +

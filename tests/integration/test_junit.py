@@ -17,7 +17,8 @@ MANIFEST = {c["file"]: c for c in json.loads((ROOT / "captures" / "MANIFEST.json
 NAGLE = "fixtures/scripted-nagle-read-1k--initiator.pcap.gz"  # Nagle hold + delayed ACK per read
 STOCK = "fixtures/stock-read--initiator.pcap.gz"              # TCP_NODELAY peers: no holds
 KINDS = ["nagle_hold", "delayed_ack", "r2t_round_trip", "cwnd_limited", "rwnd_limited", "retransmission",
-         "target_think", "serialized", "link_limited", "think_or_hold"]
+         "target_think", "serialized", "link_limited", "think_or_hold",
+         "think_or_network"]
 # The sides each kind's case is about: the path's own kind (the link) has the network side only.
 SIDES = {k: ("network",) if k == "link_limited" else ("initiator", "target") for k in KINDS}
 

@@ -786,6 +786,57 @@ TEST(SessionRules, VantageIsNotClaimedFromARoundTripThatIsOnlyAnUpperBound) {
   EXPECT_EQ(rec.connections[0].nagle_off_frame_target, 0u);
 }
 
+// A busy TCP_NODELAY target without timestamps, joined, its connection's end not captured: 8 ms
+// away, it acknowledges each command 48 ms late (its delayed-ACK timer) and answers after 60 ms.
+// rtt(target) is then only that 48 ms upper bound, and 48 of the 68 ms may be the target's or the
+// round trip's: think_or_network (at least the 20 ms after the bound, at most all), never the
+// network's for serialized. With the handshake the round trip is known: target_think.
+namespace {
+Recorder busy_open_target(bool handshake) {
+  Recorder rec;
+  Analyzer an(Options{}, rec);
+  Wire w(an);
+  if (handshake) w.handshake(0, 8 * kMs, 50'000);
+  int64_t t = 10 * kMs;
+  for (uint32_t i = 0; i < 12; ++i, t += 80 * kMs) {
+    w.data(true, t, read10(i + 1, 1024));
+    w.ack(false, t + 48 * kMs);                            // the target's delayed ACK of the command
+    w.data(false, t + 68 * kMs, data_in(i + 1, 1024, true));  // its answer, status in the Data-In
+    w.ack(true, t + 68 * kMs + 50'000);
+  }
+  an.finish();
+  return rec;
+}
+}  // namespace
+
+TEST(SessionRules, ARoundTripBoundByDelayedPureAcksLeavesThinkOrNetworkOpen) {
+  Recorder rec = busy_open_target(false);
+  ASSERT_EQ(rec.connections.size(), 1u);
+  EXPECT_EQ(rec.connections[0].rtt_source_target, "pure ACKs that may be delayed");
+  EXPECT_NEAR(rec.connections[0].rtt_target_ms, 48.0, 0.01);
+  ASSERT_GE(rec.commands.size(), 8u);
+  for (const auto& cmd : rec.commands) {
+    std::set<FindingKind> kinds(cmd.findings.begin(), cmd.findings.end());
+    EXPECT_TRUE(kinds.count(FindingKind::think_or_network)) << cmd.first_frame;
+    EXPECT_FALSE(kinds.count(FindingKind::target_think)) << cmd.first_frame;
+  }
+  EXPECT_FALSE(rec.has(FindingKind::serialized, Side::initiator));
+  for (const auto& f : rec.findings)
+    if (f.kind == FindingKind::think_or_network) {
+      EXPECT_NEAR(f.lost_ms, 20.0, 0.2);  // the least: the think after the bound
+      EXPECT_NE(f.detail.find("between 20 and 68 ms"), std::string::npos) << f.detail;
+    }
+  rec = busy_open_target(true);
+  ASSERT_EQ(rec.connections.size(), 1u);
+  EXPECT_EQ(rec.connections[0].rtt_source_target, "handshake");
+  ASSERT_EQ(rec.commands.size(), 12u);
+  for (const auto& cmd : rec.commands) {
+    std::set<FindingKind> kinds(cmd.findings.begin(), cmd.findings.end());
+    EXPECT_TRUE(kinds.count(FindingKind::target_think)) << cmd.first_frame;
+    EXPECT_FALSE(kinds.count(FindingKind::think_or_network)) << cmd.first_frame;
+  }
+}
+
 // ACK causality by timestamps (docs/rules.md "Round trips"), at the initiator 8 ms from the target:
 // a 20-segment read whose first flight of 10 reaches the capture spread over 8 ms (a jittery path)
 // and whose second flight, released by the initiator's first ACK, comes right behind it. No gap

@@ -27,6 +27,8 @@ struct FindingKindInfo {
   double Breakdown::*part2 = nullptr;
   // What the side that should change does; fix_initiator empty: the same as fix_target.
   std::string_view fix_target, fix_initiator;
+  // A question the capture leaves open (whose time it is), not a verdict on a side.
+  bool open_question = false;
 };
 
 inline constexpr std::array<FindingKindInfo, finding_kind_count> kFindingKinds{{
@@ -87,7 +89,14 @@ inline constexpr std::array<FindingKindInfo, finding_kind_count> kFindingKinds{{
      "capture at the target (or on its host), from the connection's start or with TCP timestamps on, to tell "
      "its own time from a reply held until the initiator's ACK reached it; if held, set TCP_NODELAY on the "
      "target's socket or send the final Data-In and the SCSI Response in one write",
-     ""},
+     "", true},
+    {FindingKind::think_or_network, "think_or_network", "think or network?",
+     "The target was slow, or the round trip was long: the capture cannot tell", Severity::note,
+     &Breakdown::think_ms, nullptr,
+     "capture from the connection's start, with TCP timestamps on, or at the target (or on its host), to "
+     "tell the target's own time from the round trip; or compare the target's own latency statistics with "
+     "the command's",
+     "", true},
 }};
 
 constexpr bool finding_kinds_in_enum_order() {

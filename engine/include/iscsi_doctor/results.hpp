@@ -29,6 +29,7 @@ enum class FindingKind : uint8_t {
   serialized,      // queue depth 1 with the link idle between commands (connection level)
   link_limited,    // the data moved at the path's rate: its time is what the bytes need on the link
   think_or_hold,   // the target's wait: its own time, or a hold the path's varying delay hides
+  think_or_network,  // the target's wait: its own time, or a round trip known only as an upper bound
   count_
 };
 inline constexpr size_t finding_kind_count = static_cast<size_t>(FindingKind::count_);

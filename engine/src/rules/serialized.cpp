@@ -23,6 +23,12 @@ void Serialized::count(const ConnectionView& v, const OpenCommand& c, int64_t la
   ++commands_;
   cycle_ms_ += r.latency_ms + back;
   double crossings = b.request_ms + b.r2t_ms + b.response_ms + back;
+  // Where think_or_network said a crossing may be the target's own time, it is not the network's.
+  if (std::find(r.findings.begin(), r.findings.end(), FindingKind::think_or_network) != r.findings.end()) {
+    const double unsure = std::min(c.unsure_ms, crossings);
+    crossings -= unsure;
+    unsure_ms_ += unsure;
+  }
   wait_ms_ += crossings + b.nagle_ms + b.delayed_ack_ms + b.window_ms;
   // Holds are claimed (and ranked) by their own findings; only the crossings are this one's.
   crossing_ms_ += crossings;
@@ -39,6 +45,9 @@ void Serialized::judge(FindingOut& out, uint32_t max_outstanding, uint64_t first
              " commands issued one at a time; the link sat idle waiting on round trips for " +
              whole_ms(wait_ms_) + " ms (" + whole_ms(crossing_ms_) +
              " ms of it crossing the network)";
+  if (unsure_ms_ > 0)
+    f.detail += "; " + whole_ms(unsure_ms_) +
+                " ms more may have been the network or the target (think_or_network), not counted";
   out.emit_finding(std::move(f));
 }
 

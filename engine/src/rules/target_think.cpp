@@ -18,7 +18,13 @@ void TargetThink::judge(const ConnectionView& v, FindingOut& out, OpenCommand& c
   const CommandResult& r = c.r;
   const double think = r.breakdown.think_ms;
   auto enough = [&](double ms) { return ms >= v.options.think_min_ms && ms >= think_share * r.latency_ms; };
-  if (!enough(think)) return;
+  if (!enough(think)) {
+    // The crossing before the reply, timed by a round trip known only as an upper bound, may be
+    // any part the target's own time: say so when that decides it, never the disks' advice.
+    if (c.unsure_ms > 0 && think >= v.options.think_min_ms && enough(think + c.unsure_ms))
+      think_or_network(out, c, think);
+    return;
+  }
   const bool undecided = c.undecided_ms > 0 && !enough(think - c.undecided_ms);
   const FindingKind kind = undecided ? FindingKind::think_or_hold : FindingKind::target_think;
   Finding f = out.finding(kind, Side::target, c.first_reply_frame ? c.first_reply_frame : r.status_frame, think, &c);
@@ -33,6 +39,19 @@ void TargetThink::judge(const ConnectionView& v, FindingOut& out, OpenCommand& c
     f.detail = "the target took " + whole_ms(think) + " ms to answer: the target, not the network";
   }
   add_finding_kind(c, kind);
+  out.emit_finding(std::move(f));
+}
+
+void TargetThink::think_or_network(FindingOut& out, OpenCommand& c, double think) const {
+  const CommandResult& r = c.r;
+  Finding f = out.finding(FindingKind::think_or_network, Side::target,
+                          c.first_reply_frame ? c.first_reply_frame : r.status_frame, think, &c);
+  f.related.emplace_back("command", r.first_frame);
+  f.detail = "the target took between " + whole_ms(think) + " and " + whole_ms(think + c.unsure_ms) +
+             " ms to answer: " + whole_ms(c.unsure_ms) +
+              " ms of it was the network's round trip or the target's own time (its round trip is known "
+             "only as an upper bound: its pure ACKs may have waited for a delayed-ACK timer)";
+  add_finding_kind(c, FindingKind::think_or_network);
   out.emit_finding(std::move(f));
 }
 

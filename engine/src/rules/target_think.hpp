@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// target_think and think_or_hold (docs/rules.md "Other findings").
+// target_think, think_or_hold and think_or_network (docs/rules.md "Other findings").
 #pragma once
 
 #include "rules/view.hpp"
@@ -10,6 +10,9 @@ class TargetThink {
 public:
   // A reported command whose latency was mostly spent inside the target.
   void judge(const ConnectionView& v, FindingOut& out, OpenCommand& c) const;
+
+private:
+  void think_or_network(FindingOut& out, OpenCommand& c, double think) const;
 };
 
 }  // namespace iscsi_doctor::rules

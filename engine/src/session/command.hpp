@@ -49,6 +49,9 @@ struct OpenCommand {
   // (HoldVerdict::undecided): their time, and the latest ACK that may have released one.
   double undecided_ms = 0;
   uint64_t undecided_ack_frame = 0;
+  // Crossings before the target's replies timed by a round trip known only as an upper bound: any
+  // part of them may be the target's own time (rules/target_think.cpp, think_or_network).
+  double unsure_ms = 0;
   std::vector<Finding> held_findings;
 };
 

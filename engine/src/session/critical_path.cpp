@@ -188,6 +188,9 @@ void Connection::analyse_path_event(int dir, const Segment& seg, const PathEvent
 
   // The crossing part: the network between the capture point and the sender, and back.
   if (crossing > 0) {
+    // Timed by pure ACKs as late as a delayed ACK: any part of it may be the target's own time.
+    if (reply && tcp_.rtt(kT2I).bound_by_pure_acks() && ms(rtt_side) >= options_.delayed_ack_min_ms)
+      c.unsure_ms += ms(crossing);
     if (solicited || (reply && c.r2ts > 0))
       bd.r2t_ms += ms(crossing);
     else

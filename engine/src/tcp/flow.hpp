@@ -307,6 +307,7 @@ public:
     if (!known_ || ns < min_) {
       min_ = ns;
       nagle_bound_ = false;
+      min_clean_ = clean;
     }
     known_ = true;
     ++samples_;
@@ -340,6 +341,9 @@ public:
   // Only an upper bound, which may hold a delayed ACK or the side's answer time: neither tight nor
   // from the releases of a Nagle the stream never showed off (those time holds, never prove Nagle off).
   bool upper_bound_only() const { return !tight() && !nagle_bound_; }
+  // Only an upper bound whose least sample was a pure ACK: it may hold a delayed-ACK timer's wait,
+  // tens to hundreds of milliseconds, not the side's answer (docs/rules.md think_or_network).
+  bool bound_by_pure_acks() const { return upper_bound_only() && min_clean_; }
   // Where the estimate comes from (docs/rules.md "Joined connections"): only ACKs that rode on
   // data, or pure ACKs of a segment or less (delayed-ACK timer), make it an upper bound, which may
   // hold the side's answer time.
@@ -393,6 +397,7 @@ public:
 private:
   int64_t min_ = 0;
   bool known_ = false, handshake_ = false, released_ = false, nagle_bound_ = false;
+  bool min_clean_ = false;  // the least sample came from a pure ACK
   uint64_t samples_ = 0, clean_samples_ = 0, prompt_samples_ = 0, ring_ = 0;
   std::array<int64_t, tcp::jitter_window> recent_{};
   // The latest Nagle releases (after, since), oldest first overwritten.

@@ -5,7 +5,7 @@
 local Serialized = {}
 Serialized.__index = Serialized
 function Serialized.new()
-  return setmetatable({ commands_ = 0, wait_ms_ = 0, cycle_ms_ = 0, crossing_ms_ = 0 }, Serialized)
+  return setmetatable({ commands_ = 0, wait_ms_ = 0, cycle_ms_ = 0, crossing_ms_ = 0, unsure_ms_ = 0 }, Serialized)
 end
 
 -- A completed command reported while no other was ever in flight with it; latest_status_t: the
@@ -22,6 +22,12 @@ function Serialized:count(v, c, latest_status_t)
   self.commands_ = self.commands_ + 1
   self.cycle_ms_ = self.cycle_ms_ + c.latency_ms + back
   local crossings = b.request + b.r2t + b.response + back
+  -- Where think_or_network said a crossing may be the target's own time, it is not the network's.
+  if c.findings_set.think_or_network then
+    local unsure = min(c.unsure_ms, crossings)
+    crossings = crossings - unsure
+    self.unsure_ms_ = self.unsure_ms_ + unsure
+  end
   self.wait_ms_ = self.wait_ms_ + crossings + b.nagle + b.delayed_ack + b.window
   -- Holds are claimed (and ranked) by their own findings; only the crossings are this one's.
   self.crossing_ms_ = self.crossing_ms_ + crossings
@@ -37,5 +43,9 @@ function Serialized:judge(out, max_outstanding, first_command_frame)
   local f = out:finding("serialized", "initiator", first_command_frame, self.crossing_ms_, nil)
   f.detail = self.commands_ .. " commands issued one at a time; the link sat idle waiting on round trips for " ..
              whole_ms(self.wait_ms_) .. " ms (" .. whole_ms(self.crossing_ms_) .. " ms of it crossing the network)"
+  if self.unsure_ms_ > 0 then
+    f.detail = f.detail .. "; " .. whole_ms(self.unsure_ms_) ..
+               " ms more may have been the network or the target (think_or_network), not counted"
+  end
   out:emit_finding(f)
 end

@@ -104,7 +104,7 @@ function Connection:path_event_for_start(dir, ev, seg)
     local df = self.tcp:flow(w and I2T or T2I)
     c.link_busy0, c.link_bytes0, c.link_busy_reply = df:link_meter().busy_ns, df.link.busy_bytes, -1
     c.held_h, c.held_findings = 0, {}
-    c.undecided_ms, c.undecided_ack_frame = 0, 0
+    c.undecided_ms, c.undecided_ack_frame, c.unsure_ms = 0, 0, 0
     c.last_event_t = c.first_t
     self.slots[slot] = c
     self.by_itt[b.itt] = c
@@ -177,6 +177,10 @@ function Connection:analyse_path_event(dir, seg, slot, role, response, verdict)
   if reply then c.h_target = max(c.h_target, c.h_initiator + 1) end
   if solicited then c.h_initiator = max(c.h_initiator, c.h_at_r2t + 1) end
   if crossing > 0 then
+    -- Timed by pure ACKs as late as a delayed ACK: any part of it may be the target's own time.
+    if reply and r:bound_by_pure_acks() and ms(rtt_side) >= self.view.options.delayed_ack_min_ms then
+      c.unsure_ms = c.unsure_ms + ms(crossing)
+    end
     if solicited or (reply and c.r2ts > 0) then bd.r2t = bd.r2t + ms(crossing)
     else bd.request = bd.request + ms(crossing) end
   end

@@ -281,7 +281,8 @@ RttEstimate.__index = RttEstimate
 function RttEstimate.new()
   return setmetatable({ min_ = 0, known_ = false, handshake_ = false, released_ = false, samples_ = 0,
                         clean_samples_ = 0, ring_ = 0, recent_ = {}, sorted_ = {}, nan_ = false,
-                        nagle_bound_ = false, prompt_samples_ = 0, nagle_ = {}, nagle_count_ = 0 }, RttEstimate)
+                        nagle_bound_ = false, prompt_samples_ = 0, nagle_ = {}, nagle_count_ = 0,
+                        min_clean_ = false }, RttEstimate)
 end
 
 -- A copy (the engine copies the value: a scout's estimate seeds a connection's).
@@ -366,7 +367,7 @@ function RttEstimate:sample(ns, from_handshake, clean, prompt)
     self.clean_samples_ = self.clean_samples_ + 1
     if prompt ~= false then self.prompt_samples_ = self.prompt_samples_ + 1 end
   end
-  if not self.known_ or ns < self.min_ then self.min_, self.nagle_bound_ = ns, false end
+  if not self.known_ or ns < self.min_ then self.min_, self.nagle_bound_, self.min_clean_ = ns, false, clean ~= false end
   self.known_ = true
   self.samples_ = self.samples_ + 1
   remember(self, ns)
@@ -426,6 +427,8 @@ end
 function RttEstimate:tight() return self.handshake_ or self.prompt_samples_ > 0 or self.released_ end
 -- Only an upper bound: neither tight nor from Nagle releases (those time holds, never prove).
 function RttEstimate:upper_bound_only() return not self:tight() and not self.nagle_bound_ end
+-- Only an upper bound whose least sample was a pure ACK: it may hold a delayed-ACK timer's wait.
+function RttEstimate:bound_by_pure_acks() return self:upper_bound_only() and self.min_clean_ end
 -- Where the estimate comes from (docs/rules.md "Joined connections").
 function RttEstimate:source()
   if self.handshake_ then return "handshake" end
