@@ -149,10 +149,11 @@ bool write_junit(const std::string& file, const std::vector<JunitCapture>& captu
                                        ms_text(a.lost_ms));
           // With --fail-on, the kinds it names fail their case; without, every kind but serialized
           // and link_limited (the workload's queue depth, the link's rate: neither peer's code can
-          // change them) and the open questions, think_or_hold and think_or_network (the capture
-          // cannot tell whose time it is).
+          // change them) and the questions the capture leaves open, think_or_hold (the target's
+          // time or a hold) and think_or_network (the target's time or the round trip).
           bool gated = gate.fail_on.empty() && a.kind != FindingKind::serialized &&
-                       a.kind != FindingKind::link_limited && !finding_kind(a.kind).open_question;
+                       a.kind != FindingKind::link_limited && a.kind != FindingKind::think_or_hold &&
+                       !finding_kind(a.kind).side_unsure;
           for (const std::string& g : gate.fail_on)
             gated = gated || g == finding_name(a.kind);
           if (gated) {

@@ -203,9 +203,9 @@ void write_headline(std::string& o, const Summary& s, const std::vector<RootCaus
       continue;
     }
     const RootFix& best = r.fixes.front();
-    // An open question names no side to change: the capture cannot tell whose time it is.
+    // No side is told to change where the capture cannot tell whether the time is that side's.
     const std::string side(side_name(best.side));
-    const std::string who = finding_kind(r.kind).open_question
+    const std::string who = finding_kind(r.kind).side_unsure
                                 ? "whether the " + side + " should change the capture cannot tell"
                                 : "the " + side + " should change";
     wrap_words(o, fmt::format("  {}.", rank),
@@ -254,8 +254,11 @@ void write_roots(std::string& o, const Summary& s, const std::vector<RootCause>&
               : "";
       wrap_words(o, fmt::format("     fix {} ({}):", ++n, side_name(f.side)), others + fix_for(f.kind, f.side),
                  "       ");
-      o += fmt::format("       gains {}; median {} -> {}\n", ms_text(f.gain_ms), ms_text(r.median_latency_ms),
-                       ms_text(f.median_after_ms));
+      // The gain is the side's only if the time is: the capture cannot always tell.
+      const std::string if_theirs =
+          finding_kind(f.kind).side_unsure ? "if it is the " + std::string(side_name(f.side)) + "'s time, " : "";
+      o += fmt::format("       {}gains {}; median {} -> {}\n", if_theirs, ms_text(f.gain_ms),
+                       ms_text(r.median_latency_ms), ms_text(f.median_after_ms));
     }
     if (own && !own->example_frames.empty())
       o += fmt::format("     e.g. frames {}\n", frames_text(own->example_frames));

@@ -475,6 +475,20 @@ def test_text_report_names_sessions_findings_and_worst_commands():
     assert "Worst" in text
 
 
+def test_text_report_tells_no_side_to_change_where_the_time_may_be_the_round_trip():
+    # No timestamps, no handshake, no logout (captures/MANIFEST.json, set nots): the busy target's
+    # round trip is known only as the upper bound its late pure ACKs give, so the capture cannot
+    # tell its 60 ms from the round trip, and the report says so rather than naming the target.
+    path = ROOT / "captures" / "fixtures" / "scripted-nodelay-slow-read-nots-open--initiator.pcap.gz"
+    text = run(path, check_rc=0).stdout
+    verdict = text[text.index("Verdict:"):text.index("Root causes")]
+    assert "think_or_network (target)" in verdict
+    assert "whether the target should change the capture cannot tell" in " ".join(verdict.split())
+    assert "the target should change (" not in " ".join(verdict.split())
+    assert "if it is the target's time, gains" in text
+    assert "serialized" not in text
+
+
 def test_output_file_and_unwritable_output(tmp_path):
     path = wiki("scsi-osd-example-001")
     out = tmp_path / "r.json"

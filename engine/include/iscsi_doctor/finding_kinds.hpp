@@ -27,8 +27,9 @@ struct FindingKindInfo {
   double Breakdown::*part2 = nullptr;
   // What the side that should change does; fix_initiator empty: the same as fix_target.
   std::string_view fix_target, fix_initiator;
-  // A question the capture leaves open (whose time it is), not a verdict on a side.
-  bool open_question = false;
+  // The capture cannot tell whether the time is the side's at all (think_or_network): no side is
+  // told to change, and the fix's gain holds only if it is.
+  bool side_unsure = false;
 };
 
 inline constexpr std::array<FindingKindInfo, finding_kind_count> kFindingKinds{{
@@ -89,7 +90,7 @@ inline constexpr std::array<FindingKindInfo, finding_kind_count> kFindingKinds{{
      "capture at the target (or on its host), from the connection's start or with TCP timestamps on, to tell "
      "its own time from a reply held until the initiator's ACK reached it; if held, set TCP_NODELAY on the "
      "target's socket or send the final Data-In and the SCSI Response in one write",
-     "", true},
+     ""},
     {FindingKind::think_or_network, "think_or_network", "think or network?",
      "The target was slow, or the round trip was long: the capture cannot tell", Severity::note,
      &Breakdown::think_ms, nullptr,
