@@ -10,9 +10,6 @@ class TargetThink {
 public:
   // A reported command whose latency was mostly spent inside the target.
   void judge(const ConnectionView& v, FindingOut& out, OpenCommand& c) const;
-
-private:
-  void think_or_network(FindingOut& out, OpenCommand& c, double think) const;
 };
 
 }  // namespace iscsi_doctor::rules
