@@ -89,7 +89,7 @@ end
 -- against that one, and doc_sha256 against the whole document, so that a change of the rules
 -- fails the Lua tests until this file follows (then set doc_sha256 to the new digest).
 local RULES = {
-  doc_sha256 = "aab44a6a6772afa1316e401f324374b71132f4bc80ea9b11896924ae51750ab3",
+  doc_sha256 = "f81859df05c2f76ceedab5d1481e72daa03ab31dd363412e8d7940a13148e74c",
   delayed_ack_min_ms = 10,
   think_min_ms = 2,
   think_share = 0.5,
@@ -2275,6 +2275,11 @@ function RttEstimate:tight() return self.handshake_ or self.prompt_samples_ > 0 
 function RttEstimate:upper_bound_only() return not self:tight() and not self.nagle_bound_ end
 -- Only an upper bound whose least sample was a pure ACK: it may hold a delayed-ACK timer's wait.
 function RttEstimate:bound_by_pure_acks() return self:upper_bound_only() and self.min_clean_ end
+-- Only an upper bound that may hold the side's own time: its answers (ACKs on data) or a
+-- delayed-ACK timer's wait (pure ACKs as late as one).
+function RttEstimate:may_hold_side_time(delayed_ack_min_ns)
+  return self:upper_bound_only() and (not self.min_clean_ or self.min_ >= delayed_ack_min_ns)
+end
 -- Where the estimate comes from (docs/rules.md "Joined connections").
 function RttEstimate:source()
   if self.handshake_ then return "handshake" end
@@ -3478,7 +3483,8 @@ end
 local Serialized = {}
 Serialized.__index = Serialized
 function Serialized.new()
-  return setmetatable({ commands_ = 0, wait_ms_ = 0, cycle_ms_ = 0, crossing_ms_ = 0, unsure_ms_ = 0 }, Serialized)
+  return setmetatable({ commands_ = 0, wait_ms_ = 0, cycle_ms_ = 0, crossing_ms_ = 0, unsure_ms_ = 0,
+                        bound_ms_ = 0 }, Serialized)
 end
 
 -- A completed command reported while no other was ever in flight with it; latest_status_t: the
@@ -3495,15 +3501,24 @@ function Serialized:count(v, c, latest_status_t)
   self.commands_ = self.commands_ + 1
   self.cycle_ms_ = self.cycle_ms_ + c.latency_ms + back
   local crossings = b.request + b.r2t + b.response + back
+  -- Crossings timed by a round trip that may hold the answering side's own time (the initiator's
+  -- for the way back to its next command).
+  local bound = c.bound_ms
+  local late = floor(v.options.delayed_ack_min_ms * 1e6 + 0.5)
+  if back > 0 and v.tcp:rtt(I2T):may_hold_side_time(late) then
+    bound = bound + back
+  end
   -- Where think_or_network said a crossing may be the target's own time, it is not the network's.
   if c.findings_set.think_or_network then
     local unsure = min(c.unsure_ms, crossings)
     crossings = crossings - unsure
+    bound = bound - unsure
     self.unsure_ms_ = self.unsure_ms_ + unsure
   end
   self.wait_ms_ = self.wait_ms_ + crossings + b.nagle + b.delayed_ack + b.window
   -- Holds are claimed (and ranked) by their own findings; only the crossings are this one's.
   self.crossing_ms_ = self.crossing_ms_ + crossings
+  self.bound_ms_ = self.bound_ms_ + max(0, min(bound, crossings))
 end
 
 -- The connection's verdict at its end: max_outstanding, the most commands in flight at once;
@@ -3515,7 +3530,16 @@ function Serialized:judge(out, max_outstanding, first_command_frame)
   end
   local f = out:finding("serialized", "initiator", first_command_frame, self.crossing_ms_, nil)
   f.detail = self.commands_ .. " commands issued one at a time; the link sat idle waiting on round trips for " ..
-             whole_ms(self.wait_ms_) .. " ms (" .. whole_ms(self.crossing_ms_) .. " ms of it crossing the network)"
+             whole_ms(self.wait_ms_) .. " ms ("
+  local network, bound = whole_ms(self.crossing_ms_ - self.bound_ms_), whole_ms(self.bound_ms_)
+  if bound == "0" or network ~= "0" then f.detail = f.detail .. network .. " ms of it crossing the network" end
+  if bound ~= "0" then
+    f.detail = f.detail .. (network ~= "0" and " and " .. bound .. " ms either that"
+                                           or bound .. " ms of it either crossing the network") ..
+               " or the answering side's own time, which this capture cannot tell apart: its round trip is " ..
+               "known only as an upper bound"
+  end
+  f.detail = f.detail .. ")"
   if self.unsure_ms_ > 0 then
     f.detail = f.detail .. "; " .. whole_ms(self.unsure_ms_) ..
                " ms more may have been the network or the target (think_or_network), not counted"
@@ -3996,7 +4020,13 @@ function Connection:info()
     if full < tiny then f.vantage = "unknown"
     elseif share < RULES.vantage_initiator_share then f.vantage = (bt or ri:ns() < tiny) and "initiator" or "unknown"
     elseif share > RULES.vantage_target_share then f.vantage = (bi or rt:ns() < tiny) and "target" or "unknown"
-    else f.vantage = "midpath" end
+    else
+      -- between them only if neither side's bound may hold its own time (then it may be the near one)
+      local late = floor(self.view.options.delayed_ack_min_ms * 1e6 + 0.5)
+      local near_i = ri:ns() >= tiny and ri:may_hold_side_time(late)
+      local near_t = rt:ns() >= tiny and rt:may_hold_side_time(late)
+      f.vantage = (near_i or near_t) and "unknown" or "midpath"
+    end
   end
   local fi, ft = self.tcp:flow(I2T), self.tcp:flow(T2I)
   f.mss_initiator = min(fi:effective_mss(), 65535)
@@ -4214,7 +4244,7 @@ function Connection:path_event_for_start(dir, ev, seg)
     local df = self.tcp:flow(w and I2T or T2I)
     c.link_busy0, c.link_bytes0, c.link_busy_reply = df:link_meter().busy_ns, df.link.busy_bytes, -1
     c.held_h, c.held_findings = 0, {}
-    c.undecided_ms, c.undecided_ack_frame, c.unsure_ms = 0, 0, 0
+    c.undecided_ms, c.undecided_ack_frame, c.unsure_ms, c.bound_ms = 0, 0, 0, 0
     c.last_event_t = c.first_t
     self.slots[slot] = c
     self.by_itt[b.itt] = c
@@ -4290,6 +4320,11 @@ function Connection:analyse_path_event(dir, seg, slot, role, response, verdict)
     -- Timed by pure ACKs as late as a delayed ACK: any part of it may be the target's own time.
     if reply and r:bound_by_pure_acks() and ms(rtt_side) >= self.view.options.delayed_ack_min_ms then
       c.unsure_ms = c.unsure_ms + ms(crossing)
+    end
+    -- Timed by a round trip that may hold the answering side's own time (serialized).
+    local late = floor(self.view.options.delayed_ack_min_ms * 1e6 + 0.5)
+    if (reply or solicited) and r:may_hold_side_time(late) then
+      c.bound_ms = c.bound_ms + ms(crossing)
     end
     if solicited or (reply and c.r2ts > 0) then bd.r2t = bd.r2t + ms(crossing)
     else bd.request = bd.request + ms(crossing) end

@@ -525,23 +525,25 @@ link("link-100m-1ms-shared", 100, 1.0, ([w[0][0] for w in _SHARED], "two session
 _NOTS = ("net.ipv4.tcp_timestamps=0 in both peers' namespaces: no TCP timestamps, as Windows and ESXi hosts "
          "send by default.")
 
-def slow_nots(name, nagle, doc, quick_acks_doc, open_cut=False):
-    """A busy scripted target without TCP timestamps (60 ms per READ before reading the command), and
+def slow_nots(name, nagle, doc, quick_acks_doc, open_cut=False, think=60, midsession=True):
+    """A busy scripted target without TCP timestamps (think ms per READ before reading the command), and
     its mid-session cut (past the kernel's quick ACKs); open_cut: also that cut ended before the logout."""
     scenario(name, set="nots", cc_at_listen=True, doc=doc + " " + _NOTS,
-             target="scripted", target_nagle=nagle, think_ms={1024: 60, 8192: 60}, think_before_read=True,
+             target="scripted", target_nagle=nagle, think_ms={1024: think, 8192: think}, think_before_read=True,
              sysctls={"net.ipv4.tcp_timestamps": "0"},
              workload=[("qemu-io", qio_seq("read", 1 * KIB, 30) + qio_seq("read", 8 * KIB, 20, 1 * MIB))],
-             workload_text="30 x READ 1 KiB, 20 x READ 8 KiB, sequential; target think time 60 ms per READ, "
-                           "before reading the command; no TCP timestamps")
-    variant(name, "midsession",
-            "The capture starts in the middle of the session (no SYN, no login: everything before the 20th READ "
-            "was cut with editcap), after the target's kernel has spent its quick ACKs" + quick_acks_doc,
-            starts_mid_session=True, set="nots",
-            workload_text=SCENARIOS[name]["workload_text"] + " (the capture holds the last 31)")
+             workload_text="30 x READ 1 KiB, 20 x READ 8 KiB, sequential; target think time %d ms per READ, "
+                           "before reading the command; no TCP timestamps" % think)
+    if midsession:
+        variant(name, "midsession",
+                "The capture starts in the middle of the session (no SYN, no login: everything before the 20th "
+                "READ was cut with editcap), after the target's kernel has spent its quick ACKs" + quick_acks_doc,
+                starts_mid_session=True, set="nots",
+                workload_text=SCENARIOS[name]["workload_text"] + " (the capture holds the last 31)")
     if open_cut:
         variant(name, "open",
-                "The capture starts as the midsession cut does and ends before the logout (cut with editcap): "
+                "The capture starts in the middle of the session (from the 20th READ) and ends before the logout "
+                "(cut with editcap): "
                 "the connection outlives it, as a field capture's does, so the target sends nothing that answers "
                 "at once and no segment of the capture times its round trip.",
                 starts_mid_session=True, ends_open=True, set="nots",
@@ -565,6 +567,12 @@ slow_nots("scripted-nodelay-slow-read-nots", False,
           "As scripted-nagle-slow-read-nots, but the scripted target sets TCP_NODELAY: the Response leaves "
           "right behind the Data-In, nothing waits for the initiator's ACK; the 60 ms before each command is "
           "read is the target's think.", ".", open_cut=True)
+# Under its delayed-ACK timer the target acknowledges each command with its reply: only ACKs on data,
+# whose least is the round trip plus the target's think, so a cut without the handshake cannot tell them.
+slow_nots("scripted-nodelay-busy-read-nots", False,
+          "As scripted-nodelay-slow-read-nots, but the target spends 25 ms on each READ, under its delayed-ACK "
+          "timer (40 ms): its reply carries the ACK of the command, and the target sends no pure ACK of one.",
+          ".", open_cut=True, think=25, midsession=False)
 
 # --------------------------------------------------------------------------------------------
 # The lab

@@ -352,6 +352,7 @@ VantageFacts vantage_of(const CaptureResult& r) {
     const double to_ini = c.vantage == Vantage::initiator ? 0.0 : c.rtt_initiator_ms;
     if (to_ini >= 0) ini += n * to_ini, wi += n;
     if (c.rtt_target_ms >= 0) tgt += n * c.rtt_target_ms, wt += n;
+    v.rtt_at_most = v.rtt_at_most || c.rtt_target_may_hold_own_time;
   }
   if (wr > 0) v.rtt_ms = rtt / wr;
   if (wi > 0) v.to_initiator_ms = ini / wi;
@@ -361,8 +362,9 @@ VantageFacts vantage_of(const CaptureResult& r) {
 
 std::string vantage_sentence(const VantageFacts& v) {
   if (v.capture_point == "initiator")
-    return fmt::format("Latencies as the initiator saw them (captured near the initiator; round trip {})",
-                       ms_text(v.rtt_ms));
+    return fmt::format("Latencies as the initiator saw them (captured near the initiator; round trip {}{}{})",
+                       v.rtt_at_most ? "at most " : "", ms_text(v.rtt_ms),
+                       v.rtt_at_most ? ", known only from the target's answers, which may hold its own time" : "");
   const std::string where = v.capture_point == "target"    ? "near the target"
                             : v.capture_point == "midpath" ? "mid-path"
                             : v.capture_point == "mixed"   ? "at points that differ by connection"

@@ -18,7 +18,7 @@ ENTRIES = MANIFEST["captures"]
 IDS = [e["file"] for e in ENTRIES]
 VANTAGES = {"initiator", "target", "midpath"}
 KINDS = {"nagle_hold", "delayed_ack", "r2t_round_trip", "cwnd_limited", "rwnd_limited", "retransmission",
-         "target_think", "serialized", "link_limited", "think_or_network"}
+         "target_think", "serialized", "link_limited", "think_or_network", "think_or_hold"}
 SIDES = {"initiator", "target", "network"}
 SETS = {"noisy", "link", "nots"}     # an entry without "set" belongs to the first lab fixtures
 

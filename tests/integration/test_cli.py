@@ -489,6 +489,23 @@ def test_text_report_tells_no_side_to_change_where_the_time_may_be_the_round_tri
     assert "serialized" not in text
 
 
+def test_text_report_never_calls_a_round_trip_known_only_from_the_answers_the_network():
+    # As above, but the target answers each READ after 25 ms, under its 40 ms delayed-ACK timer
+    # (captures/MANIFEST.json): its ACKs of the commands ride on its replies, so the 8 ms round trip
+    # and the 25 ms cannot be told apart. The capture's own handshake tells them in the full cut.
+    fixtures = ROOT / "captures" / "fixtures"
+    text = " ".join(run(fixtures / "scripted-nodelay-busy-read-nots-open--initiator.pcap.gz",
+                        check_rc=0).stdout.split())
+    assert re.search(r"captured near the initiator; round trip at most 3\d\.\d ms, known only from the "
+                     r"target's answers, which may hold its own time", text), text[:400]
+    assert re.search(r"for \d+ ms \(\d+ ms of it either crossing the network or the answering side's own time, "
+                     r"which this capture cannot tell apart", text), text
+    assert "target_think" not in text
+    full = " ".join(run(fixtures / "scripted-nodelay-busy-read-nots--initiator.pcap.gz", check_rc=0).stdout.split())
+    assert re.search(r"captured near the initiator; round trip 8\.\d+ ms\)", full), full[:400]
+    assert "target_think (target)" in full
+
+
 def test_output_file_and_unwritable_output(tmp_path):
     path = wiki("scsi-osd-example-001")
     out = tmp_path / "r.json"

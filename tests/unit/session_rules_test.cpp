@@ -837,6 +837,62 @@ TEST(SessionRules, ARoundTripBoundByDelayedPureAcksLeavesThinkOrNetworkOpen) {
   }
 }
 
+// A TCP_NODELAY target without timestamps, joined, its connection's end not captured, that answers
+// each READ after 25 ms, under its delayed-ACK timer: its replies carry its ACKs of the commands
+// (ACKs on data), so rtt(target) is only the time of its answers. Captured at the target, 8 ms
+// from the initiator, that 25 ms proves no mid-path (the target may be the near side); near the
+// initiator the round trip is at most 33 ms; serialized never calls that time the network's alone.
+namespace {
+Recorder answers_only_target(bool at_target) {
+  Recorder rec;
+  Analyzer an(Options{}, rec);
+  Wire w(an);
+  const int64_t to_target = at_target ? 0 : 8 * kMs, to_initiator = at_target ? 8 * kMs : 50'000;
+  int64_t t = 10 * kMs;
+  for (uint32_t i = 0; i < 12; ++i, t += 60 * kMs) {
+    w.data(true, t, read10(i + 1, 8192));
+    const int64_t answer = t + to_target + 25 * kMs;
+    w.data(false, answer, data_in(i + 1, 8192, true));  // acknowledges the command
+    w.ack(true, answer + to_initiator);                  // of its six segments: at once
+  }
+  an.finish();
+  return rec;
+}
+const Finding* serialized_of(const Recorder& rec) {
+  for (const auto& f : rec.findings)
+    if (f.kind == FindingKind::serialized) return &f;
+  return nullptr;
+}
+}  // namespace
+
+TEST(SessionRules, ARoundTripKnownOnlyFromTheTargetsAnswersProvesNoMidpathNorTheNetwork) {
+  Recorder rec = answers_only_target(false);
+  ASSERT_EQ(rec.connections.size(), 1u);
+  EXPECT_EQ(rec.connections[0].rtt_source_target, "ACKs on data");
+  EXPECT_NEAR(rec.connections[0].rtt_target_ms, 33.0, 0.01);
+  EXPECT_TRUE(rec.connections[0].rtt_target_may_hold_own_time);
+  EXPECT_EQ(rec.connections[0].vantage, Vantage::initiator);
+  const Finding* f = serialized_of(rec);
+  ASSERT_NE(f, nullptr);
+  EXPECT_NEAR(f->lost_ms, 12 * 33.0, 1.0);  // counted as before: the advice holds either way
+  // the way back to each next command (0.05 ms, the initiator's prompt ACKs) is the network's
+  EXPECT_NE(f->detail.find("(1 ms of it crossing the network and 396 ms either that or the answering side's"),
+            std::string::npos) << f->detail;
+  EXPECT_FALSE(rec.has(FindingKind::target_think, Side::target));
+
+  rec = answers_only_target(true);
+  ASSERT_EQ(rec.connections.size(), 1u);
+  EXPECT_EQ(rec.connections[0].rtt_source_initiator, "pure ACKs");
+  EXPECT_NEAR(rec.connections[0].rtt_initiator_ms, 8.0, 0.01);
+  EXPECT_NEAR(rec.connections[0].rtt_target_ms, 25.0, 0.01);
+  EXPECT_EQ(rec.connections[0].vantage, Vantage::unknown);  // share 0.24: mid-path, or at the target
+  f = serialized_of(rec);
+  ASSERT_NE(f, nullptr);
+  // the way back to each next command (8 ms, timed by the initiator's prompt ACKs) is the network's
+  EXPECT_NE(f->detail.find("(88 ms of it crossing the network and 300 ms either that or the answering side's"),
+            std::string::npos) << f->detail;
+}
+
 // ACK causality by timestamps (docs/rules.md "Round trips"), at the initiator 8 ms from the target:
 // a 20-segment read whose first flight of 10 reaches the capture spread over 8 ms (a jittery path)
 // and whose second flight, released by the initiator's first ACK, comes right behind it. No gap

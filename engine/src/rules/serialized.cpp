@@ -23,15 +23,21 @@ void Serialized::count(const ConnectionView& v, const OpenCommand& c, int64_t la
   ++commands_;
   cycle_ms_ += r.latency_ms + back;
   double crossings = b.request_ms + b.r2t_ms + b.response_ms + back;
+  // Crossings timed by a round trip that may hold the answering side's own time (the initiator's
+  // for the way back to its next command).
+  double bound = c.bound_ms;
+  if (back > 0 && v.tcp.rtt(kI2T).may_hold_side_time(to_ns(v.options.delayed_ack_min_ms))) bound += back;
   // Where think_or_network said a crossing may be the target's own time, it is not the network's.
   if (std::find(r.findings.begin(), r.findings.end(), FindingKind::think_or_network) != r.findings.end()) {
     const double unsure = std::min(c.unsure_ms, crossings);
     crossings -= unsure;
+    bound -= unsure;
     unsure_ms_ += unsure;
   }
   wait_ms_ += crossings + b.nagle_ms + b.delayed_ack_ms + b.window_ms;
   // Holds are claimed (and ranked) by their own findings; only the crossings are this one's.
   crossing_ms_ += crossings;
+  bound_ms_ += std::clamp(bound, 0.0, crossings);
 }
 
 // The connection's verdict at its end: commands one at a time, the link idle on round trips.
@@ -43,8 +49,15 @@ void Serialized::judge(FindingOut& out, uint32_t max_outstanding, uint64_t first
       out.finding(FindingKind::serialized, Side::initiator, first_command_frame, crossing_ms_, nullptr);
   f.detail = std::to_string(commands_) +
              " commands issued one at a time; the link sat idle waiting on round trips for " +
-             whole_ms(wait_ms_) + " ms (" + whole_ms(crossing_ms_) +
-             " ms of it crossing the network)";
+             whole_ms(wait_ms_) + " ms (";
+  const std::string network = whole_ms(crossing_ms_ - bound_ms_), bound = whole_ms(bound_ms_);
+  if (bound == "0" || network != "0") f.detail += network + " ms of it crossing the network";
+  if (bound != "0")
+    f.detail += (network != "0" ? " and " + bound + " ms either that"
+                                : bound + " ms of it either crossing the network") +
+                " or the answering side's own time, which this capture cannot tell apart: its round trip is "
+                "known only as an upper bound";
+  f.detail += ")";
   if (unsure_ms_ > 0)
     f.detail += "; " + whole_ms(unsure_ms_) +
                 " ms more may have been the network or the target (think_or_network), not counted";

@@ -21,6 +21,7 @@ private:
   uint64_t commands_ = 0;
   double wait_ms_ = 0, cycle_ms_ = 0;
   double crossing_ms_ = 0;
+  double bound_ms_ = 0;  // of crossing_ms_, timed by a round trip that may hold a side's own time
   double unsure_ms_ = 0;  // crossings think_or_network left undecided
 };
 

@@ -52,6 +52,9 @@ struct OpenCommand {
   // Crossings before the target's replies timed by a round trip known only as an upper bound: any
   // part of them may be the target's own time (rules/target_think.cpp, think_or_network).
   double unsure_ms = 0;
+  // Crossings before any side's answer (a reply, solicited data) timed by a round trip that may hold
+  // that side's own time (RttEstimate::may_hold_side_time): the network's or the side's (serialized).
+  double bound_ms = 0;
   std::vector<Finding> held_findings;
 };
 

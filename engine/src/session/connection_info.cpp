@@ -23,7 +23,10 @@ Vantage Connection::vantage_now() const {
     return !rt.upper_bound_only() || ri.ns() < tiny ? Vantage::initiator : Vantage::unknown;
   if (share > session::vantage_target_share)
     return !ri.upper_bound_only() || rt.ns() < tiny ? Vantage::target : Vantage::unknown;
-  return Vantage::midpath;
+  // Between them only if neither side's bound may hold its own time: then that side may be the near one.
+  const int64_t late = to_ns(options_.delayed_ack_min_ms);
+  auto may_be_near = [&](const tcp::RttEstimate& r) { return r.ns() >= tiny && r.may_hold_side_time(late); };
+  return may_be_near(ri) || may_be_near(rt) ? Vantage::unknown : Vantage::midpath;
 }
 
 double Connection::initiator_offset_now_ms() const {
@@ -57,6 +60,7 @@ ConnectionInfo Connection::info() const {
   if (tcp_.rtt(kT2I).known()) i.rtt_target_ms = ms(tcp_.rtt(kT2I).ns());
   i.rtt_source_initiator = tcp_.rtt(kI2T).source();
   i.rtt_source_target = tcp_.rtt(kT2I).source();
+  i.rtt_target_may_hold_own_time = tcp_.rtt(kT2I).may_hold_side_time(to_ns(options_.delayed_ack_min_ms));
   for (int d = 0; d < 2; ++d) {
     const tcp::LinkMeter& m = tcp_.flow(d).link;
     if (m.rate <= 0) continue;

@@ -191,6 +191,8 @@ void Connection::analyse_path_event(int dir, const Segment& seg, const PathEvent
     // Timed by pure ACKs as late as a delayed ACK: any part of it may be the target's own time.
     if (reply && tcp_.rtt(kT2I).bound_by_pure_acks() && ms(rtt_side) >= options_.delayed_ack_min_ms)
       c.unsure_ms += ms(crossing);
+    if ((reply || solicited) && tcp_.rtt(dir).may_hold_side_time(to_ns(options_.delayed_ack_min_ms)))
+      c.bound_ms += ms(crossing);
     if (solicited || (reply && c.r2ts > 0))
       bd.r2t_ms += ms(crossing);
     else

@@ -344,6 +344,11 @@ public:
   // Only an upper bound whose least sample was a pure ACK: it may hold a delayed-ACK timer's wait,
   // tens to hundreds of milliseconds, not the side's answer (docs/rules.md think_or_network).
   bool bound_by_pure_acks() const { return upper_bound_only() && min_clean_; }
+  // Only an upper bound that may hold more than the path: the side's answer time (ACKs on data) or
+  // a delayed-ACK timer's wait (pure ACKs as late as one): the side's own time, or the network's.
+  bool may_hold_side_time(int64_t delayed_ack_min_ns) const {
+    return upper_bound_only() && (!min_clean_ || min_ >= delayed_ack_min_ns);
+  }
   // Where the estimate comes from (docs/rules.md "Joined connections"): only ACKs that rode on
   // data, or pure ACKs of a segment or less (delayed-ACK timer), make it an upper bound, which may
   // hold the side's answer time.

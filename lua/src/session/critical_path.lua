@@ -104,7 +104,7 @@ function Connection:path_event_for_start(dir, ev, seg)
     local df = self.tcp:flow(w and I2T or T2I)
     c.link_busy0, c.link_bytes0, c.link_busy_reply = df:link_meter().busy_ns, df.link.busy_bytes, -1
     c.held_h, c.held_findings = 0, {}
-    c.undecided_ms, c.undecided_ack_frame, c.unsure_ms = 0, 0, 0
+    c.undecided_ms, c.undecided_ack_frame, c.unsure_ms, c.bound_ms = 0, 0, 0, 0
     c.last_event_t = c.first_t
     self.slots[slot] = c
     self.by_itt[b.itt] = c
@@ -180,6 +180,11 @@ function Connection:analyse_path_event(dir, seg, slot, role, response, verdict)
     -- Timed by pure ACKs as late as a delayed ACK: any part of it may be the target's own time.
     if reply and r:bound_by_pure_acks() and ms(rtt_side) >= self.view.options.delayed_ack_min_ms then
       c.unsure_ms = c.unsure_ms + ms(crossing)
+    end
+    -- Timed by a round trip that may hold the answering side's own time (serialized).
+    local late = floor(self.view.options.delayed_ack_min_ms * 1e6 + 0.5)
+    if (reply or solicited) and r:may_hold_side_time(late) then
+      c.bound_ms = c.bound_ms + ms(crossing)
     end
     if solicited or (reply and c.r2ts > 0) then bd.r2t = bd.r2t + ms(crossing)
     else bd.request = bd.request + ms(crossing) end

@@ -16,7 +16,13 @@ function Connection:info()
     if full < tiny then f.vantage = "unknown"
     elseif share < RULES.vantage_initiator_share then f.vantage = (bt or ri:ns() < tiny) and "initiator" or "unknown"
     elseif share > RULES.vantage_target_share then f.vantage = (bi or rt:ns() < tiny) and "target" or "unknown"
-    else f.vantage = "midpath" end
+    else
+      -- between them only if neither side's bound may hold its own time (then it may be the near one)
+      local late = floor(self.view.options.delayed_ack_min_ms * 1e6 + 0.5)
+      local near_i = ri:ns() >= tiny and ri:may_hold_side_time(late)
+      local near_t = rt:ns() >= tiny and rt:may_hold_side_time(late)
+      f.vantage = (near_i or near_t) and "unknown" or "midpath"
+    end
   end
   local fi, ft = self.tcp:flow(I2T), self.tcp:flow(T2I)
   f.mss_initiator = min(fi:effective_mss(), 65535)

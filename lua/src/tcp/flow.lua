@@ -429,6 +429,11 @@ function RttEstimate:tight() return self.handshake_ or self.prompt_samples_ > 0 
 function RttEstimate:upper_bound_only() return not self:tight() and not self.nagle_bound_ end
 -- Only an upper bound whose least sample was a pure ACK: it may hold a delayed-ACK timer's wait.
 function RttEstimate:bound_by_pure_acks() return self:upper_bound_only() and self.min_clean_ end
+-- Only an upper bound that may hold the side's own time: its answers (ACKs on data) or a
+-- delayed-ACK timer's wait (pure ACKs as late as one).
+function RttEstimate:may_hold_side_time(delayed_ack_min_ns)
+  return self:upper_bound_only() and (not self.min_clean_ or self.min_ >= delayed_ack_min_ns)
+end
 -- Where the estimate comes from (docs/rules.md "Joined connections").
 function RttEstimate:source()
   if self.handshake_ then return "handshake" end
