@@ -361,10 +361,12 @@ VantageFacts vantage_of(const CaptureResult& r) {
 }
 
 std::string vantage_sentence(const VantageFacts& v) {
-  if (v.capture_point == "initiator")
+  if (v.capture_point == "initiator") {
+    const char* bound =
+        v.rtt_at_most ? ", known only from the target's answers, which may hold its own time" : "";
     return fmt::format("Latencies as the initiator saw them (captured near the initiator; round trip {}{}{})",
-                       v.rtt_at_most ? "at most " : "", ms_text(v.rtt_ms),
-                       v.rtt_at_most ? ", known only from the target's answers, which may hold its own time" : "");
+                       v.rtt_at_most ? "at most " : "", ms_text(v.rtt_ms), bound);
+  }
   const std::string where = v.capture_point == "target"    ? "near the target"
                             : v.capture_point == "midpath" ? "mid-path"
                             : v.capture_point == "mixed"   ? "at points that differ by connection"
