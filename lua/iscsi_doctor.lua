@@ -4322,8 +4322,7 @@ function Connection:analyse_path_event(dir, seg, slot, role, response, verdict)
       c.unsure_ms = c.unsure_ms + ms(crossing)
     end
     -- Timed by a round trip that may hold the answering side's own time (serialized).
-    local late = floor(self.view.options.delayed_ack_min_ms * 1e6 + 0.5)
-    if (reply or solicited) and r:may_hold_side_time(late) then
+    if (reply or solicited) and r:may_hold_side_time(floor(self.view.options.delayed_ack_min_ms * 1e6 + 0.5)) then
       c.bound_ms = c.bound_ms + ms(crossing)
     end
     if solicited or (reply and c.r2ts > 0) then bd.r2t = bd.r2t + ms(crossing)
