@@ -219,6 +219,7 @@ struct VantageFacts {
   std::string capture_point = "unknown";  // vantage_name, or "mixed"
   double rtt_ms = -1, to_initiator_ms = -1, to_target_ms = -1;
   bool rtt_at_most = false;  // a connection's target round trip may hold the target's own time
+  bool to_initiator_at_most = false;  // and away from the initiator, its round trip the initiator's
   // The estimate's offset: 0 near the initiator, to_initiator_ms elsewhere, -1 unknown.
   double initiator_offset_ms() const { return to_initiator_ms < 0 ? -1 : to_initiator_ms; }
   // Worth a column of its own in the text: a tenth of a millisecond or more.

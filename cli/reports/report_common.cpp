@@ -353,6 +353,7 @@ VantageFacts vantage_of(const CaptureResult& r) {
     if (to_ini >= 0) ini += n * to_ini, wi += n;
     if (c.rtt_target_ms >= 0) tgt += n * c.rtt_target_ms, wt += n;
     v.rtt_at_most = v.rtt_at_most || c.rtt_target_may_hold_own_time;
+    if (to_ini >= 0.1 && c.rtt_initiator_may_hold_own_time) v.to_initiator_at_most = true;
   }
   if (wr > 0) v.rtt_ms = rtt / wr;
   if (wi > 0) v.to_initiator_ms = ini / wi;
@@ -373,13 +374,18 @@ std::string vantage_sentence(const VantageFacts& v) {
                                                            : "at a capture point whose place is not known";
   if (v.to_initiator_ms < 0)
     return fmt::format("Latencies measured {}, not as the initiator saw them (round trip to it not measured)", where);
+  // That round trip known only from the initiator's answers may hold its own time (a delayed ACK).
+  const char* at_most = v.to_initiator_at_most ? "at most " : "";
+  const char* bound =
+      v.to_initiator_at_most ? ", known only from the initiator's answers, which may hold its own time" : "";
   if (!v.shows_estimate())
-    return fmt::format("Latencies measured {} (round trip {}, {} of it between the capture point and the initiator)",
-                       where, ms_text(v.rtt_ms), ms_text(v.to_initiator_ms));
+    return fmt::format("Latencies measured {} (round trip {}, {}{} of it between the capture point and the "
+                       "initiator{})",
+                       where, ms_text(v.rtt_ms), at_most, ms_text(v.to_initiator_ms), bound);
   return fmt::format(
-      "Latencies measured {}: the initiator saw about {} more (the round trip between the capture point "
-      "and it), shown as \"initiator (est.)\"",
-      where, ms_text(v.to_initiator_ms));
+      "Latencies measured {}: the initiator saw {} {} more (the round trip between the capture point "
+      "and it{}), shown as \"initiator (est.)\"",
+      where, v.to_initiator_at_most ? "at most" : "about", ms_text(v.to_initiator_ms), bound);
 }
 
 nlohmann::json vantage_json(const VantageFacts& v) {

@@ -20,6 +20,8 @@ void write_connection_detail(std::string& o, const ConnectionInfo& c) {
   auto rate = [](double m, uint64_t bytes) {
     return m > 0 ? fmt::format("{:.0f} Mbit/s (over {})", m, size_text(bytes)) : std::string("not measured");
   };
+  // Shown as a bound from a tenth of a millisecond, as the report's head does (vantage_sentence).
+  const bool bound = c.rtt_initiator_may_hold_own_time && c.rtt_initiator_ms >= 0.1;
   std::vector<std::string> facts{
       "window scale " + window_scale_words(c),
       "round trips from " + rtt_source_words(c),
@@ -29,8 +31,9 @@ void write_connection_detail(std::string& o, const ConnectionInfo& c) {
                   c.data_digest ? "CRC32C" : "none"),
       c.vantage == Vantage::initiator
           ? std::string("latencies are the initiator's own (captured near it)")
-          : fmt::format("the initiator saw each latency {} longer (round trip capture point - initiator)",
-                        ms(c.rtt_initiator_ms))};
+          : fmt::format("the initiator saw each latency {}{} longer (round trip capture point - initiator{})",
+                        bound ? "at most " : "", ms(c.rtt_initiator_ms),
+                        bound ? ", which may hold the initiator's own time" : "")};
   if (!c.saw_handshake) facts.emplace_back("no TCP handshake in the capture");
   if (!c.saw_login) facts.emplace_back("no login in the capture");
   for (const std::string& f : facts)

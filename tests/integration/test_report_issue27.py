@@ -274,6 +274,22 @@ def test_verbose_gives_every_connection_fact():
     assert verbose.split("\nConnections\n")[0] == plain.split("\nConnections\n")[0]
 
 
+def test_initiator_round_trip_known_only_from_delayed_acks_is_an_upper_bound():
+    """Near the target, with every Data-In one sub-MSS segment the initiator ACKs late (the study's
+    delayed-ACK case): its round trip may hold that timer, so what it adds is said to be at most it."""
+    name = "fixtures/scripted-nagle-read-1k-25ms--target.pcap.gz"
+    made = MANIFEST[name]["made"]
+    assert made["vantage"] == "target" and made["nagle"]["target"] and "delays its ACK" in made["how"]
+    text = " ".join(run("-q", "-v", ROOT / "captures" / name).split())
+    head = re.search(r"the initiator saw at most ([\d.]+ m?s) more \(the round trip between the capture point "
+                     r"and it, known only from the initiator's answers, which may hold its own time\)", text)
+    assert head, text[:600]
+    assert 2 * made["one_way_delay_ms"] * 0.98 <= ms(head.group(1)) <= 2 * made["one_way_delay_ms"] + 45
+    assert re.search(r"the initiator saw each latency at most [\d.]+ m?s longer \(round trip capture point - "
+                     r"initiator, which may hold the initiator's own time\)", text), text
+    assert "saw about" not in text
+
+
 # ---- 5. Advice that fits the device -----------------------------------------------------------
 
 def test_tape_library_gets_no_disk_advice(tmp_path):

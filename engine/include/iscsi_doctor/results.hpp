@@ -136,6 +136,8 @@ struct ConnectionInfo {
   // rtt_target_ms may hold the target's own time, not only the path's: its answers or a delayed-ACK
   // timer (docs/rules.md "Measures taken from TCP"); near the initiator the round trip is at most it.
   bool rtt_target_may_hold_own_time = false;
+  // The same of rtt_initiator_ms and the initiator: what it adds to a latency is at most it.
+  bool rtt_initiator_may_hold_own_time = false;
   // The path's rate each way as the receiver's ACKs show it (docs/rules.md "The link"): the
   // fastest busy run of at least link_run_bytes_min; a lower bound where the data never filled it.
   // Mbit/s of payload, -1: no such run; with the bytes of that run.

@@ -60,7 +60,9 @@ ConnectionInfo Connection::info() const {
   if (tcp_.rtt(kT2I).known()) i.rtt_target_ms = ms(tcp_.rtt(kT2I).ns());
   i.rtt_source_initiator = tcp_.rtt(kI2T).source();
   i.rtt_source_target = tcp_.rtt(kT2I).source();
-  i.rtt_target_may_hold_own_time = tcp_.rtt(kT2I).may_hold_side_time(to_ns(options_.delayed_ack_min_ms));
+  const int64_t late = to_ns(options_.delayed_ack_min_ms);
+  i.rtt_target_may_hold_own_time = tcp_.rtt(kT2I).may_hold_side_time(late);
+  i.rtt_initiator_may_hold_own_time = tcp_.rtt(kI2T).may_hold_side_time(late);
   for (int d = 0; d < 2; ++d) {
     const tcp::LinkMeter& m = tcp_.flow(d).link;
     if (m.rate <= 0) continue;
