@@ -247,6 +247,7 @@ struct Analyzer::Impl {
     bool closed;      // both ways (else half-closed)
     Endpoint fin_by;  // half-closed: the side that sent the FIN
     int64_t linger;
+    uint32_t fin_seq, other_next;  // that FIN's sequence number; the other side's next in order
   };
   static constexpr size_t kTombBytes = 160;  // a map node with its key, malloc's header
   // The linger is over (or the 4-tuple starts anew, or the capture ends): what it held is said.
@@ -299,7 +300,9 @@ struct Analyzer::Impl {
     relay.held = nullptr;
     const int64_t listed = unlisted.connections ? -1 : int64_t(infos.size()) - 1;
     const bool initiator_fin = c.fin_seen(session::kI2T);
-    Tomb t{c.id(), listed, nullptr, closed, initiator_fin ? c.info_initiator() : c.info_target(), c.linger_ns()};
+    const int fin_dir = initiator_fin ? session::kI2T : session::kT2I;
+    Tomb t{c.id(), listed, nullptr, closed, initiator_fin ? c.info_initiator() : c.info_target(),
+           c.linger_ns(), c.next_seq(fin_dir), c.next_seq(fin_dir ^ 1)};
     if (std::all_of(held.begin(), held.end(),
                     [](const Event& e) { return std::holds_alternative<ConnectionInfo>(e); }))
       relay.say(held);  // its facts alone: their order among other connections' is not reported
@@ -335,6 +338,24 @@ struct Analyzer::Impl {
       t.closed = true;
       closing.push_back({seg.time_ns + t.linger, it->first, t.id});
     }
+  }
+  // Half-closed and retired by the budget, then data past what a side had sent: its results would
+  // have changed. From the side that sent the FIN no peer sends it (RFC 9293 §3.6), so the FIN was
+  // not the end (a damaged capture); the other side may (a half-close). The state is gone: the rest
+  // is analysed as a connection joined mid-session, and a warning says so.
+  bool not_its_end(const Tomb& t, const Segment& seg) {
+    if (t.closed || seg.payload_wire_len == 0) return false;
+    const bool fin_side = seg.src == t.fin_by;
+    if (int32_t(seg.seq + seg.payload_wire_len - (fin_side ? t.fin_seq : t.other_next)) <= 0) return false;
+    sink.on_notice({Notice::Level::warning, seg.frame, t.id,
+                    std::string("new data came after the memory budget had finished this half-closed connection "
+                                "(a few round trips after its FIN") +
+                        (fin_side ? ", from the side that sent it: a damaged capture, since no peer sends past "
+                                    "its own FIN"
+                                  : "") +
+                        "): its segments from here are analysed as a new connection joined mid-session "
+                        "(--memory-budget 0 keeps it one connection)"});
+    return true;
   }
   // The budget is short: connections other than `keep` are finished, ended ones first, then idle,
   // then busy ones, each the least recently active of its kind.
@@ -484,7 +505,7 @@ SegmentStatus Analyzer::feed(const Segment& seg) {
   }
   if (it == m.live.end() && !m.tombs.empty()) {
     if (auto t = m.tombs.find(key); t != m.tombs.end()) {
-      if (!syn && !(opens && t->second.closed)) {
+      if (!syn && !(opens && t->second.closed) && !m.not_its_end(t->second, seg)) {
         m.stray(t, seg);
         return SegmentStatus::ignored;
       }

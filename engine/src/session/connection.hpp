@@ -78,6 +78,8 @@ public:
   bool busy() const { return slots_.open_count() > 0 || !settling_.empty(); }
   bool ending() const { return tcp_.ending(); }
   bool fin_seen(int dir) const { return tcp_.flow(dir).fin_seen; }
+  // The next sequence number of a side's data in order (after its FIN: the FIN's).
+  uint32_t next_seq(int dir) const { return uint32_t(tcp_.flow(dir).next); }
   size_t open_commands() const { return slots_.open_count(); }
   int64_t finished_at() const;
   MemoryBudget::Entry budget_entry;  // the Analyzer's budget keeps it
