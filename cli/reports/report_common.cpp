@@ -392,7 +392,9 @@ nlohmann::json vantage_json(const VantageFacts& v) {
   return {{"capture_point", v.capture_point},
           {"rtt_ms", ms_or_null(v.rtt_ms)},
           {"to_initiator_ms", ms_or_null(v.to_initiator_ms)},
-          {"to_target_ms", ms_or_null(v.to_target_ms)}};
+          {"to_target_ms", ms_or_null(v.to_target_ms)},
+          {"rtt_at_most", v.rtt_at_most},
+          {"to_initiator_at_most", v.to_initiator_at_most}};
 }
 
 }  // namespace iscsi_doctor::cli

@@ -219,6 +219,33 @@ def test_diff_across_vantages():
     assert same["vantage"]["compared"] == "as captured"
 
 
+def test_diff_across_vantages_with_a_round_trip_known_only_as_a_bound(tmp_path):
+    """The same exchange captured at both ends, AFTER's round trip to the initiator known only from
+    its answers and 40 ms too long (a delayed ACK in every sample, Linux's timer): no regression, and
+    the comparison says the figure is at most that."""
+    assert report(FIX / "scripted-nagle-read-1k-25ms--target.pcap.gz")["captures"][0]["summary"]["vantage"][
+        "to_initiator_at_most"] is True  # the initiator ACKs each sub-MSS Data-In late (the lab's "how")
+    before = report(FIX / "stock-read--initiator.pcap.gz")
+    after = report(FIX / "stock-read--target.pcap.gz")
+    v = after["summary"]["vantage"]  # what diff reads
+    assert v["to_initiator_at_most"] is False and v["rtt_at_most"] is False  # timestamps: tight
+    (tmp_path / "before.json").write_text(json.dumps(before))
+    (tmp_path / "after.json").write_text(json.dumps(after))
+    assert json.loads(run("diff", "--format", "json", tmp_path / "before.json", tmp_path / "after.json"))[
+        "regressions"] == []
+    v["to_initiator_ms"] += 40.0
+    (tmp_path / "late.json").write_text(json.dumps(after))
+    late = json.loads(run("diff", "--format", "json", tmp_path / "before.json", tmp_path / "late.json"))
+    assert late["regressions"], "40 ms more on every latency is a regression when the round trip is tight"
+    v["to_initiator_at_most"] = True
+    (tmp_path / "bound.json").write_text(json.dumps(after))
+    out = json.loads(run("diff", "--format", "json", "--fail-on-regression", tmp_path / "before.json",
+                         tmp_path / "bound.json"))
+    assert out["vantage"]["compared"] == "initiator estimates"
+    assert out["regressions"] == [] and not out["gate"]["tripped"]
+    assert "at most 48" in out["vantage"]["why"] and "known only from the initiator's answers" in out["vantage"]["why"]
+
+
 @pytest.mark.parametrize("scenario", ["stock-read", "stock-write"])
 def test_initiator_estimate_per_command(scenario, tmp_path):
     """commands[].initiator_latency_ms: near the target, the latency plus the lab's round trip (two
