@@ -245,9 +245,9 @@ struct Analyzer::Impl {
     int64_t listed;  // index in infos; -1: counted in unlisted
     std::unique_ptr<std::vector<Event>> held;
     bool closed;      // both ways (else half-closed)
-    Endpoint fin_by;  // half-closed: the side that sent the FIN
+    Endpoint fin_by;  // the initiator if it sent a FIN or RST, else the target
     int64_t linger;
-    uint32_t fin_seq, other_next;  // that FIN's sequence number; the other side's next in order
+    uint32_t fin_seq, other_next;  // that FIN's (or RST's) sequence number; the other side's next
   };
   static constexpr size_t kTombBytes = 160;  // a map node with its key, malloc's header
   // The linger is over (or the 4-tuple starts anew, or the capture ends): what it held is said.
@@ -339,22 +339,20 @@ struct Analyzer::Impl {
       closing.push_back({seg.time_ns + t.linger, it->first, t.id});
     }
   }
-  // Half-closed and retired by the budget, then data past what a side had sent: its results would
-  // have changed. From the side that sent the FIN no peer sends it (RFC 9293 §3.6), so the FIN was
-  // not the end (a damaged capture); the other side may (a half-close). The state is gone: the rest
-  // is analysed as a connection joined mid-session, and a warning says so.
+  // Retired by the budget at its FIN or RST, then data past what a side had sent: its results
+  // would have changed. The other side of a half-close may send it (RFC 9293 §3.6); after both FINs,
+  // or from the side that sent its FIN, no peer does (a damaged capture); an RST out of the
+  // receiver's window is ignored by it (RFC 5961 §3). The state is gone: the rest is analysed as a
+  // connection joined mid-session, and a warning says so.
   bool not_its_end(const Tomb& t, const Segment& seg) {
-    if (t.closed || seg.payload_wire_len == 0) return false;
+    if (seg.payload_wire_len == 0) return false;
     const bool fin_side = seg.src == t.fin_by;
     if (int32_t(seg.seq + seg.payload_wire_len - (fin_side ? t.fin_seq : t.other_next)) <= 0) return false;
     sink.on_notice({Notice::Level::warning, seg.frame, t.id,
-                    std::string("new data came after the memory budget had finished this half-closed connection "
-                                "(a few round trips after its FIN") +
-                        (fin_side ? ", from the side that sent it: a damaged capture, since no peer sends past "
-                                    "its own FIN"
-                                  : "") +
-                        "): its segments from here are analysed as a new connection joined mid-session "
-                        "(--memory-budget 0 keeps it one connection)"});
+                    "new data came after the memory budget had finished this connection at its FIN or RST (a "
+                    "half-close, a damaged capture or an RST its receiver ignored): its segments from here are "
+                    "analysed as a new connection joined mid-session (--memory-budget 0 keeps it one "
+                    "connection)"});
     return true;
   }
   // The budget is short: connections other than `keep` are finished, ended ones first, then idle,
