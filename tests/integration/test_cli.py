@@ -506,6 +506,41 @@ def test_text_report_never_calls_a_round_trip_known_only_from_the_answers_the_ne
     assert "target_think (target)" in full
 
 
+def test_a_flipped_fin_under_the_memory_budget_loses_no_command(tmp_path):
+    """A FIN flag set on the initiator's pure ACK at frame 55 of scsi-osd-example-001 (a damaged
+    capture: its next command, frame 56, comes 22 ms later, past what the budget waits after a
+    FIN). With the budget (the default) the connection is retired at that FIN; the rest is still
+    analysed, as a connection joined mid-session, with a warning: every SCSI command Wireshark sees."""
+    raw = bytearray(capture_bytes("scsi-osd-example-001"))
+    assert raw[:4] == b"\xd4\xc3\xb2\xa1"
+    pos, frame = 24, 0
+    while True:
+        frame += 1
+        incl = struct.unpack_from("<I", raw, pos + 8)[0]
+        if frame == 55:
+            break
+        pos += 16 + incl
+    ip = pos + 16 + 14
+    tcp = ip + (raw[ip] & 0x0F) * 4
+    assert struct.unpack_from(">HH", raw, tcp) == (32861, 3260) and raw[tcp + 13] == 0x10  # a pure ACK
+    assert struct.unpack_from(">H", raw, ip + 2)[0] == (raw[ip] & 0x0F) * 4 + (raw[tcp + 12] >> 4) * 4
+    raw[tcp + 13] |= 0x01  # FIN
+    path = tmp_path / "flipped-fin.pcap"
+    path.write_bytes(bytes(raw))
+    wireshark = len(tshark("-r", path, "-Y", "iscsi.opcode == 0x01").splitlines())
+    assert wireshark == 41
+    for budget in ((), ("--memory-budget", "0")):
+        doc = json.loads(run("--format", "json", *budget, path, check_rc=0).stdout)
+        assert len(doc["commands"]) == wireshark, budget
+        said = [n for n in doc["notices"] if "new data came after the memory budget" in n["message"]]
+        if budget:
+            assert not said
+        else:
+            assert [n["frame"] for n in said] == [56], said
+            joined = [c for s in doc["sessions"] for c in s["connections"] if c["mid_session_start"]]
+            assert [c["initiator"] for c in joined] == ["192.168.11.3:32861"], joined
+
+
 def test_output_file_and_unwritable_output(tmp_path):
     path = wiki("scsi-osd-example-001")
     out = tmp_path / "r.json"
