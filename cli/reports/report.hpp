@@ -215,6 +215,8 @@ nlohmann::json ms_or_null(double ms);  // negative (unknown) -> null
 // its connections share ("mixed" when they differ), and the round trips that separate it from each
 // side, weighted by the connections' commands (negative: not measured). A latency at the capture
 // point plus to_initiator_ms estimates the latency the initiator saw.
+// A round trip to the initiator worth saying (a column, "at most"): a tenth of a millisecond or more.
+inline constexpr double kInitiatorRttShownMs = 0.1;
 struct VantageFacts {
   std::string capture_point = "unknown";  // vantage_name, or "mixed"
   double rtt_ms = -1, to_initiator_ms = -1, to_target_ms = -1;
@@ -222,8 +224,10 @@ struct VantageFacts {
   bool to_initiator_at_most = false;  // and away from the initiator, its round trip the initiator's
   // The estimate's offset: 0 near the initiator, to_initiator_ms elsewhere, -1 unknown.
   double initiator_offset_ms() const { return to_initiator_ms < 0 ? -1 : to_initiator_ms; }
-  // Worth a column of its own in the text: a tenth of a millisecond or more.
-  bool shows_estimate() const { return capture_point != "initiator" && to_initiator_ms >= 0.1; }
+  // Worth a column of its own in the text.
+  bool shows_estimate() const {
+    return capture_point != "initiator" && to_initiator_ms >= kInitiatorRttShownMs;
+  }
   // The least a command can take as the capture point sees it, for "after fix" (#27): the round
   // trip to the target and back from a known point near the target or mid-path; else the full one.
   double floor_ms() const {

@@ -353,7 +353,7 @@ VantageFacts vantage_of(const CaptureResult& r) {
     if (to_ini >= 0) ini += n * to_ini, wi += n;
     if (c.rtt_target_ms >= 0) tgt += n * c.rtt_target_ms, wt += n;
     v.rtt_at_most = v.rtt_at_most || c.rtt_target_may_hold_own_time;
-    if (to_ini >= 0.1 && c.rtt_initiator_may_hold_own_time) v.to_initiator_at_most = true;
+    if (to_ini >= kInitiatorRttShownMs && c.rtt_initiator_may_hold_own_time) v.to_initiator_at_most = true;
   }
   if (wr > 0) v.rtt_ms = rtt / wr;
   if (wi > 0) v.to_initiator_ms = ini / wi;

@@ -20,8 +20,8 @@ void write_connection_detail(std::string& o, const ConnectionInfo& c) {
   auto rate = [](double m, uint64_t bytes) {
     return m > 0 ? fmt::format("{:.0f} Mbit/s (over {})", m, size_text(bytes)) : std::string("not measured");
   };
-  // Shown as a bound from a tenth of a millisecond, as the report's head does (vantage_sentence).
-  const bool bound = c.rtt_initiator_may_hold_own_time && c.rtt_initiator_ms >= 0.1;
+  // Said to be a bound where the report's head would say so (vantage_sentence).
+  const bool bound = c.rtt_initiator_may_hold_own_time && c.rtt_initiator_ms >= kInitiatorRttShownMs;
   std::vector<std::string> facts{
       "window scale " + window_scale_words(c),
       "round trips from " + rtt_source_words(c),
