@@ -14,10 +14,8 @@ plugin has none) is not counted as differing: that difference is the budget's ea
 LUA=lua5.1 (etc.) picks the interpreter.
 """
 import gzip
-import json
 import random
 import struct
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -129,37 +127,29 @@ def mutate(rng, recs):
     return recs
 
 
+NO_BUDGET = ("--memory-budget", "0")
+
+
 def same_without_budget(path):
     """Whether the Lua core gives what the CLI gives without its memory budget (the plugin has none):
     then the difference is the budget's (docs/cli.md `--memory-budget`), not the port's."""
-    with_budget = diff.cli_json
-
-    def cli_json(p):
-        out = subprocess.run([diff.lc.BINARY, "--format", "json", "--memory-budget", "0", str(p)],
-                             capture_output=True, text=True, timeout=600)
-        return json.loads(out.stdout)
-    diff.cli_json = cli_json
     try:
-        diff.compare(path)
+        diff.compare(path, cli_args=NO_BUDGET)
         return True
     except BaseException as e:  # pytest's outcomes are BaseExceptions
         if isinstance(e, KeyboardInterrupt):
             raise
         return False
-    finally:
-        diff.cli_json = with_budget
 
 
 def budget_note(path):
     """Whether the CLI's memory budget (on by default; the Lua plugin has none) is what differs: the
     CLI without it gives other results than with it."""
     def analysis(*extra):
-        out = subprocess.run([diff.lc.BINARY, "--format", "json", *extra, str(path)], capture_output=True,
-                             text=True, timeout=600)
-        rep = json.loads(out.stdout)
+        rep = diff.cli_json(path, *extra)
         return rep["commands"], rep["findings"], rep["sessions"]
-    return " (the CLI's memory budget: --memory-budget 0 differs)" if analysis() != analysis(
-        "--memory-budget", "0") else ""
+    differs = analysis() != analysis(*NO_BUDGET)
+    return " (the CLI's memory budget: --memory-budget 0 differs)" if differs else ""
 
 
 def main():

@@ -105,8 +105,8 @@ def test_fix_texts_parsed():
 # Running both sides
 
 
-def cli_json(path):
-    out = subprocess.run([lc.BINARY, "--format", "json", str(path)], capture_output=True,
+def cli_json(path, *extra):
+    out = subprocess.run([lc.BINARY, "--format", "json", *extra, str(path)], capture_output=True,
                          text=True, timeout=600)
     assert out.returncode in (0, 1, 2), f"CLI exit {out.returncode}: {out.stderr[-2000:]}"
     return json.loads(out.stdout)
@@ -238,8 +238,8 @@ def need_tools():
         pytest.skip(f"{LUA} not installed")
 
 
-def compare(path, lua=LUA):
-    rep = cli_json(path)
+def compare(path, lua=LUA, cli_args=()):
+    rep = cli_json(path, *cli_args)
     assert len(rep["captures"]) == 1
     cap = rep["captures"][0]
     if not cap["usable"]:
